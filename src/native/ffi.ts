@@ -1,0 +1,59 @@
+// The only dlopen in rlx. Loads the shim once, on first use (so `rlx --help` and config errors
+// never pay libtorch's ~0.5 s start-up), checks the ABI version, sets the thread count, and turns
+// failed calls into NativeError.
+//
+// Where the shim comes from: the `with { type: "file" }` import below resolves to
+// native/build/librlx.so when run from source (`bun run src/main.ts`, `bun test`), and to a copy
+// embedded in the binary after `bun build --compile` (Bun writes it to /tmp and dlopens that).
+import { dlopen, type ConvertFns } from "bun:ffi";
+import { cpus } from "node:os";
+import { NativeError } from "../errors.ts";
+import { ABI_VERSION, symbols } from "./symbols.ts";
+
+export type Rlx = ConvertFns<typeof symbols>;
+
+let loaded: Rlx | null = null;
+
+async function shimPath(): Promise<string> {
+  try {
+    return (await import("./shim_file.ts")).default;
+  } catch (err) {
+    throw new NativeError(`the native shim is not built (${(err as Error).message.split("\n")[0]})`, {
+      fix: "run `bun build.ts --shim` (or `bash scripts/setup.sh`, which installs libtorch and builds)",
+    });
+  }
+}
+
+/** Loads the shim (once) and returns its functions. `threads` <= 0 means one per core. */
+export async function loadNative(threads = Number(process.env.RLX_THREADS ?? 0)): Promise<Rlx> {
+  if (loaded) return loaded;
+  const path = await shimPath();
+  let lib: Rlx;
+  try {
+    lib = dlopen(path, symbols).symbols as Rlx;
+  } catch (err) {
+    throw new NativeError(`cannot load the native shim ${path}: ${(err as Error).message}`, {
+      fix: "run `rlx doctor`; libtorch must be installed where the shim was built against it (`bash scripts/setup.sh`)",
+    });
+  }
+  const abi = lib.rlx_abi_version();
+  if (abi !== ABI_VERSION) {
+    throw new NativeError(`native shim ABI ${abi} does not match this build's ${ABI_VERSION}`, { fix: "rebuild: `bun build.ts`" });
+  }
+  check(lib, lib.rlx_set_threads(threads > 0 ? threads : cpus().length));
+  loaded = lib;
+  return lib;
+}
+
+/** The loaded shim; throws if loadNative() has not run yet. */
+export function native(): Rlx {
+  if (!loaded) throw new NativeError("native shim used before loadNative()");
+  return loaded;
+}
+
+/** Throws the shim's last error when a call returned its failure value (-1, null or NaN). */
+export function check<T>(lib: Rlx, result: T): NonNullable<T> {
+  const failed = result === null || result === -1 || (typeof result === "number" && Number.isNaN(result));
+  if (failed) throw new NativeError(String(lib.rlx_last_error()) || "native call failed without a message");
+  return result as NonNullable<T>;
+}
