@@ -1,0 +1,72 @@
+// The environment interface (DESIGN §9). An environment is a plain object, not a class to
+// extend, so a custom env in a user's `.ts` file needs nothing from rlx's sources to be valid:
+//
+//   export default { id: "my_env", description: "...", args: z.strictObject({...}),
+//                    create(args) { return { tools: [], maxTurns: 1, load, reward }; } };
+//
+// `args` validates the `args = {...}` table of an `[[orchestrator.train.env]]` entry (defaults
+// live in the schema). `create(args)` returns the running env: its tasks, its tools, its turn
+// limit and its reward. The rollout protocol is fixed by the driver (src/orchestrator/rollout.ts):
+// model turn, parse tool calls, run each tool, append the outputs, until the model answers
+// without a tool call or `maxTurns` model turns have been sampled. With no tools it is single-turn.
+
+import type { ZodType } from "zod";
+import type { ChatMessage, ToolSpec } from "../model/chat.ts";
+import type { Rollout } from "../orchestrator/types.ts";
+
+export type Split = "train" | "eval";
+
+export interface Task {
+  /** Unique within the env (both splits); stable across runs for the same args. */
+  id: string;
+  /** The opening messages: an optional system message (tool instructions) and the user turn. */
+  prompt: ChatMessage[];
+  /** The gold final answer the reward compares against. */
+  answer: string;
+  /** A worked solution in words (OPSD's demonstration hint). */
+  solution?: string;
+  /** Env-specific data the reward or tools need (e.g. the expected program output). */
+  info?: Record<string, unknown>;
+}
+
+/** What a tool returns: the observation text the model will see, and whether it reports an
+ * error (a Forth "stack underflow" is an observation, counted in metrics, not a failure). */
+export interface ToolOutput {
+  output: string;
+  isError: boolean;
+}
+
+export interface Tool {
+  spec: ToolSpec;
+  /** Runs one call. Bad arguments should come back as an error observation; throwing fails
+   * the whole rollout (recorded with its error, excluded from training). */
+  run(args: Record<string, unknown>, task: Task): ToolOutput | Promise<ToolOutput>;
+}
+
+export interface RewardResult {
+  reward: number;
+  /** Named components, e.g. { correct: 1, formatted: 1 }. */
+  metrics: Record<string, number>;
+}
+
+export interface Env {
+  /** Empty for single-turn envs. */
+  tools: Tool[];
+  /** Maximum number of model turns in one rollout (1 for single-turn). */
+  maxTurns: number;
+  /** Tasks of a split. `train` and `eval` never share a task; `seed` only shuffles/samples. */
+  load(split: Split, seed: number): Promise<Task[]>;
+  /** Pure: the reward of a finished rollout (it reads `rollout.messages`). */
+  reward(task: Task, rollout: Rollout): RewardResult;
+  /** A gold conversation for the task, tool calls and real tool outputs included. */
+  demonstrate?(task: Task): Promise<ChatMessage[]>;
+}
+
+export interface EnvDefinition<Args = any> {
+  id: string;
+  /** One line for `rlx env list`. */
+  description: string;
+  /** Strict zod object with defaults: the env's `args` table. */
+  args: ZodType<Args>;
+  create(args: Args): Env | Promise<Env>;
+}

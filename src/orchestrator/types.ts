@@ -1,0 +1,131 @@
+// The data model of DESIGN §4: rollouts (what environments produce) and training samples (what
+// the trainer sees). The environments write rollouts, the algorithms layer annotates them, the
+// sample builder flattens them; all three meet only here, so this file changes rarely.
+//
+// A rollout is a list of segments. Concatenating the segments of one sample (`sample` index)
+// gives, token for token, the sequence the model saw: each turn's prompt is the previous prompt
+// plus the previous completion plus the new observation (the extension property). When a chat
+// template breaks that property (it rewrites earlier turns, e.g. drops past reasoning), the driver
+// starts a new sample whose first segments re-render the conversation so far as context
+// (sampled = false) and records the break in `info.extensionBreaks`. Most rollouts have one sample.
+//
+// Per-token annotations (`advantages`, `refLogprobs`, the weight streams) have the length of ALL
+// segments concatenated in order (every sample, one after the other), so an algorithm annotates a
+// rollout as one flat array and the sample builder cuts it at sample boundaries.
+
+import type { ChatMessage, Role } from "../model/chat.ts";
+import type { Task } from "../envs/types.ts";
+
+export type { Role } from "../model/chat.ts";
+
+export interface Segment {
+  role: Role;
+  tokenIds: number[];
+  /** True when the model being sampled produced these tokens (an action); false for prompts,
+   * template scaffold around observations, tool outputs, and re-rendered context. */
+  sampled: boolean;
+  /** Sampling logprobs, one per token; present exactly when `sampled`. */
+  logprobs?: number[];
+  /** Per token: message body (true) or chat-template scaffold (false). */
+  isContent?: boolean[];
+  /** Index into `Rollout.messages` of the message these tokens render. A sampled segment's
+   * message is the assistant message parsed from it. */
+  messageIndex: number;
+  /** Which sample of the rollout this segment belongs to (0 unless the extension property broke). */
+  sample: number;
+  /** Sampled segments: the weights version and temperature that produced them. */
+  policyVersion?: number;
+  temperature?: number;
+}
+
+/** Why a rollout stopped. Anything but "done" means the episode was cut short. */
+export type StopReason = "done" | "max_turns" | "length" | "context" | "error";
+
+export interface Rollout {
+  /** Unique per rollout within a run. */
+  id: string;
+  env: string;
+  taskId: string;
+  /** Rollouts of the same task sampled together share a groupId (GRPO groups). */
+  groupId: string;
+  task: Task;
+  /** The conversation: task prompt, then assistant turns (parsed from sampled tokens) and
+   * observations (tool outputs, user feedback). */
+  messages: ChatMessage[];
+  segments: Segment[];
+  /** 1 + number of extension-property breaks. */
+  numSamples: number;
+  reward: number;
+  /** Named reward components and counters (e.g. correct, tool_calls, tool_errors). */
+  metrics: Record<string, number>;
+  /** Set when the rollout failed (threw, timed out, hit a limit it cannot recover from). A
+   * failed rollout has reward 0 and is excluded from training, never a crash. */
+  error?: string;
+  stopReason: StopReason;
+  /** Weights version of the first sampled turn (per-turn versions are on the segments). */
+  policyVersion: number;
+  /** Number of model turns (sampled segments). */
+  numTurns: number;
+  /** Free-form metadata: extension breaks, finish reasons, timings. */
+  info: Record<string, unknown>;
+
+  // ---- annotations written by the algorithms layer (absent = not assigned) ----
+  /** Scalar credit before spreading over action tokens (GRPO-style); null = no signal. */
+  advantage?: number | null;
+  /** Per token of all segments concatenated; 0 off the action tokens. */
+  advantages?: number[];
+  /** Per token of all segments concatenated: reference / teacher logprobs. */
+  refLogprobs?: number[];
+  /** Per token of all segments concatenated: the three loss-component weight streams. */
+  rlWeights?: number[];
+  ceWeights?: number[];
+  refKlWeights?: number[];
+}
+
+/** The flat form the trainer consumes (DESIGN §4). Every array has the sequence's length. */
+export interface TrainingSample {
+  tokenIds: number[];
+  /** 1 on sampled (action) tokens. */
+  lossMask: number[];
+  advantages: number[];
+  /** The sampler's logprobs on action tokens, 0 elsewhere. */
+  inferenceLogprobs: number[];
+  /** Sampling temperature per token (1 off the action tokens). */
+  temperatures: number[];
+  refLogprobs?: number[];
+  rlWeights?: number[];
+  ceWeights?: number[];
+  refKlWeights?: number[];
+  env: string;
+  rolloutId: string;
+}
+
+/** Total number of tokens over all segments (the length of every per-token annotation). */
+export function rolloutLength(rollout: Rollout): number {
+  let n = 0;
+  for (const segment of rollout.segments) n += segment.tokenIds.length;
+  return n;
+}
+
+/** Per token of all segments concatenated: the value of `pick(segment, i)`. Handy for building
+ * masks (`sampled`), role streams and content marks in annotation code. */
+export function perToken<T>(rollout: Rollout, pick: (segment: Segment, i: number) => T): T[] {
+  const out: T[] = [];
+  for (const segment of rollout.segments) {
+    for (let i = 0; i < segment.tokenIds.length; i++) out.push(pick(segment, i));
+  }
+  return out;
+}
+
+/** [start, end) offsets of each sample within the concatenated token stream. */
+export function sampleRanges(rollout: Rollout): Array<[number, number]> {
+  const ranges: Array<[number, number]> = [];
+  let offset = 0;
+  for (const segment of rollout.segments) {
+    const last = ranges[segment.sample];
+    if (last) last[1] = offset + segment.tokenIds.length;
+    else ranges[segment.sample] = [offset, offset + segment.tokenIds.length];
+    offset += segment.tokenIds.length;
+  }
+  return ranges;
+}
