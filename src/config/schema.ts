@@ -1,0 +1,142 @@
+// The run config: every key, its type and its default. Config files hold deltas over these
+// defaults (configs/*.toml). Strict objects everywhere: an unknown key is an error, never ignored.
+// Algorithm blocks are validated per type in resolve.ts (algo.ts holds their schemas), and env
+// args by each environment's own schema, so both errors name the path the user typed.
+import { z } from "zod";
+
+const algoBlock = z.looseObject({ type: z.string() });
+const positiveInt = z.number().int().positive();
+
+const envEntry = z.strictObject({
+  /** Built-in env id (math, forth, search) or a path to a custom env's .ts file. */
+  id: z.string().min(1),
+  /** Name in metrics and logs; defaults to id. Must be unique across train envs. */
+  name: z.string().min(1).optional(),
+  /** Relative share of rollouts drawn from this env. */
+  ratio: z.number().positive().default(1),
+  /** Rollouts per task; defaults to orchestrator.group_size. */
+  group_size: positiveInt.optional(),
+  /** Sampling temperature; defaults to orchestrator.temperature. */
+  temperature: z.number().min(0).max(2).optional(),
+  /** Max new tokens per model turn; defaults to orchestrator.max_tokens. */
+  max_tokens: positiveInt.optional(),
+  /** Env-specific arguments, validated by the env's own schema. */
+  args: z.record(z.string(), z.unknown()).default({}),
+  /** This env's algorithm; absent = a deep copy of [orchestrator.algo]. */
+  algo: algoBlock.optional(),
+});
+
+const evalEntry = envEntry.omit({ algo: true, ratio: true });
+
+export const configSchema = z.strictObject({
+  /** Run directory: metrics, rollouts, weights, checkpoints, logs. */
+  output_dir: z.string().min(1).default("outputs/run"),
+  max_steps: positiveInt.default(100),
+  seed: z.number().int().min(0).default(0),
+
+  model: z.strictObject({
+    /** Hugging Face layout directory (config.json, model.safetensors, tokenizer.json). */
+    path: z.string().min(1),
+    dtype: z.enum(["f32", "bf16"]).default("f32"),
+  }),
+
+  trainer: z
+    .strictObject({
+      device: z.string().regex(/^(cpu|cuda(:\d+)?)$/, 'expected "cpu" or "cuda[:N]"').default("cpu"),
+      /** bf16 autocast over float32 master weights. */
+      precision: z.enum(["f32", "bf16-autocast"]).default("f32"),
+      /** Intra-op threads; 0 = one per core. */
+      threads: z.number().int().min(0).default(0),
+      /** Data-parallel trainer ranks (c10d). */
+      world_size: positiveInt.default(1),
+      optim: z
+        .strictObject({
+          lr: z.number().positive().default(1e-6),
+          betas: z.tuple([z.number().min(0).lt(1), z.number().min(0).lt(1)]).default([0.9, 0.999]),
+          eps: z.number().positive().default(1e-8),
+          weight_decay: z.number().min(0).default(0.01),
+          /** Global grad-norm clip; 0 disables. */
+          max_norm: z.number().min(0).default(1.0),
+        })
+        .prefault({}),
+      schedule: z
+        .strictObject({
+          type: z.enum(["constant", "linear", "cosine"]).default("constant"),
+          warmup_steps: z.number().int().min(0).default(0),
+          min_lr: z.number().min(0).default(0),
+        })
+        .prefault({}),
+      /** The default rl loss (DPPO + KL, reference/prime-rl.md §3.3). */
+      loss: z
+        .strictObject({
+          dppo_mask_low: z.number().min(0).default(0.2),
+          dppo_mask_high: z.number().min(0).default(0.2),
+          adv_tau: z.number().min(0).default(1.0),
+          kl_tau: z.number().min(0).default(1e-3),
+        })
+        .prefault({}),
+    })
+    .prefault({}),
+
+  orchestrator: z
+    .strictObject({
+      /** Rollouts per training step. */
+      batch_size: positiveInt.default(64),
+      /** Rollouts per task (the group of group-relative algorithms). */
+      group_size: positiveInt.default(8),
+      /** Packed micro-batch row length in tokens; longer samples are truncated. */
+      seq_len: positiveInt.default(2048),
+      /** Steps the orchestrator may run ahead of the trainer's published weights. */
+      max_async_level: z.number().int().min(0).default(1),
+      /** Rollouts sampled by weights older than this many versions are dropped. */
+      max_off_policy_steps: z.number().int().min(0).default(8),
+      temperature: z.number().min(0).max(2).default(1.0),
+      max_tokens: positiveInt.default(256),
+      /** Remove rl membership of zero-advantage tokens before packing. */
+      filter_zero_advantages: z.boolean().default(true),
+      algo: algoBlock.default({ type: "grpo" }),
+      train: z.strictObject({ env: z.array(envEntry).min(1, "at least one [[orchestrator.train.env]] is needed") }),
+      eval: z
+        .strictObject({
+          env: z.array(evalEntry).min(1),
+          /** Evaluate every N steps (and at the end). */
+          interval: positiveInt.default(10),
+          /** Held-out tasks per env; -1 = all. */
+          num_examples: z.number().int().min(-1).default(64),
+          /** Samples per task for pass@k / avg@k. */
+          k: positiveInt.default(8),
+        })
+        .optional(),
+    }),
+
+  inference: z
+    .strictObject({
+      /** External OpenAI-compatible policy servers; empty = spawn `rlx serve --policy`. */
+      base_urls: z.array(z.url({ protocol: /^https?$/ })).default([]),
+      /** Policy servers to spawn when base_urls is empty. */
+      servers: positiveInt.default(1),
+      host: z.string().default("127.0.0.1"),
+      port: z.number().int().min(1).max(65535).default(8000),
+      max_batch: positiveInt.default(64),
+    })
+    .prefault({}),
+
+  ckpt: z
+    .strictObject({
+      /** Checkpoint every N steps; 0 = only at the end. */
+      interval: z.number().int().min(0).default(0),
+      /** Checkpoints kept on disk. */
+      keep: positiveInt.default(2),
+    })
+    .prefault({}),
+
+  log: z
+    .strictObject({
+      level: z.enum(["debug", "info", "warn", "error"]).default("info"),
+    })
+    .prefault({}),
+});
+
+export type RawConfig = z.infer<typeof configSchema>;
+export type EnvEntry = z.infer<typeof envEntry>;
+export type EvalEntry = z.infer<typeof evalEntry>;
