@@ -1,0 +1,204 @@
+// Chat rendering with attribution: messages -> the model's own chat template (@huggingface/jinja)
+// -> token ids where every token knows its message, and whether it is message content or template
+// scaffold. Rollouts, ECHO's observation weights and the demonstration files all build on it.
+//
+// How attribution works, without knowing anything about a particular template:
+//   - Message boundaries: render each prefix messages[0..i] and take its longest common prefix
+//     with the full rendering; the text between consecutive boundaries belongs to message i. (A
+//     template may render a prefix differently from the whole, e.g. two tool results in a row
+//     share one turn, so we take the common part rather than demand a string prefix.) The text a
+//     generation prompt adds belongs to the next message (index messages.length).
+//   - Content: render the message once more with its content replaced by a sentinel; where the
+//     sentinel lands is where the content starts. If the template transformed the content (strip),
+//     fall back to searching for it inside the message's text.
+//   - Tokens: each span is encoded on its own, content with `encodePlain` (never special tokens)
+//     and scaffold with `encode`. Span edges fall on special tokens or newlines in ChatML, where a
+//     regex pre-tokenizer splits anyway, so the ids match whole-string encoding there; elsewhere a
+//     token may split at an edge. rlx always renders this way, so sampling and training agree.
+//     (Metaspace/sentencepiece tokenizers that prepend a space per encode call are not supported.)
+import { Template } from "@huggingface/jinja";
+import { ModelFileError } from "../errors.ts";
+import type { ChatMessage, ToolSpec } from "./chat.ts";
+import type { Tokenizer } from "./tokenizer.ts";
+
+export interface RenderOptions {
+  tools?: ToolSpec[];
+  addGenerationPrompt: boolean;
+  /** Extra template variables (e.g. `enable_thinking`). */
+  templateArgs?: Record<string, unknown>;
+}
+
+/** A character range of rendered text owned by one message. */
+export interface Span {
+  start: number;
+  end: number;
+  messageIndex: number;
+  isContent: boolean;
+}
+
+export interface AttributedText {
+  text: string;
+  spans: Span[];
+}
+
+/** Token ids with per-token attribution (parallel arrays). */
+export interface AttributedTokens {
+  tokenIds: number[];
+  messageIndex: number[];
+  isContent: boolean[];
+}
+
+const CONTENT_SENTINEL = "\u2063rlx\u2063content\u2063";
+const REASONING_SENTINEL = "\u2063rlx\u2063reasoning\u2063";
+
+function commonPrefixLength(a: string, b: string): number {
+  const n = Math.min(a.length, b.length);
+  let i = 0;
+  while (i < n && a.charCodeAt(i) === b.charCodeAt(i)) i++;
+  return i;
+}
+
+export class ChatRenderer {
+  private readonly template: Template;
+
+  constructor(
+    readonly tokenizer: Tokenizer,
+    templateSource: string | undefined = tokenizer.chatTemplate,
+  ) {
+    if (!templateSource) {
+      throw new ModelFileError("the model has no chat template", {
+        fix: "add `chat_template` to tokenizer_config.json (or a chat_template.jinja file) in the model directory",
+      });
+    }
+    this.template = new Template(templateSource);
+  }
+
+  /** The template's text for `messages`. */
+  text(messages: ChatMessage[], options: RenderOptions): string {
+    return this.template.render({
+      ...this.tokenizer.templateTokens,
+      ...options.templateArgs,
+      messages,
+      tools: options.tools && options.tools.length > 0 ? options.tools : undefined,
+      add_generation_prompt: options.addGenerationPrompt,
+    });
+  }
+
+  /** Renders and attributes every character to a message and to content or scaffold. */
+  attribute(messages: ChatMessage[], options: RenderOptions): AttributedText {
+    const text = this.text(messages, options);
+    const closed = { ...options, addGenerationPrompt: false };
+    const spans: Span[] = [];
+    let start = 0;
+    for (let i = 0; i < messages.length; i++) {
+      let end: number;
+      if (i < messages.length - 1) {
+        const prefix = this.tryText(messages.slice(0, i + 1), closed);
+        end = prefix === undefined ? start : commonPrefixLength(prefix, text);
+      } else {
+        end = options.addGenerationPrompt ? this.closedLength(messages, closed, text) : text.length;
+      }
+      end = this.snapOutOfAddedToken(text, Math.max(start, end), start);
+      this.pushMessageSpans(spans, messages, i, text, start, end, closed);
+      start = end;
+    }
+    if (start < text.length) spans.push({ start, end: text.length, messageIndex: messages.length, isContent: false });
+    return { text, spans };
+  }
+
+  /** Encodes attributed text from character `from` on (spans cut at `from`). */
+  tokenize(attributed: AttributedText, from = 0): AttributedTokens {
+    const out: AttributedTokens = { tokenIds: [], messageIndex: [], isContent: [] };
+    for (const span of attributed.spans) {
+      if (span.end <= from) continue;
+      const piece = attributed.text.slice(Math.max(span.start, from), span.end);
+      const ids = span.isContent ? this.tokenizer.encodePlain(piece) : this.tokenizer.encode(piece);
+      for (const id of ids) {
+        out.tokenIds.push(id);
+        out.messageIndex.push(span.messageIndex);
+        out.isContent.push(span.isContent && !this.tokenizer.specialIds.has(id));
+      }
+    }
+    return out;
+  }
+
+  /** Renders, attributes and encodes a whole conversation. */
+  render(messages: ChatMessage[], options: RenderOptions): AttributedTokens & { text: string } {
+    const attributed = this.attribute(messages, options);
+    return { ...this.tokenize(attributed), text: attributed.text };
+  }
+
+  /**
+   * The tokens that extend a sequence after a sampled assistant turn (the extension property):
+   * `prevText` is the template text the sequence had up to the generation prompt, the model then
+   * produced `messages[assistantIndex]` ending in the stop token spelled `stopText`. Returns the
+   * new template text and the tokens to append (template tail after the stop token, the new
+   * messages, the generation prompt), or null when the template does not extend its previous
+   * rendering (it rewrote an earlier turn), in which case the caller re-renders from scratch.
+   */
+  bridge(prevText: string, messages: ChatMessage[], assistantIndex: number, stopText: string, options: RenderOptions): { text: string; tokens: AttributedTokens } | null {
+    const upToAssistant = this.tryText(messages.slice(0, assistantIndex + 1), { ...options, addGenerationPrompt: false });
+    if (upToAssistant === undefined || !upToAssistant.startsWith(prevText)) return null;
+    const stopAt = upToAssistant.lastIndexOf(stopText);
+    if (stopAt < prevText.length) return null;
+    const attributed = this.attribute(messages, options);
+    if (!attributed.text.startsWith(upToAssistant)) return null;
+    return { text: attributed.text, tokens: this.tokenize(attributed, stopAt + stopText.length) };
+  }
+
+  private tryText(messages: ChatMessage[], options: RenderOptions): string | undefined {
+    try {
+      return this.text(messages, options);
+    } catch {
+      return undefined; // templates may refuse partial conversations (e.g. "no user message")
+    }
+  }
+
+  /** Where the last message ends when a generation prompt follows it. */
+  private closedLength(messages: ChatMessage[], closed: RenderOptions, full: string): number {
+    const withoutPrompt = this.tryText(messages, closed);
+    return withoutPrompt === undefined ? full.length : commonPrefixLength(withoutPrompt, full);
+  }
+
+  /** Moves a boundary back to the start of an added token it would cut in two. */
+  private snapOutOfAddedToken(text: string, boundary: number, floor: number): number {
+    for (const spelling of this.tokenizer.addedTokens.keys()) {
+      const from = Math.max(floor, boundary - spelling.length + 1);
+      const at = text.indexOf(spelling, from);
+      if (at !== -1 && at < boundary && at + spelling.length > boundary) return at;
+    }
+    return boundary;
+  }
+
+  private pushMessageSpans(spans: Span[], messages: ChatMessage[], i: number, text: string, start: number, end: number, closed: RenderOptions): void {
+    const message = messages[i]!;
+    const ranges: Array<[number, number]> = [];
+    for (const [field, sentinel] of [["reasoning_content", REASONING_SENTINEL], ["content", CONTENT_SENTINEL]] as const) {
+      const value = message[field];
+      if (!value) continue;
+      const range = this.locate(messages, i, field, sentinel, value, text, end, ranges.at(-1)?.[1] ?? start, closed);
+      if (range) ranges.push(range);
+    }
+    let cursor = start;
+    for (const [a, b] of ranges) {
+      if (a > cursor) spans.push({ start: cursor, end: a, messageIndex: i, isContent: false });
+      spans.push({ start: a, end: b, messageIndex: i, isContent: true });
+      cursor = b;
+    }
+    if (end > cursor) spans.push({ start: cursor, end, messageIndex: i, isContent: false });
+  }
+
+  /** The [start, end) of a message field's value inside its text, searched from `after`. */
+  private locate(messages: ChatMessage[], i: number, field: "content" | "reasoning_content", sentinel: string, value: string, text: string, end: number, after: number, closed: RenderOptions): [number, number] | null {
+    const probe = [...messages.slice(0, i), { ...messages[i]!, [field]: sentinel }];
+    const rendered = this.tryText(probe, closed);
+    const at = rendered?.indexOf(sentinel) ?? -1;
+    for (const candidate of new Set([value, value.trim(), value.replace(/^\n+/, "").trimEnd()])) {
+      if (!candidate) continue;
+      if (at >= after && at + candidate.length <= end && text.startsWith(candidate, at)) return [at, at + candidate.length];
+      const found = text.indexOf(candidate, after);
+      if (found !== -1 && found + candidate.length <= end) return [found, found + candidate.length];
+    }
+    return null;
+  }
+}
