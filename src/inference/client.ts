@@ -1,0 +1,126 @@
+// The OpenAI-compatible sampling client, for the live policy (`rlx serve --policy`) and for
+// frozen endpoints (teachers, sampling sources: rlx serve or vLLM). Tokens in, tokens out: the
+// prompt is sent as token ids and the completion comes back as token ids (vLLM's
+// `return_tokens_as_token_ids`, or its `token_ids` field) with their logprobs, never re-tokenized.
+// Scoring uses vLLM's `prompt_logprobs`. Requests are spread round-robin over the base URLs; a
+// `session` key (a rollout id) keeps a multi-turn rollout on one server for its KV cache.
+import { EndpointError } from "../errors.ts";
+import { DEFAULT_HTTP, type HttpOptions, JsonEndpoint } from "./http.ts";
+import type { Completion, CompletionRequest, FinishReason, SamplingClient } from "./types.ts";
+
+interface CompletionChoice {
+  finish_reason: string | null;
+  token_ids?: number[];
+  logprobs?: { tokens?: string[]; token_logprobs?: (number | null)[] } | null;
+  prompt_logprobs?: (Record<string, { logprob: number }> | null)[] | null;
+}
+
+interface CompletionResponse {
+  choices: CompletionChoice[];
+  /** rlx serve: the weights version that produced the completion (absent on vLLM). */
+  policy_version?: number;
+}
+
+export interface ClientOptions extends Partial<HttpOptions> {
+  /** The model name the server serves (its /v1/models id). */
+  model: string;
+  /** One or more base URLs, each ending in /v1. */
+  baseUrls: string[];
+  apiKey?: string;
+}
+
+/** "token_id:123" (vLLM's return_tokens_as_token_ids) -> 123. */
+function tokenId(token: string, where: string): number {
+  const match = /^token_id:(\d+)$/.exec(token);
+  if (!match) throw new EndpointError(`${where}: expected tokens as "token_id:N" (return_tokens_as_token_ids), got ${JSON.stringify(token)}`);
+  return Number(match[1]);
+}
+
+export class OpenAIClient implements SamplingClient {
+  private readonly endpoints: JsonEndpoint[];
+  private readonly sticky = new Map<string, JsonEndpoint>();
+  private next = 0;
+
+  constructor(readonly options: ClientOptions) {
+    if (options.baseUrls.length === 0) throw new EndpointError(`no base URL for model ${options.model}`);
+    const http: HttpOptions = { ...DEFAULT_HTTP, ...options, headers: options.apiKey ? { authorization: `Bearer ${options.apiKey}` } : {} };
+    this.endpoints = options.baseUrls.map((url) => new JsonEndpoint(url.replace(/\/+$/, ""), http));
+  }
+
+  /** Round-robin, or the server this session used before. */
+  private pick(session?: string): JsonEndpoint {
+    const held = session ? this.sticky.get(session) : undefined;
+    if (held) return held;
+    const endpoint = this.endpoints[this.next++ % this.endpoints.length]!;
+    if (session) this.sticky.set(session, endpoint);
+    return endpoint;
+  }
+
+  /** Forget a finished session's server. */
+  release(session: string): void {
+    this.sticky.delete(session);
+  }
+
+  async complete(request: CompletionRequest & { session?: string }): Promise<Completion> {
+    const endpoint = this.pick(request.session);
+    const body = {
+      model: this.options.model,
+      prompt: request.promptIds,
+      max_tokens: request.maxTokens,
+      temperature: request.temperature,
+      top_p: request.topP,
+      top_k: request.topK > 0 ? request.topK : -1,
+      stop_token_ids: request.stop,
+      seed: request.seed,
+      logprobs: 0,
+      return_tokens_as_token_ids: true,
+      skip_special_tokens: false,
+    };
+    const response = await endpoint.request<CompletionResponse>("/completions", body);
+    const choice = response.choices?.[0];
+    const where = `${endpoint.url}/completions`;
+    if (!choice?.logprobs?.token_logprobs) throw new EndpointError(`${where}: the response has no logprobs (is this an OpenAI-compatible completions server?)`);
+    const tokenIds = choice.token_ids ?? (choice.logprobs.tokens ?? []).map((t) => tokenId(t, where));
+    const logprobs = choice.logprobs.token_logprobs.map((lp) => lp ?? 0);
+    if (tokenIds.length !== logprobs.length) throw new EndpointError(`${where}: ${tokenIds.length} tokens but ${logprobs.length} logprobs`);
+    const finishReason: FinishReason = choice.finish_reason === "length" ? "length" : "stop";
+    return { tokenIds, logprobs, finishReason, policyVersion: response.policy_version ?? 0 };
+  }
+
+  /** Prompt logprobs of each sequence (the first token's is 0), via vLLM's prompt_logprobs. */
+  async score(sequences: number[][]): Promise<number[][]> {
+    return Promise.all(
+      sequences.map(async (tokenIds) => {
+        const endpoint = this.pick();
+        const body = { model: this.options.model, prompt: tokenIds, max_tokens: 1, temperature: 1.0, prompt_logprobs: 0 };
+        const response = await endpoint.request<CompletionResponse>("/completions", body);
+        const rows = response.choices?.[0]?.prompt_logprobs;
+        const where = `${endpoint.url}/completions`;
+        if (!rows || rows.length !== tokenIds.length) {
+          throw new EndpointError(`${where}: expected ${tokenIds.length} prompt_logprobs, got ${rows?.length ?? "none"} (the server must support vLLM's prompt_logprobs)`);
+        }
+        return rows.map((row, i) => {
+          if (i === 0 || row === null) return 0;
+          const entry = row[String(tokenIds[i])];
+          if (!entry) throw new EndpointError(`${where}: prompt_logprobs[${i}] lacks the prompt token ${tokenIds[i]}`);
+          return entry.logprob;
+        });
+      }),
+    );
+  }
+
+  /** Token ids of a text as the server's tokenizer encodes it (vLLM's /tokenize). */
+  async tokenize(text: string): Promise<number[]> {
+    const endpoint = this.pick();
+    const root = endpoint.url.replace(/\/v1$/, "");
+    const response = await new JsonEndpoint(root, endpoint.options).request<{ tokens: number[] }>("/tokenize", { model: this.options.model, prompt: text, add_special_tokens: false });
+    return response.tokens;
+  }
+
+  /** Policy servers only: load new weights; every server must succeed. */
+  async updateWeights(path: string, version: number): Promise<void> {
+    await Promise.all(
+      this.endpoints.map((endpoint) => new JsonEndpoint(endpoint.url.replace(/\/v1$/, ""), endpoint.options).request("/update_weights", { path, version })),
+    );
+  }
+}
