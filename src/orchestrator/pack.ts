@@ -1,0 +1,174 @@
+// Packing a step's training samples into rows for the trainer (DESIGN §4, reference/prime-rl.md
+// §4.4-4.6). Each row is one micro-batch: flat typed arrays the native training call takes as they
+// are, with no per-token JS objects on the hot path.
+//
+//   - Samples longer than seq_len are truncated (never split: a split sample would lose its
+//     prefix's context); every per-token array is cut with it.
+//   - First-fit decreasing: longest first, each into the first row with room.
+//   - A stream present on any sample of a row is materialized for the whole row, with the
+//     defaults filled in for samples that lack it (rl 1, ce 0, ref_kl 0, ref logprobs 0); a stream
+//     no sample carries stays absent, so pure-GRPO rows keep the trainer's hot path.
+//   - Optional padding to a multiple of `padMultiple` tokens: a trailing segment of its own (its
+//     position ids restart at 0) with weight 0 in every stream, loss mask 0 and env index -1.
+//   - The step's token counts per component (the global denominators' numerators) are counted over
+//     the packed rows, after truncation, as the trainer sees them: a sample's first token has no
+//     prediction and belongs to no component.
+import type { TrainingSample } from "./types.ts";
+
+export type StreamName = "rlWeights" | "ceWeights" | "refKlWeights" | "refLogprobs";
+export const STREAM_FILL: Record<StreamName, number> = { rlWeights: 1, ceWeights: 0, refKlWeights: 0, refLogprobs: 0 };
+const STREAMS = Object.keys(STREAM_FILL) as StreamName[];
+
+export interface PackedSampleInfo {
+  rolloutId: string;
+  env: string;
+  /** Offset of the sample in the row. */
+  start: number;
+  length: number;
+  /** Length before truncation (equal to `length` when it fit). */
+  originalLength: number;
+}
+
+/** One packed micro-batch of T tokens (T <= seq_len, rounded up to padMultiple). */
+export interface PackedRow {
+  tokenIds: Int32Array;
+  /** Lengths of the packed samples, then the padding segment if any; they sum to T. */
+  sampleLengths: Int32Array;
+  lossMask: Uint8Array;
+  advantages: Float32Array;
+  inferenceLogprobs: Float32Array;
+  temperatures: Float32Array;
+  /** Per token: index into PackedStep.envs; -1 on padding. */
+  envIndex: Int32Array;
+  refLogprobs?: Float32Array;
+  rlWeights?: Float32Array;
+  ceWeights?: Float32Array;
+  refKlWeights?: Float32Array;
+  samples: PackedSampleInfo[];
+}
+
+/** Member token counts of one component, summed over a step (before max(1, .)). */
+export interface ComponentCounts {
+  rl: number;
+  ce: number;
+  refKl: number;
+}
+
+export interface PackedStep {
+  rows: PackedRow[];
+  /** Env names; PackedRow.envIndex points here. */
+  envs: string[];
+  counts: ComponentCounts;
+  /** Real (non-padding) tokens over all rows. */
+  tokens: number;
+  truncatedSamples: number;
+}
+
+export interface PackOptions {
+  seqLen: number;
+  /** Pad each row's length up to a multiple of this (1 = no padding). */
+  padMultiple?: number;
+  /** Token id written on padding positions. */
+  padTokenId?: number;
+}
+
+/** Member counts of a packed row (DESIGN §6 membership). The first token of each packed sample
+ * is nobody's member: nothing in its sample predicts it, and the trainer drops it too. */
+export function rowCounts(row: PackedRow): ComponentCounts {
+  const counts = { rl: 0, ce: 0, refKl: 0 };
+  const { lossMask, rlWeights, ceWeights, refKlWeights } = row;
+  let nextStart = 0;
+  let k = 0;
+  for (let i = 0; i < row.tokenIds.length; i++) {
+    if (i === nextStart) {
+      nextStart += row.sampleLengths[k++] ?? 0;
+      continue;
+    }
+    if (lossMask[i] && (!rlWeights || rlWeights[i] !== 0)) counts.rl++;
+    if (ceWeights && ceWeights[i] !== 0) counts.ce++;
+    if (refKlWeights && refKlWeights[i] !== 0) counts.refKl++;
+  }
+  return counts;
+}
+
+/** First-fit decreasing: bins of sample indices, each bin's lengths summing to at most seqLen. */
+export function firstFitDecreasing(lengths: readonly number[], seqLen: number): number[][] {
+  const order = lengths.map((_, i) => i).sort((a, b) => lengths[b]! - lengths[a]! || a - b);
+  const bins: { used: number; items: number[] }[] = [];
+  for (const i of order) {
+    const len = lengths[i]!;
+    const bin = bins.find((b) => b.used + len <= seqLen);
+    if (bin) {
+      bin.used += len;
+      bin.items.push(i);
+    } else bins.push({ used: len, items: [i] });
+  }
+  return bins.map((b) => b.items);
+}
+
+function buildRow(samples: readonly TrainingSample[], lengths: readonly number[], envIds: Map<string, number>, opts: PackOptions): PackedRow {
+  const used = lengths.reduce((a, b) => a + b, 0);
+  const multiple = Math.max(1, opts.padMultiple ?? 1);
+  const total = Math.ceil(used / multiple) * multiple;
+  const row: PackedRow = {
+    tokenIds: new Int32Array(total).fill(opts.padTokenId ?? 0),
+    sampleLengths: Int32Array.from(total > used ? [...lengths, total - used] : lengths),
+    lossMask: new Uint8Array(total),
+    advantages: new Float32Array(total),
+    inferenceLogprobs: new Float32Array(total),
+    temperatures: new Float32Array(total).fill(1),
+    envIndex: new Int32Array(total).fill(-1),
+    samples: [],
+  };
+  for (const name of STREAMS) if (samples.some((s) => s[name])) row[name] = new Float32Array(total); // padding stays 0
+  let offset = 0;
+  samples.forEach((sample, k) => {
+    const len = lengths[k]!;
+    row.tokenIds.set(sample.tokenIds.slice(0, len), offset);
+    row.lossMask.set(sample.lossMask.slice(0, len), offset);
+    row.advantages.set(sample.advantages.slice(0, len), offset);
+    row.inferenceLogprobs.set(sample.inferenceLogprobs.slice(0, len), offset);
+    row.temperatures.set(sample.temperatures.slice(0, len), offset);
+    row.envIndex.fill(envIds.get(sample.env)!, offset, offset + len);
+    for (const name of STREAMS) {
+      const stream = row[name];
+      if (!stream) continue;
+      const values = sample[name];
+      if (values) stream.set(values.slice(0, len), offset);
+      else stream.fill(STREAM_FILL[name], offset, offset + len);
+    }
+    row.samples.push({ rolloutId: sample.rolloutId, env: sample.env, start: offset, length: len, originalLength: sample.tokenIds.length });
+    offset += len;
+  });
+  return row;
+}
+
+/** Packs a step's samples into rows and counts each component's members over the whole step. */
+export function packStep(all: readonly TrainingSample[], opts: PackOptions): PackedStep {
+  const samples = all.filter((s) => s.tokenIds.length > 0);
+  const lengths = samples.map((s) => Math.min(s.tokenIds.length, opts.seqLen));
+  const envs = [...new Set(samples.map((s) => s.env))];
+  const envIds = new Map(envs.map((env, i) => [env, i]));
+  const rows = firstFitDecreasing(lengths, opts.seqLen).map((bin) =>
+    buildRow(
+      bin.map((i) => samples[i]!),
+      bin.map((i) => lengths[i]!),
+      envIds,
+      opts,
+    ),
+  );
+  const counts = { rl: 0, ce: 0, refKl: 0 };
+  for (const row of rows) {
+    const c = rowCounts(row);
+    counts.rl += c.rl;
+    counts.ce += c.ce;
+    counts.refKl += c.refKl;
+  }
+  return {
+    rows,
+    envs,
+    counts,
+    tokens: lengths.reduce((a, b) => a + b, 0),
+    truncatedSamples: samples.filter((s, i) => s.tokenIds.length > lengths[i]!).length,
+  };
+}
