@@ -41,9 +41,15 @@ double rlx_bench_matmul(int n, int iters);
 #define RLX_F16 2
 #define RLX_F64 3
 
-/* A decoder-only Llama/Qwen2/Qwen3 model from the text of a Hugging Face config.json.
- * dtype: the run's parameter dtype; device: "cpu" or "cuda[:N]". Parameters are random-initialized
- * (normal with std = initializer_range, norms at 1) from seed; load real weights with set_param. */
+/* A decoder-only Llama/Qwen2/Qwen3 model. config_json is a flat JSON object (numbers and
+ * booleans) with exactly the keys vocab_size, hidden_size, intermediate_size, num_hidden_layers,
+ * num_attention_heads, num_key_value_heads, head_dim, rms_norm_eps, rope_theta,
+ * max_position_embeddings, tie_word_embeddings, attention_bias, qk_norm (src/model/config.ts
+ * writes it from config.json); an unknown, missing or mistyped key is an error naming it.
+ * dtype: the parameter dtype; device: "cpu" or "cuda[:N]". Parameters are random-initialized
+ * (normal, std 0.02; norms 1; biases 0) from seed, identically on every device; load real weights
+ * with set_param. float64 models compute in float64 throughout (for finite-difference tests);
+ * other dtypes compute norms, softmax and logprobs in float32. */
 void* rlx_model_create(const char* config_json, int dtype, const char* device, uint64_t seed);
 int rlx_model_free(void* model);
 /* JSON list of parameters in a fixed order: [{"name": HF name, "shape": [...]}, ...] */
@@ -53,6 +59,134 @@ const char* rlx_model_params(void* model);
 int rlx_model_set_param(void* model, const char* name, const void* data, int dtype, const int64_t* shape, int ndim);
 /* Copies a parameter out, converted to dtype, into out (nbytes must be exactly its size). */
 int rlx_model_get_param(void* model, const char* name, void* out, int dtype, int64_t nbytes);
+/* Copies a parameter's accumulated gradient out like get_param (zeros when it has none). */
+int rlx_model_get_grad(void* model, const char* name, void* out, int dtype, int64_t nbytes);
+/* Drops every accumulated gradient (and a pending non-finite-loss mark). */
+int rlx_model_zero_grad(void* model);
+/* Options: "autocast_bf16" 0|1 (bf16 autocast for train steps, scoring and generation; default 0),
+ * "logits_chunk" tokens per LM-head chunk (default 1024), "fused_attention" 0|1 (torch >= 2 only:
+ * at::scaled_dot_product_attention instead of the hand-written attention; default 1). */
+int rlx_model_set_option(void* model, const char* name, double value);
+
+/* ---- training ----------------------------------------------------------------------------- */
+/* A packed row is T tokens holding samples of the given lengths (summing to T). Position ids
+ * restart at 0 per sample, attention is causal within a sample only, and token t is predicted
+ * from token t-1 of its own sample: the first token of each sample has no logprob and is left
+ * out of every loss component whatever its mask or weights say.
+ *
+ * Per-token streams (length T; float streams are float32):
+ *   loss_mask (uint8, 1 = sampled action token), advantages, inference_logprobs, temperatures
+ *   (> 0; the sampling temperature of each token: logits are divided by it) are required;
+ *   ref_logprobs, rl_weights, ce_weights, ref_kl_weights and env_index (int32, -1 = no env) may
+ *   be NULL. Absent weights mean rl 1 on loss_mask, ce 0, ref_kl 0.
+ * Loss (DESIGN §6): L = sum(l_rl)/N_rl + sum(l_ce)/N_ce + sum(l_ref_kl)/N_ref_kl, members
+ *   rl = loss_mask & rl_w != 0, ce = ce_w != 0 (not gated by loss_mask), ref_kl = ref_kl_w != 0;
+ *   the denominators are the caller's max(1, member count) over the whole step (all ranks). */
+#define RLX_LOSS_N_RL 0
+#define RLX_LOSS_N_CE 1
+#define RLX_LOSS_N_REF_KL 2
+#define RLX_LOSS_MASK_LOW 3  /* dppo_mask_low, default 0.2 */
+#define RLX_LOSS_MASK_HIGH 4 /* dppo_mask_high, default 0.2 */
+#define RLX_LOSS_ADV_TAU 5   /* default 1.0 */
+#define RLX_LOSS_KL_TAU 6    /* default 1e-3 */
+#define RLX_LOSS_CONFIG_LEN 7
+
+/* Metrics: RLX_METRICS_FIELDS doubles for the whole row, then the same block for each env
+ * 0..n_envs-1 (tokens of that env_index). All are sums over tokens, so blocks from several
+ * micro-batches add up; divide by the matching count for means. */
+#define RLX_M_LOSS 0             /* this micro-batch's contribution to L */
+#define RLX_M_RL_SUM 1           /* sum of l_rl (before / N_rl) */
+#define RLX_M_RL_COUNT 2
+#define RLX_M_CE_SUM 3
+#define RLX_M_CE_COUNT 4
+#define RLX_M_REF_KL_SUM 5
+#define RLX_M_REF_KL_COUNT 6
+#define RLX_M_MISMATCH_KL_SUM 7  /* ratio - log ratio - 1 over loss_mask & (rl | ref_kl member) */
+#define RLX_M_MISMATCH_KL_COUNT 8
+#define RLX_M_ENTROPY_SUM 9      /* entropy of the tempered distribution over loss_mask tokens */
+#define RLX_M_ENTROPY_COUNT 10
+#define RLX_M_MASKED_LOW 11      /* rl members dropped from the policy term, A <= 0 side */
+#define RLX_M_MASKED_HIGH 12     /* rl members dropped from the policy term, A > 0 side */
+#define RLX_M_REF_KL_MASKED 13   /* ref_kl members dropped from the policy term */
+#define RLX_M_REF_KL_ADV_SUM 14  /* sum of ref_lp - lp over ref_kl members (the "ref_kl" metric) */
+#define RLX_M_NLL_SUM 15         /* sum of -lp over ce members (unweighted) */
+#define RLX_M_TOKENS 16          /* tokens in the row (or env) */
+#define RLX_METRICS_FIELDS 17
+
+/* Forward + backward of one packed micro-batch; gradients accumulate into the parameters across
+ * calls. A micro-batch with no member tokens gives loss 0 and adds zero gradient. A non-finite
+ * loss skips the backward and makes the next rlx_optim_step skip its update. metrics: n_metrics
+ * must be RLX_METRICS_FIELDS * (1 + n_envs). */
+int rlx_train_step(void* model, int64_t T, const int32_t* token_ids, const int32_t* sample_lengths, int n_samples,
+                   const uint8_t* loss_mask, const float* advantages, const float* inference_logprobs,
+                   const float* temperatures, const float* ref_logprobs, const float* rl_weights,
+                   const float* ce_weights, const float* ref_kl_weights, const int32_t* env_index, int n_envs,
+                   const double* loss_config, double* metrics, int64_t n_metrics);
+/* The same loss over given trainer logprobs (float64, every token valid), in float64 without a
+ * model: metrics as above (entropy fields 0) and, if grad_out is not NULL, dL/dlogprobs [T]. */
+int rlx_loss_eval(int64_t T, const double* logprobs, const uint8_t* loss_mask, const float* advantages,
+                  const float* inference_logprobs, const float* ref_logprobs, const float* rl_weights,
+                  const float* ce_weights, const float* ref_kl_weights, const int32_t* env_index, int n_envs,
+                  const double* loss_config, double* metrics, int64_t n_metrics, double* grad_out);
+
+/* ---- optimizer ---------------------------------------------------------------------------- */
+/* AdamW over all of the model's parameters (decoupled weight decay, as torch.optim.AdamW). The
+ * optimizer keeps its own references to the parameters. */
+void* rlx_optim_create(void* model, double beta1, double beta2, double eps, double weight_decay);
+int rlx_optim_free(void* optim);
+int rlx_optim_zero_grad(void* optim);
+/* Global grad-norm clipping (max_grad_norm <= 0: none), then the AdamW update, then the gradients
+ * are cleared. If the gradient norm is not finite, or a train step since the last update had a
+ * non-finite loss, the update is skipped (skipped = 1) and the gradients are cleared. */
+#define RLX_OPTIM_GRAD_NORM 0 /* the global norm before clipping */
+#define RLX_OPTIM_SKIPPED 1
+#define RLX_OPTIM_STEP 2      /* updates applied so far */
+#define RLX_OPTIM_OUT_LEN 3
+int rlx_optim_step(void* optim, double lr, double max_grad_norm, double* out, int n_out);
+/* Optimizer state (step count, exp_avg and exp_avg_sq per parameter) as a byte image for
+ * checkpoints: size, save into a caller buffer of exactly that size, load from one. */
+int64_t rlx_optim_state_size(void* optim);
+int rlx_optim_state_save(void* optim, void* out, int64_t nbytes);
+int rlx_optim_state_load(void* optim, const void* data, int64_t nbytes);
+
+/* ---- generation and scoring --------------------------------------------------------------- */
+/* A generator: a KV cache of `slots` sequences of up to `capacity` tokens each (prompt plus
+ * generated), for continuous batching. Sequences are added (batched prefill), stepped together
+ * (one token each per step) and free their slot when they finish. Logprobs are
+ * log_softmax(logits / temperature) of the chosen token over the full distribution, before
+ * top-k/top-p truncation, i.e. what the trainer computes; temperature 0 is greedy and reports the
+ * temperature-1 logprob. Each sequence samples from its own generator seeded with its seed. */
+void* rlx_gen_create(void* model, int slots, int capacity);
+int rlx_gen_free(void* gen);
+int rlx_gen_free_slots(void* gen);
+/* Per-sequence sampling settings: RLX_SAMPLING_FIELDS doubles each. */
+#define RLX_SAMPLE_TEMPERATURE 0
+#define RLX_SAMPLE_TOP_P 1          /* (0, 1]; 1 = off */
+#define RLX_SAMPLE_TOP_K 2          /* 0 = off */
+#define RLX_SAMPLE_MAX_NEW_TOKENS 3
+#define RLX_SAMPLE_SEED 4           /* an integer below 2^53 */
+#define RLX_SAMPLING_FIELDS 5
+/* Finish reasons */
+#define RLX_FINISH_NONE 0
+#define RLX_FINISH_STOP 1   /* a stop token was sampled (it is the last token returned) */
+#define RLX_FINISH_LENGTH 2 /* max_new_tokens reached or the slot's capacity is full */
+/* Adds n sequences: prompts concatenated in prompt_ids with prompt_lengths, sampling settings
+ * [n * RLX_SAMPLING_FIELDS], stop token ids concatenated with stop_counts[n]. Prefills them and
+ * samples each one's first token; out_* [n] receive the slot, token, logprob, finish reason. */
+int rlx_gen_add(void* gen, int n, const int32_t* prompt_ids, const int32_t* prompt_lengths, const double* sampling,
+                const int32_t* stop_ids, const int32_t* stop_counts, int32_t* out_slots, int32_t* out_tokens,
+                float* out_logprobs, int32_t* out_finish);
+/* One decode step for every running sequence. Returns how many tokens were produced (0 when
+ * none is running); entry j of out_* is (slot, token, logprob, finish). n_out >= slots. */
+int rlx_gen_step(void* gen, int32_t* out_slots, int32_t* out_tokens, float* out_logprobs, int32_t* out_finish, int n_out);
+/* Cancels the sequence in a slot. */
+int rlx_gen_remove(void* gen, int slot);
+/* Prefill logprobs of n sequences (concatenated, total tokens): out_logprobs[t] = log p(token t |
+ * tokens before it in its sequence) under logits / temperatures[t] (NULL = 1); the first token of
+ * each sequence gets 0 (no prediction). out_entropy (may be NULL): the entropy of that
+ * distribution. Sequences are packed into rows of at most row_tokens (<= 0: one row). */
+int rlx_score(void* model, int64_t total, const int32_t* token_ids, const int32_t* lengths, int n,
+              const float* temperatures, int64_t row_tokens, float* out_logprobs, float* out_entropy);
 
 #ifdef __cplusplus
 }

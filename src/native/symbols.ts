@@ -2,7 +2,7 @@
 // arity. test/native/abi.test.ts parses rlx.h and checks that both agree.
 import { FFIType } from "bun:ffi";
 
-const { i32, f64, cstring } = FFIType;
+const { i32, i64, u64, i64_fast, f64, ptr, cstring } = FFIType;
 
 export const symbols = {
   // runtime
@@ -11,6 +11,37 @@ export const symbols = {
   rlx_set_threads: { args: [i32], returns: i32 },
   rlx_runtime_info: { args: [], returns: cstring },
   rlx_bench_matmul: { args: [i32, i32], returns: f64 },
+  // models
+  rlx_model_create: { args: [ptr, i32, ptr, u64], returns: ptr },
+  rlx_model_free: { args: [ptr], returns: i32 },
+  rlx_model_params: { args: [ptr], returns: cstring },
+  rlx_model_set_param: { args: [ptr, ptr, ptr, i32, ptr, i32], returns: i32 },
+  rlx_model_get_param: { args: [ptr, ptr, ptr, i32, i64], returns: i32 },
+  rlx_model_get_grad: { args: [ptr, ptr, ptr, i32, i64], returns: i32 },
+  rlx_model_zero_grad: { args: [ptr], returns: i32 },
+  rlx_model_set_option: { args: [ptr, ptr, f64], returns: i32 },
+  // training
+  rlx_train_step: {
+    args: [ptr, i64, ptr, ptr, i32, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, i32, ptr, ptr, i64],
+    returns: i32,
+  },
+  rlx_loss_eval: { args: [i64, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, i32, ptr, ptr, i64, ptr], returns: i32 },
+  // optimizer
+  rlx_optim_create: { args: [ptr, f64, f64, f64, f64], returns: ptr },
+  rlx_optim_free: { args: [ptr], returns: i32 },
+  rlx_optim_zero_grad: { args: [ptr], returns: i32 },
+  rlx_optim_step: { args: [ptr, f64, f64, ptr, i32], returns: i32 },
+  rlx_optim_state_size: { args: [ptr], returns: i64_fast },
+  rlx_optim_state_save: { args: [ptr, ptr, i64], returns: i32 },
+  rlx_optim_state_load: { args: [ptr, ptr, i64], returns: i32 },
+  // generation and scoring
+  rlx_gen_create: { args: [ptr, i32, i32], returns: ptr },
+  rlx_gen_free: { args: [ptr], returns: i32 },
+  rlx_gen_free_slots: { args: [ptr], returns: i32 },
+  rlx_gen_add: { args: [ptr, i32, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr], returns: i32 },
+  rlx_gen_step: { args: [ptr, ptr, ptr, ptr, ptr, i32], returns: i32 },
+  rlx_gen_remove: { args: [ptr, i32], returns: i32 },
+  rlx_score: { args: [ptr, i64, ptr, ptr, i32, ptr, i64, ptr, ptr], returns: i32 },
 } as const;
 
 export const ABI_VERSION = 1;

@@ -1,0 +1,267 @@
+// The model's math: RMSNorm, rotary embedding, grouped-query attention over packed rows and over
+// a KV cache, SwiGLU, and the chunked LM head. Shapes are written as suffixes or comments:
+// T tokens of a packed row, B decode rows, H query heads, G kv heads, R = H / G, D head_dim.
+//
+// Attention over a packed row runs one causal block per sample, so its cost is the sum of the
+// squared sample lengths, not the squared row length, and no T x T mask exists. Grouped-query
+// attention views the R query heads of a kv head as extra rows of one matrix product against that
+// kv head's K, so K and V are never repeated (shared/reference/feasibility.md §4).
+//
+// libtorch 1.13 has no public scaled_dot_product_attention; 2.x builds use it (fused kernels,
+// flash attention on CUDA) unless the model's fused_attention option is off. That path cannot be
+// tested on this machine's 1.13 and is kept in the two blocks marked RLX_TORCH2.
+#include "model.h"
+
+#define RLX_TORCH2 (TORCH_VERSION_MAJOR >= 2)
+#define RLX_TORCH_AT_LEAST(major, minor) \
+  (TORCH_VERSION_MAJOR > (major) || (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
+
+namespace rlx {
+
+// ---- autocast ---------------------------------------------------------------------------------
+
+AutocastScope::AutocastScope(const Model& m) {
+  if (!m.autocast_bf16) return;
+  active_ = true;
+  device_type_ = m.device.type();
+#if RLX_TORCH_AT_LEAST(2, 4)
+  was_enabled_ = at::autocast::is_autocast_enabled(device_type_);
+  at::autocast::set_autocast_dtype(device_type_, at::kBFloat16);
+  at::autocast::set_autocast_enabled(device_type_, true);
+#else
+  if (device_type_ == at::kCPU) {
+    was_enabled_ = at::autocast::is_cpu_enabled();
+    at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+    at::autocast::set_cpu_enabled(true);
+  } else {
+    was_enabled_ = at::autocast::is_enabled();
+    at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
+    at::autocast::set_enabled(true);
+  }
+#endif
+  at::autocast::increment_nesting();
+}
+
+AutocastScope::~AutocastScope() {
+  if (!active_) return;
+  if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+#if RLX_TORCH_AT_LEAST(2, 4)
+  at::autocast::set_autocast_enabled(device_type_, was_enabled_);
+#else
+  if (device_type_ == at::kCPU) at::autocast::set_cpu_enabled(was_enabled_);
+  else at::autocast::set_enabled(was_enabled_);
+#endif
+}
+
+// ---- building blocks --------------------------------------------------------------------------
+
+// HF LlamaRMSNorm: normalize in float32 (float64 for float64 models), scale in the input dtype.
+static at::Tensor rms_norm(const Model& m, const at::Tensor& x, const at::Tensor& weight) {
+  auto xf = x.to(m.compute_dtype());
+  auto normed = xf * at::rsqrt(xf.pow(2).mean(-1, true) + m.cfg.rms_norm_eps);
+  return weight * normed.to(x.scalar_type());
+}
+
+// cos/sin rows for the given positions, [N, D], in the model's dtype. The table is computed the
+// way HF computes it (inverse frequencies and angles in float32, or float64 for float64 models)
+// and grows in powers of two when a position runs past it.
+static std::pair<at::Tensor, at::Tensor> rope_rows(Model& m, const at::Tensor& positions, int64_t max_position) {
+  if (!m.rope_cos.defined() || m.rope_cos.size(0) <= max_position) {
+    at::NoGradGuard no_grad;
+    int64_t rows = 256;
+    while (rows <= max_position) rows *= 2;
+    auto cd = m.compute_dtype();
+    const int64_t D = m.cfg.head_dim;
+    auto exponents = at::arange(0, D, 2, at::TensorOptions().dtype(at::kLong)).to(cd) / static_cast<double>(D);
+    auto inv_freq = 1.0 / at::pow(m.cfg.rope_theta, exponents);                            // [D/2]
+    auto angles = at::arange(rows, at::TensorOptions().dtype(cd)).unsqueeze(1) * inv_freq;  // [rows, D/2]
+    auto emb = at::cat({angles, angles}, 1);
+    m.rope_cos = emb.cos().to(m.device);
+    m.rope_sin = emb.sin().to(m.device);
+  }
+  return {m.rope_cos.index_select(0, positions).to(m.dtype), m.rope_sin.index_select(0, positions).to(m.dtype)};
+}
+
+static at::Tensor rotate_half(const at::Tensor& x) {
+  const int64_t half = x.size(-1) / 2;
+  return at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
+}
+
+// x [N, heads, D]; cos/sin [N, D].
+static at::Tensor apply_rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
+  return x * cos.unsqueeze(1) + rotate_half(x) * sin.unsqueeze(1);
+}
+
+static at::Tensor dense(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b = at::Tensor()) {
+  return b.defined() ? at::linear(x, w, b) : at::linear(x, w);
+}
+
+struct Qkv {
+  at::Tensor q, k, v;  // q [N, H, D], k and v [N, G, D], positions applied
+};
+
+static Qkv project_qkv(Model& m, const Layer& L, const at::Tensor& h, const at::Tensor& cos, const at::Tensor& sin) {
+  const auto& c = m.cfg;
+  const int64_t N = h.size(0);
+  auto q = dense(h, L.q_proj, L.q_bias).view({N, c.num_attention_heads, c.head_dim});
+  auto k = dense(h, L.k_proj, L.k_bias).view({N, c.num_key_value_heads, c.head_dim});
+  auto v = dense(h, L.v_proj, L.v_bias).view({N, c.num_key_value_heads, c.head_dim});
+  if (c.qk_norm) {
+    q = rms_norm(m, q, L.q_norm);
+    k = rms_norm(m, k, L.k_norm);
+  }
+  return {apply_rope(q, cos, sin), apply_rope(k, cos, sin), v};
+}
+
+static at::Tensor mlp(Model& m, const Layer& L, const at::Tensor& x) {
+  auto h = rms_norm(m, x, L.post_norm);
+  return dense(at::silu(dense(h, L.gate_proj)) * dense(h, L.up_proj), L.down_proj);
+}
+
+// Causal attention within one sample: q [n, H, D], k/v [n, G, D] -> [n, H*D].
+static at::Tensor attend_causal(const Model& m, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  const int64_t n = q.size(0), H = q.size(1), G = k.size(1), D = q.size(2), R = H / G;
+#if RLX_TORCH2
+  if (m.fused_attention) {
+    auto qh = q.permute({1, 0, 2}).unsqueeze(0), kh = k.permute({1, 0, 2}).unsqueeze(0), vh = v.permute({1, 0, 2}).unsqueeze(0);
+#if RLX_TORCH_AT_LEAST(2, 5)
+    auto out = at::scaled_dot_product_attention(qh, kh, vh, {}, 0.0, true, {}, /*enable_gqa=*/true);
+#else
+    auto out = at::scaled_dot_product_attention(qh, kh.repeat_interleave(R, 1), vh.repeat_interleave(R, 1), {}, 0.0, true);
+#endif
+    return out.squeeze(0).permute({1, 0, 2}).reshape({n, H * D});
+  }
+#endif
+  auto q_G_Rn_D = q.view({n, G, R, D}).permute({1, 2, 0, 3}).reshape({G, R * n, D});
+  auto k_G_n_D = k.permute({1, 0, 2});
+  auto v_G_n_D = v.permute({1, 0, 2});
+  auto scores = at::matmul(q_G_Rn_D, k_G_n_D.transpose(1, 2)).view({G, R, n, n}) * (1.0 / std::sqrt(double(D)));
+  auto future = at::ones({n, n}, at::TensorOptions().dtype(at::kBool).device(q.device())).triu(1);
+  auto probs = at::softmax(scores.masked_fill(future, -INFINITY), -1, m.compute_dtype()).to(v.scalar_type());
+  auto out = at::matmul(probs.view({G, R * n, n}), v_G_n_D);  // [G, R*n, D]
+  return out.view({G, R, n, D}).permute({2, 0, 1, 3}).reshape({n, H * D});
+}
+
+// ---- packed forward ---------------------------------------------------------------------------
+
+at::Tensor forward_packed(Model& m, const at::Tensor& token_ids, const at::Tensor& positions,
+                          const std::vector<int64_t>& sample_lengths, const KVWrite* kv) {
+  const int64_t T = token_ids.size(0);
+  int64_t longest = 0;
+  for (auto n : sample_lengths) longest = std::max(longest, n);
+  auto [cos, sin] = rope_rows(m, positions, longest);
+  auto x = at::embedding(m.embed, token_ids);  // [T, hidden]
+  for (size_t l = 0; l < m.layers.size(); ++l) {
+    const Layer& L = m.layers[l];
+    auto [q, k, v] = project_qkv(m, L, rms_norm(m, x, L.input_norm), cos, sin);
+    std::vector<at::Tensor> outs;
+    int64_t start = 0;
+    for (size_t s = 0; s < sample_lengths.size(); ++s) {
+      const int64_t n = sample_lengths[s];
+      auto ks = k.narrow(0, start, n), vs = v.narrow(0, start, n);
+      if (kv) {
+        at::NoGradGuard no_grad;
+        kv->cache->k[l][kv->slots[s]].narrow(1, 0, n).copy_(ks.permute({1, 0, 2}));
+        kv->cache->v[l][kv->slots[s]].narrow(1, 0, n).copy_(vs.permute({1, 0, 2}));
+      }
+      outs.push_back(sample_lengths.size() == 1 ? attend_causal(m, q, k, v) : attend_causal(m, q.narrow(0, start, n), ks, vs));
+      start += n;
+    }
+    auto attn = outs.size() == 1 ? outs[0] : at::cat(outs, 0);
+    x = x + dense(attn, L.o_proj);
+    x = x + mlp(m, L, x);
+  }
+  TORCH_CHECK(x.size(0) == T, "packed forward lost tokens");
+  return rms_norm(m, x, m.final_norm);
+}
+
+// ---- decode step over a KV cache --------------------------------------------------------------
+
+at::Tensor forward_decode(Model& m, KVCache& cache, const at::Tensor& token_ids, const at::Tensor& positions) {
+  const int64_t B = token_ids.size(0), H = m.cfg.num_attention_heads, G = m.cfg.num_key_value_heads;
+  const int64_t D = m.cfg.head_dim, R = H / G;
+  const int64_t span = positions.max().item<int64_t>() + 1;  // cache positions any row attends to
+  TORCH_CHECK(span <= cache.capacity, "decode position past the KV cache capacity");
+  auto [cos, sin] = rope_rows(m, positions, span - 1);
+  auto rows = at::arange(B, positions.options());
+  // Row b sees cache positions 0..positions[b]; later positions hold other requests' leftovers.
+  auto visible_B_span = at::arange(span, positions.options()).unsqueeze(0) <= positions.unsqueeze(1);
+  auto x = at::embedding(m.embed, token_ids);  // [B, hidden]
+  for (size_t l = 0; l < m.layers.size(); ++l) {
+    const Layer& L = m.layers[l];
+    auto [q, k, v] = project_qkv(m, L, rms_norm(m, x, L.input_norm), cos, sin);
+    auto& kc = cache.k[l];
+    auto& vc = cache.v[l];
+    kc.permute({0, 2, 1, 3}).index_put_({rows, positions}, k.to(kc.scalar_type()));
+    vc.permute({0, 2, 1, 3}).index_put_({rows, positions}, v.to(vc.scalar_type()));
+    auto k_B_G_S_D = kc.narrow(0, 0, B).narrow(2, 0, span);
+    auto v_B_G_S_D = vc.narrow(0, 0, B).narrow(2, 0, span);
+    at::Tensor attn;
+#if RLX_TORCH2
+    if (m.fused_attention) {
+      auto mask = visible_B_span.view({B, 1, 1, span});
+#if RLX_TORCH_AT_LEAST(2, 5)
+      attn = at::scaled_dot_product_attention(q.unsqueeze(2), k_B_G_S_D, v_B_G_S_D, mask, 0.0, false, {}, true);
+#else
+      attn = at::scaled_dot_product_attention(q.unsqueeze(2), k_B_G_S_D.repeat_interleave(R, 1), v_B_G_S_D.repeat_interleave(R, 1), mask, 0.0, false);
+#endif
+      attn = attn.reshape({B, H * D});
+    }
+#endif
+    if (!attn.defined()) {
+      auto q_B_G_R_D = q.view({B, G, R, D});
+      auto scores = at::matmul(q_B_G_R_D, k_B_G_S_D.transpose(2, 3)) * (1.0 / std::sqrt(double(D)));  // [B, G, R, span]
+      scores = scores.masked_fill(visible_B_span.logical_not().view({B, 1, 1, span}), -INFINITY);
+      auto probs = at::softmax(scores, -1, m.compute_dtype()).to(v_B_G_S_D.scalar_type());
+      attn = at::matmul(probs, v_B_G_S_D).reshape({B, H * D});
+    }
+    x = x + dense(attn, L.o_proj);
+    x = x + mlp(m, L, x);
+  }
+  return rms_norm(m, x, m.final_norm);
+}
+
+// ---- LM head ----------------------------------------------------------------------------------
+
+at::Tensor lm_logits(Model& m, const at::Tensor& hidden) {
+  return at::linear(hidden, m.lm_head).to(m.compute_dtype());
+}
+
+at::Tensor chunked_logprobs(Model& m, const at::Tensor& hidden, const at::Tensor& labels,
+                            const at::Tensor& temperatures, at::Tensor* entropy_out) {
+  const int64_t N = hidden.size(0);
+  std::vector<at::Tensor> logprobs, entropies;
+  for (int64_t start = 0; start < N; start += m.logits_chunk) {
+    const int64_t n = std::min(m.logits_chunk, N - start);
+    auto z = lm_logits(m, hidden.narrow(0, start, n)) / temperatures.narrow(0, start, n).unsqueeze(1);
+    auto logp = at::log_softmax(z, -1);
+    logprobs.push_back(logp.gather(1, labels.narrow(0, start, n).unsqueeze(1)).squeeze(1));
+    if (entropy_out) {
+      at::NoGradGuard no_grad;
+      entropies.push_back(-(logp.exp() * logp).sum(-1));
+    }
+  }
+  if (entropy_out) *entropy_out = N ? at::cat(entropies) : at::zeros({0}, hidden.options().dtype(m.compute_dtype()));
+  return N ? at::cat(logprobs) : at::zeros({0}, hidden.options().dtype(m.compute_dtype()));
+}
+
+// ---- inputs -----------------------------------------------------------------------------------
+
+at::Tensor token_tensor(const Model& m, const int32_t* ids, int64_t n, const char* what) {
+  require(ids != nullptr || n == 0, std::string(what) + " is null");
+  const int64_t V = m.cfg.vocab_size;
+  for (int64_t i = 0; i < n; ++i)
+    require(ids[i] >= 0 && ids[i] < V, std::string(what) + "[" + std::to_string(i) + "] = " + std::to_string(ids[i]) +
+                                           " is outside the vocabulary (size " + std::to_string(V) + ")");
+  auto t = at::from_blob(const_cast<int32_t*>(ids), {n}, at::kInt).to(at::kLong);
+  return t.to(m.device);
+}
+
+at::Tensor packed_positions(const Model& m, const std::vector<int64_t>& sample_lengths) {
+  std::vector<int64_t> pos;
+  for (auto n : sample_lengths)
+    for (int64_t i = 0; i < n; ++i) pos.push_back(i);
+  return at::tensor(pos, at::kLong).to(m.device);
+}
+
+}  // namespace rlx

@@ -1,0 +1,271 @@
+// Generation and scoring.
+//
+// A generator owns a preallocated KV cache of `slots` rows ([slots, kv_heads, capacity, head_dim]
+// per layer) and one sampling state per occupied slot, so a server can run continuous batching:
+// add sequences (a batched prefill: the prompts packed into one row through the same forward the
+// trainer uses, their K/V written into free slots), step (one decode step for every occupied slot),
+// remove (cancel). Each row keeps its own position, so prompts of different lengths need no
+// padding. A finished sequence frees its slot in the same call that reports it.
+//
+// Logprobs are what the trainer computes: log_softmax(logits / temperature) of the chosen token
+// over the full distribution, before top-k/top-p truncation (truncation only decides what can be
+// sampled). Greedy rows (temperature 0) report the temperature-1 logprob; train them with
+// temperature 1. Sampling runs on the CPU from one seeded generator per sequence, so a sequence's
+// tokens depend on its seed, not on which other requests share its batch.
+#include "model.h"
+
+namespace rlx {
+namespace {
+
+struct Sequence {
+  bool active = false;
+  int64_t length = 0;      // tokens whose K/V are in the cache
+  int32_t next_token = 0;  // sampled, fed at the next step
+  int64_t generated = 0;
+  double temperature = 1, top_p = 1;
+  int64_t top_k = 0, max_new_tokens = 0;
+  std::vector<int32_t> stop_ids;
+  at::Generator rng;
+};
+
+struct Generator {
+  void* model_handle;  // validated on every call: freeing the model invalidates the generator
+  KVCache cache;
+  std::vector<Sequence> seqs;
+};
+
+Generator& get_gen(void* handle) { return *get<Generator>(handle, Kind::Generator); }
+
+Model& model_of(Generator& g) {
+  require(is_live(g.model_handle, Kind::Model), "the generator's model has been freed");
+  return get_model(g.model_handle);
+}
+
+// Picks a token from one row of logits [V] (CPU, compute dtype); returns it and its logprob.
+std::pair<int32_t, float> sample_token(const at::Tensor& logits, Sequence& s) {
+  if (s.temperature == 0) {
+    int64_t tok = logits.argmax().item<int64_t>();
+    return {static_cast<int32_t>(tok), at::log_softmax(logits, -1)[tok].item<float>()};
+  }
+  auto z = logits / s.temperature;
+  auto logp = at::log_softmax(z, -1);
+  auto candidates = z;
+  const int64_t V = z.size(0);
+  if (s.top_k > 0 && s.top_k < V) {
+    auto kth = std::get<0>(at::topk(z, s.top_k)).min();
+    candidates = candidates.masked_fill(candidates < kth, -INFINITY);
+  }
+  if (s.top_p < 1) {
+    auto [sorted, order] = at::sort(candidates, -1, /*descending=*/true);
+    auto probs = at::softmax(sorted, -1);
+    auto mass_before = probs.cumsum(-1) - probs;  // keep the smallest prefix whose mass reaches top_p
+    auto drop_sorted = mass_before >= s.top_p;
+    candidates = candidates.masked_fill(at::zeros_like(drop_sorted).scatter(0, order, drop_sorted), -INFINITY);
+  }
+  auto probs = at::softmax(candidates.to(at::kDouble), -1);
+  int64_t tok = at::multinomial(probs, 1, false, s.rng).item<int64_t>();
+  return {static_cast<int32_t>(tok), logp[tok].item<float>()};
+}
+
+// After a token is chosen: record it and decide whether the sequence is done.
+int finish_after(Sequence& s, int32_t token, int64_t capacity) {
+  s.next_token = token;
+  s.generated += 1;
+  int finish = RLX_FINISH_NONE;
+  if (std::find(s.stop_ids.begin(), s.stop_ids.end(), token) != s.stop_ids.end()) finish = RLX_FINISH_STOP;
+  else if (s.generated >= s.max_new_tokens || s.length >= capacity) finish = RLX_FINISH_LENGTH;
+  if (finish != RLX_FINISH_NONE) s.active = false;
+  return finish;
+}
+
+}  // namespace
+}  // namespace rlx
+
+using namespace rlx;
+
+RLX_API void* rlx_gen_create(void* model, int slots, int capacity) {
+  RLX_TRY(nullptr, {
+    auto& m = get_model(model);
+    require(slots >= 1 && capacity >= 2, "a generator needs slots >= 1 and capacity >= 2");
+    c10::InferenceMode inference;
+    auto g = std::make_unique<Generator>();
+    g->model_handle = model;
+    g->cache.slots = slots;
+    g->cache.capacity = capacity;
+    for (size_t l = 0; l < m.layers.size(); ++l) {
+      auto shape = std::vector<int64_t>{slots, m.cfg.num_key_value_heads, capacity, m.cfg.head_dim};
+      g->cache.k.push_back(at::zeros(shape, m.opts(m.dtype)));
+      g->cache.v.push_back(at::zeros(shape, m.opts(m.dtype)));
+    }
+    g->seqs.resize(slots);
+    register_handle(g.get(), Kind::Generator);
+    return static_cast<void*>(g.release());
+  })
+}
+
+RLX_API int rlx_gen_free(void* gen) {
+  RLX_TRY(-1, {
+    auto* g = &get_gen(gen);
+    unregister_handle(g, Kind::Generator);
+    delete g;
+    return 0;
+  })
+}
+
+RLX_API int rlx_gen_free_slots(void* gen) {
+  RLX_TRY(-1, {
+    auto& g = get_gen(gen);
+    return static_cast<int>(std::count_if(g.seqs.begin(), g.seqs.end(), [](const Sequence& s) { return !s.active; }));
+  })
+}
+
+RLX_API int rlx_gen_add(void* gen, int n, const int32_t* prompt_ids, const int32_t* prompt_lengths, const double* sampling,
+                        const int32_t* stop_ids, const int32_t* stop_counts, int32_t* out_slots, int32_t* out_tokens,
+                        float* out_logprobs, int32_t* out_finish) {
+  RLX_TRY(-1, {
+    auto& g = get_gen(gen);
+    auto& m = model_of(g);
+    require(n >= 1, "rlx_gen_add: n must be >= 1");
+    require(prompt_ids && prompt_lengths && sampling && stop_counts && out_slots && out_tokens && out_logprobs && out_finish,
+            "rlx_gen_add: a required array is null");
+    std::vector<int64_t> lengths(prompt_lengths, prompt_lengths + n);
+    int64_t total = 0, total_stops = 0;
+    std::vector<Sequence> added(n);
+    for (int i = 0; i < n; ++i) {
+      const std::string who = "sequence " + std::to_string(i) + ": ";
+      require(lengths[i] >= 1 && lengths[i] <= g.cache.capacity,
+              who + "prompt length " + std::to_string(lengths[i]) + " must be in 1.." + std::to_string(g.cache.capacity) + " (the generator's capacity)");
+      const double* p = sampling + static_cast<ptrdiff_t>(i) * RLX_SAMPLING_FIELDS;
+      Sequence& s = added[i];
+      s.temperature = p[RLX_SAMPLE_TEMPERATURE], s.top_p = p[RLX_SAMPLE_TOP_P];
+      s.top_k = static_cast<int64_t>(p[RLX_SAMPLE_TOP_K]), s.max_new_tokens = static_cast<int64_t>(p[RLX_SAMPLE_MAX_NEW_TOKENS]);
+      require(s.temperature >= 0 && std::isfinite(s.temperature), who + "temperature must be >= 0");
+      require(s.top_p > 0 && s.top_p <= 1, who + "top_p must be in (0, 1]");
+      require(s.top_k >= 0, who + "top_k must be >= 0 (0 = off)");
+      require(s.max_new_tokens >= 1, who + "max_new_tokens must be >= 1");
+      const double seed = p[RLX_SAMPLE_SEED];
+      require(seed >= 0 && seed == std::floor(seed) && seed < 9007199254740992.0, who + "seed must be an integer in [0, 2^53)");
+      s.rng = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(seed));
+      require(stop_counts[i] >= 0, who + "stop count must be >= 0");
+      require(stop_ids || stop_counts[i] == 0, who + "stop_ids is null");
+      s.stop_ids.assign(stop_ids + total_stops, stop_ids + total_stops + stop_counts[i]);
+      total_stops += stop_counts[i];
+      s.length = lengths[i];
+      s.active = true;
+      total += lengths[i];
+    }
+    std::vector<int64_t> slots;
+    for (int64_t i = 0; i < g.cache.slots && static_cast<int>(slots.size()) < n; ++i)
+      if (!g.seqs[i].active) slots.push_back(i);
+    require(static_cast<int>(slots.size()) == n, "the generator has " + std::to_string(slots.size()) + " free slots, " +
+                                                     std::to_string(n) + " sequences were added (wait for some to finish)");
+    auto ids = token_tensor(m, prompt_ids, total, "prompt_ids");
+
+    c10::InferenceMode inference;
+    AutocastScope autocast(m);
+    KVWrite kv{&g.cache, slots};
+    auto hidden = forward_packed(m, ids, packed_positions(m, lengths), lengths, &kv);
+    std::vector<int64_t> last;
+    for (int64_t i = 0, end = 0; i < n; ++i) last.push_back((end += lengths[i]) - 1);
+    auto logits = lm_logits(m, hidden.index_select(0, at::tensor(last, at::kLong).to(m.device))).to(at::kCPU);
+    for (int i = 0; i < n; ++i) {
+      Sequence& s = g.seqs[slots[i]];
+      s = std::move(added[i]);
+      auto [token, logprob] = sample_token(logits[i], s);
+      out_slots[i] = static_cast<int32_t>(slots[i]);
+      out_tokens[i] = token;
+      out_logprobs[i] = logprob;
+      out_finish[i] = finish_after(s, token, g.cache.capacity);
+    }
+    return 0;
+  })
+}
+
+RLX_API int rlx_gen_step(void* gen, int32_t* out_slots, int32_t* out_tokens, float* out_logprobs, int32_t* out_finish, int n_out) {
+  RLX_TRY(-1, {
+    auto& g = get_gen(gen);
+    auto& m = model_of(g);
+    require(out_slots && out_tokens && out_logprobs && out_finish, "rlx_gen_step: an output array is null");
+    require(n_out >= static_cast<int>(g.cache.slots), "rlx_gen_step: outputs must hold one entry per slot (" + std::to_string(g.cache.slots) + ")");
+    int64_t rows = 0;
+    std::vector<int64_t> active;
+    for (int64_t i = 0; i < g.cache.slots; ++i)
+      if (g.seqs[i].active) active.push_back(i), rows = i + 1;
+    if (active.empty()) return 0;
+    // Rows 0..rows-1 run together; a free slot in between computes a dummy token at position 0.
+    std::vector<int64_t> ids(rows, 0), positions(rows, 0);
+    for (auto i : active) ids[i] = g.seqs[i].next_token, positions[i] = g.seqs[i].length;
+
+    c10::InferenceMode inference;
+    AutocastScope autocast(m);
+    auto hidden = forward_decode(m, g.cache, at::tensor(ids, at::kLong).to(m.device), at::tensor(positions, at::kLong).to(m.device));
+    auto logits = lm_logits(m, hidden.index_select(0, at::tensor(active, at::kLong).to(m.device))).to(at::kCPU);
+    for (size_t j = 0; j < active.size(); ++j) {
+      Sequence& s = g.seqs[active[j]];
+      s.length += 1;
+      auto [token, logprob] = sample_token(logits[j], s);
+      out_slots[j] = static_cast<int32_t>(active[j]);
+      out_tokens[j] = token;
+      out_logprobs[j] = logprob;
+      out_finish[j] = finish_after(s, token, g.cache.capacity);
+    }
+    return static_cast<int>(active.size());
+  })
+}
+
+RLX_API int rlx_gen_remove(void* gen, int slot) {
+  RLX_TRY(-1, {
+    auto& g = get_gen(gen);
+    require(slot >= 0 && slot < g.cache.slots && g.seqs[slot].active, "slot " + std::to_string(slot) + " holds no running sequence");
+    g.seqs[slot].active = false;
+    return 0;
+  })
+}
+
+RLX_API int rlx_score(void* model, int64_t total, const int32_t* token_ids, const int32_t* lengths, int n,
+                      const float* temperatures, int64_t row_tokens, float* out_logprobs, float* out_entropy) {
+  RLX_TRY(-1, {
+    auto& m = get_model(model);
+    require(n >= 1 && lengths && out_logprobs, "rlx_score: n must be >= 1 and lengths, out_logprobs non-null");
+    int64_t sum = 0;
+    for (int i = 0; i < n; ++i) {
+      require(lengths[i] >= 1, "rlx_score: lengths[" + std::to_string(i) + "] must be >= 1");
+      sum += lengths[i];
+    }
+    require(sum == total, "rlx_score: lengths sum to " + std::to_string(sum) + ", total is " + std::to_string(total));
+    if (temperatures)
+      for (int64_t t = 0; t < total; ++t)
+        require(temperatures[t] > 0 && std::isfinite(temperatures[t]), "rlx_score: temperatures[" + std::to_string(t) + "] must be > 0");
+    auto ids_all = token_tensor(m, token_ids, total, "token_ids");
+
+    c10::InferenceMode inference;
+    AutocastScope autocast(m);
+    auto cd = m.compute_dtype();
+    auto temps_all = temperatures ? at::from_blob(const_cast<float*>(temperatures), {total}, at::kFloat).to(m.device, cd)
+                                  : at::ones({total}, m.opts(cd));
+    // Consecutive sequences share a packed row of at most row_tokens (a longer one gets its own).
+    int64_t row_start = 0;
+    for (int begin = 0; begin < n;) {
+      int end = begin;
+      int64_t T = 0;
+      while (end < n && (end == begin || row_tokens <= 0 || T + lengths[end] <= row_tokens)) T += lengths[end++];
+      std::vector<int64_t> row(lengths + begin, lengths + end);
+      auto ids = ids_all.narrow(0, row_start, T);
+      auto hidden = forward_packed(m, ids, packed_positions(m, row), row);
+      at::Tensor entropy;
+      auto lp = chunked_logprobs(m, hidden.narrow(0, 0, T - 1), ids.narrow(0, 1, T - 1), temps_all.narrow(0, row_start + 1, T - 1),
+                                 out_entropy ? &entropy : nullptr);
+      auto lp_host = lp.to(at::kCPU, at::kFloat).contiguous();
+      auto ent_host = out_entropy ? entropy.to(at::kCPU, at::kFloat).contiguous() : at::Tensor();
+      for (int64_t t = 0, sample_start = 0, s = 0; t < T; ++t) {
+        bool first = t == sample_start;
+        if (first) sample_start += row[s++];
+        out_logprobs[row_start + t] = first ? 0.0f : lp_host.data_ptr<float>()[t - 1];
+        if (out_entropy) out_entropy[row_start + t] = first ? 0.0f : ent_host.data_ptr<float>()[t - 1];
+      }
+      row_start += T;
+      begin = end;
+    }
+    return 0;
+  })
+}

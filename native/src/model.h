@@ -1,0 +1,109 @@
+// The decoder-only Llama/Qwen2/Qwen3 model shared by training, scoring and generation.
+//
+// Parameters are plain at::Tensor leaves with Hugging Face names, so safetensors map 1:1 and
+// autograd needs no module system. One forward serves every caller: a packed row of samples
+// (block-diagonal causal attention, positions restarting per sample), optionally writing each
+// sample's K/V into a KV cache (generation prefill), plus a decode step that attends over that
+// cache. Generation and scoring therefore run the same math as training, which is what keeps
+// generation logprobs equal to trainer logprobs.
+#pragma once
+#include "common.h"
+
+namespace rlx {
+
+// The normalized flat config written by src/model/config.ts (see rlx_model_create).
+struct ModelConfig {
+  int64_t vocab_size = 0, hidden_size = 0, intermediate_size = 0, num_hidden_layers = 0;
+  int64_t num_attention_heads = 0, num_key_value_heads = 0, head_dim = 0, max_position_embeddings = 0;
+  double rms_norm_eps = 0, rope_theta = 0;
+  bool tie_word_embeddings = false, attention_bias = false, qk_norm = false;
+};
+
+// Parses and validates the flat JSON object; an unknown, missing or mistyped key names itself.
+ModelConfig parse_model_config(const std::string& json);
+
+struct Layer {
+  at::Tensor input_norm, q_proj, k_proj, v_proj, o_proj, q_bias, k_bias, v_bias, q_norm, k_norm;
+  at::Tensor post_norm, gate_proj, up_proj, down_proj;
+};
+
+// Per-layer K/V storage of a generator: [slots, kv_heads, capacity, head_dim] each.
+struct KVCache {
+  std::vector<at::Tensor> k, v;
+  int64_t slots = 0, capacity = 0;
+};
+
+struct Model {
+  ModelConfig cfg;
+  at::ScalarType dtype = at::kFloat;
+  at::Device device = at::kCPU;
+  // HF name -> tensor, in the fixed order rlx_model_params reports.
+  std::vector<std::pair<std::string, at::Tensor>> params;
+  std::unordered_map<std::string, size_t> param_index;
+  at::Tensor embed, final_norm, lm_head;  // lm_head aliases embed when tied
+  std::vector<Layer> layers;
+  // RoPE cos/sin [positions, head_dim], grown on demand (a position past the table extends it).
+  at::Tensor rope_cos, rope_sin;
+  // Options (rlx_model_set_option).
+  bool autocast_bf16 = false;
+  bool fused_attention = true;  // torch >= 2 only: at::scaled_dot_product_attention
+  int64_t logits_chunk = 1024;  // tokens per LM-head chunk
+  // Set by a train step whose loss was not finite; the optimizer skips its next update.
+  std::shared_ptr<bool> nonfinite_loss = std::make_shared<bool>(false);
+  std::string params_json;  // backing store for rlx_model_params' returned string
+
+  // float64 models compute everything in float64 (finite-difference tests); all others use
+  // float32 for norms, softmax and logprobs.
+  at::ScalarType compute_dtype() const { return dtype == at::kDouble ? at::kDouble : at::kFloat; }
+  at::TensorOptions opts(at::ScalarType t) const { return at::TensorOptions().dtype(t).device(device); }
+};
+
+Model& get_model(void* handle);
+at::ScalarType dtype_from_code(int code);
+
+// Enables bf16 autocast for the model's device type while alive, if the model asks for it.
+class AutocastScope {
+ public:
+  explicit AutocastScope(const Model& m);
+  ~AutocastScope();
+  AutocastScope(const AutocastScope&) = delete;
+  AutocastScope& operator=(const AutocastScope&) = delete;
+
+ private:
+  bool active_ = false, was_enabled_ = false;
+  at::DeviceType device_type_ = at::kCPU;
+};
+
+// Where a packed forward writes K/V: sample s goes to cache slot slots[s], positions 0..len-1.
+struct KVWrite {
+  KVCache* cache = nullptr;
+  std::vector<int64_t> slots;
+};
+
+// Hidden states after the final norm, [T, hidden], for one packed row: token_ids and positions
+// are [T] int64 on the model's device; sample_lengths sum to T. Attention never crosses samples.
+at::Tensor forward_packed(Model& m, const at::Tensor& token_ids, const at::Tensor& positions,
+                          const std::vector<int64_t>& sample_lengths, const KVWrite* kv = nullptr);
+
+// One decode step for rows 0..B-1 of the cache: token_ids and positions [B] int64, row b attends
+// to cache positions 0..positions[b] (its new K/V is written at positions[b] first). Returns
+// hidden states after the final norm, [B, hidden].
+at::Tensor forward_decode(Model& m, KVCache& cache, const at::Tensor& token_ids, const at::Tensor& positions);
+
+// Full-vocabulary logits of hidden states [N, hidden] in the compute dtype (float32 or float64).
+at::Tensor lm_logits(Model& m, const at::Tensor& hidden);
+
+// Log-probabilities of labels [N] under logits/temperatures (temperatures [N], compute dtype),
+// computed m.logits_chunk rows at a time so [N, vocab] float32 logits never exist at once.
+// entropy_out, when given, receives the entropy of each row's tempered distribution (no grad).
+at::Tensor chunked_logprobs(Model& m, const at::Tensor& hidden, const at::Tensor& labels,
+                            const at::Tensor& temperatures, at::Tensor* entropy_out = nullptr);
+
+// Copies a caller array of n elements into a new int64 tensor on the model's device, checking
+// every id is inside the vocabulary (the error names the position and the id).
+at::Tensor token_tensor(const Model& m, const int32_t* ids, int64_t n, const char* what);
+
+// Positions restarting at 0 for each sample, [T] int64 on the model's device.
+at::Tensor packed_positions(const Model& m, const std::vector<int64_t>& sample_lengths);
+
+}  // namespace rlx

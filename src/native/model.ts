@@ -1,0 +1,146 @@
+// NativeModel: the TypeScript handle of a shim model (native/src/model.cpp). Parameters cross as
+// raw bytes in a named dtype with their shape; the shim converts to the model's dtype and checks
+// shapes. Every array length the C side cannot see is checked here, because a short array passed
+// through FFI is an out-of-bounds read, not an error.
+import { NativeError } from "../errors.ts";
+import { check, loadNative, native, type Rlx } from "./ffi.ts";
+
+/** The normalized flat config the shim reads (src/model/config.ts builds it from config.json). */
+export interface ShimModelConfig {
+  vocab_size: number;
+  hidden_size: number;
+  intermediate_size: number;
+  num_hidden_layers: number;
+  num_attention_heads: number;
+  num_key_value_heads: number;
+  head_dim: number;
+  rms_norm_eps: number;
+  rope_theta: number;
+  max_position_embeddings: number;
+  tie_word_embeddings: boolean;
+  attention_bias: boolean;
+  qk_norm: boolean;
+}
+
+export type DType = "f32" | "bf16" | "f16" | "f64";
+
+/** rlx.h dtype codes (RLX_F32 ...). */
+export const DTYPE_CODE: Record<DType, number> = { f32: 0, bf16: 1, f16: 2, f64: 3 };
+export const DTYPE_BYTES: Record<DType, number> = { f32: 4, bf16: 2, f16: 2, f64: 8 };
+
+export interface ParamInfo {
+  name: string;
+  shape: number[];
+}
+
+export type ModelOption = "autocast_bf16" | "logits_chunk" | "fused_attention";
+
+type Bytes = Uint8Array | Int8Array | Uint16Array | Int16Array | Uint32Array | Int32Array | Float32Array | Float64Array;
+
+/** A NUL-terminated C string for a `const char*` argument. */
+export function cstr(s: string): Buffer {
+  return Buffer.from(`${s}\0`);
+}
+
+const CONFIG_KEYS: (keyof ShimModelConfig)[] = [
+  "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+  "head_dim", "rms_norm_eps", "rope_theta", "max_position_embeddings", "tie_word_embeddings", "attention_bias", "qk_norm",
+];
+
+/** The flat JSON the shim parses: exactly the ShimModelConfig keys (extra keys on the object are dropped). */
+export function shimConfigJson(config: ShimModelConfig): string {
+  return JSON.stringify(Object.fromEntries(CONFIG_KEYS.map((key) => [key, config[key]])));
+}
+
+export class NativeModel {
+  #handle: number | null;
+  readonly config: ShimModelConfig;
+  readonly dtype: DType;
+  readonly device: string;
+  #params: ParamInfo[] | null = null;
+
+  private constructor(handle: number, config: ShimModelConfig, dtype: DType, device: string) {
+    this.#handle = handle;
+    this.config = config;
+    this.dtype = dtype;
+    this.device = device;
+  }
+
+  /** A randomly initialized model (normal std 0.02, norms 1) from seed; load weights with setParam. */
+  static async create(config: ShimModelConfig, options: { dtype?: DType; device?: string; seed?: number } = {}): Promise<NativeModel> {
+    const lib = await loadNative();
+    const dtype = options.dtype ?? "f32";
+    const device = options.device ?? "cpu";
+    const seed = BigInt(options.seed ?? 0);
+    const handle = check(lib, lib.rlx_model_create(cstr(shimConfigJson(config)), DTYPE_CODE[dtype], cstr(device), seed));
+    return new NativeModel(Number(handle), config, dtype, device);
+  }
+
+  /** The raw handle for other wrappers (train, generate); throws once freed. */
+  get handle(): number {
+    if (this.#handle === null) throw new NativeError("this model has been freed");
+    return this.#handle;
+  }
+
+  get lib(): Rlx {
+    return native();
+  }
+
+  /** Parameters in the shim's fixed order, with HF names. */
+  params(): ParamInfo[] {
+    this.#params ??= JSON.parse(String(check(this.lib, this.lib.rlx_model_params(this.handle)))) as ParamInfo[];
+    return this.#params;
+  }
+
+  param(name: string): ParamInfo {
+    const info = this.params().find((p) => p.name === name);
+    if (!info) throw new NativeError(`the model has no parameter "${name}"`);
+    return info;
+  }
+
+  /** Copies data (raw values of `dtype`, in row-major `shape`) into a parameter. */
+  setParam(name: string, data: Bytes, dtype: DType, shape: number[]): void {
+    const numel = shape.reduce((a, b) => a * b, 1);
+    if (data.byteLength !== numel * DTYPE_BYTES[dtype]) {
+      throw new NativeError(`setParam("${name}"): shape [${shape.join(", ")}] as ${dtype} needs ${numel * DTYPE_BYTES[dtype]} bytes, got ${data.byteLength}`);
+    }
+    check(this.lib, this.lib.rlx_model_set_param(this.handle, cstr(name), data, DTYPE_CODE[dtype], BigInt64Array.from(shape.map(BigInt)), shape.length));
+  }
+
+  /** A parameter's values as raw bytes of `dtype` (default: the model's dtype). */
+  getParam(name: string, dtype: DType = this.dtype): Uint8Array {
+    return this.#copyOut(name, dtype, "rlx_model_get_param");
+  }
+
+  /** A parameter's accumulated gradient as raw bytes of `dtype` (zeros when it has none). */
+  getGrad(name: string, dtype: DType = this.dtype): Uint8Array {
+    return this.#copyOut(name, dtype, "rlx_model_get_grad");
+  }
+
+  zeroGrad(): void {
+    check(this.lib, this.lib.rlx_model_zero_grad(this.handle));
+  }
+
+  setOption(name: ModelOption, value: number | boolean): void {
+    check(this.lib, this.lib.rlx_model_set_option(this.handle, cstr(name), Number(value)));
+  }
+
+  /** Idempotent: a second free (or a dispose after free) does nothing. */
+  free(): void {
+    if (this.#handle === null) return;
+    const handle = this.#handle;
+    this.#handle = null;
+    check(this.lib, this.lib.rlx_model_free(handle));
+  }
+
+  [Symbol.dispose](): void {
+    this.free();
+  }
+
+  #copyOut(name: string, dtype: DType, fn: "rlx_model_get_param" | "rlx_model_get_grad"): Uint8Array {
+    const numel = this.param(name).shape.reduce((a, b) => a * b, 1);
+    const out = new Uint8Array(numel * DTYPE_BYTES[dtype]);
+    check(this.lib, this.lib[fn](this.handle, cstr(name), out, DTYPE_CODE[dtype], out.byteLength));
+    return out;
+  }
+}
