@@ -35,7 +35,8 @@ const grpoFields = {
   length_penalty: lengthPenaltySchema.optional(),
 };
 
-const echoRoleSchema = z.strictObject({ alpha: z.number().gt(0).default(0.1) }).prefault({});
+// No prefault: an absent role must stay absent (zod 4 applies an inner default under .optional()).
+const echoRoleSchema = z.strictObject({ alpha: z.number().gt(0).default(0.1) });
 
 export const algoSchemas = {
   grpo: z.strictObject({ type: z.literal("grpo"), ...grpoFields }),
@@ -68,7 +69,7 @@ export const algoSchemas = {
       })
       .refine((r) => Object.values(r).some(Boolean), "echo needs at least one role enabled")
       .default({ tool: { alpha: 0.1 } }),
-    /** Optional keep-mask filter: a .ts file exporting default (rollout, kwargs) => boolean[]. */
+    /** Optional keep-mask filter: a .ts file exporting default (rollout, kwargs) => boolean[][], one keep-mask per sample. */
     filter: z.strictObject({ path: z.string().min(1), kwargs: z.record(z.string(), z.unknown()).default({}) }).optional(),
   }),
   /** A user's algorithm class from a .ts file; its own schema validates the rest when it loads. */
