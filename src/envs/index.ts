@@ -1,0 +1,71 @@
+// The environment registry: built-in envs by id, and custom envs from a `.ts`/`.js` file path
+// (`id = "./my_env.ts"` in `[[orchestrator.train.env]]`), the same way custom algorithms load.
+// A custom env file default-exports a plain EnvDefinition object (see types.ts); nothing from
+// rlx's sources needs to be importable from it, which is what lets a compiled binary load it.
+import { isAbsolute, resolve } from "node:path";
+import type { ZodType } from "zod";
+import { ConfigError, EnvError } from "../errors.ts";
+import forth from "./forth/index.ts";
+import math from "./math/index.ts";
+import search from "./search/index.ts";
+import type { Env, EnvDefinition } from "./types.ts";
+
+const BUILT_IN: Record<string, EnvDefinition> = { math, forth, search };
+
+export function listEnvs(): EnvDefinition[] {
+  return Object.values(BUILT_IN);
+}
+
+/** The args schema of a built-in env (custom envs are only known once loaded). */
+export function envArgsSchema(id: string): ZodType | undefined {
+  return BUILT_IN[id]?.args;
+}
+
+function isPath(idOrPath: string): boolean {
+  return /\.(ts|js|mjs|mts)$/.test(idOrPath) || idOrPath.includes("/");
+}
+
+function checkDefinition(value: unknown, path: string): EnvDefinition {
+  const d = value as Partial<EnvDefinition> | undefined;
+  const problems: string[] = [];
+  if (!d || typeof d !== "object") problems.push("no default export object");
+  else {
+    if (typeof d.id !== "string" || !d.id) problems.push("`id` must be a non-empty string");
+    if (typeof d.description !== "string") problems.push("`description` must be a string");
+    if (!d.args || typeof (d.args as ZodType).safeParse !== "function") problems.push("`args` must be a zod schema");
+    if (typeof d.create !== "function") problems.push("`create(args)` must be a function");
+  }
+  if (problems.length > 0) {
+    throw new EnvError(`custom env ${path}: ${problems.join("; ")}`, {
+      fix: "default-export { id, description, args: z.strictObject({...}), create(args) { return { tools, maxTurns, load, reward } } }",
+    });
+  }
+  return d as EnvDefinition;
+}
+
+/** A built-in env by id, or a custom env from a file path (relative to the working directory). */
+export async function loadEnv(idOrPath: string): Promise<EnvDefinition> {
+  const builtIn = BUILT_IN[idOrPath];
+  if (builtIn) return builtIn;
+  if (!isPath(idOrPath)) {
+    throw new ConfigError(`unknown env "${idOrPath}"`, { fix: `use one of ${Object.keys(BUILT_IN).join(", ")}, or a path to a .ts file that default-exports an env` });
+  }
+  const path = isAbsolute(idOrPath) ? idOrPath : resolve(process.cwd(), idOrPath);
+  let module: { default?: unknown };
+  try {
+    module = (await import(path)) as { default?: unknown };
+  } catch (err) {
+    throw new EnvError(`cannot load custom env ${path}: ${(err as Error).message}`, { fix: "check the path and that the file runs with `bun <file>`" });
+  }
+  return checkDefinition(module.default, path);
+}
+
+/** Validates `args` against the env's schema (defaults filled in) and creates the env. */
+export async function createEnv(definition: EnvDefinition, args: unknown = {}, where = `env ${definition.id}`): Promise<Env> {
+  const parsed = definition.args.safeParse(args ?? {});
+  if (!parsed.success) {
+    const issues = parsed.error.issues.map((issue) => `${["args", ...issue.path.map(String)].join(".")}: ${issue.message}`);
+    throw new ConfigError(`${where}: invalid args: ${issues.join("; ")}`, { fix: `see \`rlx env list\` and the ${definition.id} env's schema` });
+  }
+  return definition.create(parsed.data);
+}

@@ -1,0 +1,65 @@
+// The `math` environment: single-turn arithmetic with an exact-match reward. Tasks come from the
+// generator in generate.ts (difficulty: digits, operations, steps) or from a JSONL file of
+// {question, answer[, solution]} rows. Example task (steps = 2):
+//
+//   user:      Compute (47 + 18) * 3.  Put your final answer in \boxed{}.
+//   solution:  47 + 18 = 65.  65 * 3 = 195.  Answer: \boxed{195}
+//   reward:    1 when the boxed (or last-line) number equals 195, else 0
+import { z } from "zod";
+import { finalReply, gradeReply } from "../answer.ts";
+import { generateSplit, loadJsonlSplit, promptMessages, sampleTasks } from "../tasks.ts";
+import type { EnvDefinition, Task } from "../types.ts";
+import { generateProblem, OPERATIONS } from "./generate.ts";
+
+const ANSWER_FORMAT = "Put your final answer in \\boxed{}.";
+
+const Args = z.strictObject({
+  digits: z.number().int().min(1).max(6).default(2),
+  operations: z.array(z.enum(OPERATIONS)).min(1).default(["+", "-", "*"]),
+  steps: z.number().int().min(1).max(6).default(1),
+  word_problems: z.boolean().default(true),
+  train_size: z.number().int().positive().default(5000),
+  eval_size: z.number().int().positive().default(200),
+  eval_fraction: z.number().gt(0).lt(1).default(0.2),
+  system_prompt: z.string().optional(),
+  data_file: z.string().optional(),
+});
+
+type MathArgs = z.infer<typeof Args>;
+
+function mathTask(id: string, question: string, answer: string, solution: string | undefined, system: string | undefined): Task {
+  return { id, prompt: promptMessages(system, `${question}\n${ANSWER_FORMAT}`), answer, solution };
+}
+
+const math: EnvDefinition<MathArgs> = {
+  id: "math",
+  description: "single-turn arithmetic problems (digits, operations, steps); exact-match reward on a boxed or final-line number",
+  args: Args,
+  create(args) {
+    return {
+      tools: [],
+      maxTurns: 1,
+      async load(split, seed) {
+        const size = split === "train" ? args.train_size : args.eval_size;
+        if (args.data_file) {
+          const rows = loadJsonlSplit(args.data_file, split, args.eval_fraction);
+          return sampleTasks(rows, seed, size).map((row) => mathTask(row.id!, row.question, row.answer, row.solution, args.system_prompt));
+        }
+        const settings = { digits: args.digits, operations: args.operations, steps: args.steps, wordProblems: args.word_problems };
+        return generateSplit("math", split, seed, size, args.eval_fraction, (rng) => {
+          const problem = generateProblem(rng, settings);
+          return mathTask(problem.expression, problem.question, String(problem.answer), problem.solution, args.system_prompt);
+        });
+      },
+      reward(task, rollout) {
+        const grade = gradeReply(finalReply(rollout.messages), task.answer, true);
+        return { reward: grade.correct, metrics: grade };
+      },
+      async demonstrate(task) {
+        return [...task.prompt, { role: "assistant", content: task.solution ?? `Answer: \\boxed{${task.answer}}` }];
+      },
+    };
+  },
+};
+
+export default math;
