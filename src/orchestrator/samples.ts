@@ -81,7 +81,7 @@ export function filterZeroAdvantage(samples: readonly TrainingSample[]): FilterR
     for (let i = 0; i < sample.tokenIds.length; i++) {
       const rlMember = sample.lossMask[i] && (sample.rlWeights ? sample.rlWeights[i] !== 0 : true);
       if (!rlMember || sample.advantages[i] !== 0) continue;
-      sample.rlWeights ??= sample.lossMask.map(() => 1);
+      sample.rlWeights ??= sample.lossMask.map((m) => (m ? 1 : 0));
       sample.rlWeights[i] = 0;
       zeroedTokens++;
     }
