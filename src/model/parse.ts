@@ -13,8 +13,9 @@ import type { ChatMessage, ToolCall } from "./chat.ts";
 
 export interface ParsedAssistant {
   message: ChatMessage;
-  /** One entry per <tool_call> block that is not valid JSON {name, arguments}. */
-  toolCallErrors: string[];
+  /** Every <tool_call> block in order: the parsed call, or why it is malformed. The valid ones
+   * are also in `message.tool_calls`. */
+  blocks: Array<{ call: ToolCall } | { error: string }>;
 }
 
 const TOOL_CALL = /<tool_call>([\s\S]*?)(<\/tool_call>|$)/g;
@@ -60,16 +61,15 @@ export function parseAssistant(text: string, stopStrings: string[] = []): Parsed
     reasoning = body.slice(0, thinkEnd).replace(/^\s*<think>/, "").trim();
     body = body.slice(thinkEnd + "</think>".length);
   }
-  const toolCalls: ToolCall[] = [];
-  const toolCallErrors: string[] = [];
+  const blocks: ParsedAssistant["blocks"] = [];
   const content = body.replace(TOOL_CALL, (_match, inner: string, close: string) => {
     const call = parseCall(inner.trim(), close === "</tool_call>");
-    if (typeof call === "string") toolCallErrors.push(call);
-    else toolCalls.push(call);
+    blocks.push(typeof call === "string" ? { error: call } : { call });
     return "";
   });
+  const toolCalls = blocks.flatMap((block) => ("call" in block ? [block.call] : []));
   const message: ChatMessage = { role: "assistant", content: content.trim() };
   if (reasoning !== undefined) message.reasoning_content = reasoning;
   if (toolCalls.length > 0) message.tool_calls = toolCalls;
-  return { message, toolCallErrors };
+  return { message, blocks };
 }
