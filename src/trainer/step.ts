@@ -7,9 +7,13 @@
 // later, ranks), and components from different algorithms do not dilute each other.
 //
 // The driver talks to a `Policy`, not to the shim: unit tests run it against a pure-TypeScript
-// policy, the end-to-end test and the trainer process against the native model (native_policy.ts).
+// policy, the end-to-end test and the trainer process against the native model (`nativePolicy` below).
+import type { NativeModel } from "../native/model.ts";
+import { METRIC_FIELDS, type NativeOptimizer, type StepMetrics as MetricSums, type StepResult as RowResult, trainStep as trainNativeRow } from "../native/train.ts";
 import type { ComponentCounts, PackedRow, PackedStep } from "../orchestrator/pack.ts";
 import { rowCounts } from "../orchestrator/pack.ts";
+
+export type { MetricSums, RowResult };
 
 /** The rl loss settings (config `trainer.loss`); ref_kl's 0.2 / 1e-3 are fixed. */
 export interface LossSettings {
@@ -26,36 +30,6 @@ export interface Denominators {
   refKl: number;
 }
 
-/** What one training call reports, summed over the tokens of a row (or of one env in it). The
- * order is the shim's metric layout (rlx.h RLX_M_*). */
-export const METRIC_FIELDS = [
-  "loss", // sum of the row's per-token loss, already divided by the denominators
-  "rl_sum",
-  "rl_count",
-  "ce_sum",
-  "ce_count",
-  "ref_kl_sum",
-  "ref_kl_count",
-  "mismatch_kl",
-  "mismatch_kl_count",
-  "entropy",
-  "entropy_count",
-  "masked_low",
-  "masked_high",
-  "ref_kl_masked",
-  "ref_kl",
-  "nll",
-  "tokens",
-] as const;
-export type MetricField = (typeof METRIC_FIELDS)[number];
-export type MetricSums = Record<MetricField, number>;
-
-export interface RowResult {
-  all: MetricSums;
-  /** One entry per env of the step (PackedStep.envs order). */
-  perEnv: MetricSums[];
-}
-
 export interface OptimizerResult {
   gradNorm: number;
   /** True when the loss or gradient was not finite and the update was skipped. */
@@ -63,7 +37,8 @@ export interface OptimizerResult {
 }
 
 export interface Policy {
-  /** Forward + backward of one packed row; gradients accumulate across calls. */
+  /** Forward + backward of one packed row; gradients accumulate across calls. Metric sums come
+   * back for the whole row (`all`) and per env index (`envs`, numEnvs blocks). */
   trainRow(row: PackedRow, numEnvs: number, denominators: Denominators, loss: LossSettings): RowResult;
   /** Clips the global grad norm, applies the update, zeroes the gradients. */
   optimizerStep(lr: number, maxGradNorm: number): OptimizerResult;
@@ -109,19 +84,19 @@ const ratio = (num: number, den: number) => (den > 0 ? num / den : 0);
 export function summarize(s: MetricSums, n: Denominators): StepMetrics {
   return {
     loss: s.loss,
-    "loss/rl": s.rl_sum / n.rl,
-    "loss/ce": s.ce_sum / n.ce,
-    "loss/ref_kl": s.ref_kl_sum / n.refKl,
-    "count/rl": s.rl_count,
-    "count/ce": s.ce_count,
-    "count/ref_kl": s.ref_kl_count,
-    mismatch_kl: ratio(s.mismatch_kl, s.mismatch_kl_count),
-    entropy: ratio(s.entropy, s.entropy_count),
-    "masked/low": ratio(s.masked_low, s.rl_count),
-    "masked/high": ratio(s.masked_high, s.rl_count),
-    "ref_kl/masked": ratio(s.ref_kl_masked, s.ref_kl_count),
-    ref_kl: ratio(s.ref_kl, s.ref_kl_count),
-    nll: ratio(s.nll, s.ce_count),
+    "loss/rl": s.rlSum / n.rl,
+    "loss/ce": s.ceSum / n.ce,
+    "loss/ref_kl": s.refKlSum / n.refKl,
+    "count/rl": s.rlCount,
+    "count/ce": s.ceCount,
+    "count/ref_kl": s.refKlCount,
+    mismatch_kl: ratio(s.mismatchKlSum, s.mismatchKlCount),
+    entropy: ratio(s.entropySum, s.entropyCount),
+    "masked/low": ratio(s.maskedLow, s.rlCount),
+    "masked/high": ratio(s.maskedHigh, s.rlCount),
+    "ref_kl/masked": ratio(s.refKlMasked, s.refKlCount),
+    ref_kl: ratio(s.refKlAdvSum, s.refKlCount),
+    nll: ratio(s.nllSum, s.ceCount),
     tokens: s.tokens,
   };
 }
@@ -135,7 +110,7 @@ export function trainStep(policy: Policy, step: PackedStep, opts: StepOptions): 
   for (const row of step.rows) {
     const result = policy.trainRow(row, step.envs.length, denominators, opts.loss);
     addInto(all, result.all);
-    result.perEnv.forEach((sums, e) => addInto(perEnv[e]!, sums));
+    result.envs.forEach((sums, e) => addInto(perEnv[e]!, sums));
   }
   const optim = policy.optimizerStep(opts.lr, opts.maxGradNorm);
   const seconds = (performance.now() - started) / 1000;
@@ -150,4 +125,18 @@ export function trainStep(policy: Policy, step: PackedStep, opts: StepOptions): 
   };
   const envMetrics = Object.fromEntries(step.envs.map((env, e) => [env, summarize(perEnv[e]!, denominators)]));
   return { metrics, perEnv: envMetrics, denominators };
+}
+
+/** The Policy over the native shim: a model and its AdamW optimizer (src/native/). */
+export function nativePolicy(model: NativeModel, optimizer: NativeOptimizer): Policy {
+  return {
+    trainRow(row, numEnvs, n, loss) {
+      const settings = { nRl: n.rl, nCe: n.ce, nRefKl: n.refKl, dppoMaskLow: loss.dppo_mask_low, dppoMaskHigh: loss.dppo_mask_high, advTau: loss.adv_tau, klTau: loss.kl_tau };
+      return trainNativeRow(model, row, settings, numEnvs);
+    },
+    optimizerStep(lr, maxGradNorm) {
+      const { gradNorm, skipped } = optimizer.step(lr, maxGradNorm);
+      return { gradNorm, skipped };
+    },
+  };
 }

@@ -150,24 +150,24 @@ export class UnigramPolicy implements Policy {
       let entropy = 0;
       for (const q of p) if (q > 0) entropy -= q * Math.log(q);
       add("loss", lRl / n.rl + lCe / n.ce + lRef / n.refKl);
-      add("rl_sum", lRl);
-      add("rl_count", rlM ? 1 : 0);
-      add("ce_sum", lCe);
-      add("ce_count", ceM ? 1 : 0);
-      add("ref_kl_sum", lRef);
-      add("ref_kl_count", refM ? 1 : 0);
+      add("rlSum", lRl);
+      add("rlCount", rlM ? 1 : 0);
+      add("ceSum", lCe);
+      add("ceCount", ceM ? 1 : 0);
+      add("refKlSum", lRef);
+      add("refKlCount", refM ? 1 : 0);
       const policyM = mask && (rlM || refM) ? 1 : 0;
-      add("mismatch_kl", policyM * (ratio - logRatio - 1));
-      add("mismatch_kl_count", policyM);
-      add("entropy", mask ? entropy : 0);
-      add("entropy_count", mask ? 1 : 0);
-      add("masked_low", rlM && maskedRl && A <= 0 ? 1 : 0);
-      add("masked_high", rlM && maskedRl && A > 0 ? 1 : 0);
-      add("ref_kl_masked", refM && maskedRef ? 1 : 0);
-      add("ref_kl", refM ? refAdv : 0);
-      add("nll", ceM ? -lp : 0);
+      add("mismatchKlSum", policyM * (ratio - logRatio - 1));
+      add("mismatchKlCount", policyM);
+      add("entropySum", mask ? entropy : 0);
+      add("entropyCount", mask ? 1 : 0);
+      add("maskedLow", rlM && maskedRl && A <= 0 ? 1 : 0);
+      add("maskedHigh", rlM && maskedRl && A > 0 ? 1 : 0);
+      add("refKlMasked", refM && maskedRef ? 1 : 0);
+      add("refKlAdvSum", refM ? refAdv : 0);
+      add("nllSum", ceM ? -lp : 0);
     }
-    return { all, perEnv };
+    return { all, envs: perEnv };
   }
 
   optimizerStep(lr: number, maxGradNorm: number): OptimizerResult {
