@@ -1,7 +1,8 @@
 // The environment registry: built-in envs by id, and custom envs from a `.ts`/`.js` file path
 // (`id = "./my_env.ts"` in `[[orchestrator.train.env]]`), the same way custom algorithms load.
 // A custom env file default-exports a plain EnvDefinition object (see types.ts); nothing from
-// rlx's sources needs to be importable from it, which is what lets a compiled binary load it.
+// rlx's sources (or zod) needs to be importable from it, which is what lets a compiled binary load
+// it; without an `args` schema the env receives its args table as written.
 import { isAbsolute, resolve } from "node:path";
 import type { ZodType } from "zod";
 import { ConfigError, EnvError } from "../errors.ts";
@@ -12,7 +13,13 @@ import type { Env, EnvDefinition } from "./types.ts";
 
 const BUILT_IN: Record<string, EnvDefinition> = { math, forth, search };
 
-export function listEnvs(): EnvDefinition[] {
+/** Ids of the built-in envs. */
+export function listEnvs(): string[] {
+  return Object.keys(BUILT_IN);
+}
+
+/** The built-in env definitions (for `rlx env list`). */
+export function envDefinitions(): EnvDefinition[] {
   return Object.values(BUILT_IN);
 }
 
@@ -32,7 +39,7 @@ function checkDefinition(value: unknown, path: string): EnvDefinition {
   else {
     if (typeof d.id !== "string" || !d.id) problems.push("`id` must be a non-empty string");
     if (typeof d.description !== "string") problems.push("`description` must be a string");
-    if (!d.args || typeof (d.args as ZodType).safeParse !== "function") problems.push("`args` must be a zod schema");
+    if (d.args !== undefined && typeof (d.args as ZodType).safeParse !== "function") problems.push("`args`, when given, must be a zod schema");
     if (typeof d.create !== "function") problems.push("`create(args)` must be a function");
   }
   if (problems.length > 0) {
@@ -62,9 +69,14 @@ export async function loadEnv(idOrPath: string): Promise<EnvDefinition> {
 
 /** Validates `args` against the env's schema (defaults filled in) and creates the env. */
 export async function createEnv(definition: EnvDefinition, args: unknown = {}, where = `env ${definition.id}`): Promise<Env> {
+  if (!definition.args) return definition.create(args ?? {});
   const parsed = definition.args.safeParse(args ?? {});
   if (!parsed.success) {
-    const issues = parsed.error.issues.map((issue) => `${["args", ...issue.path.map(String)].join(".")}: ${issue.message}`);
+    const issues = parsed.error.issues.map((issue) => {
+      const keys = "keys" in issue && Array.isArray(issue.keys) ? issue.keys.map(String) : [];
+      const path = ["args", ...issue.path.map(String), ...(keys.length === 1 ? keys : [])].join(".");
+      return `${path}: ${issue.message}`;
+    });
     throw new ConfigError(`${where}: invalid args: ${issues.join("; ")}`, { fix: `see \`rlx env list\` and the ${definition.id} env's schema` });
   }
   return definition.create(parsed.data);

@@ -66,7 +66,8 @@ export interface EnvDefinition<Args = any> {
   id: string;
   /** One line for `rlx env list`. */
   description: string;
-  /** Strict zod object with defaults: the env's `args` table. */
-  args: ZodType<Args>;
+  /** Strict zod object with defaults: the env's `args` table. Built-ins always have one; a custom
+   * env file may omit it (it then gets the args table as written). */
+  args?: ZodType<Args>;
   create(args: Args): Env | Promise<Env>;
 }
