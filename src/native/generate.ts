@@ -1,0 +1,226 @@
+// Typed wrappers for generation and scoring (native/src/generate.cpp).
+//
+// NativeGenerator is the incremental interface a server schedules (add sequences, step them all,
+// cancel one): each finished sequence frees its slot in the call that reports it. generate() is
+// the one-call form built on it: it keeps up to `slots` sequences running and admits the next
+// prompt as soon as a slot frees, so it is already continuous batching.
+//
+// Logprobs are log_softmax(logits / temperature) of the chosen token over the full distribution,
+// before top-k/top-p truncation: what the trainer computes for the same token at the same
+// temperature. Greedy (temperature 0) reports the temperature-1 logprob.
+import { NativeError } from "../errors.ts";
+import { check, native } from "./ffi.ts";
+import type { NativeModel } from "./model.ts";
+
+export interface SamplingParams {
+  /** 0 = greedy. Default 1. */
+  temperature?: number;
+  /** (0, 1]; default 1 (off). */
+  topP?: number;
+  /** 0 = off (default). */
+  topK?: number;
+  maxNewTokens: number;
+  /** Integer below 2^53; default 0. */
+  seed?: number;
+  stopTokenIds?: readonly number[];
+}
+
+export type FinishReason = "stop" | "length";
+
+/** One generated token of one sequence; finish is set on the sequence's last token. */
+export interface GenToken {
+  slot: number;
+  token: number;
+  logprob: number;
+  finish: FinishReason | null;
+}
+
+export interface Completion {
+  tokens: number[];
+  logprobs: number[];
+  finish: FinishReason;
+}
+
+interface GenOutputs {
+  slots: Int32Array;
+  tokens: Int32Array;
+  logprobs: Float32Array;
+  finish: Int32Array;
+}
+
+const SAMPLING_FIELDS = 5;
+const FINISH: (FinishReason | null)[] = [null, "stop", "length"];
+
+function tokenArray(tokens: ArrayLike<number>): Int32Array {
+  return tokens instanceof Int32Array ? tokens : Int32Array.from(tokens);
+}
+
+export class NativeGenerator {
+  #handle: number | null;
+  readonly slots: number;
+  readonly capacity: number;
+
+  private constructor(handle: number, slots: number, capacity: number) {
+    this.#handle = handle;
+    this.slots = slots;
+    this.capacity = capacity;
+  }
+
+  /** A KV cache for `slots` sequences of up to `capacity` tokens (prompt + generated) each. */
+  static create(model: NativeModel, options: { slots: number; capacity: number }): NativeGenerator {
+    const lib = native();
+    const handle = check(lib, lib.rlx_gen_create(model.handle, options.slots, options.capacity));
+    return new NativeGenerator(Number(handle), options.slots, options.capacity);
+  }
+
+  get handle(): number {
+    if (this.#handle === null) throw new NativeError("this generator has been freed");
+    return this.#handle;
+  }
+
+  freeSlots(): number {
+    return check(native(), native().rlx_gen_free_slots(this.handle));
+  }
+
+  /** Prefills the prompts (one batch) and returns each one's first token, in order. */
+  add(requests: { prompt: ArrayLike<number>; sampling: SamplingParams }[]): GenToken[] {
+    const n = requests.length;
+    if (n === 0) return [];
+    const lengths = Int32Array.from(requests, (r) => r.prompt.length);
+    const prompts = new Int32Array(lengths.reduce((a, b) => a + b, 0));
+    const sampling = new Float64Array(n * SAMPLING_FIELDS);
+    const stopCounts = Int32Array.from(requests, (r) => r.sampling.stopTokenIds?.length ?? 0);
+    const stops = new Int32Array(stopCounts.reduce((a, b) => a + b, 0));
+    let at = 0;
+    let stopAt = 0;
+    requests.forEach(({ prompt, sampling: s }, i) => {
+      prompts.set(tokenArray(prompt), at);
+      at += prompt.length;
+      sampling.set([s.temperature ?? 1, s.topP ?? 1, s.topK ?? 0, s.maxNewTokens, s.seed ?? 0], i * SAMPLING_FIELDS);
+      stops.set(s.stopTokenIds ?? [], stopAt);
+      stopAt += s.stopTokenIds?.length ?? 0;
+    });
+    const out = this.#outputs(n);
+    const lib = native();
+    check(lib, lib.rlx_gen_add(this.handle, n, prompts, lengths, sampling, stops, stopCounts, out.slots, out.tokens, out.logprobs, out.finish));
+    return this.#read(out, n);
+  }
+
+  /** One decode step for every running sequence (empty when none is running). */
+  step(): GenToken[] {
+    const out = this.#outputs(this.slots);
+    const lib = native();
+    const count = check(lib, lib.rlx_gen_step(this.handle, out.slots, out.tokens, out.logprobs, out.finish, this.slots));
+    return this.#read(out, count);
+  }
+
+  /** Cancels the sequence in a slot. */
+  remove(slot: number): void {
+    check(native(), native().rlx_gen_remove(this.handle, slot));
+  }
+
+  free(): void {
+    if (this.#handle === null) return;
+    const handle = this.#handle;
+    this.#handle = null;
+    check(native(), native().rlx_gen_free(handle));
+  }
+
+  [Symbol.dispose](): void {
+    this.free();
+  }
+
+  #outputs(n: number): GenOutputs {
+    return { slots: new Int32Array(n), tokens: new Int32Array(n), logprobs: new Float32Array(n), finish: new Int32Array(n) };
+  }
+
+  #read(out: GenOutputs, count: number): GenToken[] {
+    return Array.from({ length: count }, (_, j) => ({
+      slot: out.slots[j]!,
+      token: out.tokens[j]!,
+      logprob: out.logprobs[j]!,
+      finish: FINISH[out.finish[j]!] ?? null,
+    }));
+  }
+}
+
+/**
+ * Generates a completion for each prompt, up to `slots` at a time (default: all of them).
+ * `sampling` is one setting for all prompts or one per prompt.
+ */
+export function generate(
+  model: NativeModel,
+  prompts: ArrayLike<number>[],
+  sampling: SamplingParams | SamplingParams[],
+  options: { slots?: number } = {},
+): Completion[] {
+  const settings = prompts.map((_, i) => (Array.isArray(sampling) ? sampling[i] : sampling));
+  if (settings.some((s) => s === undefined)) throw new NativeError(`generate: ${prompts.length} prompts but ${(sampling as SamplingParams[]).length} sampling settings`);
+  const capacity = Math.max(2, ...prompts.map((p, i) => p.length + settings[i]!.maxNewTokens));
+  const slots = Math.max(1, Math.min(options.slots ?? prompts.length, prompts.length));
+  const results: { tokens: number[]; logprobs: number[]; finish: FinishReason | null }[] = prompts.map(() => ({ tokens: [], logprobs: [], finish: null }));
+  const owner = new Map<number, number>();  // slot -> prompt index
+  using gen = NativeGenerator.create(model, { slots, capacity });
+  const record = (produced: GenToken[]) => {
+    for (const t of produced) {
+      const r = results[owner.get(t.slot)!]!;
+      r.tokens.push(t.token);
+      r.logprobs.push(t.logprob);
+      if (t.finish) r.finish = t.finish, owner.delete(t.slot);
+    }
+  };
+  let next = 0;
+  while (next < prompts.length || owner.size > 0) {
+    const admit: number[] = [];
+    while (next < prompts.length && owner.size + admit.length < slots) admit.push(next++);
+    if (admit.length) {
+      const first = gen.add(admit.map((i) => ({ prompt: prompts[i]!, sampling: settings[i]! })));
+      first.forEach((t, j) => owner.set(t.slot, admit[j]!));
+      record(first);
+    }
+    if (owner.size > 0) record(gen.step());
+  }
+  return results.map((r) => ({ tokens: r.tokens, logprobs: r.logprobs, finish: r.finish ?? "length" }));
+}
+
+export interface ScoreOptions {
+  /** One temperature for every token, or one per token of each sequence. Default 1. */
+  temperature?: number | Float32Array[];
+  /** Tokens per packed forward row (default 4096; <= 0: all in one row). */
+  rowTokens?: number;
+  entropy?: boolean;
+}
+
+/**
+ * Prefill logprobs of each token of each sequence under the model: element t is
+ * log p(token t | tokens before it); element 0 has no prediction and is 0.
+ */
+export function score(model: NativeModel, sequences: ArrayLike<number>[], options: ScoreOptions = {}): { logprobs: Float32Array[]; entropy?: Float32Array[] } {
+  const lengths = Int32Array.from(sequences, (s) => s.length);
+  const total = lengths.reduce((a, b) => a + b, 0);
+  const ids = new Int32Array(total);
+  let at = 0;
+  for (const s of sequences) ids.set(tokenArray(s), at), (at += s.length);
+  let temps: Float32Array | null = null;
+  if (options.temperature !== undefined) {
+    temps = new Float32Array(total);
+    if (typeof options.temperature === "number") temps.fill(options.temperature);
+    else {
+      if (options.temperature.length !== sequences.length) throw new NativeError("score: one temperature array per sequence is needed");
+      at = 0;
+      options.temperature.forEach((t, i) => {
+        if (t.length !== lengths[i]) throw new NativeError(`score: temperatures of sequence ${i} have ${t.length} entries, the sequence has ${lengths[i]}`);
+        temps!.set(t, at), (at += t.length);
+      });
+    }
+  }
+  const logprobs = new Float32Array(total);
+  const entropy = options.entropy ? new Float32Array(total) : null;
+  const lib = native();
+  check(lib, lib.rlx_score(model.handle, total, ids, lengths, sequences.length, temps, options.rowTokens ?? 4096, logprobs, entropy));
+  const split = (flat: Float32Array) => {
+    let start = 0;
+    return Array.from(lengths, (n) => flat.subarray(start, (start += n)));
+  };
+  return { logprobs: split(logprobs), ...(entropy ? { entropy: split(entropy) } : {}) };
+}

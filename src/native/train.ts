@@ -1,0 +1,177 @@
+// Typed wrappers for training: one packed micro-batch through the shim's train step, the same
+// loss over given logprobs (lossEval, for exact tests), and the AdamW optimizer with its state.
+// The metric layout mirrors rlx.h's RLX_M_* block; test/native/train_api.test.ts checks the order.
+import { NativeError } from "../errors.ts";
+import { check, native } from "./ffi.ts";
+import type { NativeModel } from "./model.ts";
+
+/** One packed row of T tokens (DESIGN §4); every stream has length T. */
+export interface PackedRow {
+  tokenIds: Int32Array;
+  /** Lengths of the packed samples, summing to T. */
+  sampleLengths: Int32Array;
+  lossMask: Uint8Array;
+  advantages: Float32Array;
+  inferenceLogprobs: Float32Array;
+  temperatures: Float32Array;
+  refLogprobs?: Float32Array;
+  rlWeights?: Float32Array;
+  ceWeights?: Float32Array;
+  refKlWeights?: Float32Array;
+  /** Per-token env index into 0..nEnvs-1, -1 for none (padding). */
+  envIndex?: Int32Array;
+}
+
+/** Global denominators (max(1, member count) over the whole step) and the rl loss settings. */
+export interface LossSettings {
+  nRl: number;
+  nCe: number;
+  nRefKl: number;
+  dppoMaskLow?: number;
+  dppoMaskHigh?: number;
+  advTau?: number;
+  klTau?: number;
+}
+
+/** RLX_M_* in rlx.h order: sums over tokens, so blocks of several micro-batches add. */
+export const METRIC_FIELDS = [
+  "loss", "rlSum", "rlCount", "ceSum", "ceCount", "refKlSum", "refKlCount", "mismatchKlSum", "mismatchKlCount",
+  "entropySum", "entropyCount", "maskedLow", "maskedHigh", "refKlMasked", "refKlAdvSum", "nllSum", "tokens",
+] as const;
+export type MetricField = (typeof METRIC_FIELDS)[number];
+export type StepMetrics = Record<MetricField, number>;
+
+export interface StepResult {
+  all: StepMetrics;
+  /** One block per env index 0..nEnvs-1. */
+  envs: StepMetrics[];
+}
+
+const LOSS_CONFIG_LEN = 7;
+
+function lossConfig(s: LossSettings): Float64Array {
+  const cfg = new Float64Array(LOSS_CONFIG_LEN);
+  cfg.set([s.nRl, s.nCe, s.nRefKl, s.dppoMaskLow ?? 0.2, s.dppoMaskHigh ?? 0.2, s.advTau ?? 1.0, s.klTau ?? 1e-3]);
+  return cfg;
+}
+
+function metricsOf(buf: Float64Array, nEnvs: number): StepResult {
+  const block = (b: number) =>
+    Object.fromEntries(METRIC_FIELDS.map((k, i) => [k, buf[b * METRIC_FIELDS.length + i]!])) as StepMetrics;
+  return { all: block(0), envs: Array.from({ length: nEnvs }, (_, e) => block(e + 1)) };
+}
+
+function requireLength(name: string, arr: ArrayLike<number> | undefined, T: number, optional = false): void {
+  if (arr === undefined) {
+    if (optional) return;
+    throw new NativeError(`${name} is required`);
+  }
+  if (arr.length !== T) throw new NativeError(`${name} has ${arr.length} entries but the row has ${T} tokens`);
+}
+
+function checkRow(row: PackedRow): number {
+  const T = row.tokenIds.length;
+  for (const key of ["lossMask", "advantages", "inferenceLogprobs", "temperatures"] as const) requireLength(key, row[key], T);
+  for (const key of ["refLogprobs", "rlWeights", "ceWeights", "refKlWeights", "envIndex"] as const) requireLength(key, row[key], T, true);
+  return T;
+}
+
+/** Forward + backward of one packed micro-batch; gradients accumulate in the model. */
+export function trainStep(model: NativeModel, row: PackedRow, loss: LossSettings, nEnvs = 0): StepResult {
+  const T = checkRow(row);
+  if (row.envIndex === undefined && nEnvs !== 0) throw new NativeError("nEnvs > 0 needs envIndex");
+  const out = new Float64Array(METRIC_FIELDS.length * (1 + nEnvs));
+  const lib = native();
+  check(lib, lib.rlx_train_step(
+    model.handle, T, row.tokenIds, row.sampleLengths, row.sampleLengths.length, row.lossMask, row.advantages,
+    row.inferenceLogprobs, row.temperatures, row.refLogprobs ?? null, row.rlWeights ?? null, row.ceWeights ?? null,
+    row.refKlWeights ?? null, row.envIndex ?? null, nEnvs, lossConfig(loss), out, out.length,
+  ));
+  return metricsOf(out, nEnvs);
+}
+
+export type LossEvalRow = Omit<PackedRow, "tokenIds" | "sampleLengths" | "temperatures"> & { logprobs: Float64Array };
+
+/** The train step's loss over given logprobs (float64, every token valid): metrics and dL/dlogprobs. */
+export function lossEval(row: LossEvalRow, loss: LossSettings, nEnvs = 0): StepResult & { grad: Float64Array } {
+  const T = row.logprobs.length;
+  for (const key of ["lossMask", "advantages", "inferenceLogprobs"] as const) requireLength(key, row[key], T);
+  for (const key of ["refLogprobs", "rlWeights", "ceWeights", "refKlWeights", "envIndex"] as const) requireLength(key, row[key], T, true);
+  const out = new Float64Array(METRIC_FIELDS.length * (1 + nEnvs));
+  const grad = new Float64Array(T);
+  const lib = native();
+  check(lib, lib.rlx_loss_eval(
+    T, row.logprobs, row.lossMask, row.advantages, row.inferenceLogprobs, row.refLogprobs ?? null, row.rlWeights ?? null,
+    row.ceWeights ?? null, row.refKlWeights ?? null, row.envIndex ?? null, nEnvs, lossConfig(loss), out, out.length, grad,
+  ));
+  return { ...metricsOf(out, nEnvs), grad };
+}
+
+export interface AdamWSettings {
+  beta1?: number;
+  beta2?: number;
+  eps?: number;
+  weightDecay?: number;
+}
+
+export interface OptimStepResult {
+  gradNorm: number;
+  skipped: boolean;
+  /** Updates applied so far. */
+  step: number;
+}
+
+/** AdamW over all of a model's parameters; step() clips, updates and clears the gradients. */
+export class NativeOptimizer {
+  #handle: number | null;
+
+  private constructor(handle: number) {
+    this.#handle = handle;
+  }
+
+  static create(model: NativeModel, s: AdamWSettings = {}): NativeOptimizer {
+    const lib = native();
+    const handle = check(lib, lib.rlx_optim_create(model.handle, s.beta1 ?? 0.9, s.beta2 ?? 0.999, s.eps ?? 1e-8, s.weightDecay ?? 0.01));
+    return new NativeOptimizer(Number(handle));
+  }
+
+  get handle(): number {
+    if (this.#handle === null) throw new NativeError("this optimizer has been freed");
+    return this.#handle;
+  }
+
+  /** maxGradNorm <= 0 disables clipping. */
+  step(lr: number, maxGradNorm = 1.0): OptimStepResult {
+    const out = new Float64Array(3);
+    const lib = native();
+    check(lib, lib.rlx_optim_step(this.handle, lr, maxGradNorm, out, out.length));
+    return { gradNorm: out[0]!, skipped: out[1] === 1, step: out[2]! };
+  }
+
+  zeroGrad(): void {
+    check(native(), native().rlx_optim_zero_grad(this.handle));
+  }
+
+  /** The state image (step count, exp_avg, exp_avg_sq) for a checkpoint. */
+  saveState(): Uint8Array {
+    const lib = native();
+    const out = new Uint8Array(Number(check(lib, lib.rlx_optim_state_size(this.handle))));
+    check(lib, lib.rlx_optim_state_save(this.handle, out, out.byteLength));
+    return out;
+  }
+
+  loadState(image: Uint8Array): void {
+    check(native(), native().rlx_optim_state_load(this.handle, image, image.byteLength));
+  }
+
+  free(): void {
+    if (this.#handle === null) return;
+    const handle = this.#handle;
+    this.#handle = null;
+    check(native(), native().rlx_optim_free(handle));
+  }
+
+  [Symbol.dispose](): void {
+    this.free();
+  }
+}

@@ -1,0 +1,105 @@
+// An independent float64 reference of the Llama/Qwen2/Qwen3 forward, written from the Hugging Face
+// modeling code's definitions (RMSNorm, rotate-half RoPE, repeat_kv grouped-query attention,
+// SwiGLU, q/k norm, attention bias), one unpacked sequence at a time with plain loops. The native
+// tests compare the shim's logprobs against it. Not a test file itself.
+import type { ShimModelConfig } from "../../src/native/model.ts";
+
+type Params = Map<string, Float64Array>;
+
+function get(params: Params, name: string): Float64Array {
+  const p = params.get(name);
+  if (!p) throw new Error(`reference: missing ${name}`);
+  return p;
+}
+
+/** y[n] = x @ W^T (+ b): x [n_in], W [n_out, n_in]. */
+function linear(x: Float64Array, w: Float64Array, nOut: number, b?: Float64Array): Float64Array {
+  const nIn = x.length;
+  const y = new Float64Array(nOut);
+  for (let o = 0; o < nOut; o++) {
+    let s = b ? b[o]! : 0;
+    for (let i = 0; i < nIn; i++) s += x[i]! * w[o * nIn + i]!;
+    y[o] = s;
+  }
+  return y;
+}
+
+function rmsNorm(x: Float64Array, w: Float64Array, eps: number): Float64Array {
+  const ms = x.reduce((s, v) => s + v * v, 0) / x.length;
+  const r = 1 / Math.sqrt(ms + eps);
+  return x.map((v, i) => v * r * w[i]!);
+}
+
+/** HF rotate-half RoPE on one head vector at a position. */
+function rope(x: Float64Array, pos: number, theta: number): Float64Array {
+  const D = x.length;
+  const half = D / 2;
+  const out = new Float64Array(D);
+  for (let i = 0; i < half; i++) {
+    const angle = pos / Math.pow(theta, (2 * i) / D);
+    const c = Math.cos(angle);
+    const s = Math.sin(angle);
+    out[i] = x[i]! * c - x[i + half]! * s;
+    out[i + half] = x[i + half]! * c + x[i]! * s;
+  }
+  return out;
+}
+
+/** log p(token t | tokens < t) under logits / temperatures[t] for t >= 1; element 0 is 0. */
+export function referenceLogprobs(cfg: ShimModelConfig, params: Params, tokens: number[], temperatures?: number[]): number[] {
+  const { hidden_size: d, num_attention_heads: H, num_key_value_heads: G, head_dim: D, vocab_size: V } = cfg;
+  const eps = cfg.rms_norm_eps;
+  const T = tokens.length;
+  const embed = get(params, "model.embed_tokens.weight");
+  let xs = tokens.map((t) => embed.slice(t * d, (t + 1) * d));
+  for (let l = 0; l < cfg.num_hidden_layers; l++) {
+    const p = (n: string) => get(params, `model.layers.${l}.${n}`);
+    const bias = (n: string) => (cfg.attention_bias ? p(n) : undefined);
+    const qs: Float64Array[][] = [];
+    const ks: Float64Array[][] = [];
+    const vs: Float64Array[][] = [];
+    xs.forEach((x, pos) => {
+      const h = rmsNorm(x, p("input_layernorm.weight"), eps);
+      const q = linear(h, p("self_attn.q_proj.weight"), H * D, bias("self_attn.q_proj.bias"));
+      const k = linear(h, p("self_attn.k_proj.weight"), G * D, bias("self_attn.k_proj.bias"));
+      const v = linear(h, p("self_attn.v_proj.weight"), G * D, bias("self_attn.v_proj.bias"));
+      const heads = (a: Float64Array, n: number, norm?: Float64Array) =>
+        Array.from({ length: n }, (_, j) => {
+          const head = a.slice(j * D, (j + 1) * D);
+          return norm ? rmsNorm(head, norm, eps) : head;
+        });
+      qs.push(heads(q, H, cfg.qk_norm ? p("self_attn.q_norm.weight") : undefined).map((hv) => rope(hv, pos, cfg.rope_theta)));
+      ks.push(heads(k, G, cfg.qk_norm ? p("self_attn.k_norm.weight") : undefined).map((hv) => rope(hv, pos, cfg.rope_theta)));
+      vs.push(heads(v, G));
+    });
+    xs = xs.map((x, t) => {
+      const attn = new Float64Array(H * D);
+      for (let h = 0; h < H; h++) {
+        const g = Math.floor(h / (H / G)); // repeat_kv: query head h reads kv head h / (H/G)
+        const scores = Array.from({ length: t + 1 }, (_, s) => qs[t]![h]!.reduce((acc, qv, i) => acc + qv * ks[s]![g]![i]!, 0) / Math.sqrt(D));
+        const m = Math.max(...scores);
+        const e = scores.map((sc) => Math.exp(sc - m));
+        const z = e.reduce((a, b) => a + b, 0);
+        for (let s = 0; s <= t; s++) for (let i = 0; i < D; i++) attn[h * D + i]! += (e[s]! / z) * vs[s]![g]![i]!;
+      }
+      const o = linear(attn, p("self_attn.o_proj.weight"), d);
+      const afterAttn = x.map((v, i) => v + o[i]!);
+      const h2 = rmsNorm(afterAttn, p("post_attention_layernorm.weight"), eps);
+      const gate = linear(h2, p("mlp.gate_proj.weight"), cfg.intermediate_size);
+      const up = linear(h2, p("mlp.up_proj.weight"), cfg.intermediate_size);
+      const act = gate.map((g, i) => (g / (1 + Math.exp(-g))) * up[i]!);
+      const down = linear(act, p("mlp.down_proj.weight"), d);
+      return afterAttn.map((v, i) => v + down[i]!);
+    });
+  }
+  const head = get(params, cfg.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight");
+  const out = [0];
+  for (let t = 1; t < T; t++) {
+    const temp = temperatures?.[t] ?? 1;
+    const logits = linear(rmsNorm(xs[t - 1]!, get(params, "model.norm.weight"), eps), head, V).map((z) => z / temp);
+    const m = Math.max(...logits);
+    const lse = m + Math.log(logits.reduce((s, z) => s + Math.exp(z - m), 0));
+    out.push(logits[tokens[t]!]! - lse);
+  }
+  return out;
+}
