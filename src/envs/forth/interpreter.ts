@@ -46,6 +46,8 @@ export interface ForthResult {
 }
 
 interface Frame {
+  /** The definition this frame runs (named in budget errors). */
+  name: string;
   code: Instr[];
   pc: number;
   loops: Array<{ index: number; limit: number }>;
@@ -229,7 +231,10 @@ export class Forth implements Machine {
     const compiler: Compiler = { word, control, emit: (instr) => { word.code.push(instr); return word.code.length - 1; } };
     for (;;) {
       const token = this.nextToken();
-      if (token === null) throw new ForthError(`unterminated definition of ${label} (missing ;)`);
+      if (token === null) {
+        this.currentWord = "";
+        throw new ForthError(`unterminated definition of ${label} (missing ;)`);
+      }
       const name = token.toUpperCase();
       this.currentWord = token;
       if (name === ";") break;
@@ -251,11 +256,12 @@ export class Forth implements Machine {
 
   // ---- the inner interpreter ----
   private execute(word: Word): void {
-    const frames: Frame[] = [{ code: word.code, pc: 0, loops: [] }];
+    const frames: Frame[] = [{ name: word.name, code: word.code, pc: 0, loops: [] }];
     const outer = this.currentWord;
     while (frames.length > 0) {
       const frame = frames[frames.length - 1]!;
       if (frame.pc >= frame.code.length) { frames.pop(); continue; }
+      if (this.steps + 1 > this.limits.maxSteps) this.currentWord = frame.name;
       this.charge();
       const instr = frame.code[frame.pc++]!;
       switch (instr.op) {
@@ -263,7 +269,7 @@ export class Forth implements Machine {
         case Op.Prim: this.currentWord = instr.text!; instr.prim!(this); break;
         case Op.Call:
           if (frames.length >= this.limits.maxCallDepth) { this.currentWord = instr.word!.name; throw new ForthError(`return stack overflow (call depth ${this.limits.maxCallDepth})`); }
-          frames.push({ code: instr.word!.code, pc: 0, loops: [] });
+          frames.push({ name: instr.word!.name, code: instr.word!.code, pc: 0, loops: [] });
           break;
         case Op.Branch: frame.pc = instr.arg; break;
         case Op.Branch0: this.currentWord = instr.text!; if (this.pop() === 0) frame.pc = instr.arg; break;
