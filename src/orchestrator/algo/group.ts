@@ -50,13 +50,6 @@ export function maxRl(rewards_G: readonly number[]): number[] {
   return rewards_G.map((r) => (r - m) / m);
 }
 
-/** RLOO: r_i minus the mean of the others' rewards = G/(G-1) (r_i - mean); 0 for G = 1. */
-export function leaveOneOut(rewards_G: readonly number[]): number[] {
-  const g = rewards_G.length;
-  if (g < 2) return rewards_G.map(() => 0);
-  return centered(rewards_G).map((a) => (a * g) / (g - 1));
-}
-
 export interface LengthPenaltyWeights {
   num_output_tokens_weight: number;
   num_input_tokens_weight: number;

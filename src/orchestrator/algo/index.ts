@@ -14,6 +14,7 @@
 import { resolve } from "node:path";
 import { z } from "zod";
 import type { AlgoConfig, AlgoType } from "../../config/algo.ts";
+import type { ResolvedConfig } from "../../config/resolve.ts";
 import { configError, keyPath } from "../../config/errors.ts";
 import { ConfigError } from "../../errors.ts";
 import { perToken, rolloutLength, sampleRanges } from "../types.ts";
@@ -124,4 +125,18 @@ export async function createAlgorithm(config: AlgoConfig, site: AlgoSite): Promi
 /** The algorithm's name in logs and audit records: the built-in type, or the custom class's type. */
 export function algorithmName(algorithm: Algorithm<any>): string {
   return algorithm.kind.type || algorithm.config.type;
+}
+
+/** One algorithm instance per train env (instances hold per-env state), keyed by env name. */
+export async function createEnvAlgorithms(config: ResolvedConfig, source: string): Promise<{ algorithms: Map<string, Algorithm<any>>; warnings: string[] }> {
+  const algorithms = new Map<string, Algorithm<any>>();
+  const warnings: string[] = [];
+  for (const [i, env] of config.orchestrator.train.env.entries()) {
+    const site = { source, path: ["orchestrator", "train", "env", i, "algo"], groupSize: env.group_size };
+    const created = await createAlgorithm(env.algo, site);
+    algorithms.set(env.name, created.algorithm);
+    // built-ins were already warned about by the config resolution
+    if (env.algo.type === "custom") warnings.push(...created.warnings);
+  }
+  return { algorithms, warnings };
 }
