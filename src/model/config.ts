@@ -5,7 +5,8 @@
 // Why normalize here and not in C++: the defaults differ per family and across transformers
 // versions (Qwen2 always has q/k/v biases without saying so; Qwen3 has q/k norms; transformers 5
 // moved rope_theta into rope_parameters), and a refusal must name the file and the key, which TS
-// can do with a readable message. The shim then sees exactly 13 keys and no family logic.
+// can do with a readable message. The shim then sees exactly 13 keys (ShimModelConfig, serialized
+// by shimConfigJson in src/native/model.ts) and no family logic.
 //
 // What the shim's `attention_bias` means: biases on q_proj, k_proj and v_proj (Qwen2's layout).
 // Llama's and Qwen3's `attention_bias: true` also puts a bias on o_proj, which rlx does not build,
@@ -13,25 +14,10 @@
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { ModelFileError } from "../errors.ts";
+import type { ShimModelConfig } from "../native/model.ts";
 
-/** The normalized config the shim builds a model from (rlx_model_create's config_json), key order fixed. */
-export interface ShimModelConfig {
-  vocab_size: number;
-  hidden_size: number;
-  intermediate_size: number;
-  num_hidden_layers: number;
-  num_attention_heads: number;
-  num_key_value_heads: number;
-  head_dim: number;
-  rms_norm_eps: number;
-  rope_theta: number;
-  max_position_embeddings: number;
-  tie_word_embeddings: boolean;
-  /** q/k/v projection biases (Qwen2). */
-  attention_bias: boolean;
-  /** RMSNorm on each head's q and k before RoPE (Qwen3). */
-  qk_norm: boolean;
-}
+// The 13-key normalized config (rlx_model_create's config_json) is declared next to the shim wrapper.
+export type { ShimModelConfig } from "../native/model.ts";
 
 /** The model families rlx runs, by config.json `model_type`. */
 export type ModelType = "llama" | "qwen2" | "qwen3";
@@ -150,11 +136,6 @@ export function readModelConfig(dir: string): ModelConfig {
     throw new ModelFileError(`${file}: not valid JSON (${(err as Error).message})`, { fix: "restore the file from the model's source" });
   }
   return parseModelConfig(json, file);
-}
-
-/** The config_json string for rlx_model_create. */
-export function shimConfigJson(config: ModelConfig): string {
-  return JSON.stringify(config.shim);
 }
 
 /** Names of the HF `torch_dtype` values rlx writes. */

@@ -6,7 +6,8 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ModelFileError } from "../../src/errors.ts";
-import { hfConfigObject, modelConfigFromShim, parseModelConfig, readModelConfig, shimConfigJson } from "../../src/model/config.ts";
+import { hfConfigObject, modelConfigFromShim, parseModelConfig, readModelConfig } from "../../src/model/config.ts";
+import { shimConfigJson } from "../../src/native/model.ts";
 
 // The published config.json of Qwen/Qwen3-0.6B.
 const QWEN3_0_6B = {
@@ -118,7 +119,7 @@ describe("config.json parsing", () => {
   });
 
   test("shimConfigJson has exactly the 13 keys in the ABI's order", () => {
-    const keys = Object.keys(JSON.parse(shimConfigJson(parseModelConfig(QWEN3_0_6B, "c"))));
+    const keys = Object.keys(JSON.parse(shimConfigJson(parseModelConfig(QWEN3_0_6B, "c").shim)));
     expect(keys).toEqual([
       "vocab_size",
       "hidden_size",
