@@ -148,9 +148,9 @@ export type SavedDtype = "float32" | "bfloat16" | "float16";
 export function hfConfigObject(config: ModelConfig, dtype: SavedDtype): Record<string, unknown> {
   const { shim, modelType } = config;
   const out: Record<string, unknown> = {
-    ...config.source,
     architectures: [architectureOf(modelType)],
     model_type: modelType,
+    ...config.source,
     vocab_size: shim.vocab_size,
     hidden_size: shim.hidden_size,
     intermediate_size: shim.intermediate_size,
@@ -166,6 +166,8 @@ export function hfConfigObject(config: ModelConfig, dtype: SavedDtype): Record<s
     tie_word_embeddings: shim.tie_word_embeddings,
     torch_dtype: dtype,
   };
+  out.architectures = [architectureOf(modelType)];
+  out.model_type = modelType;
   // Qwen2 modeling code hard-wires its q/k/v biases; the key only exists for Llama and Qwen3.
   if (modelType === "qwen2") delete out.attention_bias;
   else out.attention_bias = false;

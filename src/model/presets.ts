@@ -1,5 +1,6 @@
-// Named model shapes for `rlx init`: random-initialized models in Hugging Face layout with the
-// byte-level tokenizer (src/model/byte_tokenizer.ts).
+// Named model shapes for `rlx init`, and initModel, which builds one (or a given config.json) as a
+// random-initialized model in Hugging Face layout with the byte-level tokenizer
+// (src/model/byte_tokenizer.ts). The shim is imported lazily so listing presets never loads libtorch.
 //
 //   tiny        ~3.3M params. Qwen3 layout (q/k norm, no biases): hidden 256, 4 layers, 4 heads,
 //               2 kv heads, head_dim 64, ffn 768, vocab 320. The shape of feasibility.md §4's
@@ -13,9 +14,10 @@
 //               so a checkpoint has exactly the shapes of the real model (ids >= 259 are unused).
 //
 // Tiny vocabularies are 259 (bytes + 3 specials) rounded up to a multiple of 64 = 320.
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { ConfigError } from "../errors.ts";
-import { BYTE_TOKENIZER_SIZE, ENDOFTEXT_ID, IM_END_ID, paddedVocabSize } from "./byte_tokenizer.ts";
-import { type ModelConfig, modelConfigFromShim, type ShimModelConfig } from "./config.ts";
+import { BYTE_TOKENIZER_SIZE, ENDOFTEXT_ID, IM_END_ID, paddedVocabSize, writeByteTokenizer } from "./byte_tokenizer.ts";
+import { type ModelConfig, modelConfigFromShim, parseModelConfig, type ShimModelConfig } from "./config.ts";
 
 /** A named shape `rlx init --preset` can build. */
 export interface Preset {
@@ -115,4 +117,73 @@ export function countParams(shim: ShimModelConfig): number {
   const layer = attention + 3 * h * shim.intermediate_size + 2 * h;
   const embeddings = shim.vocab_size * h * (shim.tie_word_embeddings ? 1 : 2);
   return embeddings + shim.num_hidden_layers * layer + h;
+}
+
+/** What `rlx init` builds. */
+export interface InitOptions {
+  /** Exactly one of preset and configFile. */
+  preset?: string;
+  /** A Hugging Face config.json to build instead of a preset. */
+  configFile?: string;
+  out: string;
+  seed: number;
+  dtype: "f32" | "bf16";
+  /** Replace a non-empty `out`. */
+  force?: boolean;
+}
+
+/** What `rlx init` built. */
+export interface InitResult {
+  name: string;
+  modelType: string;
+  params: number;
+  dtype: "f32" | "bf16";
+  seed: number;
+  dir: string;
+  files: string[];
+  tensorBytes: number;
+}
+
+/**
+ * Builds a random-initialized model (the shim's seeded init: normal(0, 0.02) in float32, norms 1)
+ * and writes it with the byte tokenizer. The same seed gives byte-identical safetensors.
+ */
+export async function initModel(options: InitOptions): Promise<InitResult> {
+  if ((options.preset === undefined) === (options.configFile === undefined)) {
+    throw new ConfigError("give exactly one of --preset and --config", { fix: `presets: ${Object.keys(PRESETS).join(", ")}` });
+  }
+  const config = options.preset !== undefined ? getPreset(options.preset).config : readConfigFile(options.configFile!);
+  if (config.shim.vocab_size < BYTE_TOKENIZER_SIZE) {
+    throw new ConfigError(`vocab_size ${config.shim.vocab_size} is smaller than the byte tokenizer's ${BYTE_TOKENIZER_SIZE} tokens`, {
+      fix: `set vocab_size to at least ${BYTE_TOKENIZER_SIZE} (${paddedVocabSize(BYTE_TOKENIZER_SIZE)} keeps matmuls aligned)`,
+    });
+  }
+  if (existsSync(options.out) && readdirSync(options.out).length > 0 && !options.force) {
+    throw new ConfigError(`${options.out} exists and is not empty`, { fix: "choose another --out, or pass --force to replace it" });
+  }
+  const { NativeModel } = await import("../native/model.ts");
+  const { saveModel } = await import("./hf.ts");
+  using model = await NativeModel.create(config.shim, { dtype: "f32", seed: options.seed });
+  const saved = saveModel(model, options.out, { dtype: options.dtype, config, writeExtra: writeByteTokenizer });
+  return {
+    name: options.preset ?? options.configFile!,
+    modelType: config.modelType,
+    params: countParams(config.shim),
+    dtype: options.dtype,
+    seed: options.seed,
+    dir: saved.dir,
+    files: saved.files,
+    tensorBytes: saved.tensorBytes,
+  };
+}
+
+function readConfigFile(file: string): ModelConfig {
+  if (!existsSync(file)) throw new ConfigError(`${file}: not found`, { fix: "pass the path of a config.json" });
+  let json: unknown;
+  try {
+    json = JSON.parse(readFileSync(file, "utf8"));
+  } catch (err) {
+    throw new ConfigError(`${file}: not valid JSON (${(err as Error).message})`, { fix: "fix the file" });
+  }
+  return parseModelConfig(json, file);
 }
