@@ -1,0 +1,22 @@
+// Shared by the env tests: a finished rollout holding a conversation, for reward functions
+// (which read only `messages`), and the byte-tokenizer renderer.
+import { byteGenerationConfig, byteTokenizerConfig, byteTokenizerJson } from "../../../src/model/byte_tokenizer.ts";
+import type { ChatMessage } from "../../../src/model/chat.ts";
+import { ChatRenderer } from "../../../src/model/render.ts";
+import { Tokenizer } from "../../../src/model/tokenizer.ts";
+import type { Task } from "../../../src/envs/types.ts";
+import type { Rollout } from "../../../src/orchestrator/types.ts";
+
+export function finishedRollout(task: Task, ...replies: ChatMessage[]): Rollout {
+  return {
+    id: "r0", env: "test", taskId: task.id, groupId: "g0", task,
+    messages: [...task.prompt, ...replies], segments: [], numSamples: 1, reward: 0, metrics: {},
+    stopReason: "done", policyVersion: 0, numTurns: replies.length, info: {},
+  };
+}
+
+export const assistant = (content: string): ChatMessage => ({ role: "assistant", content });
+
+export function byteRenderer(template?: string): ChatRenderer {
+  return new ChatRenderer(new Tokenizer(byteTokenizerJson(), byteTokenizerConfig(), byteGenerationConfig()), template);
+}
