@@ -73,7 +73,7 @@ function checkAlgo(algo: AlgoConfig, path: (string | number)[], source: string, 
   }
 }
 
-function checkEnvArgs(env: EnvEntry, path: (string | number)[], source: string): EnvEntry["args"] {
+function checkEnvArgs(env: Pick<EnvEntry, "id" | "args">, path: (string | number)[], source: string): EnvEntry["args"] {
   if (env.id.endsWith(".ts")) {
     if (!existsSync(env.id)) throw new ConfigError(`${source}: ${keyPath([...path, "id"])}: no such file "${env.id}"`);
     return env.args; // a custom env validates its own args when it loads
@@ -117,7 +117,7 @@ export function resolveConfig(config: RawConfig, source: string): Resolution {
       algo,
     };
   });
-  for (const [i, env] of (orch.eval?.env ?? []).entries()) checkEnvArgs(env, ["orchestrator", "eval", "env", i], source);
-  const resolved: ResolvedConfig = { ...config, orchestrator: { ...orch, algo: defaultAlgo, train: { env: envs } } };
+  const evalBlock = orch.eval && { ...orch.eval, env: orch.eval.env.map((env, i) => ({ ...env, args: checkEnvArgs(env, ["orchestrator", "eval", "env", i], source) })) };
+  const resolved: ResolvedConfig = { ...config, orchestrator: { ...orch, eval: evalBlock, algo: defaultAlgo, train: { env: envs } } };
   return { config: resolved, warnings };
 }

@@ -24,7 +24,7 @@ function declaredFunctions(): { name: string; arity: number }[] {
 
 test("rlx.h and symbols.ts declare the same functions, in order, with the same arity", () => {
   const header = declaredFunctions();
-  const table = Object.entries(symbols).map(([name, def]) => ({ name, arity: def.args.length }));
+  const table: { name: string; arity: number }[] = Object.entries(symbols).map(([name, def]) => ({ name, arity: def.args.length }));
   expect(header.length).toBeGreaterThan(4);
   expect(table).toEqual(header);
 });

@@ -98,7 +98,7 @@ const BAD: [string, string | null, string[], string[]][] = [
   ["sft without a frozen source", BASE + env('algo = { type = "sft" }'), [], ["orchestrator.train.env[0].algo.sampling.source", "frozen model"]],
   ["grpo from a frozen source", BASE + env('algo = { type = "grpo", sampling = { source = { name = "t", base_url = "http://127.0.0.1:8001/v1" } } }'), [], ["algo.sampling.source", "live policy"]],
   ["unknown algorithm type", `${BASE}[orchestrator.algo]\ntype = "ppo"\n${env()}`, [], ["orchestrator.algo.type", "unknown algorithm type", "grpo, max_rl, opd"]],
-  ["bad TOML syntax", `${BASE}[orchestrator\n${env()}`, [], [":6:", "TOML syntax error"]],
+  ["bad TOML syntax", `${BASE}[orchestrator\n${env()}`, [], [":7:", "TOML syntax error"]],
   ["missing file", null, [], ["config file not found"]],
   ["missing model.path", `[model]\n[orchestrator]\n${env()}`, [], ["model.path", "required"]],
   ["no train envs", `${BASE}`, [], ["orchestrator.train", "required"]],
