@@ -8,7 +8,8 @@ then one decode step per new token that writes its K/V at its position and atten
 prefix, with GQA as a view (no K/V copies), temperature 1 sampling through torch.multinomial from a
 seeded generator. All prompts have the same length, so every row decodes at the same position.
 
-Decode throughput is B * new_tokens / decode seconds; prefill is timed separately.
+Prefill (the prompt forward and the first token) is timed apart from decode; decode throughput is
+B * (new - 1) / decode seconds: the new - 1 steps that each run one forward and sample one token.
 """
 import argparse
 import json
@@ -64,20 +65,23 @@ def step(cfg, p, ids, start, caches):
     return rms_norm(x[:, -1], p["norm"], eps)
 
 
+def sample(p, hidden, gen):
+    probs = torch.softmax(F.linear(hidden, p["lm_head"]).float(), dim=-1)
+    return torch.multinomial(probs, 1, generator=gen)  # [B, 1]
+
+
 def generate(cfg, p, prompts, new_tokens, gen):
+    """Prefill (forward + first token) and decode (new_tokens - 1 steps of forward + sample), timed apart."""
     B, P = prompts.shape
     caches = [(torch.zeros(B, cfg["num_key_value_heads"], P + new_tokens, cfg["head_dim"]),
                torch.zeros(B, cfg["num_key_value_heads"], P + new_tokens, cfg["head_dim"])) for _ in p["layers"]]
     t0 = time.perf_counter()
-    hidden = step(cfg, p, prompts, 0, caches)
+    token = sample(p, step(cfg, p, prompts, 0, caches), gen)
     t1 = time.perf_counter()
-    out = []
-    for i in range(new_tokens):
-        probs = torch.softmax(F.linear(hidden, p["lm_head"]).float(), dim=-1)
-        token = torch.multinomial(probs, 1, generator=gen)  # [B, 1]
+    out = [token]
+    for i in range(new_tokens - 1):
+        token = sample(p, step(cfg, p, token, P + i, caches), gen)
         out.append(token)
-        if i + 1 < new_tokens:
-            hidden = step(cfg, p, token, P + i, caches)
     t2 = time.perf_counter()
     return torch.cat(out, 1), t1 - t0, t2 - t1
 
@@ -105,7 +109,7 @@ def main():
     prefill_s = sorted(r[0] for r in runs)[len(runs) // 2]
     print(json.dumps({"torch": torch.__version__, "threads": torch.get_num_threads(), "batch": args.batch,
                       "prompt": args.prompt, "new": args.new, "prefill_s": prefill_s, "decode_s": decode_s,
-                      "decode_tok_s": args.batch * args.new / decode_s}))
+                      "decode_tok_s": args.batch * (args.new - 1) / decode_s}))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,76 @@
+// Decode throughput: rlx's generator (preallocated KV cache, batched decode, seeded sampling)
+// against a PyTorch-eager KV-cache loop of the same model (bench/reference/generate.py), for
+// batch 1, 16 and 64, side by side in one command.
+//
+//   bun bench/generate.ts [--presets tiny] [--batches 1,16,64] [--prompt 32] [--new 64] [--rounds 3]
+//
+// Both sides: B prompts of equal length, one prefill (timed apart, with the first token), then
+// new - 1 decode steps of one forward and one temperature-1 sample per sequence; decode tok/s is
+// B * (new - 1) / decode seconds. Rounds alternate python and rlx (this machine's speed drifts);
+// each figure is the median over rounds.
+import { cpus } from "node:os";
+import { PRESETS } from "../src/model/presets.ts";
+import { NativeGenerator } from "../src/native/generate.ts";
+import { NativeModel, shimConfigJson } from "../src/native/model.ts";
+import { runtimeInfo } from "../src/native/runtime.ts";
+import { flag, median, printTable, runReference } from "./_reference.ts";
+
+interface Timing {
+  prefill: number;
+  decode: number;
+}
+
+function rlxGenerate(model: NativeModel, batch: number, promptLength: number, newTokens: number, seed: number): Timing {
+  const prompts = Array.from({ length: batch }, (_, b) => Int32Array.from({ length: promptLength }, (_, i) => (b * 31 + i * 7) % 259));
+  using gen = NativeGenerator.create(model, { slots: batch, capacity: promptLength + newTokens });
+  const t0 = performance.now();
+  const first = gen.add(prompts.map((prompt, b) => ({ prompt, sampling: { temperature: 1, maxNewTokens: newTokens, seed: seed + b } })));
+  const t1 = performance.now();
+  let produced = first.length;
+  for (let i = 0; i < newTokens - 1; i++) produced += gen.step().length;
+  const t2 = performance.now();
+  if (produced !== batch * newTokens) throw new Error(`rlx produced ${produced} tokens, expected ${batch * newTokens}`);
+  return { prefill: (t1 - t0) / 1000, decode: (t2 - t1) / 1000 };
+}
+
+const presets = flag("presets", "tiny").split(",");
+const batches = flag("batches", "1,16,64").split(",").map(Number);
+const promptLength = Number(flag("prompt", "32"));
+const newTokens = Number(flag("new", "64"));
+const rounds = Number(flag("rounds", "3"));
+const threads = cpus().length;
+const info = await runtimeInfo();
+console.log(`libtorch ${info.torch_version}, BLAS ${info.blas}, ${info.threads} threads; prompt ${promptLength}, ${newTokens} new tokens, ${rounds} rounds\n`);
+
+const table: (string | number)[][] = [["preset", "batch", "rlx prefill ms", "torch prefill ms", "rlx decode tok/s", "torch decode tok/s", "rlx/torch"]];
+for (const name of presets) {
+  const preset = PRESETS[name];
+  if (!preset) throw new Error(`unknown preset ${name}`);
+  using model = await NativeModel.create(preset.config.shim, { seed: 0 });
+  for (const batch of batches) {
+    rlxGenerate(model, batch, promptLength, 4, 0); // warm-up
+    const ours: Timing[] = [];
+    const theirs: Timing[] = [];
+    for (let r = 0; r < rounds; r++) {
+      const ref = runReference<{ prefill_s: number; decode_s: number }>("generate.py", [
+        "--config", shimConfigJson(preset.config.shim), "--batch", String(batch), "--prompt", String(promptLength),
+        "--new", String(newTokens), "--repeats", "1", "--threads", String(threads),
+      ]);
+      theirs.push({ prefill: ref.prefill_s, decode: ref.decode_s });
+      ours.push(rlxGenerate(model, batch, promptLength, newTokens, r));
+    }
+    const decodeTokens = batch * (newTokens - 1);
+    const rlxDecode = median(ours.map((t) => t.decode));
+    const torchDecode = median(theirs.map((t) => t.decode));
+    table.push([
+      name,
+      batch,
+      (median(ours.map((t) => t.prefill)) * 1000).toFixed(1),
+      (median(theirs.map((t) => t.prefill)) * 1000).toFixed(1),
+      (decodeTokens / rlxDecode).toFixed(0),
+      (decodeTokens / torchDecode).toFixed(0),
+      (torchDecode / rlxDecode).toFixed(2),
+    ]);
+  }
+}
+printTable(table);
