@@ -1,0 +1,356 @@
+// The batching engine: one model, one NativeGenerator (a KV cache of `maxBatch` slots), and a
+// loop that keeps the slots busy. Everything that generates or scores in-process goes through it:
+// the HTTP server (`rlx serve`) and LocalClient.
+//
+// Why built this way:
+//   - Continuous batching. The loop alternates "admit" (prefill every queued request that fits in
+//     a free slot, as one batch) and "step" (one decode token for every running sequence), and
+//     yields to the event loop between the two, so requests that arrive mid-generation join at the
+//     next step and a finished sequence frees its slot in the step that reports it.
+//   - Bounded memory. The KV cache is preallocated (slots x maxModelLen); requests beyond the slots
+//     wait in a queue of at most `maxQueue`; past that, submit throws QueueFullError (HTTP 429)
+//     instead of growing without bound.
+//   - Weight reloads are atomic per request. reloadWeights stops admitting, lets the running
+//     sequences finish on the old weights, then swaps in the new model (loaded and validated in
+//     full first, so a bad directory leaves the old weights serving) and resumes. Every result
+//     carries the version that produced all of its tokens.
+//   - Cancellation (an AbortSignal, or onToken returning true for a stop string) frees the slot
+//     at once; native calls are synchronous, so a cancel can never land inside a step.
+import { type FinishReason, NativeGenerator, type SamplingParams, score } from "../native/generate.ts";
+import type { NativeModel } from "../native/model.ts";
+import { EngineClosedError, InvalidRequestError, QueueFullError } from "./errors.ts";
+
+export interface EngineOptions {
+  /** Sequences decoded together (generator slots). */
+  maxBatch: number;
+  /** Prompt plus generated tokens per sequence; default min(max_position_embeddings, 2048). */
+  maxModelLen?: number;
+  /** Requests waiting for a slot before submit throws QueueFullError; default 16 x maxBatch. */
+  maxQueue?: number;
+  /** Prompt tokens prefilled in one admit batch (at least one request is always admitted); default 8192. */
+  maxPrefillTokens?: number;
+  /** The version of the weights the engine starts with; default 0. */
+  version?: number;
+  /** Whether close() and reloads free the starting model; default true (false: the caller owns it). */
+  ownsModel?: boolean;
+  /** Loads a weights directory for reloadWeights (default: src/model/hf.ts loadModel, lazily). */
+  loadWeights?: (dir: string) => Promise<NativeModel>;
+}
+
+/** One sequence to generate. */
+export interface EngineRequest {
+  prompt: number[];
+  sampling: SamplingParams;
+  /** Aborting cancels the request: it resolves with what it has, finish "abort". */
+  signal?: AbortSignal;
+  /** Called for each token as it is produced; returning true ends the sequence (finish "stop"). */
+  onToken?: (token: number, logprob: number) => boolean | void;
+}
+
+export type EngineFinish = FinishReason | "abort";
+
+export interface EngineResult {
+  tokens: number[];
+  logprobs: number[];
+  finish: EngineFinish;
+  /** The weights version that produced every token. */
+  version: number;
+}
+
+interface Job {
+  request: EngineRequest;
+  sampling: SamplingParams;
+  tokens: number[];
+  logprobs: number[];
+  slot: number;
+  version: number;
+  done: (result: EngineResult | Error) => void;
+  detach: () => void;
+}
+
+interface Reload {
+  dir: string;
+  version: number;
+  done: (err?: Error) => void;
+}
+
+const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+export class Engine {
+  readonly maxBatch: number;
+  readonly maxModelLen: number;
+  readonly maxQueue: number;
+  readonly maxPrefillTokens: number;
+  #model: NativeModel;
+  #generator: NativeGenerator;
+  #version: number;
+  #queue: Job[] = [];
+  #running = new Map<number, Job>();
+  #reloads: Reload[] = [];
+  #pumping = false;
+  #closed = false;
+  #ownsModel: boolean;
+  #idle: (() => void)[] = [];
+  readonly #loadWeights: (dir: string) => Promise<NativeModel>;
+  /** Counters for /metrics-style reporting and tests. */
+  readonly stats = { admitted: 0, steps: 0, generatedTokens: 0, maxRunning: 0 };
+
+  constructor(model: NativeModel, options: EngineOptions) {
+    if (!Number.isInteger(options.maxBatch) || options.maxBatch < 1) throw new InvalidRequestError(`maxBatch must be a positive integer, got ${options.maxBatch}`, "max_batch");
+    this.maxBatch = options.maxBatch;
+    this.maxModelLen = options.maxModelLen ?? Math.min(model.config.max_position_embeddings, 2048);
+    if (!Number.isInteger(this.maxModelLen) || this.maxModelLen < 2 || this.maxModelLen > model.config.max_position_embeddings) {
+      throw new InvalidRequestError(`maxModelLen must be an integer in 2..${model.config.max_position_embeddings} (the model's max_position_embeddings), got ${this.maxModelLen}`, "max_model_len");
+    }
+    this.maxQueue = options.maxQueue ?? 16 * this.maxBatch;
+    this.maxPrefillTokens = options.maxPrefillTokens ?? 8192;
+    this.#version = options.version ?? 0;
+    this.#model = model;
+    this.#ownsModel = options.ownsModel ?? true;
+    this.#generator = NativeGenerator.create(model, { slots: this.maxBatch, capacity: this.maxModelLen });
+    this.#loadWeights = options.loadWeights ?? (async (dir) => (await import("../model/hf.ts")).loadModel(dir, { dtype: model.dtype, device: model.device }));
+  }
+
+  get version(): number {
+    return this.#version;
+  }
+
+  get model(): NativeModel {
+    return this.#model;
+  }
+
+  get vocabSize(): number {
+    return this.#model.config.vocab_size;
+  }
+
+  /** Sequences generating now, and requests waiting for a slot. */
+  get load(): { running: number; queued: number } {
+    return { running: this.#running.size, queued: this.#queue.length };
+  }
+
+  /** Checks a request against the engine's limits; throws InvalidRequestError naming the field. */
+  validate(prompt: readonly number[], maxNewTokens: number): void {
+    if (prompt.length === 0) throw new InvalidRequestError("the prompt is empty", "prompt");
+    const vocab = this.vocabSize;
+    const bad = prompt.findIndex((t) => !Number.isInteger(t) || t < 0 || t >= vocab);
+    if (bad >= 0) throw new InvalidRequestError(`prompt token ${bad} is ${prompt[bad]}, outside the vocabulary 0..${vocab - 1}`, "prompt");
+    if (!Number.isInteger(maxNewTokens) || maxNewTokens < 1) throw new InvalidRequestError(`max_tokens must be a positive integer, got ${maxNewTokens}`, "max_tokens");
+    if (prompt.length + maxNewTokens > this.maxModelLen) {
+      throw new InvalidRequestError(
+        `This model's maximum context length is ${this.maxModelLen} tokens. However, you requested ${prompt.length + maxNewTokens} tokens (${prompt.length} in the messages, ${maxNewTokens} in the completion). Please reduce the length of the messages or completion.`,
+        prompt.length >= this.maxModelLen ? "prompt" : "max_tokens",
+        { fix: "shorten the prompt or max_tokens, or start the server with a larger --max-model-len" },
+      );
+    }
+  }
+
+  /** Queues a sequence; resolves when it finishes (or is cancelled). */
+  submit(request: EngineRequest): Promise<EngineResult> {
+    if (this.#closed) return Promise.reject(new EngineClosedError("the inference engine is shutting down", { fix: "retry against a running server" }));
+    try {
+      this.validate(request.prompt, request.sampling.maxNewTokens);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    if (this.#queue.length >= this.maxQueue) {
+      return Promise.reject(new QueueFullError(`the request queue is full (${this.maxQueue} waiting, ${this.#running.size} running)`, { fix: "retry with backoff, or start the server with a larger --max-queue" }));
+    }
+    // Unseeded requests must not all share seed 0 (they would sample identical tokens).
+    const sampling = { ...request.sampling, seed: request.sampling.seed ?? Math.floor(Math.random() * 2 ** 52) };
+    return new Promise<EngineResult>((resolve, reject) => {
+      const job: Job = {
+        request,
+        sampling,
+        tokens: [],
+        logprobs: [],
+        slot: -1,
+        version: this.#version,
+        done: (result) => {
+          job.detach();
+          if (result instanceof Error) reject(result);
+          else resolve(result);
+        },
+        detach: () => {},
+      };
+      const signal = request.signal;
+      if (signal) {
+        if (signal.aborted) return resolve({ tokens: [], logprobs: [], finish: "abort", version: this.#version });
+        const onAbort = () => this.#cancel(job);
+        signal.addEventListener("abort", onAbort, { once: true });
+        job.detach = () => signal.removeEventListener("abort", onAbort);
+      }
+      this.#queue.push(job);
+      this.#kick();
+    });
+  }
+
+  /** Prompt logprobs of each sequence under the current weights (element 0 of each is 0). */
+  score(sequences: number[][], options: { temperature?: number } = {}): { logprobs: Float32Array[]; version: number } {
+    if (this.#closed) throw new EngineClosedError("the inference engine is shutting down");
+    sequences.forEach((seq, i) => {
+      const bad = seq.findIndex((t) => !Number.isInteger(t) || t < 0 || t >= this.vocabSize);
+      if (seq.length === 0) throw new InvalidRequestError(`sequence ${i} is empty`, "prompt");
+      if (bad >= 0) throw new InvalidRequestError(`sequence ${i}: token ${bad} is ${seq[bad]}, outside the vocabulary 0..${this.vocabSize - 1}`, "prompt");
+      if (seq.length > this.maxModelLen) throw new InvalidRequestError(`sequence ${i} has ${seq.length} tokens, more than the maximum context length ${this.maxModelLen}`, "prompt");
+    });
+    if (sequences.length === 0) return { logprobs: [], version: this.#version };
+    const { logprobs } = score(this.#model, sequences, { temperature: options.temperature ?? 1 });
+    return { logprobs, version: this.#version };
+  }
+
+  /**
+   * Loads new weights between batches: admission pauses, running sequences finish on the old
+   * weights, then the model is swapped. Resolves once `version` is serving.
+   */
+  reloadWeights(dir: string, version: number): Promise<void> {
+    if (this.#closed) return Promise.reject(new EngineClosedError("the inference engine is shutting down"));
+    return new Promise<void>((resolve, reject) => {
+      this.#reloads.push({ dir, version, done: (err) => (err ? reject(err) : resolve()) });
+      this.#kick();
+    });
+  }
+
+  /** Resolves when nothing is queued, running or reloading. */
+  idle(): Promise<void> {
+    if (!this.#busy()) return Promise.resolve();
+    return new Promise((resolve) => this.#idle.push(resolve));
+  }
+
+  /** Stops taking work, lets queued and running requests finish, then frees the generator and model. */
+  async close(): Promise<void> {
+    this.#closed = true;
+    await this.idle();
+    this.#generator.free();
+    if (this.#ownsModel) this.#model.free();
+  }
+
+  #busy(): boolean {
+    return this.#queue.length > 0 || this.#running.size > 0 || this.#reloads.length > 0;
+  }
+
+  #kick(): void {
+    if (this.#pumping) return;
+    this.#pumping = true;
+    // Let the current tick finish first, so requests submitted together are prefilled together.
+    setImmediate(() => void this.#pump());
+  }
+
+  async #pump(): Promise<void> {
+    try {
+      while (this.#busy()) {
+        if (this.#reloads.length > 0 && this.#running.size === 0) await this.#reload();
+        else if (this.#reloads.length === 0) this.#admit();
+        if (this.#running.size > 0) this.#step();
+        await yieldToEventLoop();
+      }
+    } finally {
+      this.#pumping = false;
+      for (const resolve of this.#idle.splice(0)) resolve();
+    }
+  }
+
+  #admit(): void {
+    const free = this.maxBatch - this.#running.size;
+    const batch: Job[] = [];
+    let tokens = 0;
+    while (batch.length < free && this.#queue.length > 0) {
+      const next = this.#queue[0]!;
+      if (batch.length > 0 && tokens + next.request.prompt.length > this.maxPrefillTokens) break;
+      tokens += next.request.prompt.length;
+      batch.push(this.#queue.shift()!);
+    }
+    if (batch.length === 0) return;
+    let first;
+    try {
+      first = this.#generator.add(batch.map((job) => ({ prompt: job.request.prompt, sampling: job.sampling })));
+    } catch (err) {
+      for (const job of batch) job.done(err as Error);
+      return;
+    }
+    this.stats.admitted += batch.length;
+    first.forEach((t, j) => {
+      const job = batch[j]!;
+      job.slot = t.slot;
+      job.version = this.#version;
+      this.#running.set(t.slot, job);
+    });
+    this.stats.maxRunning = Math.max(this.stats.maxRunning, this.#running.size);
+    for (const t of first) this.#deliver(t.slot, t.token, t.logprob, t.finish);
+  }
+
+  #step(): void {
+    let produced;
+    try {
+      produced = this.#generator.step();
+    } catch (err) {
+      // A failed step leaves the cache in an unknown state: fail everything running, start clean.
+      for (const job of this.#running.values()) job.done(err as Error);
+      this.#running.clear();
+      this.#generator.free();
+      this.#generator = NativeGenerator.create(this.#model, { slots: this.maxBatch, capacity: this.maxModelLen });
+      return;
+    }
+    this.stats.steps += 1;
+    for (const t of produced) this.#deliver(t.slot, t.token, t.logprob, t.finish);
+  }
+
+  #deliver(slot: number, token: number, logprob: number, finish: FinishReason | null): void {
+    const job = this.#running.get(slot);
+    if (!job) return;
+    job.tokens.push(token);
+    job.logprobs.push(logprob);
+    this.stats.generatedTokens += 1;
+    let stopHere = false;
+    try {
+      stopHere = job.request.onToken?.(token, logprob) === true;
+    } catch (err) {
+      // A consumer that throws (a closed stream) cancels its own request, never the batch.
+      this.#finish(job, finish === null, "abort");
+      return void err;
+    }
+    if (finish !== null) this.#finish(job, false, finish);
+    else if (stopHere) this.#finish(job, true, "stop");
+  }
+
+  #finish(job: Job, removeSlot: boolean, finish: EngineFinish): void {
+    if (removeSlot) this.#generator.remove(job.slot);
+    this.#running.delete(job.slot);
+    job.done({ tokens: job.tokens, logprobs: job.logprobs, finish, version: job.version });
+  }
+
+  #cancel(job: Job): void {
+    const queued = this.#queue.indexOf(job);
+    if (queued >= 0) {
+      this.#queue.splice(queued, 1);
+      job.done({ tokens: [], logprobs: [], finish: "abort", version: this.#version });
+    } else if (job.slot >= 0 && this.#running.get(job.slot) === job) {
+      this.#finish(job, true, "abort");
+    }
+  }
+
+  async #reload(): Promise<void> {
+    const reload = this.#reloads.shift()!;
+    let model: NativeModel;
+    try {
+      model = await this.#loadWeights(reload.dir);
+      const [want, got] = [this.#model.config, model.config];
+      const differs = (Object.keys(want) as (keyof typeof want)[]).find((key) => want[key] !== got[key]);
+      if (differs) {
+        model.free();
+        throw new InvalidRequestError(`${reload.dir}: config.json has ${differs} = ${got[differs]}, the served model has ${want[differs]}`, "path", {
+          fix: "publish weights of the same architecture as the served model",
+        });
+      }
+    } catch (err) {
+      reload.done(err as Error);
+      return;
+    }
+    this.#generator.free();
+    if (this.#ownsModel) this.#model.free();
+    this.#model = model;
+    this.#ownsModel = true;
+    this.#generator = NativeGenerator.create(model, { slots: this.maxBatch, capacity: this.maxModelLen });
+    this.#version = reload.version;
+    reload.done();
+  }
+}
