@@ -169,9 +169,10 @@ int rlx_gen_free_slots(void* gen);
 /* Finish reasons */
 #define RLX_FINISH_NONE 0
 #define RLX_FINISH_STOP 1   /* a stop token was sampled (it is the last token returned) */
-#define RLX_FINISH_LENGTH 2 /* max_new_tokens reached or the slot's capacity is full */
+#define RLX_FINISH_LENGTH 2 /* max_new_tokens reached, or prompt + generated reached capacity */
 /* Adds n sequences: prompts concatenated in prompt_ids with prompt_lengths, sampling settings
- * [n * RLX_SAMPLING_FIELDS], stop token ids concatenated with stop_counts[n]. Prefills them and
+ * [n * RLX_SAMPLING_FIELDS], stop token ids concatenated with stop_counts[n]; a prompt is 1 to
+ * capacity - 1 tokens. There must be n free slots (rlx_gen_free_slots). Prefills them and
  * samples each one's first token; out_* [n] receive the slot, token, logprob, finish reason. */
 int rlx_gen_add(void* gen, int n, const int32_t* prompt_ids, const int32_t* prompt_lengths, const double* sampling,
                 const int32_t* stop_ids, const int32_t* stop_counts, int32_t* out_slots, int32_t* out_tokens,

@@ -19,7 +19,7 @@ namespace {
 
 struct Sequence {
   bool active = false;
-  int64_t length = 0;      // tokens whose K/V are in the cache
+  int64_t length = 0;      // tokens whose K/V are in the cache: the sequence so far minus next_token
   int32_t next_token = 0;  // sampled, fed at the next step
   int64_t generated = 0;
   double temperature = 1, top_p = 1;
@@ -73,7 +73,7 @@ int finish_after(Sequence& s, int32_t token, int64_t capacity) {
   s.generated += 1;
   int finish = RLX_FINISH_NONE;
   if (std::find(s.stop_ids.begin(), s.stop_ids.end(), token) != s.stop_ids.end()) finish = RLX_FINISH_STOP;
-  else if (s.generated >= s.max_new_tokens || s.length >= capacity) finish = RLX_FINISH_LENGTH;
+  else if (s.generated >= s.max_new_tokens || s.length + 1 >= capacity) finish = RLX_FINISH_LENGTH;  // prompt + generated
   if (finish != RLX_FINISH_NONE) s.active = false;
   return finish;
 }
@@ -133,8 +133,9 @@ RLX_API int rlx_gen_add(void* gen, int n, const int32_t* prompt_ids, const int32
     std::vector<Sequence> added(n);
     for (int i = 0; i < n; ++i) {
       const std::string who = "sequence " + std::to_string(i) + ": ";
-      require(lengths[i] >= 1 && lengths[i] <= g.cache.capacity,
-              who + "prompt length " + std::to_string(lengths[i]) + " must be in 1.." + std::to_string(g.cache.capacity) + " (the generator's capacity)");
+      require(lengths[i] >= 1 && lengths[i] < g.cache.capacity,
+              who + "prompt length " + std::to_string(lengths[i]) + " must be in 1.." + std::to_string(g.cache.capacity - 1) +
+                  " (below the generator's capacity, to leave room for a generated token)");
       const double* p = sampling + static_cast<ptrdiff_t>(i) * RLX_SAMPLING_FIELDS;
       Sequence& s = added[i];
       s.temperature = p[RLX_SAMPLE_TEMPERATURE], s.top_p = p[RLX_SAMPLE_TOP_P];

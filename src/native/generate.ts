@@ -8,6 +8,7 @@
 // Logprobs are log_softmax(logits / temperature) of the chosen token over the full distribution,
 // before top-k/top-p truncation: what the trainer computes for the same token at the same
 // temperature. Greedy (temperature 0) reports the temperature-1 logprob.
+import type { Pointer } from "bun:ffi";
 import { NativeError } from "../errors.ts";
 import { check, native } from "./ffi.ts";
 import type { NativeModel } from "./model.ts";
@@ -56,11 +57,11 @@ function tokenArray(tokens: ArrayLike<number>): Int32Array {
 }
 
 export class NativeGenerator {
-  #handle: number | null;
+  #handle: Pointer | null;
   readonly slots: number;
   readonly capacity: number;
 
-  private constructor(handle: number, slots: number, capacity: number) {
+  private constructor(handle: Pointer, slots: number, capacity: number) {
     this.#handle = handle;
     this.slots = slots;
     this.capacity = capacity;
@@ -70,10 +71,10 @@ export class NativeGenerator {
   static create(model: NativeModel, options: { slots: number; capacity: number }): NativeGenerator {
     const lib = native();
     const handle = check(lib, lib.rlx_gen_create(model.handle, options.slots, options.capacity));
-    return new NativeGenerator(Number(handle), options.slots, options.capacity);
+    return new NativeGenerator(handle as Pointer, options.slots, options.capacity);
   }
 
-  get handle(): number {
+  get handle(): Pointer {
     if (this.#handle === null) throw new NativeError("this generator has been freed");
     return this.#handle;
   }

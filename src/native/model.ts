@@ -2,6 +2,7 @@
 // raw bytes in a named dtype with their shape; the shim converts to the model's dtype and checks
 // shapes. Every array length the C side cannot see is checked here, because a short array passed
 // through FFI is an out-of-bounds read, not an error.
+import type { Pointer } from "bun:ffi";
 import { NativeError } from "../errors.ts";
 import { check, loadNative, native, type Rlx } from "./ffi.ts";
 
@@ -53,13 +54,13 @@ export function shimConfigJson(config: ShimModelConfig): string {
 }
 
 export class NativeModel {
-  #handle: number | null;
+  #handle: Pointer | null;
   readonly config: ShimModelConfig;
   readonly dtype: DType;
   readonly device: string;
   #params: ParamInfo[] | null = null;
 
-  private constructor(handle: number, config: ShimModelConfig, dtype: DType, device: string) {
+  private constructor(handle: Pointer, config: ShimModelConfig, dtype: DType, device: string) {
     this.#handle = handle;
     this.config = config;
     this.dtype = dtype;
@@ -73,11 +74,11 @@ export class NativeModel {
     const device = options.device ?? "cpu";
     const seed = BigInt(options.seed ?? 0);
     const handle = check(lib, lib.rlx_model_create(cstr(shimConfigJson(config)), DTYPE_CODE[dtype], cstr(device), seed));
-    return new NativeModel(Number(handle), config, dtype, device);
+    return new NativeModel(handle as Pointer, config, dtype, device);
   }
 
   /** The raw handle for other wrappers (train, generate); throws once freed. */
-  get handle(): number {
+  get handle(): Pointer {
     if (this.#handle === null) throw new NativeError("this model has been freed");
     return this.#handle;
   }

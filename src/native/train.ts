@@ -1,6 +1,7 @@
 // Typed wrappers for training: one packed micro-batch through the shim's train step, the same
 // loss over given logprobs (lossEval, for exact tests), and the AdamW optimizer with its state.
 // The metric layout mirrors rlx.h's RLX_M_* block; test/native/train_api.test.ts checks the order.
+import type { Pointer } from "bun:ffi";
 import { NativeError } from "../errors.ts";
 import { check, native } from "./ffi.ts";
 import type { NativeModel } from "./model.ts";
@@ -123,19 +124,19 @@ export interface OptimStepResult {
 
 /** AdamW over all of a model's parameters; step() clips, updates and clears the gradients. */
 export class NativeOptimizer {
-  #handle: number | null;
+  #handle: Pointer | null;
 
-  private constructor(handle: number) {
+  private constructor(handle: Pointer) {
     this.#handle = handle;
   }
 
   static create(model: NativeModel, s: AdamWSettings = {}): NativeOptimizer {
     const lib = native();
     const handle = check(lib, lib.rlx_optim_create(model.handle, s.beta1 ?? 0.9, s.beta2 ?? 0.999, s.eps ?? 1e-8, s.weightDecay ?? 0.01));
-    return new NativeOptimizer(Number(handle));
+    return new NativeOptimizer(handle as Pointer);
   }
 
-  get handle(): number {
+  get handle(): Pointer {
     if (this.#handle === null) throw new NativeError("this optimizer has been freed");
     return this.#handle;
   }

@@ -7,6 +7,9 @@ import { score } from "../../src/native/generate.ts";
 import { trainStep, type LossSettings, type PackedRow } from "../../src/native/train.ts";
 import { f64, maxRelDiff, pack, randomSample, readGrads, rng, type Sample, TINY_FULL, tinyModel } from "./tiny_model.ts";
 
+// About 250 train steps each: under a second on an idle 2-core machine, much longer on a busy one.
+const FD_TIMEOUT_MS = 60_000;
+
 /**
  * Sets inference (and reference) logprobs from the model's own logprobs so that each action token
  * lands clearly inside one branch of the trust-region mask: |dp| < 0.05 (kept) or dp < -0.4 with
@@ -84,7 +87,7 @@ describe("gradients against central finite differences (float64)", () => {
     expect(m.all.maskedLow).toBeLessThan(11);
     model.zeroGrad();
     expect(finiteDifferenceCheck(model, row, { nRl: 11, nCe: 1, nRefKl: 1 }, 5)).toBeGreaterThan(1e-3);
-  });
+  }, FD_TIMEOUT_MS);
 
   test("rl, ce and ref_kl with weights, overlapping on shared tokens, tied embeddings", async () => {
     using model = await tinyModel({ dtype: "f64", config: { ...TINY_FULL, tie_word_embeddings: true }, sharpen: 8, seed: 4 });
@@ -122,7 +125,7 @@ describe("gradients against central finite differences (float64)", () => {
     })));
     const surrogate = { row: correction, settings: { nRl: 7, nCe: 1, nRefKl: 1, dppoMaskLow: 0.2, klTau: 0 } };
     expect(finiteDifferenceCheck(model, row, settings, 6, surrogate)).toBeGreaterThan(1e-3);
-  });
+  }, FD_TIMEOUT_MS);
 });
 
 test("an all-empty micro-batch: loss 0, zero gradient, and nothing added to accumulated gradients", async () => {

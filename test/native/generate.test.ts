@@ -1,0 +1,157 @@
+// Generation against scoring: the logprobs a generator reports equal prefill logprobs of the same
+// sequence (what the trainer compares against), greedy picks the argmax, top-k/top-p only sample
+// from their allowed sets, seeds reproduce, stop tokens and capacity end sequences, and continuous
+// batching (fewer slots than prompts) gives the same completions as one batch.
+import { describe, expect, test } from "bun:test";
+import { generate, NativeGenerator, score, type SamplingParams } from "../../src/native/generate.ts";
+import { rng, TINY, TINY_FULL, tinyModel } from "./tiny_model.ts";
+
+const V = TINY.vocab_size;
+const rand = rng(5);
+const PROMPTS = [3, 9, 1, 5].map((n) => Array.from({ length: n }, () => Math.floor(rand() * V)));
+
+/** Logprobs of every candidate next token after `prefix` at `temperature`, by scoring. */
+function nextTokenLogprobs(model: Parameters<typeof score>[0], prefix: number[], temperature = 1): number[] {
+  const seqs = Array.from({ length: V }, (_, v) => [...prefix, v]);
+  return score(model, seqs, { temperature, rowTokens: 0 }).logprobs.map((lp) => lp[prefix.length]!);
+}
+
+describe("generation logprobs equal scoring logprobs of the same sequence", () => {
+  for (const [label, sampling] of [
+    ["temperature 1", { temperature: 1, maxNewTokens: 12 }],
+    ["temperature 0.7", { temperature: 0.7, maxNewTokens: 12 }],
+    ["temperature 0.7 with top-p 0.9 and top-k 10 (full-distribution logprobs)", { temperature: 0.7, topP: 0.9, topK: 10, maxNewTokens: 12 }],
+    ["greedy (temperature-1 logprobs)", { temperature: 0, maxNewTokens: 12 }],
+  ] as [string, SamplingParams][]) {
+    test(label, async () => {
+      using model = await tinyModel({ dtype: "f32", config: TINY_FULL, sharpen: 5 });
+      const out = generate(model, PROMPTS, PROMPTS.map((_, i) => ({ ...sampling, seed: 100 + i })));
+      const scoringTemperature = sampling.temperature || 1;
+      const scored = score(model, PROMPTS.map((p, i) => [...p, ...out[i]!.tokens]), { temperature: scoringTemperature }).logprobs;
+      let kl = 0;
+      let n = 0;
+      out.forEach((c, i) => {
+        expect(c.tokens.length).toBe(12);
+        expect(c.finish).toBe("length");
+        c.logprobs.forEach((glp, j) => {
+          const d = scored[i]![PROMPTS[i]!.length + j]! - glp;
+          kl += Math.exp(d) - d - 1;
+          n += 1;
+          expect(Math.abs(d)).toBeLessThan(1e-4);
+        });
+      });
+      expect(kl / n).toBeLessThan(1e-6);
+    });
+  }
+});
+
+test("seeded generation is reproducible and the seed matters", async () => {
+  using model = await tinyModel({ config: TINY_FULL, sharpen: 2 });
+  const sampling = { temperature: 1, maxNewTokens: 16, seed: 7 };
+  const a = generate(model, PROMPTS, sampling);
+  const b = generate(model, PROMPTS, sampling);
+  expect(b).toEqual(a);
+  const c = generate(model, PROMPTS, { ...sampling, seed: 8 });
+  expect(c.map((x) => x.tokens)).not.toEqual(a.map((x) => x.tokens));
+});
+
+test("greedy decoding picks the argmax of the scoring distribution at every step", async () => {
+  using model = await tinyModel({ config: TINY_FULL, sharpen: 5 });
+  const [greedy] = generate(model, [PROMPTS[1]!], { temperature: 0, maxNewTokens: 5 });
+  const seq = [...PROMPTS[1]!];
+  for (const token of greedy!.tokens) {
+    const lps = nextTokenLogprobs(model, seq);
+    expect(token).toBe(lps.indexOf(Math.max(...lps)));
+    seq.push(token);
+  }
+  // Truncation to one candidate is greedy too.
+  expect(generate(model, [PROMPTS[1]!], { temperature: 1, topK: 1, maxNewTokens: 5, seed: 3 })[0]!.tokens).toEqual(greedy!.tokens);
+  expect(generate(model, [PROMPTS[1]!], { temperature: 1, topP: 1e-6, maxNewTokens: 5, seed: 3 })[0]!.tokens).toEqual(greedy!.tokens);
+});
+
+test("top-k and top-p only sample from their allowed sets", async () => {
+  using model = await tinyModel({ config: TINY_FULL, sharpen: 3 });
+  const prompt = PROMPTS[0]!;
+  const probs = nextTokenLogprobs(model, prompt, 0.8).map(Math.exp);
+  const order = probs.map((p, v) => [p, v] as const).sort((x, y) => y[0] - x[0]).map(([, v]) => v);
+  const topK = new Set(order.slice(0, 4));
+  const nucleus = new Set<number>();
+  let mass = 0;
+  for (const v of order) {
+    if (mass >= 0.6) break;
+    nucleus.add(v), (mass += probs[v]!);
+  }
+  expect(nucleus.size).toBeGreaterThan(1);
+  const firstTokens = (s: Omit<SamplingParams, "maxNewTokens">) =>
+    generate(model, new Array(48).fill(prompt), Array.from({ length: 48 }, (_, i) => ({ ...s, maxNewTokens: 1, seed: i }))).map((c) => c.tokens[0]!);
+  const k = firstTokens({ temperature: 0.8, topK: 4 });
+  expect(k.every((t) => topK.has(t))).toBe(true);
+  expect(new Set(k).size).toBeGreaterThan(1);
+  const p = firstTokens({ temperature: 0.8, topP: 0.6 });
+  expect(p.every((t) => nucleus.has(t))).toBe(true);
+  expect(new Set(p).size).toBeGreaterThan(1);
+});
+
+test("a stop token ends the sequence with finish 'stop' and is returned as its last token", async () => {
+  using model = await tinyModel({ config: TINY_FULL, sharpen: 2 });
+  const sampling = { temperature: 1, maxNewTokens: 10, seed: 4 };
+  const [free] = generate(model, [PROMPTS[2]!], sampling);
+  const stop = free!.tokens[3]!;
+  const [stopped] = generate(model, [PROMPTS[2]!], { ...sampling, stopTokenIds: [V - 1, stop] });
+  const end = free!.tokens.indexOf(stop);
+  expect(stopped!.tokens).toEqual(free!.tokens.slice(0, end + 1));
+  expect(stopped!.finish).toBe("stop");
+});
+
+test("continuous batching (2 slots for 5 prompts) gives the same completions as one batch", async () => {
+  using model = await tinyModel({ dtype: "f64", config: TINY_FULL, sharpen: 2 });
+  const prompts = [...PROMPTS, [1, 2, 3, 4, 5, 6, 7]];
+  const sampling = prompts.map((_, i) => ({ temperature: 0.9, maxNewTokens: 3 + 2 * i, seed: i }));
+  const together = generate(model, prompts, sampling);
+  const trickled = generate(model, prompts, sampling, { slots: 2 });
+  expect(trickled.map((c) => c.tokens)).toEqual(together.map((c) => c.tokens));
+  trickled.forEach((c, i) => c.logprobs.forEach((lp, j) => expect(Math.abs(lp - together[i]!.logprobs[j]!)).toBeLessThan(1e-6)));
+  expect(together.map((c) => c.tokens.length)).toEqual([3, 5, 7, 9, 11]);
+});
+
+test("the generator API: slots, capacity, cancel", async () => {
+  using model = await tinyModel({ config: TINY_FULL });
+  using gen = NativeGenerator.create(model, { slots: 3, capacity: 6 });
+  expect(gen.freeSlots()).toBe(3);
+  expect(gen.step()).toEqual([]);
+  const first = gen.add([
+    { prompt: [1, 2, 3, 4, 5], sampling: { maxNewTokens: 4, seed: 1 } }, // 5 + 1 generated = capacity
+    { prompt: [7, 8], sampling: { maxNewTokens: 100, seed: 2 } },
+  ]);
+  expect(first.map((t) => t.slot)).toEqual([0, 1]);
+  expect(first[0]!.finish).toBe("length");
+  expect(first[1]!.finish).toBeNull();
+  expect(gen.freeSlots()).toBe(2);
+  const steps = [gen.step(), gen.step(), gen.step()];
+  expect(steps.map((s) => s.length)).toEqual([1, 1, 1]);
+  expect(steps[2]![0]!.finish).toBe("length"); // 2 prompt + 4 generated = capacity 6
+  expect(gen.freeSlots()).toBe(3);
+  const [t] = gen.add([{ prompt: [9], sampling: { maxNewTokens: 50, seed: 3 } }]);
+  gen.remove(t!.slot);
+  expect(gen.freeSlots()).toBe(3);
+  expect(() => gen.remove(t!.slot)).toThrow(/holds no running sequence/);
+  expect(() => gen.add([{ prompt: [1, 2, 3, 4, 5, 6], sampling: { maxNewTokens: 1 } }])).toThrow(/prompt length 6 must be in 1..5/);
+  expect(() => gen.add([{ prompt: [1], sampling: { maxNewTokens: 1, topP: 0 } }])).toThrow(/top_p/);
+  expect(() => gen.add(new Array(4).fill({ prompt: [1], sampling: { maxNewTokens: 1 } }))).toThrow(/3 free slots, 4 sequences/);
+});
+
+test("scoring: row budgets do not change the numbers; entropy is that of the tempered distribution", async () => {
+  using model = await tinyModel({ config: TINY_FULL, sharpen: 8 });
+  const one = score(model, PROMPTS, { rowTokens: 0, entropy: true, temperature: 0.9 });
+  const many = score(model, PROMPTS, { rowTokens: 4, entropy: true, temperature: 0.9 });
+  PROMPTS.forEach((p, i) => {
+    expect(one.logprobs[i]![0]).toBe(0);
+    for (let t = 0; t < p.length; t++) expect(Math.abs(one.logprobs[i]![t]! - many.logprobs[i]![t]!)).toBeLessThan(1e-5);
+  });
+  const prefix = PROMPTS[1]!.slice(0, 4);
+  const probs = nextTokenLogprobs(model, prefix, 0.9).map(Math.exp);
+  const entropy = -probs.reduce((s, p) => s + p * Math.log(p), 0);
+  expect(probs.reduce((a, b) => a + b, 0)).toBeCloseTo(1, 5);
+  expect(one.entropy![1]![4]).toBeCloseTo(entropy, 4);
+  expect(entropy).toBeLessThan(Math.log(V) - 0.1);
+});
