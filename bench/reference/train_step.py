@@ -82,9 +82,9 @@ def forward(cfg, p, ids, pos, lengths):
     x = F.embedding(ids, p["embed"])
     for L in p["layers"]:
         y = rms_norm(x, L["in_norm"], eps)
-        q = F.linear(y, L["q"]).view(T, h, hd)
-        k = F.linear(y, L["k"]).view(T, kvh, hd)
-        v = F.linear(y, L["v"]).view(T, kvh, hd)
+        q = F.linear(y, L["q"], L.get("q_bias")).view(T, h, hd)
+        k = F.linear(y, L["k"], L.get("k_bias")).view(T, kvh, hd)
+        v = F.linear(y, L["v"], L.get("v_bias")).view(T, kvh, hd)
         if cfg["qk_norm"]:
             q, k = rms_norm(q, L["q_norm"], eps), rms_norm(k, L["k_norm"], eps)
         q = q * cos + rotate_half(q) * sin

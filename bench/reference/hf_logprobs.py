@@ -1,0 +1,80 @@
+"""Logprobs of token sequences under a Hugging Face model directory, computed by this folder's
+PyTorch reference model (train_step.py's forward, which follows transformers' Llama/Qwen2/Qwen3
+math) from weights read with a minimal safetensors reader written here (json + struct +
+torch.frombuffer; the `safetensors` package is not installed on these machines).
+
+Used by test/native/io_torch.test.ts to check that a directory rlx writes means the same model to
+an independent implementation: HF names, shapes, q/k norm, biases, tied heads. Usage:
+  /usr/bin/python3 hf_logprobs.py MODEL_DIR '[[1, 2, 3], [4, 5]]'
+prints a JSON list of per-token logprob lists (element 0 of each is 0: it has no prediction).
+"""
+import json
+import os
+import struct
+import sys
+
+import torch
+import torch.nn.functional as F
+
+from train_step import forward
+
+DTYPES = {"F32": torch.float32, "BF16": torch.bfloat16, "F16": torch.float16, "F64": torch.float64}
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    out = {}
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        begin, end = entry["data_offsets"]
+        raw = bytearray(data[8 + n + begin:8 + n + end])
+        out[name] = torch.frombuffer(raw, dtype=DTYPES[entry["dtype"]]).reshape(entry["shape"]).float()
+    return out
+
+
+def read_dir(model_dir):
+    index = os.path.join(model_dir, "model.safetensors.index.json")
+    if not os.path.exists(index):
+        return read_safetensors(os.path.join(model_dir, "model.safetensors"))
+    tensors = {}
+    for shard in sorted(set(json.load(open(index))["weight_map"].values())):
+        tensors.update(read_safetensors(os.path.join(model_dir, shard)))
+    return tensors
+
+
+def main():
+    model_dir, sequences = sys.argv[1], json.loads(sys.argv[2])
+    hf = json.load(open(os.path.join(model_dir, "config.json")))
+    cfg = dict(hf)
+    cfg["head_dim"] = hf.get("head_dim") or hf["hidden_size"] // hf["num_attention_heads"]
+    cfg["num_key_value_heads"] = hf.get("num_key_value_heads") or hf["num_attention_heads"]
+    cfg["qk_norm"] = hf["model_type"] == "qwen3"
+    w = read_dir(model_dir)
+    layers = []
+    for i in range(hf["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        names = {"in_norm": "input_layernorm.weight", "post_norm": "post_attention_layernorm.weight",
+                 "q": "self_attn.q_proj.weight", "k": "self_attn.k_proj.weight", "v": "self_attn.v_proj.weight",
+                 "o": "self_attn.o_proj.weight", "q_bias": "self_attn.q_proj.bias", "k_bias": "self_attn.k_proj.bias",
+                 "v_bias": "self_attn.v_proj.bias", "q_norm": "self_attn.q_norm.weight", "k_norm": "self_attn.k_norm.weight",
+                 "gate": "mlp.gate_proj.weight", "up": "mlp.up_proj.weight", "down": "mlp.down_proj.weight"}
+        layers.append({key: w[p + name] for key, name in names.items() if p + name in w})
+    params = {"embed": w["model.embed_tokens.weight"], "norm": w["model.norm.weight"], "layers": layers}
+    params["lm_head"] = w["model.embed_tokens.weight"] if hf.get("tie_word_embeddings") else w["lm_head.weight"]
+    out = []
+    with torch.no_grad():
+        for seq in sequences:
+            ids = torch.tensor(seq)
+            hidden = forward(cfg, params, ids, torch.arange(len(seq)), [len(seq)])
+            logp = torch.log_softmax(F.linear(hidden, params["lm_head"]).float(), dim=-1)
+            lp = logp[:-1].gather(1, ids[1:, None]).squeeze(1)
+            out.append([0.0] + lp.tolist())
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
