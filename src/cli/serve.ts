@@ -1,17 +1,69 @@
-// `rlx serve`: an OpenAI-compatible server (vLLM's subset) over the shim, batched.
+// `rlx serve`: an OpenAI-compatible server (vLLM's subset) over the shim, batched. Loads the model
+// directory, starts the engine (src/inference/engine.ts) and the HTTP layer
+// (src/inference/server.ts), prints one line with the URL once it is listening, and on SIGTERM or
+// SIGINT refuses new work, finishes what is in flight and exits 0.
+//
+// Logprobs it returns are the trainer's: log_softmax(logits / temperature) of each sampled token
+// (vLLM reports temperature-1 logprobs by default), so a policy server's logprobs can be used for
+// importance ratios as they are.
 import { defineCommand } from "citty";
-import { NotBuiltError } from "../errors.ts";
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import { ConfigError, ModelFileError } from "../errors.ts";
+
+function intFlag(name: string, value: string, min: number): number {
+  const n = Number(value);
+  if (!Number.isSafeInteger(n) || n < min) throw new ConfigError(`--${name} ${value}: expected an integer >= ${min}`);
+  return n;
+}
 
 export default defineCommand({
   meta: { name: "serve", description: "Serve a model over an OpenAI-compatible HTTP API (completions, chat, prompt logprobs)" },
   args: {
     model: { type: "string", required: true, description: "Model directory (HF layout)" },
     host: { type: "string", default: "127.0.0.1", description: "Address to bind" },
-    port: { type: "string", default: "8000", description: "Port" },
-    "max-batch": { type: "string", default: "64", description: "Sequences decoded together" },
+    port: { type: "string", default: "8000", description: "Port (0: any free port)" },
+    "max-batch": { type: "string", default: "64", description: "Sequences decoded together (KV-cache slots)" },
+    "max-model-len": { type: "string", description: "Prompt + completion tokens per sequence (default: min(max_position_embeddings, 2048)); the KV cache is max-batch x this" },
+    "max-queue": { type: "string", description: "Requests waiting for a slot before answering 429 (default 16 x max-batch)" },
+    "served-model-name": { type: "string", description: "The model name clients send (default: --model as given)" },
+    dtype: { type: "string", default: "f32", description: "Weights in memory: f32 or bf16" },
     policy: { type: "boolean", description: "Accept POST /update_weights (the live policy of a training run)" },
+    "policy-version": { type: "string", default: "0", description: "The version the initial weights report" },
   },
-  run() {
-    throw new NotBuiltError("rlx serve is not built yet (the HTTP server and scheduler come with the inference issue)");
+  async run({ args }) {
+    if (!existsSync(join(args.model, "config.json"))) {
+      throw new ModelFileError(`--model ${args.model}: no config.json there (not a model directory)`, { fix: "pass a Hugging Face model directory, e.g. one written by `rlx init --preset tiny --out DIR`" });
+    }
+    if (args.dtype !== "f32" && args.dtype !== "bf16") throw new ConfigError(`--dtype ${args.dtype}: expected f32 or bf16`);
+    const port = intFlag("port", args.port, 0);
+    const maxBatch = intFlag("max-batch", args["max-batch"], 1);
+    const maxModelLen = args["max-model-len"] === undefined ? undefined : intFlag("max-model-len", args["max-model-len"], 2);
+    const maxQueue = args["max-queue"] === undefined ? undefined : intFlag("max-queue", args["max-queue"], 1);
+    const version = intFlag("policy-version", args["policy-version"], 0);
+    const [{ loadModel }, { Tokenizer }, { Engine }, { startServer }] = await Promise.all([
+      import("../model/hf.ts"),
+      import("../model/tokenizer.ts"),
+      import("../inference/engine.ts"),
+      import("../inference/server.ts"),
+    ]);
+    const tokenizer = Tokenizer.load(args.model);
+    const model = await loadModel(args.model, { dtype: args.dtype });
+    const engine = new Engine(model, { maxBatch, version, ...(maxModelLen === undefined ? {} : { maxModelLen }), ...(maxQueue === undefined ? {} : { maxQueue }) });
+    const modelName = args["served-model-name"] ?? args.model;
+    const server = startServer({ engine, tokenizer, modelName, host: args.host, port, policy: args.policy, onInternalError: (err) => console.error("rlx serve: internal error:", err) });
+    console.log(`rlx serve: ${modelName} on ${server.url}/v1 (max batch ${maxBatch}, max model len ${engine.maxModelLen}${args.policy ? ", policy" : ""})`);
+    let stopping = false;
+    const stop = async (signal: string) => {
+      if (stopping) return;
+      stopping = true;
+      console.log(`rlx serve: ${signal}: draining ${engine.load.running} running and ${engine.load.queued} queued requests`);
+      await server.drain();
+      console.log("rlx serve: stopped");
+      process.exit(0);
+    };
+    process.on("SIGTERM", () => void stop("SIGTERM"));
+    process.on("SIGINT", () => void stop("SIGINT"));
+    await new Promise(() => {});
   },
 });

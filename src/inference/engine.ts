@@ -43,8 +43,11 @@ export interface EngineRequest {
   sampling: SamplingParams;
   /** Aborting cancels the request: it resolves with what it has, finish "abort". */
   signal?: AbortSignal;
-  /** Called for each token as it is produced; returning true ends the sequence (finish "stop"). */
-  onToken?: (token: number, logprob: number) => boolean | void;
+  /**
+   * Called for each token as it is produced (`finish` set on the sequence's last token); returning
+   * true ends the sequence there (finish "stop").
+   */
+  onToken?: (token: number, logprob: number, finish: FinishReason | null) => boolean | void;
 }
 
 export type EngineFinish = FinishReason | "abort";
@@ -126,6 +129,11 @@ export class Engine {
   /** Sequences generating now, and requests waiting for a slot. */
   get load(): { running: number; queued: number } {
     return { running: this.#running.size, queued: this.#queue.length };
+  }
+
+  /** Whether `count` more requests fit in the queue now (for all-or-nothing multi-choice requests). */
+  canAccept(count: number): boolean {
+    return !this.#closed && this.#queue.length + count <= this.maxQueue;
   }
 
   /** Checks a request against the engine's limits; throws InvalidRequestError naming the field. */
@@ -302,7 +310,7 @@ export class Engine {
     this.stats.generatedTokens += 1;
     let stopHere = false;
     try {
-      stopHere = job.request.onToken?.(token, logprob) === true;
+      stopHere = job.request.onToken?.(token, logprob, finish) === true;
     } catch (err) {
       // A consumer that throws (a closed stream) cancels its own request, never the batch.
       this.#finish(job, finish === null, "abort");

@@ -18,3 +18,6 @@ export class QueueFullError extends RlxError {}
 
 /** The engine is draining or closed and takes no new work (HTTP 503). */
 export class EngineClosedError extends RlxError {}
+
+/** A request for a model this server does not serve (HTTP 404, as vLLM answers). */
+export class ModelNotFoundError extends InvalidRequestError {}

@@ -1,0 +1,99 @@
+// The JSON shapes rlx serve answers with: OpenAI's completion, chat completion and their streamed
+// chunks, vLLM's extensions (prompt_logprobs, stop_reason, token_ids), and vLLM's error body.
+// Kept apart from the handlers so the wire format is in one place and can be compared with
+// vLLM's field by field. rlx's one addition is `policy_version` at the top level of every
+// response and chunk: the weights version that produced it.
+import { EngineClosedError, InvalidRequestError, ModelNotFoundError, QueueFullError } from "./errors.ts";
+import { RlxError } from "../errors.ts";
+
+export const ERROR_TYPES: Record<number, string> = {
+  400: "BadRequestError",
+  404: "NotFoundError",
+  405: "MethodNotAllowedError",
+  413: "RequestTooLargeError",
+  429: "RateLimitError",
+  500: "InternalServerError",
+  503: "ServiceUnavailableError",
+};
+
+export function errorBody(status: number, message: string, param: string | null = null) {
+  return { object: "error", message, type: ERROR_TYPES[status] ?? "Error", param, code: status };
+}
+
+export function errorResponse(status: number, message: string, param: string | null = null): Response {
+  return Response.json(errorBody(status, message, param), { status });
+}
+
+/** Maps an error from parsing or the engine to its HTTP answer; anything unexpected is a 500. */
+export function responseForError(err: unknown): Response {
+  if (err instanceof ModelNotFoundError) return errorResponse(404, err.message, err.param);
+  if (err instanceof InvalidRequestError) return errorResponse(400, withFix(err), err.param);
+  if (err instanceof QueueFullError) return errorResponse(429, withFix(err));
+  if (err instanceof EngineClosedError) return errorResponse(503, withFix(err));
+  if (err instanceof RlxError) return errorResponse(500, withFix(err));
+  return errorResponse(500, `internal error: ${(err as Error)?.message ?? String(err)}`);
+}
+
+function withFix(err: RlxError): string {
+  return err.fix ? `${err.message} (fix: ${err.fix})` : err.message;
+}
+
+export type FinishReasonOut = "stop" | "length" | "abort";
+
+/** One finished choice, as the handlers assemble it. */
+export interface ChoiceOut {
+  index: number;
+  text: string;
+  tokens: number[];
+  logprobs: number[];
+  /** The text each token contributes (or "token_id:N"), for logprobs. */
+  tokenStrings: string[];
+  textOffsets: number[];
+  finishReason: FinishReasonOut;
+  stopReason: string | number | null;
+  version: number;
+}
+
+export interface PromptLogprob {
+  [tokenId: string]: { logprob: number; rank: number | null; decoded_token: string };
+}
+
+export interface Usage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+}
+
+export function usage(promptTokens: number, completionTokens: number): Usage {
+  return { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens };
+}
+
+/** Completions-style logprobs (OpenAI legacy): parallel lists. */
+export function completionLogprobs(strings: string[], logprobs: number[], offsets: number[]) {
+  return {
+    text_offset: offsets,
+    token_logprobs: logprobs,
+    tokens: strings,
+    top_logprobs: strings.map((s, i) => ({ [s]: logprobs[i]! })),
+  };
+}
+
+/** Chat-style logprobs: one entry per token. */
+export function chatLogprobs(strings: string[], logprobs: number[]) {
+  return {
+    content: strings.map((token, i) => ({
+      token,
+      logprob: logprobs[i]!,
+      bytes: Array.from(new TextEncoder().encode(token)),
+      top_logprobs: [],
+    })),
+  };
+}
+
+let counter = 0;
+export function requestId(prefix: string): string {
+  counter = (counter + 1) % 1e9;
+  return `${prefix}-${Date.now().toString(36)}${counter.toString(36)}${Math.random().toString(36).slice(2, 8)}`;
+}
+
+export const nowSeconds = () => Math.floor(Date.now() / 1000);

@@ -1,0 +1,169 @@
+// The request bodies of /v1/completions and /v1/chat/completions, read into one normalized form.
+// Field names, defaults and ranges follow vLLM's OpenAI-compatible server, so existing clients
+// work unchanged; the extensions rlx needs for RL (token-id prompts, stop_token_ids,
+// prompt_logprobs, return_tokens_as_token_ids) are vLLM's own. Fields that would change the
+// result but are not implemented (penalties, logit_bias, beam search, top-N alternatives, ...)
+// are 400s naming the field, never silently ignored.
+import type { ChatMessage, Role } from "../model/chat.ts";
+import { InvalidRequestError } from "./errors.ts";
+import { checkTokenIds, Fields } from "./fields.ts";
+
+/** What every generation request resolves to. */
+export interface SamplingSpec {
+  model: string | undefined;
+  n: number;
+  /** undefined: up to the context limit (chat's default). */
+  maxTokens: number | undefined;
+  temperature: number;
+  topP: number;
+  /** 0 = off. */
+  topK: number;
+  seed: number | undefined;
+  stopStrings: string[];
+  stopTokenIds: number[];
+  ignoreEos: boolean;
+  includeStopStr: boolean;
+  skipSpecialTokens: boolean;
+  /** Sampled-token logprobs requested (rlx returns the sampled token only: N must be 0). */
+  logprobs: boolean;
+  promptLogprobs: boolean;
+  tokensAsIds: boolean;
+  returnTokenIds: boolean;
+  stream: boolean;
+  includeUsage: boolean;
+}
+
+export interface CompletionParams extends SamplingSpec {
+  /** Token ids, or text to encode. */
+  prompts: (number[] | string)[];
+}
+
+export interface ChatParams extends SamplingSpec {
+  messages: ChatMessage[];
+  addGenerationPrompt: boolean;
+  templateArgs: Record<string, unknown>;
+}
+
+const isZero = (v: unknown) => v === 0;
+const isFalse = (v: unknown) => v === false;
+const isEmpty = (v: unknown) => (Array.isArray(v) && v.length === 0) || (typeof v === "object" && v !== null && Object.keys(v).length === 0);
+
+function samplingSpec(f: Fields, vocab: number, chat: boolean): SamplingSpec {
+  f.unsupported("presence_penalty", isZero);
+  f.unsupported("frequency_penalty", isZero);
+  f.unsupported("repetition_penalty", (v) => v === 1);
+  f.unsupported("min_p", isZero);
+  f.unsupported("min_tokens", isZero);
+  f.unsupported("logit_bias", isEmpty);
+  f.unsupported("use_beam_search", isFalse);
+  f.unsupported("length_penalty", (v) => v === 1);
+  f.unsupported("bad_words", isEmpty);
+  f.unsupported("allowed_token_ids", isEmpty);
+  for (const guided of ["guided_json", "guided_regex", "guided_choice", "guided_grammar", "structured_outputs"]) f.unsupported(guided, () => false, "(guided decoding) is not supported by rlx serve");
+  f.unsupported("response_format", (v) => typeof v === "object" && v !== null && (v as { type?: unknown }).type === "text", "other than {\"type\": \"text\"} is not supported by rlx serve");
+  const model = f.string("model");
+  const n = f.int("n", 1, { min: 1, max: 128 });
+  f.unsupported("best_of", (v) => v === n, "different from n is not supported by rlx serve (no beam search)");
+  const maxTokens = f.int(chat && f.has("max_completion_tokens") ? "max_completion_tokens" : "max_tokens", chat ? undefined : 16, { min: 1 });
+  const temperature = f.number("temperature", 1, { min: 0 });
+  const topP = f.number("top_p", 1, { min: 0, max: 1, minExclusive: true });
+  const topK = f.int("top_k", 0, { min: -1 });
+  if (topK > vocab) throw new InvalidRequestError(`top_k must be -1, 0 (off) or 1..${vocab}, got ${topK}`, "top_k");
+  const seed = f.int("seed", undefined, { min: -(2 ** 53) + 1, max: 2 ** 53 - 1 });
+  const streamOptions = f.object("stream_options");
+  const stream = f.bool("stream", false);
+  if (streamOptions !== undefined && !stream) throw new InvalidRequestError("stream_options can only be set when stream is true", "stream_options");
+  const includeUsage = streamOptions?.include_usage === true;
+  return {
+    model,
+    n,
+    maxTokens,
+    temperature,
+    topP,
+    topK: topK > 0 ? topK : 0,
+    seed: seed === undefined ? undefined : seed < 0 ? seed + 2 ** 53 : seed,
+    stopStrings: f.strings("stop"),
+    stopTokenIds: f.tokenIds("stop_token_ids", vocab),
+    ignoreEos: f.bool("ignore_eos", false),
+    includeStopStr: f.bool("include_stop_str_in_output", false),
+    skipSpecialTokens: f.bool("skip_special_tokens", true),
+    logprobs: false,
+    promptLogprobs: readPromptLogprobs(f),
+    tokensAsIds: f.bool("return_tokens_as_token_ids", false),
+    returnTokenIds: f.bool("return_token_ids", false),
+    stream,
+    includeUsage,
+  };
+}
+
+function readPromptLogprobs(f: Fields): boolean {
+  const k = f.int("prompt_logprobs", undefined, { min: 0, max: 20 });
+  if (k !== undefined && k > 0) throw new InvalidRequestError(`prompt_logprobs = ${k} asks for top-${k} alternatives; rlx serve returns the prompt token's own logprob only (prompt_logprobs: 0)`, "prompt_logprobs");
+  return k !== undefined;
+}
+
+/** POST /v1/completions. */
+export function completionParams(f: Fields, vocab: number): CompletionParams {
+  f.unsupported("echo", isFalse);
+  f.unsupported("suffix", (v) => v === "", "is not supported by rlx serve");
+  const spec = samplingSpec(f, vocab, false);
+  const k = f.int("logprobs", undefined, { min: 0, max: 20 });
+  if (k !== undefined && k > 0) throw new InvalidRequestError(`logprobs = ${k} asks for top-${k} alternatives; rlx serve returns the sampled token's own logprob only (logprobs: 0)`, "logprobs");
+  spec.logprobs = k !== undefined;
+  return { ...spec, prompts: readPrompts(f.raw("prompt"), vocab) };
+}
+
+function readPrompts(prompt: unknown, vocab: number): (number[] | string)[] {
+  if (prompt === undefined) throw new InvalidRequestError("prompt is required", "prompt");
+  if (typeof prompt === "string") return [prompt];
+  if (!Array.isArray(prompt) || prompt.length === 0) throw new InvalidRequestError("prompt must be a string, a list of strings, a list of token ids, or a list of lists of token ids (non-empty)", "prompt");
+  if (prompt.every((p) => typeof p === "number")) return [checkTokenIds(prompt, "prompt", vocab)];
+  if (prompt.every((p) => typeof p === "string")) return prompt as string[];
+  if (prompt.every((p) => Array.isArray(p))) return prompt.map((p, i) => checkTokenIds(p, `prompt[${i}]`, vocab));
+  throw new InvalidRequestError("prompt mixes types: use one string, a list of strings, a list of token ids, or a list of lists of token ids", "prompt");
+}
+
+/** POST /v1/chat/completions. */
+export function chatParams(f: Fields, vocab: number): ChatParams {
+  f.unsupported("echo", isFalse);
+  f.unsupported("continue_final_message", isFalse);
+  f.unsupported("tools", isEmpty, "(tool calling) is not supported by rlx serve; render tools into the prompt and use /v1/completions");
+  f.unsupported("tool_choice", (v) => v === "none", "is not supported by rlx serve");
+  const spec = samplingSpec(f, vocab, true);
+  spec.logprobs = f.bool("logprobs", false);
+  const top = f.int("top_logprobs", undefined, { min: 0, max: 20 });
+  if (top !== undefined && top > 0) throw new InvalidRequestError(`top_logprobs = ${top}: rlx serve returns the sampled token's own logprob only (top_logprobs: 0)`, "top_logprobs");
+  if (top !== undefined && !spec.logprobs) throw new InvalidRequestError("top_logprobs needs logprobs: true", "top_logprobs");
+  const templateArgs = f.object("chat_template_kwargs") ?? {};
+  return { ...spec, messages: readMessages(f.raw("messages")), addGenerationPrompt: f.bool("add_generation_prompt", true), templateArgs };
+}
+
+const ROLES = new Set<string>(["system", "user", "assistant", "tool", "developer"]);
+
+function readMessages(value: unknown): ChatMessage[] {
+  if (!Array.isArray(value) || value.length === 0) throw new InvalidRequestError("messages must be a non-empty list of {role, content}", "messages");
+  return value.map((m, i) => {
+    const where = `messages[${i}]`;
+    if (typeof m !== "object" || m === null || Array.isArray(m)) throw new InvalidRequestError(`${where} must be an object with role and content`, "messages");
+    const { role, content, name } = m as Record<string, unknown>;
+    if (typeof role !== "string" || !ROLES.has(role)) throw new InvalidRequestError(`${where}.role must be one of ${[...ROLES].join(", ")}, got ${JSON.stringify(role)}`, "messages");
+    const message: ChatMessage = { role: (role === "developer" ? "system" : role) as Role, content: readContent(content, where) };
+    if (typeof name === "string") message.name = name;
+    return message;
+  });
+}
+
+function readContent(content: unknown, where: string): string {
+  if (content === null || content === undefined) return "";
+  if (typeof content === "string") return content;
+  if (Array.isArray(content)) {
+    return content
+      .map((part, j) => {
+        const p = part as { type?: unknown; text?: unknown } | null;
+        if (p?.type !== "text" || typeof p.text !== "string") throw new InvalidRequestError(`${where}.content[${j}]: only {"type": "text", "text": ...} parts are supported (rlx serves text models)`, "messages");
+        return p.text;
+      })
+      .join("");
+  }
+  throw new InvalidRequestError(`${where}.content must be a string or a list of text parts`, "messages");
+}
