@@ -7,6 +7,7 @@ export const root = defineCommand({
   meta: { name: "rlx", version: pkg.version, description: "RL post-training for language models: one binary over libtorch" },
   subCommands: {
     train: () => import("./train.ts").then((m) => m.default),
+    trainer: () => import("./trainer.ts").then((m) => m.default),
     eval: () => import("./eval.ts").then((m) => m.default),
     serve: () => import("./serve.ts").then((m) => m.default),
     init: () => import("./init.ts").then((m) => m.default),

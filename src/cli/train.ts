@@ -1,10 +1,14 @@
 // `rlx train CONFIG`: load and resolve the config (defaults < file < --set), print warnings,
 // and with --dry-run print the resolved config (every env's algorithm spelled out) and stop.
+// Otherwise run it (src/orchestrator/run.ts): the trainer and policy as child processes, the
+// orchestrator here, one line per step, and a summary table with the report command at the end.
 import { defineCommand } from "citty";
 import { consola } from "consola";
 import { loadConfig, resolvedToml } from "../config/load.ts";
-import { NotBuiltError } from "../errors.ts";
+import { ConfigError } from "../errors.ts";
 import { repeated } from "./run.ts";
+
+const INFERENCE = ["auto", "spawn", "in-process"] as const;
 
 export default defineCommand({
   meta: { name: "train", description: "Train a policy with RL on the environments of a TOML config" },
@@ -15,11 +19,14 @@ export default defineCommand({
     json: { type: "boolean", description: "With --dry-run: print the resolved config as JSON" },
     resume: { type: "boolean", description: "Continue the run in output_dir from its last checkpoint" },
     "resume-from": { type: "string", description: "Continue from a checkpoint directory of another run" },
+    force: { type: "boolean", description: "Delete a previous run in output_dir and start over" },
+    inference: { type: "string", description: "Without [inference] base_urls: spawn `rlx serve --policy` (spawn) or run the policy in this process (in-process); default auto" },
   },
   async run({ args, rawArgs }) {
-    const { config, warnings } = loadConfig(args.config, repeated(rawArgs, "--set"));
-    for (const w of warnings) consola.warn(w);
+    const overrides = repeated(rawArgs, "--set");
     if (args["dry-run"]) {
+      const { config, warnings } = loadConfig(args.config, overrides);
+      for (const w of warnings) consola.warn(w);
       if (args.json) console.log(JSON.stringify({ config, warnings }, null, 2));
       else {
         const envs = config.orchestrator.train.env.map((e) => `${e.name}->${e.algo.type}`).join(", ");
@@ -27,8 +34,23 @@ export default defineCommand({
       }
       return;
     }
-    throw new NotBuiltError(`config ${args.config} is valid (${config.orchestrator.train.env.length} train envs), but the training loop is not built yet; nothing was written`, {
-      fix: "use --dry-run to see the resolved config; `rlx init` and `rlx env` work today",
+    const inference = (args.inference ?? "auto") as (typeof INFERENCE)[number];
+    if (!INFERENCE.includes(inference)) throw new ConfigError(`--inference ${args.inference}: expected one of ${INFERENCE.join(", ")}`);
+    const { runTraining } = await import("../orchestrator/run.ts");
+    const started = performance.now();
+    const result = await runTraining({
+      configPath: args.config,
+      overrides,
+      resume: Boolean(args.resume),
+      ...(args["resume-from"] ? { resumeFrom: args["resume-from"] } : {}),
+      force: Boolean(args.force),
+      inference,
+      print: (line) => console.log(line),
+      info: (line) => consola.info(line),
+      warn: (line) => consola.warn(line),
     });
+    console.log(`\n${result.summary}\n`);
+    console.log(`done in ${((performance.now() - started) / 1000).toFixed(1)} s; run directory ${result.runDir}`);
+    console.log(`report: rlx report ${result.runDir}`);
   },
 });

@@ -1,0 +1,178 @@
+// What a run reports (DESIGN §10): `metrics.jsonl` (one JSON object per step: `step`, `time` and
+// every metric, per-env keys like `reward/math`), one console line per step, a progress bar while
+// rollouts are generating, and the summary table at the end.
+//
+// A step's line joins two halves that are ready at different times: the orchestrator's (rewards,
+// errors, staleness, batch shape: known when it cuts batch N) and the trainer's (losses,
+// mismatch_kl, entropy, grad norm: known when `weights/step_N/published.json` appears). The
+// orchestrator's half is staged until the trainer's arrives, so every line is complete and lines
+// are written in step order. Keys are grouped into report charts by their first `/` component
+// (src/orchestrator/report.ts), so names are chosen by family: reward/*, loss/*, mismatch_kl/*,
+// entropy/*, throughput/*, time/*, off_policy/*, rollouts/*, errors/*, batch/*, optim/*.
+import { appendFileSync } from "node:fs";
+import { join } from "node:path";
+import type { PublishedStep } from "../trainer/process.ts";
+import type { Rollout } from "./types.ts";
+
+export type Metrics = Record<string, number>;
+
+const mean = (values: number[]) => (values.length ? values.reduce((a, b) => a + b, 0) / values.length : 0);
+
+/** Per-env and overall rollout statistics of one step's rollouts (failed ones included in counts only). */
+export function rolloutMetrics(rollouts: readonly Rollout[], envs: readonly string[]): Metrics {
+  const out: Metrics = {};
+  const ok = rollouts.filter((r) => !r.error);
+  out.reward = mean(ok.map((r) => r.reward));
+  out["rollouts/count"] = rollouts.length;
+  out["errors/count"] = rollouts.length - ok.length;
+  out["errors/rate"] = rollouts.length ? (rollouts.length - ok.length) / rollouts.length : 0;
+  const sampled = (r: Rollout) => r.segments.reduce((n, s) => n + (s.sampled ? s.tokenIds.length : 0), 0);
+  out["rollouts/completion_tokens"] = mean(ok.map(sampled));
+  out["rollouts/turns"] = mean(ok.map((r) => r.numTurns));
+  out["rollouts/truncated"] = mean(ok.map((r) => (r.stopReason === "done" ? 0 : 1)));
+  for (const env of envs) {
+    const mine = rollouts.filter((r) => r.env === env);
+    if (mine.length === 0) continue;
+    const good = mine.filter((r) => !r.error);
+    out[`reward/${env}`] = mean(good.map((r) => r.reward));
+    out[`rollouts/${env}`] = mine.length;
+    out[`errors/${env}`] = mine.length - good.length;
+  }
+  return out;
+}
+
+const RENAMED: Record<string, string> = {
+  tokens_per_s: "throughput/train_tokens_per_s",
+  seconds: "time/train",
+  grad_norm: "optim/grad_norm",
+  lr: "optim/lr",
+  skipped: "optim/skipped",
+  micro_batches: "batch/micro_batches",
+  tokens: "batch/train_tokens",
+};
+const COMPONENTS = [["rl", "rl"], ["ce", "ce"], ["ref_kl", "ref_kl"]] as const;
+
+/** The trainer's half of a step's line, from the publish marker. */
+export function trainerMetrics(published: PublishedStep): Metrics {
+  const out: Metrics = {};
+  for (const [key, value] of Object.entries(published.metrics)) out[RENAMED[key] ?? key] = value;
+  for (const [env, m] of Object.entries(published.perEnv)) {
+    out[`mismatch_kl/${env}`] = m.mismatch_kl ?? 0;
+    out[`entropy/${env}`] = m.entropy ?? 0;
+    for (const [component] of COMPONENTS) if ((m[`count/${component}`] ?? 0) > 0) out[`loss/${component}/${env}`] = m[`loss/${component}`] ?? 0;
+  }
+  out["time/trainer_wait"] = published.timing.wait;
+  out["time/publish"] = published.timing.publish;
+  out["time/checkpoint"] = published.timing.checkpoint;
+  return out;
+}
+
+const num = (v: number | undefined, digits = 3) => {
+  if (v === undefined || !Number.isFinite(v)) return "-";
+  if (v !== 0 && (Math.abs(v) < 1e-2 || Math.abs(v) >= 1e5)) return v.toExponential(1);
+  return v.toFixed(digits);
+};
+
+/** One console line per step: step, reward per env, each loss component, mismatch_kl, entropy, speed, staleness. */
+export function consoleLine(step: number, maxSteps: number, m: Metrics, envs: readonly string[]): string {
+  const rewards = envs.map((env) => `${env} ${num(m[`reward/${env}`])}`).join(" ");
+  const losses = COMPONENTS.filter(([c]) => (m[`count/${c}`] ?? 0) > 0).map(([c, label]) => `${label} ${num(m[`loss/${c}`], 4)}`);
+  const errors = m["errors/count"] ? ` | errors ${m["errors/count"]}` : "";
+  return [
+    `step ${step}/${maxSteps}`,
+    `reward ${rewards}`,
+    `loss ${losses.length ? losses.join(" ") : "-"}`,
+    `mismatch_kl ${num(m.mismatch_kl)}`,
+    `entropy ${num(m.entropy)}`,
+    `${num(m["throughput/train_tokens_per_s"], 0)} tok/s`,
+    `${num(m["time/step"], 2)}s (rollouts ${num(m["time/rollouts"], 2)} train ${num(m["time/train"], 2)} reload ${num(m["time/reload"], 2)})`,
+    `off-policy ${num(m["off_policy/max"], 0)}${m["off_policy/dropped"] ? ` dropped ${m["off_policy/dropped"]}` : ""}${errors}`,
+  ].join(" | ");
+}
+
+export class MetricsLog {
+  private readonly staged = new Map<number, Metrics>();
+  private readonly rows: Array<Metrics & { step: number }> = [];
+  private lastLineAt = performance.now();
+  readonly path: string;
+
+  constructor(
+    runDir: string,
+    private readonly envs: readonly string[],
+    private readonly maxSteps: number,
+    private readonly print: (line: string) => void,
+  ) {
+    this.path = join(runDir, "metrics.jsonl");
+  }
+
+  /** The orchestrator's half of step `step` (merged when the trainer publishes it). */
+  stage(step: number, metrics: Metrics): void {
+    this.staged.set(step, { ...this.staged.get(step), ...metrics });
+  }
+
+  /** Joins the trainer's half, appends the line to metrics.jsonl and prints the console line. */
+  publish(step: number, published: PublishedStep, extra: Metrics = {}): Metrics {
+    const now = performance.now();
+    const row = { step, time: Date.now() / 1000, ...this.staged.get(step), ...trainerMetrics(published), ...extra, "time/step": (now - this.lastLineAt) / 1000 };
+    this.lastLineAt = now;
+    this.staged.delete(step);
+    appendFileSync(this.path, `${JSON.stringify(row)}\n`);
+    this.rows.push(row);
+    this.print(consoleLine(step, this.maxSteps, row, this.envs));
+    return row;
+  }
+
+  /** The end-of-run table: reward per env at the first and last step this process logged. */
+  summary(): string {
+    if (this.rows.length === 0) return "no steps were logged";
+    const first = this.rows[0]!;
+    const last = this.rows.at(-1)!;
+    const header = ["env", `reward@${first.step}`, `reward@${last.step}`, "rollouts", "errors"];
+    const lines = this.envs.map((env) => [
+      env,
+      num(first[`reward/${env}`]),
+      num(last[`reward/${env}`]),
+      String(this.rows.reduce((n, r) => n + (r[`rollouts/${env}`] ?? 0), 0)),
+      String(this.rows.reduce((n, r) => n + (r[`errors/${env}`] ?? 0), 0)),
+    ]);
+    const table = [header, ...lines];
+    const widths = header.map((_, c) => Math.max(...table.map((row) => row[c]!.length)));
+    return table.map((row) => row.map((cell, c) => (c === 0 ? cell.padEnd(widths[c]!) : cell.padStart(widths[c]!))).join("  ")).join("\n");
+  }
+}
+
+/** A one-line progress bar on stderr while a step's rollouts generate (TTY only; silent otherwise). */
+export class Progress {
+  private done = 0;
+  private total = 0;
+  private label = "";
+  private readonly tty = Boolean(process.stderr.isTTY);
+
+  start(label: string, total: number): void {
+    this.label = label;
+    this.total = total;
+    this.done = 0;
+    this.render();
+  }
+
+  grow(extra: number): void {
+    this.total += extra;
+    this.render();
+  }
+
+  tick(): void {
+    this.done++;
+    this.render();
+  }
+
+  clear(): void {
+    if (this.tty) process.stderr.write("\r\x1b[2K");
+  }
+
+  private render(): void {
+    if (!this.tty) return;
+    const width = 24;
+    const filled = this.total ? Math.round((this.done / this.total) * width) : 0;
+    process.stderr.write(`\r\x1b[2K${this.label} [${"#".repeat(filled)}${".".repeat(width - filled)}] ${this.done}/${this.total} rollouts`);
+  }
+}

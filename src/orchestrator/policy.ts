@@ -1,0 +1,62 @@
+// The live policy as the orchestrator sees it: a sampling client that tracks the newest weights,
+// plus `load(dir, version)` to move it to a published step. Two implementations behind one
+// interface, so the loop does not care where inference runs:
+//
+//   RemotePolicy     OpenAI-compatible policy servers (spawned `rlx serve --policy`, or external
+//                    ones named in [inference] base_urls); load = POST /update_weights on each.
+//   InProcessPolicy  the model in the orchestrator's own process (src/inference/local.ts, the same
+//                    batching engine `rlx serve` runs). Used when no server is spawned (tests, or
+//                    `--inference in-process`). Each decode step blocks the event loop while it
+//                    runs (bun:ffi is synchronous), but the engine yields between steps; the
+//                    trainer is a separate process either way, so training overlaps rollouts.
+import { OpenAIClient } from "../inference/client.ts";
+import { LocalClient } from "../inference/local.ts";
+import type { SamplingClient } from "../inference/types.ts";
+
+export interface PolicyPool {
+  readonly client: SamplingClient;
+  /** The weights version the policy serves now (0 = the base model). */
+  readonly version: number;
+  /** Serves the model directory `dir` as `version` from now on. */
+  load(dir: string, version: number): Promise<void>;
+  close(): Promise<void>;
+}
+
+export class RemotePolicy implements PolicyPool {
+  readonly client: OpenAIClient;
+  version: number;
+
+  constructor(baseUrls: string[], model: string, version: number) {
+    this.client = new OpenAIClient({ model, baseUrls });
+    this.version = version;
+  }
+
+  async load(dir: string, version: number): Promise<void> {
+    await this.client.updateWeights(dir, version);
+    this.version = version;
+  }
+
+  async close(): Promise<void> {}
+}
+
+/** The policy in this process: src/inference/local.ts's LocalClient over the batching engine. */
+export class InProcessPolicy implements PolicyPool {
+  private constructor(readonly client: LocalClient) {}
+
+  /** `maxModelLen` bounds prompt + completion tokens (the run's seq_len). */
+  static async create(modelDir: string, version: number, options: { maxBatch: number; maxModelLen: number }): Promise<InProcessPolicy> {
+    return new InProcessPolicy(await LocalClient.fromModelDir(modelDir, { ...options, version }));
+  }
+
+  get version(): number {
+    return this.client.version;
+  }
+
+  load(dir: string, version: number): Promise<void> {
+    return this.client.updateWeights(dir, version);
+  }
+
+  close(): Promise<void> {
+    return this.client.close();
+  }
+}

@@ -1,0 +1,180 @@
+// `rlx train` as a whole (DESIGN §2): prepares the run directory (fresh, or rewound to a
+// checkpoint for --resume), writes config.resolved.toml, starts the policy (spawned `rlx serve
+// --policy` servers, external ones, or in-process), sets up every train env and its algorithm,
+// starts the trainer (`rlx trainer`), and runs the step loop in this process. Children are
+// stopped on every way out: the end of the run, an error, Ctrl-C, or one of them dying.
+import { existsSync, mkdirSync, rmSync } from "node:fs";
+import { join, relative, resolve } from "node:path";
+import { loadConfig, resolvedToml } from "../config/load.ts";
+import type { ResolvedConfig } from "../config/resolve.ts";
+import { ConfigError, RlxError } from "../errors.ts";
+import { readModelConfig } from "../model/config.ts";
+import { loadNative } from "../native/ffi.ts";
+import { ChatRenderer } from "../model/render.ts";
+import { Tokenizer } from "../model/tokenizer.ts";
+import { writeFileAtomic } from "../trainer/process.ts";
+import { type LoadedCheckpoint, latestCheckpoint, readCheckpoint, rewindRunDir } from "./checkpoint.ts";
+import { Children } from "./children.ts";
+import { type LoopResult, type OrchestratorState, runTrainLoop } from "./loop.ts";
+import { InProcessPolicy, type PolicyPool, RemotePolicy } from "./policy.ts";
+import { setupTrainEnvs } from "./setup.ts";
+
+export type InferenceMode = "auto" | "spawn" | "in-process";
+
+export interface TrainOptions {
+  configPath: string;
+  overrides: string[];
+  /** Continue the run in output_dir from its newest whole checkpoint. */
+  resume?: boolean;
+  /** Continue from this checkpoint directory (of this run or another). */
+  resumeFrom?: string;
+  /** Delete a previous run in output_dir and start fresh. */
+  force?: boolean;
+  /** Where the policy runs when [inference] names no base_urls: spawned servers or this process. */
+  inference?: InferenceMode;
+  print: (line: string) => void;
+  info: (line: string) => void;
+  warn: (line: string) => void;
+}
+
+export interface TrainResult extends LoopResult {
+  runDir: string;
+  config: ResolvedConfig;
+}
+
+const RUN_FILES = ["metrics.jsonl", "batches", "weights", "checkpoints", "rollouts"];
+
+/** Resolves what to continue from, and makes the run directory match it. */
+function prepareRunDir(runDir: string, o: TrainOptions): LoadedCheckpoint | undefined {
+  const holdsRun = RUN_FILES.some((name) => existsSync(join(runDir, name)));
+  if (o.resume || o.resumeFrom) {
+    let checkpoint: LoadedCheckpoint;
+    if (o.resumeFrom) checkpoint = readCheckpoint(resolve(o.resumeFrom));
+    else {
+      const latest = latestCheckpoint(runDir, o.warn);
+      if (!latest) {
+        throw new ConfigError(`--resume: ${runDir} has no whole checkpoint to continue from`, {
+          fix: "checkpoints are written every ckpt.interval steps (and at the end); start fresh without --resume, or use --resume-from DIR",
+        });
+      }
+      checkpoint = readCheckpoint(latest.dir);
+    }
+    const ownRun = !relative(join(runDir, "checkpoints"), checkpoint.dir).startsWith("..");
+    if (ownRun) rewindRunDir(runDir, checkpoint.step);
+    else if (holdsRun) {
+      throw new ConfigError(`--resume-from: output_dir ${runDir} already holds another run`, { fix: "give the resumed run its own output_dir (--set output_dir=...)" });
+    }
+    return checkpoint;
+  }
+  if (holdsRun) {
+    if (!o.force) {
+      throw new ConfigError(`output_dir ${runDir} already holds a run`, {
+        fix: "continue it with --resume, start over with --force (deletes it), or pick another output_dir (--set output_dir=...)",
+      });
+    }
+    rmSync(runDir, { recursive: true, force: true });
+  }
+  return undefined;
+}
+
+function orchestratorState(checkpoint: LoadedCheckpoint): OrchestratorState {
+  const state = checkpoint.orchestratorState as Partial<OrchestratorState>;
+  if (state?.format !== 1 || state.step !== checkpoint.step || !state.sampler) {
+    throw new RlxError(`${checkpoint.dir}/orchestrator.json is not an orchestrator state of step ${checkpoint.step}`, { fix: "resume from another checkpoint" });
+  }
+  return state as OrchestratorState;
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Starts the policy: external servers, spawned `rlx serve --policy` servers, or in-process. */
+async function startPolicy(config: ResolvedConfig, modelDir: string, version: number, mode: InferenceMode, children: Children): Promise<PolicyPool> {
+  const inf = config.inference;
+  if (inf.base_urls.length > 0) {
+    const policy = new RemotePolicy(inf.base_urls, "policy", 0);
+    if (version > 0) await policy.load(resolve(modelDir), version);
+    return policy;
+  }
+  const maxModelLen = Math.min(config.orchestrator.seq_len, readModelConfig(modelDir).shim.max_position_embeddings);
+  if (mode !== "spawn") {
+    // One intra-op thread here: the trainer child computes at the same time on the other cores,
+    // and this process's OpenMP threads cannot be made to wait passively once it has started.
+    await loadNative(Number(process.env.RLX_THREADS ?? 1));
+    return InProcessPolicy.create(modelDir, version, { maxBatch: inf.max_batch, maxModelLen });
+  }
+  const urls: string[] = [];
+  for (let i = 0; i < inf.servers; i++) {
+    const port = inf.port + i;
+    children.spawn({
+      name: `policy-${i}`,
+      args: ["serve", "--model", resolve(modelDir), "--host", inf.host, "--port", String(port), "--max-batch", String(inf.max_batch), "--policy"],
+    });
+    urls.push(`http://${inf.host}:${port}/v1`);
+  }
+  await Promise.race([Promise.all(urls.map((url) => waitForHealth(url))), children.failure]);
+  const policy = new RemotePolicy(urls, "policy", 0);
+  if (version > 0) await policy.load(resolve(modelDir), version);
+  return policy;
+}
+
+async function waitForHealth(baseUrl: string, timeoutMs = 120_000): Promise<void> {
+  const url = `${baseUrl.replace(/\/v1$/, "")}/health`;
+  const deadline = performance.now() + timeoutMs;
+  while (performance.now() < deadline) {
+    try {
+      if ((await fetch(url, { signal: AbortSignal.timeout(2000) })).ok) return;
+    } catch {}
+    await sleep(200);
+  }
+  throw new RlxError(`the policy server ${baseUrl} did not become healthy within ${timeoutMs / 1000} s`, { fix: "see logs/policy-*.log in the run directory" });
+}
+
+export async function runTraining(o: TrainOptions): Promise<TrainResult> {
+  const { config, warnings } = loadConfig(o.configPath, o.overrides);
+  for (const warning of warnings) o.warn(warning);
+  const source = o.overrides.length ? `${o.configPath} (with --set)` : o.configPath;
+  const runDir = resolve(config.output_dir);
+  const checkpoint = prepareRunDir(runDir, o);
+  const resumeState = checkpoint && orchestratorState(checkpoint);
+  if (resumeState && resumeState.step >= config.max_steps) {
+    throw new ConfigError(`the checkpoint ${checkpoint!.dir} is at step ${resumeState.step}, and max_steps is ${config.max_steps}: nothing left to train`, {
+      fix: "raise max_steps (--set max_steps=N) to train further",
+    });
+  }
+  mkdirSync(join(runDir, "logs"), { recursive: true });
+  writeFileAtomic(join(runDir, "config.resolved.toml"), resolvedToml(config));
+
+  const children = new Children(join(runDir, "logs"));
+  const stop = (signal: string) => {
+    o.warn(`${signal}: stopping the run (children: ${children.pids.join(", ") || "none"})`);
+    void children.stopAll().finally(() => process.exit(signal === "SIGINT" ? 130 : 143));
+  };
+  const onInt = () => stop("SIGINT");
+  const onTerm = () => stop("SIGTERM");
+  process.on("SIGINT", onInt);
+  process.on("SIGTERM", onTerm);
+  let policy: PolicyPool | undefined;
+  try {
+    const modelDir = checkpoint?.modelDir ?? config.model.path;
+    const version = checkpoint?.step ?? 0;
+    policy = await startPolicy(config, modelDir, version, o.inference ?? "auto", children);
+    const tokenizer = Tokenizer.load(config.model.path);
+    const renderer = new ChatRenderer(tokenizer);
+    const envs = await setupTrainEnvs({ config, source, policy, tokenizer, renderer, info: o.info, warn: o.warn });
+    const trainerEnv: Record<string, string> = config.trainer.threads > 0 ? { RLX_THREADS: String(config.trainer.threads) } : {};
+    children.spawn({
+      name: "trainer",
+      args: ["trainer", "--run-dir", runDir, "--parent-pid", String(process.pid), ...(checkpoint ? ["--resume-from", checkpoint.dir] : [])],
+      env: trainerEnv,
+      mayExit: true,
+    });
+    o.info(`run ${runDir}: ${envs.map((e) => `${e.resolved.name} (${e.algoName})`).join(", ")}; ${checkpoint ? `resuming after step ${checkpoint.step}` : "starting at step 1"} of ${config.max_steps}`);
+    const result = await runTrainLoop({ config, runDir, envs, policy, renderer, failure: children.failure, ...(resumeState ? { resume: resumeState } : {}), print: o.print, warn: o.warn });
+    return { ...result, runDir, config };
+  } finally {
+    process.off("SIGINT", onInt);
+    process.off("SIGTERM", onTerm);
+    await children.stopAll();
+    await policy?.close();
+  }
+}

@@ -1,0 +1,100 @@
+// Everything the step loop needs per train env, built once at the start of `rlx train`: the env
+// (its definition loaded, args validated, train tasks loaded), its algorithm instance (built-in or
+// custom, `setup(ctx)` run with the policy, the tokenizer and a way to connect frozen endpoints),
+// and its sampling client (the live policy, or the frozen `sampling.source` endpoint).
+//
+// Frozen endpoints are connected once per (base_url, name) and waited for (GET /v1/models answers)
+// before the first rollout, so a teacher that is not up yet reads as "not reachable" at start-up,
+// not as a run of failed rollouts.
+import type { FrozenModel } from "../config/algo.ts";
+import type { ResolvedConfig } from "../config/resolve.ts";
+import { createEnv, loadEnv } from "../envs/index.ts";
+import { EndpointError } from "../errors.ts";
+import { OpenAIClient } from "../inference/client.ts";
+import { JsonEndpoint } from "../inference/http.ts";
+import type { ChatRenderer } from "../model/render.ts";
+import type { Tokenizer } from "../model/tokenizer.ts";
+import { type AlgorithmContext, type FrozenClient } from "./algo/base.ts";
+import { algorithmName, createEnvAlgorithms } from "./algo/index.ts";
+import type { TrainEnv } from "./loop.ts";
+import type { PolicyPool } from "./policy.ts";
+
+export interface SetupOptions {
+  config: ResolvedConfig;
+  /** The config file, for error messages. */
+  source: string;
+  policy: PolicyPool;
+  tokenizer: Tokenizer;
+  renderer: ChatRenderer;
+  info: (line: string) => void;
+  warn: (line: string) => void;
+  /** How long to wait for a frozen endpoint to answer. */
+  connectTimeoutMs?: number;
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Waits until GET {base_url}/models answers. */
+async function waitForEndpoint(model: FrozenModel, timeoutMs: number): Promise<void> {
+  const endpoint = new JsonEndpoint(model.base_url.replace(/\/+$/, ""), { timeoutMs: 5000, retries: 0, backoffMs: 0, concurrency: 4 });
+  const deadline = performance.now() + timeoutMs;
+  let last = "";
+  while (performance.now() < deadline) {
+    try {
+      await endpoint.request("/models");
+      return;
+    } catch (err) {
+      last = (err as Error).message;
+      await sleep(250);
+    }
+  }
+  throw new EndpointError(`the frozen model "${model.name}" at ${model.base_url} is not reachable after ${Math.round(timeoutMs / 1000)} s (${last})`, {
+    fix: `start it first, e.g. rlx serve --model TEACHER_DIR --port ${new URL(model.base_url).port || 8001}`,
+  });
+}
+
+/** Builds every train env's env, tasks, algorithm and sampling client. */
+export async function setupTrainEnvs(o: SetupOptions): Promise<TrainEnv[]> {
+  const connections = new Map<string, Promise<FrozenClient>>();
+  const connect = (model: FrozenModel): Promise<FrozenClient> => {
+    const key = `${model.base_url}#${model.name}`;
+    let client = connections.get(key);
+    if (!client) {
+      const apiKey = model.api_key_var ? process.env[model.api_key_var] : undefined;
+      client = waitForEndpoint(model, o.connectTimeoutMs ?? 60_000).then(() => new OpenAIClient({ model: model.name, baseUrls: [model.base_url], ...(apiKey ? { apiKey } : {}) }));
+      connections.set(key, client);
+    }
+    return client;
+  };
+
+  const { algorithms, warnings } = await createEnvAlgorithms(o.config, o.source);
+  for (const warning of warnings) o.warn(warning);
+  const envs: TrainEnv[] = [];
+  for (const resolved of o.config.orchestrator.train.env) {
+    const env = await createEnv(await loadEnv(resolved.id), resolved.args, `env ${resolved.name}`);
+    const tasks = await env.load("train", o.config.seed);
+    const algorithm = algorithms.get(resolved.name)!;
+    const ctx: AlgorithmContext = {
+      env: resolved.name,
+      policy: o.policy.client,
+      connect,
+      tokenizer: o.tokenizer,
+      renderer: o.renderer,
+      logger: { info: (line) => o.info(`${resolved.name}: ${line}`), warn: (line) => o.warn(`${resolved.name}: ${line}`) },
+    };
+    await algorithm.setup(ctx);
+    const source = algorithm.config.sampling.source;
+    const frozen = source !== "policy";
+    envs.push({
+      resolved,
+      env,
+      tasks,
+      algorithm,
+      algoName: algorithmName(algorithm),
+      lossType: algorithm.kind.actionLossType,
+      client: frozen ? await connect(source) : o.policy.client,
+      frozen,
+    });
+  }
+  return envs;
+}

@@ -1,0 +1,146 @@
+// The trainer process (`rlx trainer`, started by `rlx train`; DESIGN §2): loads the model through
+// the shim, then for each step waits for `batches/step_N.bin`, runs the step driver over it with
+// the scheduled learning rate, publishes the new weights as `weights/step_N/` and, on checkpoint
+// steps, writes `checkpoints/step_N/`.
+//
+// Why a separate process: bun:ffi calls are synchronous, so a training step would freeze the
+// orchestrator's rollouts for its whole duration; as a child it overlaps with rollout generation
+// (the async of DESIGN §5), and a native crash takes down only the trainer, which the
+// orchestrator reports with its last log lines.
+//
+// Publishing: saveModel writes the HF directory atomically (tmp + rename); then the marker
+// `published.json` (the step's trainer metrics) is written into it, also by tmp + rename. A
+// reader acts on the marker only, so it never loads a half-written model. The marker is last.
+//
+// Orphans: the trainer exits when its parent dies (even by SIGKILL), by watching the parent pid.
+import { existsSync, mkdirSync, readdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import type { ResolvedConfig } from "../config/resolve.ts";
+import { RlxError } from "../errors.ts";
+import { loadModel, saveModel } from "../model/hf.ts";
+import { NativeOptimizer } from "../native/train.ts";
+import { readStepBatch } from "../orchestrator/batch.ts";
+import { isCheckpointStep, readCheckpoint, writeCheckpoint } from "../orchestrator/checkpoint.ts";
+import { learningRate } from "./schedule.ts";
+import { nativePolicy, trainStep } from "./step.ts";
+
+/** The marker file that makes `weights/step_N/` visible to readers. */
+export const PUBLISHED_MARKER = "published.json";
+
+/** What the marker holds: the trainer's metrics of the step that produced these weights. */
+export interface PublishedStep {
+  step: number;
+  metrics: Record<string, number>;
+  perEnv: Record<string, Record<string, number>>;
+  /** Seconds spent waiting for the step file, training, and saving the weights. */
+  timing: { wait: number; train: number; publish: number; checkpoint: number };
+}
+
+export interface TrainerOptions {
+  runDir: string;
+  config: ResolvedConfig;
+  /** A checkpoint directory to restore weights and optimizer state from; training continues at its step + 1. */
+  resumeFrom?: string;
+  /** Exit when this process is gone (the orchestrator). */
+  parentPid?: number;
+  pollMs?: number;
+  log?: (line: string) => void;
+}
+
+export const batchPath = (runDir: string, step: number) => join(runDir, "batches", `step_${step}.bin`);
+export const weightsDir = (runDir: string, step: number) => join(runDir, "weights", `step_${step}`);
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+function parentAlive(pid: number | undefined): boolean {
+  if (pid === undefined) return true;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function waitForFile(path: string, opts: TrainerOptions): Promise<void> {
+  const poll = opts.pollMs ?? 20;
+  let checked = performance.now();
+  while (!existsSync(path)) {
+    await sleep(poll);
+    if (performance.now() - checked > 500) {
+      checked = performance.now();
+      if (!parentAlive(opts.parentPid)) throw new RlxError(`the orchestrator (pid ${opts.parentPid}) is gone; the trainer stops`);
+    }
+  }
+}
+
+/** Writes `data` as `dir/name` by tmp + rename. */
+export function writeFileAtomic(path: string, data: string | Uint8Array): void {
+  const tmp = `${path}.tmp-${process.pid}`;
+  writeFileSync(tmp, data);
+  renameSync(tmp, path);
+}
+
+/** Keeps the newest `keep` published weight directories (the policy only ever loads the newest). */
+function pruneWeights(runDir: string, keep: number, protect: number): void {
+  const dir = join(runDir, "weights");
+  const steps = readdirSync(dir)
+    .map((name) => /^step_(\d+)$/.exec(name))
+    .filter((m): m is RegExpExecArray => m !== null)
+    .map((m) => Number(m[1]))
+    .sort((a, b) => b - a);
+  for (const step of steps.slice(keep)) if (step !== protect) rmSync(weightsDir(runDir, step), { recursive: true, force: true });
+}
+
+/** Runs the trainer until `max_steps` is trained. */
+export async function runTrainer(opts: TrainerOptions): Promise<void> {
+  const { runDir, config } = opts;
+  const log = opts.log ?? ((line: string) => console.log(line));
+  const restored = opts.resumeFrom ? readCheckpoint(opts.resumeFrom) : undefined;
+  const sourceDir = restored?.modelDir ?? config.model.path;
+  const startStep = (restored?.step ?? 0) + 1;
+  const t = config.trainer;
+  mkdirSync(join(runDir, "weights"), { recursive: true });
+
+  using model = await loadModel(sourceDir, { dtype: "f32", device: t.device });
+  if (t.precision === "bf16-autocast") model.setOption("autocast_bf16", true);
+  const [beta1, beta2] = t.optim.betas;
+  using optimizer = NativeOptimizer.create(model, { beta1, beta2, eps: t.optim.eps, weightDecay: t.optim.weight_decay });
+  if (restored) optimizer.loadState(restored.optimizerState());
+  const policy = nativePolicy(model, optimizer);
+  log(`trainer: ${sourceDir} loaded, training steps ${startStep}..${config.max_steps}`);
+
+  for (let step = startStep; step <= config.max_steps; step++) {
+    const waitStart = performance.now();
+    const file = batchPath(runDir, step);
+    await waitForFile(file, opts);
+    const batch = readStepBatch(file);
+    if (batch.step !== step) throw new RlxError(`${file} holds step ${batch.step}`, { fix: "the run directory is inconsistent; resume from a checkpoint" });
+    const trainStart = performance.now();
+    const lr = learningRate(step, t.optim.lr, t.schedule, config.max_steps);
+    const result = trainStep(policy, batch.packed, { lr, maxGradNorm: t.optim.max_norm, loss: t.loss });
+
+    const publishStart = performance.now();
+    const dir = weightsDir(runDir, step);
+    saveModel(model, dir, { dtype: config.model.dtype, sourceDir });
+    const checkpointStart = performance.now();
+    if (isCheckpointStep(step, config)) {
+      if (batch.state === undefined) throw new RlxError(`${file} has no orchestrator state, but step ${step} is a checkpoint step`);
+      writeCheckpoint(runDir, step, { model, optimizer, sourceDir, orchestratorState: batch.state, keep: config.ckpt.keep });
+    }
+    const done = performance.now();
+    const marker: PublishedStep = {
+      step,
+      metrics: result.metrics,
+      perEnv: result.perEnv,
+      timing: { wait: (trainStart - waitStart) / 1000, train: (publishStart - trainStart) / 1000, publish: (checkpointStart - publishStart) / 1000, checkpoint: (done - checkpointStart) / 1000 },
+    };
+    // The checkpoint comes before the marker: once the orchestrator sees step N published, a
+    // checkpoint due at N is already on disk, so a kill after that point never loses it.
+    writeFileAtomic(join(dir, PUBLISHED_MARKER), JSON.stringify(marker));
+    rmSync(file, { force: true });
+    pruneWeights(runDir, 3, step);
+    const m = result.metrics;
+    log(`trainer: step ${step} loss ${m.loss?.toFixed(4)} grad_norm ${m.grad_norm?.toFixed(3)} lr ${lr.toExponential(2)} tokens ${m.tokens} ${marker.timing.train.toFixed(2)}s`);
+  }
+}
