@@ -231,8 +231,9 @@ at::Tensor chunked_logprobs(Model& m, const at::Tensor& hidden, const at::Tensor
                             const at::Tensor& temperatures, at::Tensor* entropy_out) {
   const int64_t N = hidden.size(0);
   std::vector<at::Tensor> logprobs, entropies;
-  for (int64_t start = 0; start < N; start += m.logits_chunk) {
-    const int64_t n = std::min(m.logits_chunk, N - start);
+  const int64_t chunk = m.chunk_tokens();
+  for (int64_t start = 0; start < N; start += chunk) {
+    const int64_t n = std::min(chunk, N - start);
     auto z = lm_logits(m, hidden.narrow(0, start, n)) / temperatures.narrow(0, start, n).unsqueeze(1);
     auto logp = at::log_softmax(z, -1);
     logprobs.push_back(logp.gather(1, labels.narrow(0, start, n).unsqueeze(1)).squeeze(1));

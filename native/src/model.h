@@ -47,7 +47,7 @@ struct Model {
   // Options (rlx_model_set_option).
   bool autocast_bf16 = false;
   bool fused_attention = true;  // torch >= 2 only: at::scaled_dot_product_attention
-  int64_t logits_chunk = 1024;  // tokens per LM-head chunk
+  int64_t logits_chunk = 0;  // tokens per LM-head chunk; 0 = auto (see chunk_tokens)
   // Set by a train step whose loss was not finite; the optimizer skips its next update.
   std::shared_ptr<bool> nonfinite_loss = std::make_shared<bool>(false);
   std::string params_json;  // backing store for rlx_model_params' returned string
@@ -56,6 +56,12 @@ struct Model {
   // float32 for norms, softmax and logprobs.
   at::ScalarType compute_dtype() const { return dtype == at::kDouble ? at::kDouble : at::kFloat; }
   at::TensorOptions opts(at::ScalarType t) const { return at::TensorOptions().dtype(t).device(device); }
+  // Auto: 1024 tokens, fewer for large vocabularies so one chunk's float32 logits stay near
+  // 128 MB (a 152k vocabulary gets 220 tokens; the chunk's temporaries are a few times that).
+  int64_t chunk_tokens() const {
+    if (logits_chunk > 0) return logits_chunk;
+    return std::max<int64_t>(16, std::min<int64_t>(1024, (int64_t(1) << 25) / cfg.vocab_size));
+  }
 };
 
 Model& get_model(void* handle);

@@ -192,8 +192,9 @@ at::Tensor valid_tokens(const std::vector<int64_t>& lengths, int64_t T, at::Devi
 void lm_head_backward(Model& m, const at::Tensor& hidden_leaf, const at::Tensor& labels, const at::Tensor& temps,
                       const at::Tensor& grad_lp) {
   auto rows = grad_lp.ne(0).nonzero().squeeze(1);
-  for (int64_t start = 0; start < rows.size(0); start += m.logits_chunk) {
-    auto idx = rows.narrow(0, start, std::min(m.logits_chunk, rows.size(0) - start));
+  const int64_t chunk = m.chunk_tokens();
+  for (int64_t start = 0; start < rows.size(0); start += chunk) {
+    auto idx = rows.narrow(0, start, std::min(chunk, rows.size(0) - start));
     auto z = lm_logits(m, hidden_leaf.index_select(0, idx)) / temps.index_select(0, idx).unsqueeze(1);
     auto lp = at::log_softmax(z, -1).gather(1, labels.index_select(0, idx).unsqueeze(1)).squeeze(1);
     lp.backward(grad_lp.index_select(0, idx));

@@ -104,7 +104,9 @@ test("gradients start empty (zeros) and options are validated", async () => {
   model.setOption("logits_chunk", 3);
   model.setOption("autocast_bf16", true);
   model.setOption("autocast_bf16", false);
-  expect(() => model.setOption("logits_chunk", 0)).toThrow(/positive integer/);
+  model.setOption("logits_chunk", 0);
+  expect(() => model.setOption("logits_chunk", -1)).toThrow(/integer >= 0/);
+  expect(() => model.setOption("logits_chunk", 2.5)).toThrow(/integer >= 0/);
   expect(() => model.setOption("nope" as "logits_chunk", 1)).toThrow(/unknown model option "nope"/);
 });
 

@@ -141,6 +141,19 @@ test("an all-empty micro-batch: loss 0, zero gradient, and nothing added to accu
   expect(maxRelDiff(readGrads(model), before)).toBe(0);
 });
 
+test("one-token samples (nothing to predict) train as empty, alone or packed with others", async () => {
+  using model = await tinyModel({ dtype: "f64" });
+  const single = { tokenIds: [5], lossMask: [1], advantages: [1], inferenceLogprobs: [-1], temperature: 1, ceWeights: [1] };
+  expect(trainStep(model, pack([single]), { nRl: 1, nCe: 1, nRefKl: 1 }).all).toMatchObject({ loss: 0, rlCount: 0, ceCount: 0, tokens: 1 });
+  const other = { ...randomSample(rng(8), 6, 2), temperature: 1 };
+  const withSingle = trainStep(model, pack([single, other, single]), { nRl: 4, nCe: 1, nRefKl: 1 }).all;
+  const grads = readGrads(model);
+  model.zeroGrad();
+  const alone = trainStep(model, pack([other]), { nRl: 4, nCe: 1, nRefKl: 1 }).all;
+  expect(withSingle.loss).toBeCloseTo(alone.loss, 14);
+  expect(maxRelDiff(readGrads(model), grads)).toBeLessThan(1e-13);
+});
+
 describe("packing and micro-batching do not change the numbers", () => {
   const rand = rng(9);
   const samples: Sample[] = [12, 5, 9, 3, 7].map((n, i) => {
