@@ -20,7 +20,7 @@ export async function handleCompletions(ctx: ServeContext, request: Request): Pr
     const tokens = typeof p === "string" ? ctx.tokenizer.encode(p) : p;
     return planPrompt(ctx, tokens, params, params.prompts.length > 1 ? `prompt[${i}]` : "prompt");
   });
-  const promptLogprobs = params.promptLogprobs ? planned.map((p) => promptLogprobRows(ctx, p.tokens, params.tokensAsIds)) : null;
+  const promptLogprobs = params.promptLogprobs ? promptLogprobRows(ctx, planned.map((p) => p.tokens), params.tokensAsIds) : null;
   const promptTokens = planned.reduce((sum, p) => sum + p.tokens.length, 0);
   const abort = new AbortController();
   request.signal.addEventListener("abort", () => abort.abort(), { once: true });
@@ -65,10 +65,14 @@ export async function handleCompletions(ctx: ServeContext, request: Request): Pr
   });
 }
 
-/** vLLM's prompt_logprobs: null for the first token, then {token_id: {logprob, rank, decoded_token}}. */
-function promptLogprobRows(ctx: ServeContext, tokens: number[], asIds: boolean): (PromptLogprob | null)[] {
-  const [logprobs] = ctx.engine.score([tokens]).logprobs;
-  return tokens.map((token, i) =>
-    i === 0 ? null : { [String(token)]: { logprob: logprobs![i]!, rank: null, decoded_token: tokenString(ctx.tokenizer, token, asIds) } },
+/**
+ * vLLM's prompt_logprobs per prompt: null for the first token, then {token_id: {logprob, rank,
+ * decoded_token}}. All prompts of the request are scored in one native call. `rank` is null: the
+ * native scorer returns the token's logprob, not the whole distribution.
+ */
+function promptLogprobRows(ctx: ServeContext, prompts: number[][], asIds: boolean): (PromptLogprob | null)[][] {
+  const { logprobs } = ctx.engine.score(prompts);
+  return prompts.map((tokens, p) =>
+    tokens.map((token, i) => (i === 0 ? null : { [String(token)]: { logprob: logprobs[p]![i]!, rank: null, decoded_token: tokenString(ctx.tokenizer, token, asIds) } })),
   );
 }
