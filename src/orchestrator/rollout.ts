@@ -131,7 +131,8 @@ async function drive(req: RolloutRequest, rollout: Rollout, counters: Record<str
       messageIndex: assistantIndex,
       sample,
       policyVersion: completion.policyVersion,
-      temperature: req.sampling.temperature,
+      // The temperature the logprobs are taken at: greedy (0) reports temperature-1 logprobs.
+      temperature: req.sampling.temperature > 0 ? req.sampling.temperature : 1,
     };
     rollout.segments.push(segment);
     sequence = [...sequence, ...completion.tokenIds];

@@ -33,7 +33,8 @@ export interface Segment {
   messageIndex: number;
   /** Which sample of the rollout this segment belongs to (0 unless the extension property broke). */
   sample: number;
-  /** Sampled segments: the weights version and temperature that produced them. */
+  /** Sampled segments: the weights version that produced them, and the temperature their
+   * logprobs were computed at (1 for greedy sampling, whose logprobs are temperature-1). */
   policyVersion?: number;
   temperature?: number;
 }

@@ -10,7 +10,7 @@
 // explicit return stack, so recursion depth is a counted limit rather than the JS call stack, and
 // every executed instruction is charged against a step budget. Control words (IF, DO, BEGIN, ...)
 // are compile-only, as in standard Forth. Each run starts from a fresh machine.
-import { ForthError, Op, PRIMITIVES, type Machine, type Word } from "./words.ts";
+import { ForthError, Op, PRIMITIVES, type Instr, type Machine, type Word } from "./words.ts";
 import { CONTROL_WORDS, type Compiler } from "./control.ts";
 
 export interface ForthLimits {

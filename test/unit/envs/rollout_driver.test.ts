@@ -107,7 +107,7 @@ describe("rollout driver", () => {
 
     // Helpers the algorithms layer uses to annotate per token.
     expect(rolloutLength(rollout)).toBe(all.length);
-    expect(perToken(rollout, (s) => (s.sampled ? 1 : 0)).reduce((a, b) => a + b, 0)).toBe(completion1.length + completion2.length);
+    expect(perToken<number>(rollout, (s) => (s.sampled ? 1 : 0)).reduce((a, b) => a + b, 0)).toBe(completion1.length + completion2.length);
     expect(sampleRanges(rollout)).toEqual([[0, all.length]]);
   });
 
