@@ -63,7 +63,8 @@ export interface Rollout {
    * failed rollout has reward 0 and is excluded from training, never a crash. */
   error?: string;
   stopReason: StopReason;
-  /** Weights version of the first sampled turn (per-turn versions are on the segments). */
+  /** Weights version of the first sampled turn (per-turn versions are on the segments); -1 when
+   * the rollout failed before any turn was sampled. */
   policyVersion: number;
   /** Number of model turns (sampled segments). */
   numTurns: number;
