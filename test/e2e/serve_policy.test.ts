@@ -1,0 +1,88 @@
+// A policy server under load, through the orchestrator's own client (src/inference/client.ts):
+// weights published as HF directories are loaded with /update_weights while requests stream in;
+// no request fails, every completion reports the version that produced it, and its logprobs are
+// that version's (scored against the published weights). Also: the client's retries ride out the
+// server's 429 backpressure, and a bad weights path is a 400 that leaves the old weights serving.
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { OpenAIClient } from "../../src/inference/client.ts";
+import type { Completion } from "../../src/inference/types.ts";
+import { loadModel } from "../../src/model/hf.ts";
+import { score } from "../../src/native/generate.ts";
+import type { NativeModel } from "../../src/native/model.ts";
+import { microModelDir } from "../unit/serve_fixture.ts";
+import { type ServeProcess, startServe } from "./serve_harness.ts";
+
+const run = mkdtempSync(join(tmpdir(), "rlx-policy-"));
+const weights = (step: number) => join(run, "weights", `step_${step}`);
+let serve: ServeProcess;
+const models = new Map<number, NativeModel>();
+
+beforeAll(async () => {
+  for (const step of [0, 1, 2]) {
+    await microModelDir({ seed: 10 + step, dir: weights(step) });
+    models.set(step, await loadModel(weights(step)));
+  }
+  serve = await startServe(["--model", weights(0), "--served-model-name", "policy", "--policy", "--max-batch", "4", "--max-model-len", "128", "--max-queue", "6"]);
+});
+
+afterAll(async () => {
+  for (const m of models.values()) m.free();
+  if (serve) expect(await serve.stop()).toBe(0);
+});
+
+const client = () => new OpenAIClient({ model: "policy", baseUrls: [`${serve.url}/v1`], backoffMs: 5, retries: 50, timeoutMs: 30_000 });
+const request = (i: number) => ({ promptIds: [3, 1 + (i % 250), 4], maxTokens: 12, temperature: 1, topP: 1, topK: 0, stop: [], seed: i });
+
+function expectVersionLogprobs(c: Completion, i: number): void {
+  const prompt = request(i).promptIds;
+  const ref = score(models.get(c.policyVersion)!, [[...prompt, ...c.tokenIds]]).logprobs[0]!;
+  c.logprobs.forEach((lp, j) => expect(Math.abs(lp - ref[prompt.length + j]!)).toBeLessThan(1e-4));
+}
+
+test("/update_weights mid-load: no request fails, versions are reported and match the logprobs", async () => {
+  const policy = client();
+  const seen: Completion[][] = [[], [], []];
+  let stop = false;
+  let sent = 0;
+  const workers = [0, 1, 2].map(async (w) => {
+    while (!stop) {
+      const i = sent++;
+      const c = await policy.complete(request(i));
+      expectVersionLogprobs(c, i);
+      seen[w]!.push(c);
+    }
+  });
+  await Bun.sleep(150);
+  await policy.updateWeights(weights(1), 1);
+  await Bun.sleep(150);
+  await policy.updateWeights(weights(2), 2);
+  await Bun.sleep(150);
+  stop = true;
+  await Promise.all(workers);
+  for (const list of seen) {
+    const versions = list.map((c) => c.policyVersion);
+    expect(versions).toEqual([...versions].sort((a, b) => a - b));  // never goes back
+  }
+  const versions = new Set(seen.flat().map((c) => c.policyVersion));
+  expect(versions.has(0) && versions.has(2)).toBe(true);
+  const models = await (await fetch(`${serve.url}/v1/models`)).json();
+  expect(models.data[0].policy_version).toBe(2);
+}, 60_000);
+
+test("the client's retries ride out 429 backpressure from a full queue", async () => {
+  const policy = client();
+  const results = await Promise.all(Array.from({ length: 24 }, (_, i) => policy.complete(request(i))));
+  expect(results.every((c) => c.tokenIds.length > 0)).toBe(true);
+}, 60_000);
+
+test("a weights path that does not load is a 400 naming path; the old weights keep serving", async () => {
+  const response = await fetch(`${serve.url}/update_weights`, { method: "POST", body: JSON.stringify({ path: join(run, "missing"), version: 9 }) });
+  expect(response.status).toBe(400);
+  expect((await response.json()).param).toBe("path");
+  const c = await client().complete(request(1));
+  expect(c.policyVersion).toBe(2);
+  expectVersionLogprobs(c, 1);
+});
