@@ -9,9 +9,10 @@
 //
 // Logprobs are what the trainer computes: log_softmax(logits / temperature) of the chosen token
 // over the full distribution, before top-k/top-p truncation (truncation only decides what can be
-// sampled). Greedy rows (temperature 0) report the temperature-1 logprob; train them with
-// temperature 1. Sampling runs on the CPU from one seeded generator per sequence, so a sequence's
-// tokens depend on its seed, not on which other requests share its batch.
+// sampled), with the temperature rounded to float32 as the trainer receives it. Greedy rows
+// (temperature 0) report the temperature-1 logprob; train them with temperature 1. Sampling runs
+// on the CPU from one seeded generator per sequence, so a sequence's tokens depend on its seed,
+// not on which other requests share its batch.
 #include "model.h"
 
 namespace rlx {
@@ -41,30 +42,53 @@ Model& model_of(Generator& g) {
   return get_model(g.model_handle);
 }
 
-// Picks a token from one row of logits [V] (CPU, compute dtype); returns it and its logprob.
-std::pair<int32_t, float> sample_token(const at::Tensor& logits, Sequence& s) {
-  if (s.temperature == 0) {
-    int64_t tok = logits.argmax().item<int64_t>();
-    return {static_cast<int32_t>(tok), at::log_softmax(logits, -1)[tok].item<float>()};
+// Temperatures as the trainer will see them: the orchestrator ships them as float32.
+double trainer_temperature(const Sequence& s) {
+  return s.temperature == 0 ? 1.0 : static_cast<double>(static_cast<float>(s.temperature));
+}
+
+// Picks the next token of each row of logits [n, V] (CPU, compute dtype) for seqs[j]. One
+// log_softmax covers every row; only truncation and the draw run per row.
+void sample_rows(const at::Tensor& logits, const std::vector<Sequence*>& seqs, int32_t* tokens, float* logprobs) {
+  const int64_t n = logits.size(0), V = logits.size(1);
+  std::vector<double> temps;
+  bool any_greedy = false;
+  for (auto* s : seqs) temps.push_back(trainer_temperature(*s)), any_greedy |= s->temperature == 0;
+  auto temps_col = at::tensor(temps, at::kDouble).to(logits.scalar_type()).unsqueeze(1);
+  auto logp = at::log_softmax(logits / temps_col, -1);  // what the trainer computes
+  auto logp_host = logp.to(at::kDouble).contiguous();
+  auto lp = logp_host.accessor<double, 2>();
+  std::vector<int64_t> greedy;
+  if (any_greedy) {
+    auto argmax = logits.argmax(1).contiguous();
+    greedy.assign(argmax.data_ptr<int64_t>(), argmax.data_ptr<int64_t>() + n);
   }
-  auto z = logits / s.temperature;
-  auto logp = at::log_softmax(z, -1);
-  auto candidates = z;
-  const int64_t V = z.size(0);
-  if (s.top_k > 0 && s.top_k < V) {
-    auto kth = std::get<0>(at::topk(z, s.top_k)).min();
-    candidates = candidates.masked_fill(candidates < kth, -INFINITY);
+  for (int64_t j = 0; j < n; ++j) {
+    Sequence& s = *seqs[j];
+    int64_t tok;
+    if (s.temperature == 0) {
+      tok = greedy[j];
+    } else {
+      // Truncation ranks tokens by tempered logprob, which orders them like the logits.
+      auto candidates = logp_host[j];
+      bool truncated = false;
+      if (s.top_k > 0 && s.top_k < V) {
+        auto kth = std::get<0>(at::topk(candidates, s.top_k)).min();
+        candidates = candidates.masked_fill(candidates < kth, -INFINITY), truncated = true;
+      }
+      if (s.top_p < 1) {
+        auto [sorted, order] = at::sort(candidates, -1, /*descending=*/true);
+        auto probs = at::softmax(sorted, -1);
+        auto mass_before = probs.cumsum(-1) - probs;  // keep the smallest prefix whose mass reaches top_p
+        auto drop_sorted = mass_before >= s.top_p;
+        candidates = candidates.masked_fill(at::zeros_like(drop_sorted).scatter(0, order, drop_sorted), -INFINITY), truncated = true;
+      }
+      auto probs = truncated ? at::softmax(candidates, -1) : candidates.exp();
+      tok = at::multinomial(probs, 1, false, s.rng).item<int64_t>();
+    }
+    tokens[j] = static_cast<int32_t>(tok);
+    logprobs[j] = static_cast<float>(lp[j][tok]);
   }
-  if (s.top_p < 1) {
-    auto [sorted, order] = at::sort(candidates, -1, /*descending=*/true);
-    auto probs = at::softmax(sorted, -1);
-    auto mass_before = probs.cumsum(-1) - probs;  // keep the smallest prefix whose mass reaches top_p
-    auto drop_sorted = mass_before >= s.top_p;
-    candidates = candidates.masked_fill(at::zeros_like(drop_sorted).scatter(0, order, drop_sorted), -INFINITY);
-  }
-  auto probs = at::softmax(candidates.to(at::kDouble), -1);
-  int64_t tok = at::multinomial(probs, 1, false, s.rng).item<int64_t>();
-  return {static_cast<int32_t>(tok), logp[tok].item<float>()};
 }
 
 // After a token is chosen: record it and decide whether the sequence is done.
@@ -169,14 +193,12 @@ RLX_API int rlx_gen_add(void* gen, int n, const int32_t* prompt_ids, const int32
     std::vector<int64_t> last;
     for (int64_t i = 0, end = 0; i < n; ++i) last.push_back((end += lengths[i]) - 1);
     auto logits = lm_logits(m, hidden.index_select(0, at::tensor(last, at::kLong).to(m.device))).to(at::kCPU);
+    std::vector<Sequence*> seqs;
+    for (int i = 0; i < n; ++i) g.seqs[slots[i]] = std::move(added[i]), seqs.push_back(&g.seqs[slots[i]]);
+    sample_rows(logits, seqs, out_tokens, out_logprobs);
     for (int i = 0; i < n; ++i) {
-      Sequence& s = g.seqs[slots[i]];
-      s = std::move(added[i]);
-      auto [token, logprob] = sample_token(logits[i], s);
       out_slots[i] = static_cast<int32_t>(slots[i]);
-      out_tokens[i] = token;
-      out_logprobs[i] = logprob;
-      out_finish[i] = finish_after(s, token, g.cache.capacity);
+      out_finish[i] = finish_after(*seqs[i], out_tokens[i], g.cache.capacity);
     }
     return 0;
   })
@@ -201,14 +223,12 @@ RLX_API int rlx_gen_step(void* gen, int32_t* out_slots, int32_t* out_tokens, flo
     AutocastScope autocast(m);
     auto hidden = forward_decode(m, g.cache, at::tensor(ids, at::kLong).to(m.device), at::tensor(positions, at::kLong).to(m.device));
     auto logits = lm_logits(m, hidden.index_select(0, at::tensor(active, at::kLong).to(m.device))).to(at::kCPU);
+    std::vector<Sequence*> seqs;
+    for (auto i : active) g.seqs[i].length += 1, seqs.push_back(&g.seqs[i]);
+    sample_rows(logits, seqs, out_tokens, out_logprobs);
     for (size_t j = 0; j < active.size(); ++j) {
-      Sequence& s = g.seqs[active[j]];
-      s.length += 1;
-      auto [token, logprob] = sample_token(logits[j], s);
       out_slots[j] = static_cast<int32_t>(active[j]);
-      out_tokens[j] = token;
-      out_logprobs[j] = logprob;
-      out_finish[j] = finish_after(s, token, g.cache.capacity);
+      out_finish[j] = finish_after(*seqs[j], out_tokens[j], g.cache.capacity);
     }
     return static_cast<int>(active.size());
   })
