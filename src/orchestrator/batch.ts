@@ -69,6 +69,8 @@ interface Header {
   rows: RowHeader[];
   /** The orchestrator's state after cutting this batch, on checkpoint steps (checkpoint.ts). */
   state?: unknown;
+  /** The orchestrator's metrics of this step; the trainer passes them on in its publish marker. */
+  metrics?: Record<string, number>;
 }
 
 /** A packed row whose samples carry their policy version. */
@@ -80,6 +82,8 @@ export interface StepBatch {
   packed: Omit<PackedStep, "rows"> & { rows: BatchRow[] };
   /** The orchestrator's state, present on checkpoint steps. */
   state?: unknown;
+  /** The orchestrator's metrics of this step (rewards, errors, staleness, batch shape, timings). */
+  metrics?: Record<string, number>;
 }
 
 export class BatchFileError extends RlxError {}
@@ -121,6 +125,7 @@ export function encodeStepBatch(batch: StepBatch): Uint8Array {
     truncated_samples: batch.packed.truncatedSamples,
     rows,
     ...(batch.state === undefined ? {} : { state: batch.state }),
+    ...(batch.metrics === undefined ? {} : { metrics: batch.metrics }),
   };
   const json = Buffer.from(JSON.stringify(header), "utf8");
   const headerBytes = align8(PREAMBLE + json.length) - PREAMBLE;
@@ -186,6 +191,7 @@ export function decodeStepBatch(bytes: Uint8Array, file = "step file"): StepBatc
     step: header.step,
     packed: { rows, envs: header.envs, counts: header.counts, tokens: header.tokens, truncatedSamples: header.truncated_samples },
     ...(header.state === undefined ? {} : { state: header.state }),
+    ...(header.metrics === undefined ? {} : { metrics: header.metrics }),
   };
 }
 

@@ -96,6 +96,7 @@ export async function runTrainLoop(o: LoopOptions): Promise<LoopResult> {
     o.resume?.sampler,
   );
   const metrics = new MetricsLog(runDir, envNames, config.max_steps, o.print);
+  if (o.resume) for (const step of metrics.recover(o.resume.step)) o.warn(`step ${step}: metrics line rebuilt from its publish marker (the run was stopped before logging it)`);
   const watcher = new WeightWatcher(runDir, o.policy, o.resume?.step ?? 0, (step, published, reloadSeconds) =>
     metrics.publish(step, published, { "time/reload": reloadSeconds }),
   );
@@ -117,34 +118,24 @@ export async function runTrainLoop(o: LoopOptions): Promise<LoopResult> {
       progress.clear();
       const rolloutSeconds = (performance.now() - rolloutStart) / 1000;
 
-      // 4. pack, write the step file (and the state the checkpoint of this step needs), audit
+      // 4. pack, write the step file (with this step's metrics, and the state the checkpoint of
+      //    this step needs), and the audit records
       const packStart = performance.now();
       const packed = packStep(collected.kept.map((k) => k.sample), { seqLen: orch.seq_len });
       const versions = new Map(collected.groups.flat().map((r) => [r.id, r.policyVersion]));
       const rows = packed.rows.map((row) => ({ ...row, samples: row.samples.map((s): BatchSample => ({ ...s, policyVersion: versions.get(s.rolloutId) ?? -1 })) }));
       const state: OrchestratorState | undefined = isCheckpointStep(step, config) ? { format: 1, step, sampler: sampler.snapshot() } : undefined;
-      writeStepBatch(batchPath(runDir, step), { step, packed: { ...packed, rows }, ...(state ? { state } : {}) });
-      writeAudit(runDir, step, collected.kept);
-
-      const rollouts = collected.groups.flat();
-      const offPolicy = rollouts.filter((r) => !r.error && !collected.frozenEnvs.has(r.env)).map((r) => step - 1 - r.policyVersion);
-      const sampledTokens = rollouts.reduce((n, r) => n + r.segments.reduce((m, s) => m + (s.sampled ? s.tokenIds.length : 0), 0), 0);
-      metrics.stage(step, {
-        ...rolloutMetrics(rollouts, envNames),
-        "off_policy/mean": offPolicy.length ? offPolicy.reduce((a, b) => a + b, 0) / offPolicy.length : 0,
-        "off_policy/max": offPolicy.length ? Math.max(...offPolicy) : 0,
-        "off_policy/dropped": collected.dropped,
-        "batch/samples": collected.kept.length,
-        "batch/filtered_samples": collected.filteredSamples,
-        "batch/zeroed_tokens": collected.zeroedTokens,
-        "batch/empty_retries": collected.emptyRetries,
+      const stepMetrics = {
+        ...collectedMetrics(step, collected, envNames),
         "batch/rows": packed.rows.length,
         "batch/truncated_samples": packed.truncatedSamples,
         "time/wait_for_policy": waitForPolicy,
         "time/rollouts": rolloutSeconds,
         "time/pack": (performance.now() - packStart) / 1000,
-        "throughput/rollout_tokens_per_s": rolloutSeconds > 0 ? sampledTokens / rolloutSeconds : 0,
-      });
+        "throughput/rollout_tokens_per_s": rolloutSeconds > 0 ? sampledTokens(collected.groups.flat()) / rolloutSeconds : 0,
+      };
+      writeStepBatch(batchPath(runDir, step), { step, packed: { ...packed, rows }, metrics: stepMetrics, ...(state ? { state } : {}) });
+      writeAudit(runDir, step, collected.kept);
     }
     // the run is over when the trainer has published the last step
     await guard(watcher.waitFor(config.max_steps));
@@ -153,6 +144,24 @@ export async function runTrainLoop(o: LoopOptions): Promise<LoopResult> {
     watcher.stop();
   }
   return { summary: metrics.summary(), metrics };
+}
+
+const sampledTokens = (rollouts: Rollout[]) => rollouts.reduce((n, r) => n + r.segments.reduce((m, s) => m + (s.sampled ? s.tokenIds.length : 0), 0), 0);
+
+/** The orchestrator's half of a step's metrics line. */
+function collectedMetrics(step: number, collected: Collected, envNames: string[]): Record<string, number> {
+  const rollouts = collected.groups.flat();
+  const offPolicy = rollouts.filter((r) => !r.error && !collected.frozenEnvs.has(r.env)).map((r) => step - 1 - r.policyVersion);
+  return {
+    ...rolloutMetrics(rollouts, envNames),
+    "off_policy/mean": offPolicy.length ? offPolicy.reduce((a, b) => a + b, 0) / offPolicy.length : 0,
+    "off_policy/max": offPolicy.length ? Math.max(...offPolicy) : 0,
+    "off_policy/dropped": collected.dropped,
+    "batch/samples": collected.kept.length,
+    "batch/filtered_samples": collected.filteredSamples,
+    "batch/zeroed_tokens": collected.zeroedTokens,
+    "batch/empty_retries": collected.emptyRetries,
+  };
 }
 
 interface KeptSample {

@@ -5,13 +5,14 @@
 // A step's line joins two halves that are ready at different times: the orchestrator's (rewards,
 // errors, staleness, batch shape: known when it cuts batch N) and the trainer's (losses,
 // mismatch_kl, entropy, grad norm: known when `weights/step_N/published.json` appears). The
-// orchestrator's half is staged until the trainer's arrives, so every line is complete and lines
-// are written in step order. Keys are grouped into report charts by their first `/` component
+// orchestrator's half travels in the step file and the trainer copies it into the marker, so a
+// line is written whole, in step order, when the marker appears, and can be rebuilt from the
+// marker alone if the orchestrator was killed before it saw it. Keys are grouped into report charts by their first `/` component
 // (src/orchestrator/report.ts), so names are chosen by family: reward/*, loss/*, mismatch_kl/*,
 // entropy/*, throughput/*, time/*, off_policy/*, rollouts/*, errors/*, batch/*, optim/*.
-import { appendFileSync } from "node:fs";
+import { appendFileSync, existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import type { PublishedStep } from "../trainer/process.ts";
+import { PUBLISHED_MARKER, type PublishedStep, weightsDir } from "../trainer/process.ts";
 import type { Rollout } from "./types.ts";
 
 export type Metrics = Record<string, number>;
@@ -91,13 +92,12 @@ export function consoleLine(step: number, maxSteps: number, m: Metrics, envs: re
 }
 
 export class MetricsLog {
-  private readonly staged = new Map<number, Metrics>();
   private readonly rows: Array<Metrics & { step: number }> = [];
   private lastLineAt = performance.now();
   readonly path: string;
 
   constructor(
-    runDir: string,
+    private readonly runDir: string,
     private readonly envs: readonly string[],
     private readonly maxSteps: number,
     private readonly print: (line: string) => void,
@@ -105,21 +105,35 @@ export class MetricsLog {
     this.path = join(runDir, "metrics.jsonl");
   }
 
-  /** The orchestrator's half of step `step` (merged when the trainer publishes it). */
-  stage(step: number, metrics: Metrics): void {
-    this.staged.set(step, { ...this.staged.get(step), ...metrics });
-  }
-
-  /** Joins the trainer's half, appends the line to metrics.jsonl and prints the console line. */
+  /** Appends step `step`'s line (both halves, from the publish marker) and prints its console line. */
   publish(step: number, published: PublishedStep, extra: Metrics = {}): Metrics {
     const now = performance.now();
-    const row = { step, time: Date.now() / 1000, ...this.staged.get(step), ...trainerMetrics(published), ...extra, "time/step": (now - this.lastLineAt) / 1000 };
+    const row = { step, time: Date.now() / 1000, ...published.orchestrator, ...trainerMetrics(published), ...extra, "time/step": (now - this.lastLineAt) / 1000 };
     this.lastLineAt = now;
-    this.staged.delete(step);
     appendFileSync(this.path, `${JSON.stringify(row)}\n`);
     this.rows.push(row);
     this.print(consoleLine(step, this.maxSteps, row, this.envs));
     return row;
+  }
+
+  /**
+   * After a kill, steps up to the checkpoint may have been trained but never logged (the
+   * orchestrator died before it saw their markers): their lines are rebuilt from the markers.
+   */
+  recover(throughStep: number): number[] {
+    const logged = new Set<number>();
+    if (existsSync(this.path)) {
+      for (const line of readFileSync(this.path, "utf8").split("\n")) if (line.trim()) logged.add((JSON.parse(line) as { step: number }).step);
+    }
+    const recovered: number[] = [];
+    for (let step = 1; step <= throughStep; step++) {
+      const marker = join(weightsDir(this.runDir, step), PUBLISHED_MARKER);
+      if (logged.has(step) || !existsSync(marker)) continue;
+      const published = JSON.parse(readFileSync(marker, "utf8")) as PublishedStep;
+      appendFileSync(this.path, `${JSON.stringify({ step, time: Date.now() / 1000, ...published.orchestrator, ...trainerMetrics(published) })}\n`);
+      recovered.push(step);
+    }
+    return recovered;
   }
 
   /** The end-of-run table: reward per env at the first and last step this process logged. */

@@ -16,6 +16,7 @@ import { writeFileAtomic } from "../trainer/process.ts";
 import { type LoadedCheckpoint, latestCheckpoint, readCheckpoint, rewindRunDir } from "./checkpoint.ts";
 import { Children } from "./children.ts";
 import { type LoopResult, type OrchestratorState, runTrainLoop } from "./loop.ts";
+import { MetricsLog } from "./metrics.ts";
 import { InProcessPolicy, type PolicyPool, RemotePolicy } from "./policy.ts";
 import { setupTrainEnvs } from "./setup.ts";
 
@@ -137,9 +138,11 @@ export async function runTraining(o: TrainOptions): Promise<TrainResult> {
   const checkpoint = prepareRunDir(runDir, o);
   const resumeState = checkpoint && orchestratorState(checkpoint);
   if (resumeState && resumeState.step >= config.max_steps) {
-    throw new ConfigError(`the checkpoint ${checkpoint!.dir} is at step ${resumeState.step}, and max_steps is ${config.max_steps}: nothing left to train`, {
-      fix: "raise max_steps (--set max_steps=N) to train further",
-    });
+    // killed after its last checkpoint: only metrics lines may be missing
+    const metrics = new MetricsLog(runDir, config.orchestrator.train.env.map((e) => e.name), config.max_steps, o.print);
+    metrics.recover(resumeState.step);
+    o.info(`the run already trained its ${config.max_steps} steps (checkpoint ${checkpoint!.dir}); raise max_steps (--set max_steps=N) to train further`);
+    return { summary: metrics.summary(), metrics, runDir, config };
   }
   mkdirSync(join(runDir, "logs"), { recursive: true });
   writeFileAtomic(join(runDir, "config.resolved.toml"), resolvedToml(config));

@@ -9,8 +9,10 @@
 // orchestrator reports with its last log lines.
 //
 // Publishing: saveModel writes the HF directory atomically (tmp + rename); then the marker
-// `published.json` (the step's trainer metrics) is written into it, also by tmp + rename. A
-// reader acts on the marker only, so it never loads a half-written model. The marker is last.
+// `published.json` (the step's metrics: the trainer's, and the orchestrator's passed through from
+// the step file, so a line of metrics.jsonl can be rebuilt from the marker alone after a kill) is
+// written into it, also by tmp + rename. A reader acts on the marker only, so it never loads a
+// half-written model. The marker is last.
 //
 // Orphans: the trainer exits when its parent dies (even by SIGKILL), by watching the parent pid.
 import { existsSync, mkdirSync, readdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
@@ -27,9 +29,12 @@ import { nativePolicy, trainStep } from "./step.ts";
 /** The marker file that makes `weights/step_N/` visible to readers. */
 export const PUBLISHED_MARKER = "published.json";
 
-/** What the marker holds: the trainer's metrics of the step that produced these weights. */
+/** What the marker holds: the metrics of the step that produced these weights. */
 export interface PublishedStep {
   step: number;
+  /** The orchestrator's half of the step's metrics, passed through from the step file. */
+  orchestrator: Record<string, number>;
+  /** The trainer's: losses, mismatch_kl, entropy, grad norm, ... (src/trainer/step.ts). */
   metrics: Record<string, number>;
   perEnv: Record<string, Record<string, number>>;
   /** Seconds spent waiting for the step file, training, and saving the weights. */
@@ -81,7 +86,8 @@ export function writeFileAtomic(path: string, data: string | Uint8Array): void {
   renameSync(tmp, path);
 }
 
-/** Keeps the newest `keep` published weight directories (the policy only ever loads the newest). */
+/** Keeps the newest `keep` published weight directories. The policy only loads the newest, and the
+ * orchestrator reads every marker: it is at most max_async_level + 1 steps behind the trainer. */
 function pruneWeights(runDir: string, keep: number, protect: number): void {
   const dir = join(runDir, "weights");
   const steps = readdirSync(dir)
@@ -131,6 +137,7 @@ export async function runTrainer(opts: TrainerOptions): Promise<void> {
     const done = performance.now();
     const marker: PublishedStep = {
       step,
+      orchestrator: batch.metrics ?? {},
       metrics: result.metrics,
       perEnv: result.perEnv,
       timing: { wait: (trainStart - waitStart) / 1000, train: (publishStart - trainStart) / 1000, publish: (checkpointStart - publishStart) / 1000, checkpoint: (done - checkpointStart) / 1000 },
@@ -139,7 +146,7 @@ export async function runTrainer(opts: TrainerOptions): Promise<void> {
     // checkpoint due at N is already on disk, so a kill after that point never loses it.
     writeFileAtomic(join(dir, PUBLISHED_MARKER), JSON.stringify(marker));
     rmSync(file, { force: true });
-    pruneWeights(runDir, 3, step);
+    pruneWeights(runDir, config.orchestrator.max_async_level + 3, step);
     const m = result.metrics;
     log(`trainer: step ${step} loss ${m.loss?.toFixed(4)} grad_norm ${m.grad_norm?.toFixed(3)} lr ${lr.toExponential(2)} tokens ${m.tokens} ${marker.timing.train.toFixed(2)}s`);
   }
