@@ -117,6 +117,24 @@ export class OpenAIClient implements SamplingClient {
     return response.tokens;
   }
 
+  /**
+   * The served model's card from /v1/models: its context length (vLLM's max_model_len) and, on
+   * rlx serve, the tokenizer's id count, the model's vocabulary rows and the weights version.
+   */
+  async modelInfo(): Promise<{ id: string; maxModelLen?: number; tokenizerSize?: number; vocabSize?: number; policyVersion?: number }> {
+    const endpoint = this.pick();
+    type Card = { id: string; max_model_len?: number; tokenizer_size?: number; vocab_size?: number; policy_version?: number };
+    const response = await endpoint.request<{ data?: Card[] }>("/models");
+    const card = response.data?.find((m) => m.id === this.options.model);
+    if (!card) throw new EndpointError(`${endpoint.url}/models does not list the model ${JSON.stringify(this.options.model)} (it lists ${(response.data ?? []).map((m) => JSON.stringify(m.id)).join(", ") || "nothing"})`, { fix: "set the model name to one the server serves" });
+    return { id: card.id, maxModelLen: card.max_model_len, tokenizerSize: card.tokenizer_size, vocabSize: card.vocab_size, policyVersion: card.policy_version };
+  }
+
+  /** Number of ids the server's tokenizer can produce (rlx serve says; vLLM does not: undefined). */
+  async vocabSize(): Promise<number | undefined> {
+    return (await this.modelInfo()).tokenizerSize;
+  }
+
   /** Policy servers only: load new weights; every server must succeed. */
   async updateWeights(path: string, version: number): Promise<void> {
     await Promise.all(

@@ -188,7 +188,7 @@ describe("chat completions", () => {
 test("64 concurrent requests complete correctly, and faster than 64 sequential ones", async () => {
   const request = (i: number) => post("/v1/completions", { prompt: [10 + i, 20, 30], max_tokens: 8, seed: 100 + i, logprobs: 0, return_tokens_as_token_ids: true, ignore_eos: true });
   let t0 = performance.now();
-  const sequential = [];
+  const sequential: any[] = [];
   for (let i = 0; i < 64; i++) sequential.push(await request(i));
   const sequentialMs = performance.now() - t0;
   t0 = performance.now();

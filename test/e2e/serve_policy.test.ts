@@ -68,8 +68,7 @@ test("/update_weights mid-load: no request fails, versions are reported and matc
   }
   const versions = new Set(seen.flat().map((c) => c.policyVersion));
   expect(versions.has(0) && versions.has(2)).toBe(true);
-  const models = await (await fetch(`${serve.url}/v1/models`)).json();
-  expect(models.data[0].policy_version).toBe(2);
+  expect((await policy.modelInfo()).policyVersion).toBe(2);
 }, 60_000);
 
 test("the client's retries ride out 429 backpressure from a full queue", async () => {
@@ -81,7 +80,7 @@ test("the client's retries ride out 429 backpressure from a full queue", async (
 test("a weights path that does not load is a 400 naming path; the old weights keep serving", async () => {
   const response = await fetch(`${serve.url}/update_weights`, { method: "POST", body: JSON.stringify({ path: join(run, "missing"), version: 9 }) });
   expect(response.status).toBe(400);
-  expect((await response.json()).param).toBe("path");
+  expect(((await response.json()) as { param: string }).param).toBe("path");
   const c = await client().complete(request(1));
   expect(c.policyVersion).toBe(2);
   expectVersionLogprobs(c, 1);

@@ -29,11 +29,17 @@ test("every command has --help with its description and flags", () => {
 });
 
 test("commands not built yet say so and exit 1", () => {
-  for (const args of [["eval"], ["serve", "--model", "m"]]) {
+  for (const args of [["eval"]]) {
     const { code, err } = rlx(args);
     expect(code).toBe(1);
     expect(err).toContain("not built yet");
   }
+});
+
+test("serve with a missing model directory is a clear error, exit 1", () => {
+  const { code, err } = rlx(["serve", "--model", "m"]);
+  expect(code).toBe(1);
+  expect(err).toContain("--model m: no config.json there");
 });
 
 test("train --dry-run prints the resolved config and writes nothing", () => {

@@ -27,8 +27,8 @@ export type { LossComponent } from "../../config/algo.ts";
 export interface FrozenClient extends SamplingClient {
   /** The endpoint's token ids for plain text (no special tokens added; vLLM's /tokenize). */
   tokenize(text: string): Promise<number[]>;
-  /** Number of ids the endpoint's tokenizer can produce, when the server says. */
-  vocabSize?(): Promise<number>;
+  /** Number of ids the endpoint's tokenizer can produce, when the server says (undefined when not). */
+  vocabSize?(): Promise<number | undefined>;
 }
 
 /** What the algorithms need of the policy's tokenizer (src/model/tokenizer.ts's Tokenizer). */
