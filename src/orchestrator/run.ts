@@ -8,6 +8,7 @@ import { join, relative, resolve } from "node:path";
 import { loadConfig, resolvedToml } from "../config/load.ts";
 import type { ResolvedConfig } from "../config/resolve.ts";
 import { ConfigError, RlxError } from "../errors.ts";
+import { DEFAULT_HTTP, JsonEndpoint } from "../inference/http.ts";
 import { readModelConfig } from "../model/config.ts";
 import { loadNative } from "../native/ffi.ts";
 import { ChatRenderer } from "../model/render.ts";
@@ -88,16 +89,19 @@ function orchestratorState(checkpoint: LoadedCheckpoint): OrchestratorState {
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/** The model name spawned policy servers serve under. */
+const POLICY_NAME = "policy";
+
 /** Starts the policy: external servers, spawned `rlx serve --policy` servers, or in-process. */
 async function startPolicy(config: ResolvedConfig, modelDir: string, version: number, mode: InferenceMode, children: Children): Promise<PolicyPool> {
   const inf = config.inference;
   if (inf.base_urls.length > 0) {
-    const policy = new RemotePolicy(inf.base_urls, "policy", 0);
+    const policy = new RemotePolicy(inf.base_urls, await servedModelName(inf.base_urls[0]!), 0);
     if (version > 0) await policy.load(resolve(modelDir), version);
     return policy;
   }
   const maxModelLen = Math.min(config.orchestrator.seq_len, readModelConfig(modelDir).shim.max_position_embeddings);
-  if (mode !== "spawn") {
+  if (mode === "in-process") {
     // One intra-op thread here: the trainer child computes at the same time on the other cores,
     // and this process's OpenMP threads cannot be made to wait passively once it has started.
     await loadNative(Number(process.env.RLX_THREADS ?? 1));
@@ -108,14 +112,24 @@ async function startPolicy(config: ResolvedConfig, modelDir: string, version: nu
     const port = inf.port + i;
     children.spawn({
       name: `policy-${i}`,
-      args: ["serve", "--model", resolve(modelDir), "--host", inf.host, "--port", String(port), "--max-batch", String(inf.max_batch), "--policy"],
+      args: [
+        "serve", "--model", resolve(modelDir), "--served-model-name", POLICY_NAME, "--policy", "--policy-version", String(version),
+        "--host", inf.host, "--port", String(port), "--max-batch", String(inf.max_batch), "--max-model-len", String(maxModelLen),
+      ],
+      env: { RLX_PARENT_PID: String(process.pid) },
     });
     urls.push(`http://${inf.host}:${port}/v1`);
   }
   await Promise.race([Promise.all(urls.map((url) => waitForHealth(url))), children.failure]);
-  const policy = new RemotePolicy(urls, "policy", 0);
-  if (version > 0) await policy.load(resolve(modelDir), version);
-  return policy;
+  return new RemotePolicy(urls, POLICY_NAME, version);
+}
+
+/** The model an external server serves (the first of its GET /v1/models). */
+async function servedModelName(baseUrl: string): Promise<string> {
+  const list = await new JsonEndpoint(baseUrl.replace(/\/+$/, ""), { ...DEFAULT_HTTP, retries: 3 }).request<{ data?: Array<{ id: string }> }>("/models");
+  const id = list.data?.[0]?.id;
+  if (!id) throw new RlxError(`${baseUrl}/models lists no model`, { fix: "check [inference] base_urls: each must be an OpenAI-compatible server ending in /v1" });
+  return id;
 }
 
 async function waitForHealth(baseUrl: string, timeoutMs = 120_000): Promise<void> {
