@@ -136,6 +136,7 @@ export async function runTrainLoop(o: LoopOptions): Promise<LoopResult> {
       };
       writeStepBatch(batchPath(runDir, step), { step, packed: { ...packed, rows }, metrics: stepMetrics, ...(state ? { state } : {}) });
       writeAudit(runDir, step, collected.kept);
+      warnFailures(step, collected.groups.flat(), o.warn);
     }
     // the run is over when the trainer has published the last step
     await guard(watcher.waitFor(config.max_steps));
@@ -285,6 +286,16 @@ function buildSamples(groups: Rollout[][], envs: TrainEnv[], filter: boolean): O
   const result = filterZeroAdvantage(all.map((k) => k.sample));
   const kept = new Set(result.kept);
   return { kept: all.filter((k) => kept.has(k.sample)), filteredSamples: result.dropped, zeroedTokens: result.zeroedTokens };
+}
+
+/** One warning per env whose rollouts failed this step: how many, and the first error. */
+function warnFailures(step: number, rollouts: Rollout[], warn: (line: string) => void): void {
+  const failed = new Map<string, Rollout[]>();
+  for (const r of rollouts) if (r.error) failed.set(r.env, [...(failed.get(r.env) ?? []), r]);
+  for (const [env, list] of failed) {
+    const total = rollouts.filter((r) => r.env === env).length;
+    warn(`step ${step}: ${list.length}/${total} rollouts of ${env} failed (excluded from training); first: ${list[0]!.error}`);
+  }
 }
 
 /** rollouts/step_N.jsonl: the audit record of every trained sample (docs/algorithms.md). */

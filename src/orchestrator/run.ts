@@ -89,6 +89,9 @@ function orchestratorState(checkpoint: LoadedCheckpoint): OrchestratorState {
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/** Tokens the policy serves beyond seq_len, for scoring prefixed sequences (OPSD's hint). */
+const SCORE_MARGIN = 512;
+
 /** The model name spawned policy servers serve under. */
 const POLICY_NAME = "policy";
 
@@ -100,7 +103,9 @@ async function startPolicy(config: ResolvedConfig, modelDir: string, version: nu
     if (version > 0) await policy.load(resolve(modelDir), version);
     return policy;
   }
-  const maxModelLen = Math.min(config.orchestrator.seq_len, readModelConfig(modelDir).shim.max_position_embeddings);
+  // Rollouts never exceed seq_len (the rollout driver stops there); the margin is for sequences
+  // the policy only scores, such as OPSD's demonstration hint prepended to a rollout.
+  const maxModelLen = Math.min(config.orchestrator.seq_len + SCORE_MARGIN, readModelConfig(modelDir).shim.max_position_embeddings);
   if (mode === "in-process") {
     // One intra-op thread here: the trainer child computes at the same time on the other cores,
     // and this process's OpenMP threads cannot be made to wait passively once it has started.
