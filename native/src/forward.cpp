@@ -118,28 +118,31 @@ static at::Tensor mlp(Model& m, const Layer& L, const at::Tensor& x) {
   return dense(at::silu(dense(h, L.gate_proj)) * dense(h, L.up_proj), L.down_proj);
 }
 
-// Causal attention within one sample: q [n, H, D], k/v [n, G, D] -> [n, H*D].
-static at::Tensor attend_causal(const Model& m, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
-  const int64_t n = q.size(0), H = q.size(1), G = k.size(1), D = q.size(2), R = H / G;
+// Causal attention within each of `count` samples of equal length n laid end to end:
+// q [count*n, H, D], k/v [count*n, G, D] -> [count*n, H*D]. Equal-length samples (a GRPO group's
+// prompts, a batch of prompts) run as one batched product instead of one per sample.
+static at::Tensor attend_causal(const Model& m, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int64_t count) {
+  const int64_t n = q.size(0) / count, H = q.size(1), G = k.size(1), D = q.size(2), R = H / G;
 #if RLX_TORCH2
   if (m.fused_attention) {
-    auto qh = q.permute({1, 0, 2}).unsqueeze(0), kh = k.permute({1, 0, 2}).unsqueeze(0), vh = v.permute({1, 0, 2}).unsqueeze(0);
+    auto qh = q.view({count, n, H, D}).permute({0, 2, 1, 3});
+    auto kh = k.view({count, n, G, D}).permute({0, 2, 1, 3}), vh = v.view({count, n, G, D}).permute({0, 2, 1, 3});
 #if RLX_TORCH_AT_LEAST(2, 5)
     auto out = at::scaled_dot_product_attention(qh, kh, vh, {}, 0.0, true, {}, /*enable_gqa=*/true);
 #else
     auto out = at::scaled_dot_product_attention(qh, kh.repeat_interleave(R, 1), vh.repeat_interleave(R, 1), {}, 0.0, true);
 #endif
-    return out.squeeze(0).permute({1, 0, 2}).reshape({n, H * D});
+    return out.permute({0, 2, 1, 3}).reshape({count * n, H * D});
   }
 #endif
-  auto q_G_Rn_D = q.view({n, G, R, D}).permute({1, 2, 0, 3}).reshape({G, R * n, D});
-  auto k_G_n_D = k.permute({1, 0, 2});
-  auto v_G_n_D = v.permute({1, 0, 2});
-  auto scores = at::matmul(q_G_Rn_D, k_G_n_D.transpose(1, 2)).view({G, R, n, n}) * (1.0 / std::sqrt(double(D)));
+  auto q_c_G_Rn_D = q.view({count, n, G, R, D}).permute({0, 2, 3, 1, 4}).reshape({count, G, R * n, D});
+  auto k_c_G_n_D = k.view({count, n, G, D}).permute({0, 2, 1, 3});
+  auto v_c_G_n_D = v.view({count, n, G, D}).permute({0, 2, 1, 3});
+  auto scores = at::matmul(q_c_G_Rn_D, k_c_G_n_D.transpose(2, 3)).view({count, G, R, n, n}) * (1.0 / std::sqrt(double(D)));
   auto future = at::ones({n, n}, at::TensorOptions().dtype(at::kBool).device(q.device())).triu(1);
   auto probs = at::softmax(scores.masked_fill(future, -INFINITY), -1, m.compute_dtype()).to(v.scalar_type());
-  auto out = at::matmul(probs.view({G, R * n, n}), v_G_n_D);  // [G, R*n, D]
-  return out.view({G, R, n, D}).permute({2, 0, 1, 3}).reshape({n, H * D});
+  auto out = at::matmul(probs.view({count, G, R * n, n}), v_c_G_n_D);  // [count, G, R*n, D]
+  return out.view({count, G, R, n, D}).permute({0, 3, 1, 2, 4}).reshape({count * n, H * D});
 }
 
 // ---- packed forward ---------------------------------------------------------------------------
@@ -150,22 +153,37 @@ at::Tensor forward_packed(Model& m, const at::Tensor& token_ids, const at::Tenso
   int64_t longest = 0;
   for (auto n : sample_lengths) longest = std::max(longest, n);
   auto [cos, sin] = rope_rows(m, positions, longest);
+  // Runs of consecutive equal-length samples: [first sample, end sample).
+  std::vector<std::pair<size_t, size_t>> runs;
+  for (size_t i = 0, j; i < sample_lengths.size(); i = j) {
+    for (j = i + 1; j < sample_lengths.size() && sample_lengths[j] == sample_lengths[i];) ++j;
+    runs.emplace_back(i, j);
+  }
+  std::vector<at::Tensor> run_slots;  // cache slots of each run's samples, for the K/V writes
+  if (kv)
+    for (auto [i, j] : runs)
+      run_slots.push_back(at::tensor(std::vector<int64_t>(kv->slots.begin() + i, kv->slots.begin() + j), at::kLong).to(m.device));
   auto x = at::embedding(m.embed, token_ids);  // [T, hidden]
   for (size_t l = 0; l < m.layers.size(); ++l) {
     const Layer& L = m.layers[l];
     auto [q, k, v] = project_qkv(m, L, rms_norm(m, x, L.input_norm), cos, sin);
     std::vector<at::Tensor> outs;
     int64_t start = 0;
-    for (size_t s = 0; s < sample_lengths.size(); ++s) {
-      const int64_t n = sample_lengths[s];
-      auto ks = k.narrow(0, start, n), vs = v.narrow(0, start, n);
+    for (size_t r = 0; r < runs.size(); ++r) {
+      const int64_t n = sample_lengths[runs[r].first], count = static_cast<int64_t>(runs[r].second - runs[r].first);
+      const bool whole = runs.size() == 1;
+      auto qs = whole ? q : q.narrow(0, start, count * n);
+      auto ks = whole ? k : k.narrow(0, start, count * n), vs = whole ? v : v.narrow(0, start, count * n);
       if (kv) {
         at::NoGradGuard no_grad;
-        kv->cache->k[l][kv->slots[s]].narrow(1, 0, n).copy_(ks.permute({1, 0, 2}));
-        kv->cache->v[l][kv->slots[s]].narrow(1, 0, n).copy_(vs.permute({1, 0, 2}));
+        const int64_t G = ks.size(1), D = ks.size(2);
+        auto& kc = kv->cache->k[l];
+        auto& vc = kv->cache->v[l];
+        kc.narrow(2, 0, n).index_copy_(0, run_slots[r], ks.view({count, n, G, D}).permute({0, 2, 1, 3}).to(kc.scalar_type()));
+        vc.narrow(2, 0, n).index_copy_(0, run_slots[r], vs.view({count, n, G, D}).permute({0, 2, 1, 3}).to(vc.scalar_type()));
       }
-      outs.push_back(sample_lengths.size() == 1 ? attend_causal(m, q, k, v) : attend_causal(m, q.narrow(0, start, n), ks, vs));
-      start += n;
+      outs.push_back(attend_causal(m, qs, ks, vs, count));
+      start += count * n;
     }
     auto attn = outs.size() == 1 ? outs[0] : at::cat(outs, 0);
     x = x + dense(attn, L.o_proj);
@@ -177,11 +195,15 @@ at::Tensor forward_packed(Model& m, const at::Tensor& token_ids, const at::Tenso
 
 // ---- decode step over a KV cache --------------------------------------------------------------
 
-at::Tensor forward_decode(Model& m, KVCache& cache, const at::Tensor& token_ids, const at::Tensor& positions) {
+at::Tensor forward_decode(Model& m, KVCache& cache, const at::Tensor& token_ids, const std::vector<int64_t>& positions_host) {
   const int64_t B = token_ids.size(0), H = m.cfg.num_attention_heads, G = m.cfg.num_key_value_heads;
   const int64_t D = m.cfg.head_dim, R = H / G;
-  const int64_t span = positions.max().item<int64_t>() + 1;  // cache positions any row attends to
+  const int64_t span = 1 + *std::max_element(positions_host.begin(), positions_host.end());
+  // The common case of a batch started together: every row at the same position needs no mask
+  // and writes its K/V with one slice copy instead of an indexed scatter.
+  const bool aligned = std::all_of(positions_host.begin(), positions_host.end(), [&](int64_t p) { return p == span - 1; });
   TORCH_CHECK(span <= cache.capacity, "decode position past the KV cache capacity");
+  auto positions = at::tensor(positions_host, at::kLong).to(m.device);
   auto [cos, sin] = rope_rows(m, positions, span - 1);
   auto rows = at::arange(B, positions.options());
   // Row b sees cache positions 0..positions[b]; later positions hold other requests' leftovers.
@@ -192,14 +214,19 @@ at::Tensor forward_decode(Model& m, KVCache& cache, const at::Tensor& token_ids,
     auto [q, k, v] = project_qkv(m, L, rms_norm(m, x, L.input_norm), cos, sin);
     auto& kc = cache.k[l];
     auto& vc = cache.v[l];
-    kc.permute({0, 2, 1, 3}).index_put_({rows, positions}, k.to(kc.scalar_type()));
-    vc.permute({0, 2, 1, 3}).index_put_({rows, positions}, v.to(vc.scalar_type()));
+    if (aligned) {
+      kc.narrow(0, 0, B).narrow(2, span - 1, 1).copy_(k.unsqueeze(2));
+      vc.narrow(0, 0, B).narrow(2, span - 1, 1).copy_(v.unsqueeze(2));
+    } else {
+      kc.permute({0, 2, 1, 3}).index_put_({rows, positions}, k.to(kc.scalar_type()));
+      vc.permute({0, 2, 1, 3}).index_put_({rows, positions}, v.to(vc.scalar_type()));
+    }
     auto k_B_G_S_D = kc.narrow(0, 0, B).narrow(2, 0, span);
     auto v_B_G_S_D = vc.narrow(0, 0, B).narrow(2, 0, span);
     at::Tensor attn;
 #if RLX_TORCH2
     if (m.fused_attention) {
-      auto mask = visible_B_span.view({B, 1, 1, span});
+      auto mask = aligned ? at::Tensor() : visible_B_span.view({B, 1, 1, span});
 #if RLX_TORCH_AT_LEAST(2, 5)
       attn = at::scaled_dot_product_attention(q.unsqueeze(2), k_B_G_S_D, v_B_G_S_D, mask, 0.0, false, {}, true);
 #else
@@ -211,7 +238,7 @@ at::Tensor forward_decode(Model& m, KVCache& cache, const at::Tensor& token_ids,
     if (!attn.defined()) {
       auto q_B_G_R_D = q.view({B, G, R, D});
       auto scores = at::matmul(q_B_G_R_D, k_B_G_S_D.transpose(2, 3)) * (1.0 / std::sqrt(double(D)));  // [B, G, R, span]
-      scores = scores.masked_fill(visible_B_span.logical_not().view({B, 1, 1, span}), -INFINITY);
+      if (!aligned) scores = scores.masked_fill(visible_B_span.logical_not().view({B, 1, 1, span}), -INFINITY);
       auto probs = at::softmax(scores, -1, m.compute_dtype()).to(v_B_G_S_D.scalar_type());
       attn = at::matmul(probs, v_B_G_S_D).reshape({B, H * D});
     }

@@ -47,47 +47,78 @@ double trainer_temperature(const Sequence& s) {
   return s.temperature == 0 ? 1.0 : static_cast<double>(static_cast<float>(s.temperature));
 }
 
+// A uniform double in [0, 1) from a sequence's own generator, without a tensor op.
+double uniform01(at::Generator& gen) {
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  return static_cast<double>(at::check_generator<at::CPUGeneratorImpl>(gen)->random64() >> 11) * 0x1.0p-53;
+}
+
+// Inverse-CDF draw from one row of probabilities (summing to total): one pass, no allocation.
+template <typename T>
+int64_t draw(const T* probs, int64_t V, double total, double u) {
+  const double target = u * total;
+  double mass = 0;
+  int64_t last = 0;
+  for (int64_t v = 0; v < V; ++v) {
+    if (!(probs[v] > 0)) continue;
+    mass += probs[v];
+    last = v;
+    if (mass > target) return v;
+  }
+  return last;  // rounding left the target just past the end: the last token with mass
+}
+
 // Picks the next token of each row of logits [n, V] (CPU, compute dtype) for seqs[j]. One
-// log_softmax covers every row; only truncation and the draw run per row.
+// log_softmax and one exp cover every row; truncation (top-k/top-p) and the draw run per row.
 void sample_rows(const at::Tensor& logits, const std::vector<Sequence*>& seqs, int32_t* tokens, float* logprobs) {
   const int64_t n = logits.size(0), V = logits.size(1);
   std::vector<double> temps;
-  bool any_greedy = false;
-  for (auto* s : seqs) temps.push_back(trainer_temperature(*s)), any_greedy |= s->temperature == 0;
+  bool any_greedy = false, any_sampled = false;
+  for (auto* s : seqs) {
+    temps.push_back(trainer_temperature(*s));
+    any_greedy |= s->temperature == 0;
+    any_sampled |= s->temperature != 0;
+  }
   auto temps_col = at::tensor(temps, at::kDouble).to(logits.scalar_type()).unsqueeze(1);
-  auto logp = at::log_softmax(logits / temps_col, -1);  // what the trainer computes
-  auto logp_host = logp.to(at::kDouble).contiguous();
-  auto lp = logp_host.accessor<double, 2>();
-  std::vector<int64_t> greedy;
+  auto logp = at::log_softmax(logits / temps_col, -1).contiguous();  // what the trainer computes
+  std::vector<int64_t> chosen(n);
   if (any_greedy) {
     auto argmax = logits.argmax(1).contiguous();
-    greedy.assign(argmax.data_ptr<int64_t>(), argmax.data_ptr<int64_t>() + n);
+    std::copy(argmax.data_ptr<int64_t>(), argmax.data_ptr<int64_t>() + n, chosen.begin());
   }
-  for (int64_t j = 0; j < n; ++j) {
-    Sequence& s = *seqs[j];
-    int64_t tok;
-    if (s.temperature == 0) {
-      tok = greedy[j];
-    } else {
-      // Truncation ranks tokens by tempered logprob, which orders them like the logits.
-      auto candidates = logp_host[j];
-      bool truncated = false;
-      if (s.top_k > 0 && s.top_k < V) {
-        auto kth = std::get<0>(at::topk(candidates, s.top_k)).min();
-        candidates = candidates.masked_fill(candidates < kth, -INFINITY), truncated = true;
+  if (any_sampled) {
+    auto probs = logp.exp();
+    auto totals = probs.sum(1, false, at::kDouble).contiguous();
+    for (int64_t j = 0; j < n; ++j) {
+      Sequence& s = *seqs[j];
+      if (s.temperature == 0) continue;
+      auto row = probs[j];
+      double total = totals.data_ptr<double>()[j];
+      if ((s.top_k > 0 && s.top_k < V) || s.top_p < 1) {
+        // Truncation ranks tokens by tempered logprob, which orders them like the logits.
+        auto candidates = logp[j];
+        if (s.top_k > 0 && s.top_k < V) {
+          auto kth = std::get<0>(at::topk(candidates, s.top_k)).min();
+          candidates = candidates.masked_fill(candidates < kth, -INFINITY);
+        }
+        if (s.top_p < 1) {
+          auto [sorted, order] = at::sort(candidates, -1, /*descending=*/true);
+          auto sorted_probs = at::softmax(sorted, -1);
+          auto mass_before = sorted_probs.cumsum(-1) - sorted_probs;  // smallest prefix reaching top_p
+          auto drop_sorted = mass_before >= s.top_p;
+          candidates = candidates.masked_fill(at::zeros_like(drop_sorted).scatter(0, order, drop_sorted), -INFINITY);
+        }
+        row = at::softmax(candidates, -1).contiguous();
+        total = row.sum(at::kDouble).item<double>();
       }
-      if (s.top_p < 1) {
-        auto [sorted, order] = at::sort(candidates, -1, /*descending=*/true);
-        auto probs = at::softmax(sorted, -1);
-        auto mass_before = probs.cumsum(-1) - probs;  // keep the smallest prefix whose mass reaches top_p
-        auto drop_sorted = mass_before >= s.top_p;
-        candidates = candidates.masked_fill(at::zeros_like(drop_sorted).scatter(0, order, drop_sorted), -INFINITY), truncated = true;
-      }
-      auto probs = truncated ? at::softmax(candidates, -1) : candidates.exp();
-      tok = at::multinomial(probs, 1, false, s.rng).item<int64_t>();
+      const double u = uniform01(s.rng);
+      chosen[j] = row.scalar_type() == at::kDouble ? draw(row.data_ptr<double>(), V, total, u) : draw(row.data_ptr<float>(), V, total, u);
     }
-    tokens[j] = static_cast<int32_t>(tok);
-    logprobs[j] = static_cast<float>(lp[j][tok]);
+  }
+  auto picked = logp.gather(1, at::tensor(chosen, at::kLong).unsqueeze(1)).to(at::kDouble).contiguous();
+  for (int64_t j = 0; j < n; ++j) {
+    tokens[j] = static_cast<int32_t>(chosen[j]);
+    logprobs[j] = static_cast<float>(picked.data_ptr<double>()[j]);
   }
 }
 
@@ -221,7 +252,7 @@ RLX_API int rlx_gen_step(void* gen, int32_t* out_slots, int32_t* out_tokens, flo
 
     c10::InferenceMode inference;
     AutocastScope autocast(m);
-    auto hidden = forward_decode(m, g.cache, at::tensor(ids, at::kLong).to(m.device), at::tensor(positions, at::kLong).to(m.device));
+    auto hidden = forward_decode(m, g.cache, at::tensor(ids, at::kLong).to(m.device), positions);
     auto logits = lm_logits(m, hidden.index_select(0, at::tensor(active, at::kLong).to(m.device))).to(at::kCPU);
     std::vector<Sequence*> seqs;
     for (auto i : active) g.seqs[i].length += 1, seqs.push_back(&g.seqs[i]);

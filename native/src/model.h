@@ -91,10 +91,10 @@ struct KVWrite {
 at::Tensor forward_packed(Model& m, const at::Tensor& token_ids, const at::Tensor& positions,
                           const std::vector<int64_t>& sample_lengths, const KVWrite* kv = nullptr);
 
-// One decode step for rows 0..B-1 of the cache: token_ids and positions [B] int64, row b attends
-// to cache positions 0..positions[b] (its new K/V is written at positions[b] first). Returns
-// hidden states after the final norm, [B, hidden].
-at::Tensor forward_decode(Model& m, KVCache& cache, const at::Tensor& token_ids, const at::Tensor& positions);
+// One decode step for rows 0..B-1 of the cache: token_ids [B] int64 on the device, positions
+// (host, B entries): row b attends to cache positions 0..positions[b], its new K/V written at
+// positions[b] first. Returns hidden states after the final norm, [B, hidden].
+at::Tensor forward_decode(Model& m, KVCache& cache, const at::Tensor& token_ids, const std::vector<int64_t>& positions);
 
 // Full-vocabulary logits of hidden states [N, hidden] in the compute dtype (float32 or float64).
 at::Tensor lm_logits(Model& m, const at::Tensor& hidden);

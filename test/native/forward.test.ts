@@ -26,8 +26,9 @@ for (const [label, config] of VARIANTS) {
       }
     }
     const params = readParams(model);
-    const seqs = [13, 7, 1, 20].map((n) => Array.from({ length: n }, () => Math.floor(rand() * config.vocab_size)));
-    const temps = seqs.map((s, i) => Float32Array.from(s, () => [1, 0.7, 1.3, 0.5][i]!));
+    // Runs of equal lengths (7, 7 and 4, 4, 4) take the batched attention path.
+    const seqs = [13, 7, 7, 1, 20, 4, 4, 4].map((n) => Array.from({ length: n }, () => Math.floor(rand() * config.vocab_size)));
+    const temps = seqs.map((s, i) => Float32Array.from(s, () => [1, 0.7, 1.3, 0.5, 1, 1, 0.9, 1][i]!));
     const got = score(model, seqs, { temperature: temps });
     seqs.forEach((s, i) => {
       const want = referenceLogprobs(config, params, s, Array.from(temps[i]!));

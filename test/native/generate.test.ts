@@ -45,6 +45,21 @@ describe("generation logprobs equal scoring logprobs of the same sequence", () =
   }
 });
 
+// Equal-length prompts prefill as one batched run; when every row is at the same position the
+// decode step takes its aligned path (slice writes, no mask).
+for (const [label, prompts] of [
+  ["runs of equal-length prompts", [PROMPTS[0]!, PROMPTS[0]!, PROMPTS[0]!, PROMPTS[3]!, [7, 7, 7, 7, 7]]],
+  ["all prompts the same length (aligned decode)", [PROMPTS[0]!, PROMPTS[0]!, [5, 6, 7]]],
+] as [string, number[][]][]) {
+  test(`generation matches scoring: ${label}`, async () => {
+    using model = await tinyModel({ dtype: "f32", config: TINY_FULL, sharpen: 5 });
+    const out = generate(model, prompts, prompts.map((_, i) => ({ temperature: 0.8, maxNewTokens: 6, seed: i })));
+    const scored = score(model, prompts.map((p, i) => [...p, ...out[i]!.tokens]), { temperature: 0.8 }).logprobs;
+    out.forEach((c, i) => c.logprobs.forEach((glp, j) => expect(Math.abs(scored[i]![prompts[i]!.length + j]! - glp)).toBeLessThan(1e-4)));
+    expect(out[0]!.tokens).not.toEqual(out[1]!.tokens); // seeds differ, prompts equal
+  });
+}
+
 test("seeded generation is reproducible and the seed matters", async () => {
   using model = await tinyModel({ config: TINY_FULL, sharpen: 2 });
   const sampling = { temperature: 1, maxNewTokens: 16, seed: 7 };

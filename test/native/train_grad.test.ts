@@ -156,8 +156,8 @@ test("one-token samples (nothing to predict) train as empty, alone or packed wit
 
 describe("packing and micro-batching do not change the numbers", () => {
   const rand = rng(9);
-  const samples: Sample[] = [12, 5, 9, 3, 7].map((n, i) => {
-    const s = { ...randomSample(rand, n, 2), temperature: [1, 0.6, 1, 1.5, 1][i]! };
+  const samples: Sample[] = [12, 5, 9, 9, 3, 7].map((n, i) => {
+    const s = { ...randomSample(rand, n, 2), temperature: [1, 0.6, 1, 1, 1.5, 1][i]! };
     s.inferenceLogprobs = s.tokenIds.map(() => -4 + rand());
     return s;
   });
