@@ -60,6 +60,17 @@ for (const [label, prompts] of [
   });
 }
 
+test("under bf16 autocast generation and scoring round differently but stay close (mismatch_kl < 1e-4)", async () => {
+  using model = await tinyModel({ dtype: "f32", config: TINY_FULL, sharpen: 5 });
+  model.setOption("autocast_bf16", true);
+  const out = generate(model, PROMPTS, { temperature: 1, maxNewTokens: 12, seed: 9 });
+  const scored = score(model, PROMPTS.map((p, i) => [...p, ...out[i]!.tokens])).logprobs;
+  const d = out.flatMap((c, i) => c.logprobs.map((glp, j) => scored[i]![PROMPTS[i]!.length + j]! - glp));
+  const kl = d.reduce((s, x) => s + Math.exp(x) - x - 1, 0) / d.length;
+  expect(kl).toBeLessThan(1e-4);
+  expect(kl).toBeGreaterThan(1e-9); // bf16 really ran: float32 stays below 1e-12 here
+});
+
 test("seeded generation is reproducible and the seed matters", async () => {
   using model = await tinyModel({ config: TINY_FULL, sharpen: 2 });
   const sampling = { temperature: 1, maxNewTokens: 16, seed: 7 };
