@@ -2,14 +2,16 @@
 // a KV cache, SwiGLU, and the chunked LM head. Shapes are written as suffixes or comments:
 // T tokens of a packed row, B decode rows, H query heads, G kv heads, R = H / G, D head_dim.
 //
-// Attention over a packed row runs one causal block per sample, so its cost is the sum of the
-// squared sample lengths, not the squared row length, and no T x T mask exists. Grouped-query
+// Attention over a packed row runs one causal block per sample (consecutive samples of equal
+// length as one batched block), so its cost is the sum of the squared sample lengths, not the
+// squared row length, and no T x T mask exists. Grouped-query
 // attention views the R query heads of a kv head as extra rows of one matrix product against that
 // kv head's K, so K and V are never repeated (shared/reference/feasibility.md §4).
 //
 // libtorch 1.13 has no public scaled_dot_product_attention; 2.x builds use it (fused kernels,
-// flash attention on CUDA) unless the model's fused_attention option is off. That path cannot be
-// tested on this machine's 1.13 and is kept in the two blocks marked RLX_TORCH2.
+// flash attention on CUDA) unless the model's fused_attention option is off, and 2.4+ uses the
+// per-device autocast API. Those paths cannot be tested on this machine's 1.13: they are the blocks
+// under RLX_TORCH2 and RLX_TORCH_AT_LEAST, and everything else compiles on both.
 #include "model.h"
 
 #define RLX_TORCH2 (TORCH_VERSION_MAJOR >= 2)
