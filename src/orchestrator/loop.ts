@@ -206,7 +206,7 @@ async function collectStep(step: number, o: LoopOptions, sampler: TaskSampler, p
 }
 
 /** Groups for step N totalling at least batch_size rollouts, none of them stale. */
-async function sampleGroups(step: number, o: LoopOptions, sampler: TaskSampler, progress: Progress): Promise<{ groups: Rollout[][]; dropped: number }> {
+export async function sampleGroups(step: number, o: LoopOptions, sampler: TaskSampler, progress: Progress): Promise<{ groups: Rollout[][]; dropped: number }> {
   const minVersion = step - 1 - o.config.orchestrator.max_off_policy_steps;
   const groups: Rollout[][] = [];
   let dropped = 0;
@@ -225,6 +225,11 @@ async function sampleGroups(step: number, o: LoopOptions, sampler: TaskSampler, 
       const versions = group.filter((r) => r.numTurns > 0).map((r) => r.policyVersion);
       if (!env.frozen && versions.length > 0 && Math.min(...versions) < minVersion) {
         dropped += group.length;
+        if (dropped >= MAX_EMPTY_BATCHES * o.config.orchestrator.batch_size) {
+          throw new RlxError(`step ${step}: ${dropped} rollouts in a row were sampled by weights older than version ${minVersion} (max_off_policy_steps ${o.config.orchestrator.max_off_policy_steps}); the last by version ${Math.min(...versions)}`, {
+            fix: "the policy is not serving the weights the trainer publishes: check the policy servers' logs (POST /update_weights)",
+          });
+        }
         continue;
       }
       groups.push(group);
