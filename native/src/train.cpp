@@ -110,10 +110,11 @@ LossOutput compute_loss(const at::Tensor& lp, const Streams& s, const LossSettin
   auto ratio = at::exp(log_ratio);
   auto dp = at::exp(lpd) - at::exp(ilp);  // probability difference: the trust-region test
 
-  auto masked_rl = at::where(s.adv > 0, dp > cfg.mask_high, dp < -cfg.mask_low);
+  auto adv = at::where(rl_m, s.adv, at::zeros_like(lpd));  // off members: whatever was sent, no effect
+  auto masked_rl = at::where(adv > 0, dp > cfg.mask_high, dp < -cfg.mask_low);
   auto keep_rl = rl_m.logical_and(masked_rl.logical_not());
   auto w_rl = s.rl_w.defined() ? s.rl_w : at::ones_like(lpd);
-  auto l_rl = (-(f(keep_rl) * cfg.adv_tau * s.adv * ratio) + cfg.kl_tau * f(rl_m) * log_ratio.pow(2)) * w_rl;
+  auto l_rl = (-(f(keep_rl) * cfg.adv_tau * adv * ratio) + cfg.kl_tau * f(rl_m) * log_ratio.pow(2)) * w_rl;
 
   auto l_ce = s.ce_w.defined() ? -lp * s.ce_w : lp * 0;
 
@@ -142,8 +143,8 @@ LossOutput compute_loss(const at::Tensor& lp, const Streams& s, const LossSettin
   cols[F_MISMATCH_COUNT] = policy_f;
   cols[F_ENTROPY] = entropy.defined() ? mask_f * entropy : at::zeros_like(lpd);
   cols[F_ENTROPY_COUNT] = entropy.defined() ? mask_f : at::zeros_like(lpd);
-  cols[F_MASKED_LOW] = rl_f * f(masked_rl.logical_and(s.adv <= 0));
-  cols[F_MASKED_HIGH] = rl_f * f(masked_rl.logical_and(s.adv > 0));
+  cols[F_MASKED_LOW] = rl_f * f(masked_rl.logical_and(adv <= 0));
+  cols[F_MASKED_HIGH] = rl_f * f(masked_rl.logical_and(adv > 0));
   cols[F_REF_MASKED] = ref_f * f(masked_ref);
   cols[F_REF_KL] = ref_f * ref_adv;
   cols[F_NLL] = ce_f * -lpd;

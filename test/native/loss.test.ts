@@ -174,6 +174,17 @@ test("overlapping components add: loss(rl + ce) = loss(rl) + loss(ce), each over
   expect(both.all.ceCount).toBe(4);
 });
 
+test("values off a component's members have no effect, even NaN or -inf", () => {
+  const clean = lossEval(rlRow(), N1);
+  const junk = lossEval(rlRow({
+    advantages: Float32Array.from([...RL.adv.slice(0, 5), NaN]),
+    inferenceLogprobs: Float32Array.from([...RL.ilp.slice(0, 5), -Infinity]),
+    refLogprobs: Float32Array.from([NaN, NaN, NaN, NaN, NaN, NaN]),
+  }), N1);
+  expect(junk.all).toEqual(clean.all);
+  expect(Array.from(junk.grad)).toEqual(Array.from(clean.grad));
+});
+
 test("all components empty: loss exactly 0 and gradient exactly 0", () => {
   const r = lossEval(row([-1, -2, -3], { rlWeights: new Float32Array(3), ceWeights: new Float32Array(3), refKlWeights: new Float32Array(3) }), N1);
   expect(r.all.loss).toBe(0);
