@@ -6,7 +6,7 @@ import { ChatRenderer } from "../model/render.ts";
 import { InvalidRequestError } from "./errors.ts";
 import type { ServeContext } from "./choice.ts";
 import { Fields } from "./fields.ts";
-import { planPrompt, servedVersion, startChoices } from "./generation.ts";
+import { checkCapacity, planPrompt, servedVersion, startChoices } from "./generation.ts";
 import { checkModelName } from "./models.ts";
 import { chatLogprobs, nowSeconds, requestId, usage } from "./openai.ts";
 import { chatParams } from "./params.ts";
@@ -44,6 +44,7 @@ export async function handleChat(ctx: ServeContext, request: Request): Promise<R
   const chunk = (choice: Record<string, unknown>, version: number) => ({ id, object: "chat.completion.chunk", created, model, choices: [choice], policy_version: version });
 
   if (params.stream) {
+    checkCapacity(ctx, planned.length * params.n);
     return sseResponse(async (send) => {
       for (let index = 0; index < params.n; index++) send(chunk({ index, delta: { role: "assistant", content: "" }, logprobs: null, finish_reason: null }, ctx.engine.version));
       let completionTokens = 0;

@@ -6,7 +6,7 @@
 import { Fields } from "./fields.ts";
 import { InvalidRequestError } from "./errors.ts";
 import { type ServeContext, tokenString } from "./choice.ts";
-import { planPrompt, servedVersion, startChoices } from "./generation.ts";
+import { checkCapacity, planPrompt, servedVersion, startChoices } from "./generation.ts";
 import { completionLogprobs, nowSeconds, type PromptLogprob, requestId, usage } from "./openai.ts";
 import { completionParams } from "./params.ts";
 import { sseResponse } from "./sse.ts";
@@ -29,6 +29,7 @@ export async function handleCompletions(ctx: ServeContext, request: Request): Pr
   const model = ctx.modelName;
 
   if (params.stream) {
+    checkCapacity(ctx, planned.length * params.n);
     return sseResponse(async (send) => {
       let completionTokens = 0;
       const choices = await startChoices(ctx, planned, params, abort, (d) => {

@@ -26,15 +26,22 @@ export function planPrompt(ctx: ServeContext, tokens: number[], spec: SamplingSp
   return { tokens, maxTokens };
 }
 
-/** Choice i*n + j is sample j of prompt i (vLLM's order), seeded seed + j when a seed is given. */
-export function startChoices(ctx: ServeContext, prompts: PlannedPrompt[], spec: SamplingSpec, abort: AbortController, onDelta?: (delta: ChoiceDelta) => void): Promise<ChoiceOut[]> {
-  const count = prompts.length * spec.n;
+/**
+ * Throws unless `count` more sequences fit in the queue now: a 400 naming `n` when they never
+ * can, a 429 when they cannot yet. Streaming handlers call it before sending the 200 headers.
+ */
+export function checkCapacity(ctx: ServeContext, count: number): void {
   if (count > ctx.engine.maxQueue) {
     throw new InvalidRequestError(`the request asks for ${count} sequences (prompts x n); this server queues at most ${ctx.engine.maxQueue}`, "n", { fix: "split the request, or start the server with a larger --max-queue" });
   }
   if (!ctx.engine.canAccept(count)) {
     throw new QueueFullError(`the request queue is full (${ctx.engine.load.queued} waiting for ${ctx.engine.maxBatch} slots)`, { fix: "retry with backoff" });
   }
+}
+
+/** Choice i*n + j is sample j of prompt i (vLLM's order), seeded seed + j when a seed is given. */
+export function startChoices(ctx: ServeContext, prompts: PlannedPrompt[], spec: SamplingSpec, abort: AbortController, onDelta?: (delta: ChoiceDelta) => void): Promise<ChoiceOut[]> {
+  checkCapacity(ctx, prompts.length * spec.n);
   const running = prompts.flatMap((prompt, i) =>
     Array.from({ length: spec.n }, (_, j) =>
       runChoice(ctx, {

@@ -140,4 +140,18 @@ describe("disconnects and backpressure", () => {
     expect(rejected.status).toBe(400);
     expect(rejected.body.param).toBe("n");
   });
+
+  test("a streaming request to a full queue gets a 429 status, not a 200 with an error event", async () => {
+    const abort = new AbortController();
+    const fill = (i: number) => engine().submit({ prompt: [1, 2, 3], sampling: { maxNewTokens: 60, seed: i }, signal: abort.signal });
+    const held = [fill(0)];
+    while (engine().load.running === 0) await Bun.sleep(1);
+    held.push(fill(1), fill(2), fill(3));
+    expect(engine().canAccept(1)).toBe(false);
+    const response = await fetch(`${server.url}/v1/completions`, { method: "POST", body: JSON.stringify({ ...ok, stream: true }) });
+    expect(response.status).toBe(429);
+    expect(((await response.json()) as { type: string }).type).toBe("RateLimitError");
+    abort.abort();
+    expect((await Promise.all(held)).every((r) => r.finish === "abort")).toBe(true);
+  });
 });
