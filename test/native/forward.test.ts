@@ -1,12 +1,16 @@
 // The shim's forward against the independent float64 reference (reference_model.ts), for each
 // architecture variant, through both entry points that compute logprobs: scoring (float32 out)
 // and the train step (its ce metric, float64).
-import { expect, test } from "bun:test";
+import { expect, setDefaultTimeout, test } from "bun:test";
 import type { ShimModelConfig } from "../../src/native/model.ts";
 import { score } from "../../src/native/generate.ts";
 import { trainStep } from "../../src/native/train.ts";
 import { referenceLogprobs } from "./reference_model.ts";
 import { pack, randomSample, readParams, rng, TINY, TINY_FULL, tinyModel } from "./tiny_model.ts";
+
+// Each test is well under a second on an idle machine; a busy shared one can be 10-100x slower
+// (bunfig.toml has no per-test timeout key: the default is 5 s).
+setDefaultTimeout(60_000);
 
 const VARIANTS: [string, ShimModelConfig][] = [
   ["llama (untied, no bias, no qk norm)", TINY],

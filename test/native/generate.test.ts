@@ -2,9 +2,13 @@
 // sequence (what the trainer compares against), greedy picks the argmax, top-k/top-p only sample
 // from their allowed sets, seeds reproduce, stop tokens and capacity end sequences, and continuous
 // batching (fewer slots than prompts) gives the same completions as one batch.
-import { describe, expect, test } from "bun:test";
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { generate, NativeGenerator, score, type SamplingParams } from "../../src/native/generate.ts";
 import { rng, TINY, TINY_FULL, tinyModel } from "./tiny_model.ts";
+
+// Each test is well under a second on an idle machine; a busy shared one can be 10-100x slower
+// (bunfig.toml has no per-test timeout key: the default is 5 s).
+setDefaultTimeout(60_000);
 
 const V = TINY.vocab_size;
 const rand = rng(5);

@@ -1,9 +1,13 @@
 // AdamW against a float64 reference written from torch.optim.AdamW's update rule and
 // clip_grad_norm_, the skip on a non-finite loss, and the state image round trip.
-import { expect, test } from "bun:test";
+import { expect, setDefaultTimeout, test } from "bun:test";
 import { NativeModel } from "../../src/native/model.ts";
 import { NativeOptimizer, trainStep } from "../../src/native/train.ts";
 import { maxRelDiff, pack, randomSample, readGrads, readParams, rng, TINY, TINY_FULL, tinyModel } from "./tiny_model.ts";
+
+// Each test is well under a second on an idle machine; a busy shared one can be 10-100x slower
+// (bunfig.toml has no per-test timeout key: the default is 5 s).
+setDefaultTimeout(60_000);
 
 const rand = rng(21);
 const rows = [0, 1, 2, 3].map(() => pack([{ ...randomSample(rand, 10, 3), temperature: 1 }, { ...randomSample(rand, 6, 2), temperature: 0.8 }]));

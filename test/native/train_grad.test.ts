@@ -1,14 +1,15 @@
 // The train step's gradients: against central finite differences in float64 for every parameter
 // (each loss component, with and without weights, overlapping), the all-empty micro-batch, packed
 // against unpacked, micro-batch invariance under global denominators, LM-head chunking, autocast.
-import { describe, expect, test } from "bun:test";
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import type { NativeModel } from "../../src/native/model.ts";
 import { score } from "../../src/native/generate.ts";
 import { trainStep, type LossSettings, type PackedRow } from "../../src/native/train.ts";
 import { f64, maxRelDiff, pack, randomSample, readGrads, rng, type Sample, TINY_FULL, tinyModel } from "./tiny_model.ts";
 
-// About 250 train steps each: under a second on an idle 2-core machine, much longer on a busy one.
-const FD_TIMEOUT_MS = 60_000;
+// Each test is well under a second on an idle machine; a busy shared one can be 10-100x slower
+// (bunfig.toml has no per-test timeout key: the default is 5 s).
+setDefaultTimeout(60_000);
 
 /**
  * Sets inference (and reference) logprobs from the model's own logprobs so that each action token
@@ -87,7 +88,7 @@ describe("gradients against central finite differences (float64)", () => {
     expect(m.all.maskedLow).toBeLessThan(11);
     model.zeroGrad();
     expect(finiteDifferenceCheck(model, row, { nRl: 11, nCe: 1, nRefKl: 1 }, 5)).toBeGreaterThan(1e-3);
-  }, FD_TIMEOUT_MS);
+  });
 
   test("rl, ce and ref_kl with weights, overlapping on shared tokens, tied embeddings", async () => {
     using model = await tinyModel({ dtype: "f64", config: { ...TINY_FULL, tie_word_embeddings: true }, sharpen: 8, seed: 4 });
@@ -125,7 +126,7 @@ describe("gradients against central finite differences (float64)", () => {
     })));
     const surrogate = { row: correction, settings: { nRl: 7, nCe: 1, nRefKl: 1, dppoMaskLow: 0.2, klTau: 0 } };
     expect(finiteDifferenceCheck(model, row, settings, 6, surrogate)).toBeGreaterThan(1e-3);
-  }, FD_TIMEOUT_MS);
+  });
 });
 
 test("an all-empty micro-batch: loss 0, zero gradient, and nothing added to accumulated gradients", async () => {
