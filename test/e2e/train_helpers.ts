@@ -112,6 +112,21 @@ export async function until(check: () => boolean, timeoutMs: number, what: strin
   }
 }
 
+/** Like `until`, but fails with the run's output if the run exits first (or is stopped on timeout). */
+export async function untilWhileRunning(run: Running, check: () => boolean, timeoutMs: number, what: string, everyMs = 5): Promise<void> {
+  let exited: { code: number; out: string; err: string } | undefined;
+  void run.done.then((result) => (exited = result));
+  const deadline = performance.now() + timeoutMs;
+  while (!check()) {
+    if (!exited && performance.now() > deadline) {
+      run.proc.kill("SIGINT");
+      await run.done;
+    }
+    if (exited) throw new Error(`the run exited (code ${exited.code}) before ${what}:\n${exited.out}\n${exited.err}`);
+    await Bun.sleep(everyMs);
+  }
+}
+
 /** A port that is free now (bound and released by the OS's choice). */
 export function freePort(): number {
   const server = Bun.serve({ port: 0, fetch: () => new Response() });

@@ -9,7 +9,7 @@ import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { createEnv, loadEnv } from "../../src/envs/index.ts";
 import { TaskSampler } from "../../src/orchestrator/sampler.ts";
-import { processesMentioning, readAudit, readMetrics, rlx, type Running, until, type Workspace, workspace, writeConfig } from "./train_helpers.ts";
+import { processesMentioning, readAudit, readMetrics, rlx, type Running, until, untilWhileRunning, type Workspace, workspace, writeConfig } from "./train_helpers.ts";
 
 let ws: Workspace;
 beforeAll(async () => {
@@ -55,17 +55,17 @@ ratio = 2
   const stderr: string[] = [];
 
   let run = rlx(args);
-  await until(() => existsSync(join(checkpoints, "step_2/manifest.json")), 60_000, "checkpoint 2");
+  await untilWhileRunning(run, () => existsSync(join(checkpoints, "step_2/manifest.json")), 60_000, "checkpoint 2");
   await killAndReap(run, runDir, false);
 
   run = rlx([...args, "--resume"]);
-  await until(() => existsSync(checkpoints) && readdirSync(checkpoints).some((name) => name.startsWith("step_4")), 60_000, "checkpoint 4 being written", 1);
+  await untilWhileRunning(run, () => existsSync(checkpoints) && readdirSync(checkpoints).some((name) => name.startsWith("step_4")), 60_000, "checkpoint 4 being written", 1);
   const caughtPartial = readdirSync(checkpoints).some((name) => name.startsWith("step_4.tmp-"));
   await killAndReap(run, runDir, true);
   stderr.push((await run.done).err);
 
   run = rlx([...args, "--resume"]);
-  await until(() => existsSync(join(runDir, "rollouts/step_6.jsonl")), 60_000, "the last step file");
+  await untilWhileRunning(run, () => existsSync(join(runDir, "rollouts/step_6.jsonl")), 60_000, "the last step file");
   await killAndReap(run, runDir, false);
   stderr.push((await run.done).err);
 
