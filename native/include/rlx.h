@@ -28,8 +28,8 @@ int rlx_abi_version(void);
 const char* rlx_last_error(void);
 /* Sets the intra-op thread count (at::set_num_threads); n <= 0 means the number of cores. */
 int rlx_set_threads(int n);
-/* JSON: {"abi","torch_version","threads","cores","blas","blas_path","cuda","cuda_devices",
- *        "mkldnn","bf16_cpu","cxx11_abi"} */
+/* JSON: {"abi","torch_version","threads","cores","blas","blas_path","cuda","mkldnn","cxx11_abi",
+ *        "omp_wait_policy"} */
 const char* rlx_runtime_info(void);
 /* Measured float32 matmul rate: iters products of two n x n matrices, GFLOP/s. */
 double rlx_bench_matmul(int n, int iters);

@@ -114,7 +114,8 @@ RLX_API const char* rlx_runtime_info(void) {
            ",\"blas_path\":\"" + rlx::json_escape(blas_path) + "\"" +
            ",\"cuda\":" + (at::hasCUDA() ? "true" : "false") +
            ",\"mkldnn\":" + (at::hasMKLDNN() ? "true" : "false") +
-           ",\"cxx11_abi\":" + std::to_string(_GLIBCXX_USE_CXX11_ABI) + "}";
+           ",\"cxx11_abi\":" + std::to_string(_GLIBCXX_USE_CXX11_ABI) +
+           ",\"omp_wait_policy\":\"" + rlx::json_escape(getenv("OMP_WAIT_POLICY") ? getenv("OMP_WAIT_POLICY") : "") + "\"}";
     return json.c_str();
   })
 }

@@ -48,6 +48,7 @@ export default defineCommand({
         ["BLAS", `${info.blas} ${info.blas_path}`],
         ["CUDA", info.cuda ? "available" : "no"],
         ["oneDNN", info.mkldnn ? "yes" : "no"],
+        ["OMP_WAIT_POLICY", info.omp_wait_policy || "(libgomp default: spin)"],
         [`matmul f32 ${args.size}^2`, gflops === null ? "-" : `${gflops.toFixed(1)} GFLOP/s`],
       ];
       for (const [k, v] of rows) console.log(`${k.padEnd(20)} ${v}`);

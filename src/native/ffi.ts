@@ -1,11 +1,17 @@
-// The only dlopen in rlx. Loads the shim once, on first use (so `rlx --help` and config errors
-// never pay libtorch's ~0.5 s start-up), checks the ABI version, sets the thread count, and turns
-// failed calls into NativeError.
+// The only file in rlx that calls dlopen. Loads the shim once, on first use (so `rlx --help` and
+// config errors never pay libtorch's ~0.5 s start-up), checks the ABI version, sets the thread
+// count, and turns failed calls into NativeError.
+//
+// Before the shim, libc's setenv puts OMP_WAIT_POLICY=PASSIVE into the real environment (unless
+// the user set it): libgomp reads it once, when the shim pulls it in, and its default spin-waiting
+// makes every OpenMP region 10-60x slower whenever another process (a trainer beside a policy
+// server, another test) wants the same cores. Bun's process.env does not reach libc's environ,
+// hence the second, tiny dlopen.
 //
 // Where the shim comes from: the `with { type: "file" }` import below resolves to
 // native/build/librlx.so when run from source (`bun run src/main.ts`, `bun test`), and to a copy
 // embedded in the binary after `bun build --compile` (Bun writes it to /tmp and dlopens that).
-import { dlopen, type ConvertFns } from "bun:ffi";
+import { dlopen, FFIType, type ConvertFns } from "bun:ffi";
 import { cpus } from "node:os";
 import { NativeError } from "../errors.ts";
 import { ABI_VERSION, symbols } from "./symbols.ts";
@@ -24,10 +30,18 @@ async function shimPath(): Promise<string> {
   }
 }
 
+function passiveOpenMP(): void {
+  if (process.env.OMP_WAIT_POLICY) return;
+  const libc = dlopen("libc.so.6", { setenv: { args: [FFIType.cstring, FFIType.cstring, FFIType.i32], returns: FFIType.i32 } });
+  libc.symbols.setenv(Buffer.from("OMP_WAIT_POLICY\0"), Buffer.from("PASSIVE\0"), 0);
+  libc.close();
+}
+
 /** Loads the shim (once) and returns its functions. `threads` <= 0 means one per core. */
 export async function loadNative(threads = Number(process.env.RLX_THREADS ?? 0)): Promise<Rlx> {
   if (loaded) return loaded;
   const path = await shimPath();
+  passiveOpenMP();
   let lib: Rlx;
   try {
     lib = dlopen(path, symbols).symbols as Rlx;

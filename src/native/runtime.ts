@@ -11,6 +11,8 @@ export interface RuntimeInfo {
   cuda: boolean;
   mkldnn: boolean;
   cxx11_abi: number;
+  /** As libgomp saw it at load; ffi.ts makes it PASSIVE unless the user set it. */
+  omp_wait_policy: string;
 }
 
 export async function runtimeInfo(): Promise<RuntimeInfo> {

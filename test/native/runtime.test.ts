@@ -10,6 +10,8 @@ test("runtime info names libtorch, threads and a fast BLAS", async () => {
   expect(info.torch_version).toMatch(/^\d+\.\d+/);
   expect(info.threads).toBeGreaterThanOrEqual(1);
   expect(info.blas).not.toBe("reference");
+  // set through libc before the shim loaded, so libgomp does not spin-wait (ffi.ts)
+  expect(info.omp_wait_policy).toBe(process.env.OMP_WAIT_POLICY ?? "PASSIVE");
 });
 
 test("a matmul runs through the shim", async () => {
