@@ -92,6 +92,8 @@ export const configSchema = z.strictObject({
       max_off_policy_steps: z.number().int().min(0).default(8),
       temperature: z.number().min(0).max(2).default(1.0),
       max_tokens: positiveInt.default(256),
+      /** Abort when more than this fraction of the rollouts of the last 5 batches failed (1 = never). */
+      max_failure_rate: z.number().min(0).max(1).default(0.5),
       /** Remove rl membership of zero-advantage tokens before packing. */
       filter_zero_advantages: z.boolean().default(true),
       algo: algoBlock.default({ type: "grpo" }),
@@ -133,6 +135,8 @@ export const configSchema = z.strictObject({
   log: z
     .strictObject({
       level: z.enum(["debug", "info", "warn", "error"]).default("info"),
+      /** Write the audit records rollouts/step_N.jsonl every N steps; 0 = never. */
+      rollouts_interval: z.number().int().min(0).default(1),
     })
     .prefault({}),
 });

@@ -101,6 +101,7 @@ export async function runTrainLoop(o: LoopOptions): Promise<LoopResult> {
     metrics.publish(step, published, { "time/reload": reloadSeconds }),
   );
   const progress = new Progress();
+  const failures = new FailureWindow(orch.max_failure_rate);
   const guard = <T>(work: Promise<T>) => Promise.race([work, o.failure]);
   for (const dir of ["batches", "rollouts"]) mkdirSync(join(runDir, dir), { recursive: true });
 
@@ -114,7 +115,7 @@ export async function runTrainLoop(o: LoopOptions): Promise<LoopResult> {
       // 2-3. rollouts, scored, until the batch has something to train
       const rolloutStart = performance.now();
       progress.start(`step ${step}`, 0);
-      const collected = await guard(collectStep(step, o, sampler, progress));
+      const collected = await guard(collectStep(step, o, sampler, progress, failures));
       progress.clear();
       const rolloutSeconds = (performance.now() - rolloutStart) / 1000;
 
@@ -135,7 +136,8 @@ export async function runTrainLoop(o: LoopOptions): Promise<LoopResult> {
         "throughput/rollout_tokens_per_s": rolloutSeconds > 0 ? sampledTokens(collected.groups.flat()) / rolloutSeconds : 0,
       };
       writeStepBatch(batchPath(runDir, step), { step, packed: { ...packed, rows }, metrics: stepMetrics, ...(state ? { state } : {}) });
-      writeAudit(runDir, step, collected.kept);
+      const auditEvery = config.log.rollouts_interval;
+      if (auditEvery > 0 && step % auditEvery === 0) writeAudit(runDir, step, collected.kept);
       warnFailures(step, collected.groups.flat(), o.warn);
     }
     // the run is over when the trainer has published the last step
@@ -183,12 +185,13 @@ interface Collected {
 }
 
 /** Rollouts for step N until a batch has something to train (or MAX_EMPTY_BATCHES say it never will). */
-async function collectStep(step: number, o: LoopOptions, sampler: TaskSampler, progress: Progress): Promise<Collected> {
+async function collectStep(step: number, o: LoopOptions, sampler: TaskSampler, progress: Progress, failures: FailureWindow): Promise<Collected> {
   const frozenEnvs = new Set(o.envs.filter((e) => e.frozen).map((e) => e.resolved.name));
   let dropped = 0;
   for (let empty = 0; ; empty++) {
     const sampled = await sampleGroups(step, o, sampler, progress);
     dropped += sampled.dropped;
+    failures.check(step, sampled.groups.flat());
     const built = buildSamples(sampled.groups, o.envs, o.config.orchestrator.filter_zero_advantages);
     if (built.kept.length > 0) return { ...built, groups: sampled.groups, dropped, emptyRetries: empty, frozenEnvs };
     const rollouts = sampled.groups.flat();
@@ -202,6 +205,31 @@ async function collectStep(step: number, o: LoopOptions, sampler: TaskSampler, p
       });
     }
     o.warn(`step ${step}: nothing to train in this batch (${why}); sampling again`);
+  }
+}
+
+/** Batches in the failure-rate window. */
+const FAILURE_WINDOW = 5;
+
+/** The failed share of the rollouts of the last FAILURE_WINDOW batches; past the limit the run stops. */
+export class FailureWindow {
+  private readonly batches: Array<{ failed: number; total: number; first: Map<string, string> }> = [];
+
+  constructor(private readonly maxRate: number) {}
+
+  check(step: number, rollouts: Rollout[]): void {
+    const first = new Map<string, string>();
+    for (const r of rollouts) if (r.error && !first.has(r.env)) first.set(r.env, r.error);
+    this.batches.push({ failed: rollouts.filter((r) => r.error).length, total: rollouts.length, first });
+    if (this.batches.length > FAILURE_WINDOW) this.batches.shift();
+    const failed = this.batches.reduce((n, b) => n + b.failed, 0);
+    const total = this.batches.reduce((n, b) => n + b.total, 0);
+    if (total === 0 || failed / total <= this.maxRate) return;
+    const errors = new Map(this.batches.flatMap((b) => [...b.first]));
+    throw new RlxError(
+      `step ${step}: ${failed} of the last ${total} rollouts failed (${((100 * failed) / total).toFixed(0)}%, more than orchestrator.max_failure_rate = ${this.maxRate}); ${[...errors].map(([env, error]) => `${env}: ${error}`).join("; ")}`,
+      { fix: "fix what the errors name (an endpoint down, a context limit, an env bug), or raise orchestrator.max_failure_rate to train through it" },
+    );
   }
 }
 
