@@ -1,17 +1,52 @@
-// `rlx sft`: supervised fine-tuning on a JSONL of prompt/completion pairs or chat messages.
+// `rlx sft CONFIG [--set k=v]...`: supervised fine-tuning from a TOML config (src/config/sft.ts)
+// on a JSONL dataset of chat messages or prompt/completion rows. Prints one line per step and a
+// summary table (with the before/after eval when [eval] is set); `--json` prints the summary as
+// one JSON object instead of the table. The work is runSft in src/trainer/sft.ts.
 import { defineCommand } from "citty";
-import { NotBuiltError } from "../errors.ts";
+import { stringify as stringifyToml } from "smol-toml";
+import { repeated } from "./run.ts";
+
+function duration(seconds: number): string {
+  const m = Math.floor(seconds / 60);
+  return m > 0 ? `${m}m${String(Math.round(seconds % 60)).padStart(2, "0")}s` : `${seconds.toFixed(1)}s`;
+}
 
 export default defineCommand({
-  meta: { name: "sft", description: "Supervised fine-tuning on a JSONL dataset (prompt/completion or messages)" },
+  meta: { name: "sft", description: "Supervised fine-tuning on a JSONL dataset (chat messages or prompt/completion) from a TOML config" },
   args: {
-    model: { type: "string", required: true, description: "Model directory to start from" },
-    data: { type: "string", required: true, description: "JSONL dataset (e.g. from `rlx env demos`)" },
-    out: { type: "string", required: true, description: "Output model directory" },
-    steps: { type: "string", description: "Optimizer steps" },
-    lr: { type: "string", description: "Learning rate" },
+    config: { type: "positional", required: true, description: "SFT config (TOML), e.g. configs/sft_math.toml" },
+    set: { type: "string", description: "Override a key: --set trainer.steps=100 (repeatable)" },
+    "dry-run": { type: "boolean", description: "Print the resolved config and exit; writes nothing" },
+    json: { type: "boolean", description: "Print the summary as JSON (step lines go to stderr)" },
   },
-  run() {
-    throw new NotBuiltError("rlx sft is not built yet (it comes with the end-to-end training issue)");
+  async run({ args, rawArgs }) {
+    const { loadSftConfig } = await import("../config/sft.ts");
+    const config = loadSftConfig(args.config, repeated(rawArgs, "--set"));
+    if (args["dry-run"]) {
+      console.log(`# resolved ${args.config}\n${stringifyToml(JSON.parse(JSON.stringify(config)))}`);
+      return;
+    }
+    const { runSft } = await import("../trainer/sft.ts");
+    const summary = await runSft(config, { log: (line) => (args.json ? console.error(line) : console.log(line)) });
+    if (args.json) {
+      const { evalBefore, evalAfter, ...rest } = summary;
+      const strip = (results: typeof evalAfter) => results.map(({ results: _perTask, ...r }) => r);
+      console.log(JSON.stringify({ ...rest, evalBefore: strip(evalBefore), evalAfter: strip(evalAfter) }));
+      return;
+    }
+    const { compareTable, formatTable } = await import("../orchestrator/eval_table.ts");
+    const rate = Math.round(summary.tokens / Math.max(summary.trainSeconds, 1e-9));
+    console.log("");
+    console.log(formatTable(["sft", ""], [
+      ["steps", String(summary.steps)],
+      ["epochs", summary.epochs.toFixed(2)],
+      ["tokens", summary.tokens.toLocaleString("en-US")],
+      ["nll first -> last", `${summary.firstNll.toFixed(4)} -> ${summary.lastNll.toFixed(4)}`],
+      ["time (training)", `${duration(summary.seconds)} (${duration(summary.trainSeconds)}, ${rate.toLocaleString("en-US")} tok/s)`],
+      ["truncated examples", String(summary.truncatedExamples)],
+      ["model", summary.modelDir],
+      ["metrics", `${summary.outputDir}/metrics.jsonl (rlx report ${summary.outputDir})`],
+    ]));
+    if (summary.evalAfter.length > 0) console.log(`\n${compareTable(summary.evalBefore, summary.evalAfter)}`);
   },
 });

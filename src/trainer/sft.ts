@@ -1,0 +1,173 @@
+// `rlx sft`: supervised fine-tuning on a JSONL dataset, on the same native trainer RL uses. The
+// loss is the trainer's `ce` component alone (DESIGN §6: sum of -logprob over target tokens /
+// the step's target-token count), fed by the ce weight stream that marks what each assistant turn
+// generates (sft_tokens.ts); packing and the step driver are RL's (pack.ts, step.ts). This is
+// how a model made from scratch gets its first skills before RL: with all-zero rewards GRPO has
+// nothing to learn from.
+//
+// One step: take the next examples up to `batch_tokens`, pack them into rows of `seq_len`, forward
+// and backward every row, one AdamW update at the schedule's learning rate. Every `eval.interval`
+// steps (and before the first and after the last) the live model is evaluated in-process on the
+// eval envs' held-out tasks. The run directory gets config.resolved.toml, metrics.jsonl (one line
+// per step, eval keys as eval/<env>/pass@1 so `rlx report` charts them), checkpoints/step_N/ every
+// `save.interval` steps, and the final model in model/ (HF layout: `rlx eval`, `rlx serve` and
+// `rlx train` load it).
+import { appendFileSync, mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { stringify as stringifyToml } from "smol-toml";
+import { dataPaths, type SftConfig } from "../config/sft.ts";
+import { EnvError } from "../errors.ts";
+import { LocalClient } from "../inference/local.ts";
+import { loadModel, saveModel } from "../model/hf.ts";
+import { ChatRenderer } from "../model/render.ts";
+import { Tokenizer } from "../model/tokenizer.ts";
+import { loadNative } from "../native/ffi.ts";
+import type { NativeModel } from "../native/model.ts";
+import { NativeOptimizer } from "../native/train.ts";
+import { type EnvEval, evalMetrics, evaluate, loadEvalTasks } from "../orchestrator/eval.ts";
+import { learningRate } from "./schedule.ts";
+import { type SftExample, SftBatches } from "./sft_batches.ts";
+import { readSftRows } from "./sft_data.ts";
+import { tokenizeConversation } from "./sft_tokens.ts";
+import { nativePolicy, trainStep } from "./step.ts";
+
+export interface SftSummary {
+  steps: number;
+  /** Wall time of the step loop, evals and saves included. */
+  seconds: number;
+  /** Time inside optimizer steps (forward, backward, update). */
+  trainSeconds: number;
+  tokens: number;
+  examples: number;
+  epochs: number;
+  /** Examples longer than seq_len (truncated in every step they appear in). */
+  truncatedExamples: number;
+  firstNll: number;
+  lastNll: number;
+  modelDir: string;
+  outputDir: string;
+  evalBefore: EnvEval[];
+  evalAfter: EnvEval[];
+}
+
+export interface SftHooks {
+  /** A progress line (one per step, plus eval and save notes). */
+  log?: (line: string) => void;
+}
+
+/** Reads and tokenizes the dataset; every row must keep a target token inside seq_len. */
+export function prepareExamples(renderer: ChatRenderer, paths: string[], seqLen: number): SftExample[] {
+  return readSftRows(paths).map((conv) => {
+    const { tokenIds, ceWeights } = tokenizeConversation(renderer, conv);
+    // Weight 1 on the first token would never train (nothing predicts it); so the cut is at seqLen.
+    if (!ceWeights.slice(1, seqLen).some((w) => w !== 0)) {
+      throw new EnvError(`${conv.where}: no target token within the first ${seqLen} tokens (the row has ${tokenIds.length}), so it cannot train`, {
+        fix: "raise trainer.seq_len, or shorten the row's prompt",
+      });
+    }
+    return { id: conv.where, env: conv.env, tokenIds, ceWeights };
+  });
+}
+
+/** Optimizer steps in `epochs` passes over the data at this batch size (a dry run of the batcher). */
+export function stepsForEpochs(examples: readonly SftExample[], options: ConstructorParameters<typeof SftBatches>[1], epochs: number): number {
+  const batches = new SftBatches(examples, options);
+  let steps = 0;
+  while (batches.epochs < epochs - 1e-9) batches.next(), steps++;
+  return Math.max(1, steps);
+}
+
+async function evalAll(model: NativeModel, renderer: ChatRenderer, config: SftConfig, envs: Awaited<ReturnType<typeof loadEvalTasks>>[]): Promise<EnvEval[]> {
+  const settings = config.eval!;
+  const client = LocalClient.fromModel(model, { maxBatch: 32 });
+  try {
+    const results: EnvEval[] = [];
+    for (const [i, { name, env, tasks }] of envs.entries()) {
+      const entry = settings.env[i]!;
+      results.push(await evaluate(client, renderer, name, env, tasks, {
+        k: entry.k ?? settings.k,
+        temperature: entry.temperature ?? settings.temperature,
+        maxTokens: entry.max_tokens ?? settings.max_tokens,
+        greedy: settings.greedy,
+        seed: config.seed,
+        maxContextTokens: client.engine.maxModelLen,
+      }));
+    }
+    return results;
+  } finally {
+    await client.close();
+  }
+}
+
+const fmtLr = (lr: number) => lr.toExponential(1);
+
+/** Runs SFT to completion; returns what the summary table prints. */
+export async function runSft(config: SftConfig, hooks: SftHooks = {}): Promise<SftSummary> {
+  const log = hooks.log ?? ((line: string) => console.log(line));
+  const t = config.trainer;
+  await loadNative(t.threads);
+  const renderer = new ChatRenderer(Tokenizer.load(config.model.path));
+  const examples = prepareExamples(renderer, dataPaths(config), t.seq_len);
+  const batchOptions = { batchTokens: t.batch_tokens, seqLen: t.seq_len, seed: config.seed, shuffle: config.data.shuffle };
+  const totalSteps = t.steps ?? stepsForEpochs(examples, batchOptions, t.epochs);
+  const truncatedExamples = examples.filter((e) => e.tokenIds.length > t.seq_len).length;
+  const dataTokens = examples.reduce((n, e) => n + e.tokenIds.length, 0);
+  log(`sft: ${examples.length} examples (${dataTokens.toLocaleString("en-US")} tokens, ${truncatedExamples} longer than seq_len ${t.seq_len}), ${totalSteps} steps of ${t.batch_tokens} tokens`);
+
+  mkdirSync(config.output_dir, { recursive: true });
+  writeFileSync(join(config.output_dir, "config.resolved.toml"), stringifyToml(JSON.parse(JSON.stringify(config))));
+  const metricsPath = join(config.output_dir, "metrics.jsonl");
+  writeFileSync(metricsPath, "");
+  const record = (row: Record<string, number>) => appendFileSync(metricsPath, `${JSON.stringify(row)}\n`);
+
+  const model = await loadModel(config.model.path, { dtype: config.model.dtype });
+  try {
+    if (t.precision === "bf16-autocast") model.setOption("autocast_bf16", true);
+    const optim = t.optim;
+    using optimizer = NativeOptimizer.create(model, { beta1: optim.betas[0], beta2: optim.betas[1], eps: optim.eps, weightDecay: optim.weight_decay });
+    const policy = nativePolicy(model, optimizer);
+    const batches = new SftBatches(examples, batchOptions);
+    const evalEnvs = config.eval ? await Promise.all(config.eval.env.map((e) => loadEvalTasks({ id: e.id, name: e.name, args: e.args, numExamples: config.eval!.num_examples, seed: config.seed }))) : [];
+    const runEval = async (step: number): Promise<EnvEval[]> => {
+      if (evalEnvs.length === 0) return [];
+      const results = await evalAll(model, renderer, config, evalEnvs);
+      record({ step, ...Object.assign({}, ...results.map((r) => evalMetrics(r))) });
+      log(`eval  step ${step}: ${results.map((r) => `${r.env} ${Object.entries(r.metrics).filter(([k]) => /pass@1$|^avg@/.test(k)).map(([k, v]) => `${k} ${v.toFixed(3)}`).join(" ")}`).join(" | ")}`);
+      return results;
+    };
+
+    const evalBefore = await runEval(0);
+    let evalAfter = evalBefore;
+    const started = performance.now();
+    let tokens = 0;
+    let trainSeconds = 0;
+    let firstNll = Number.NaN;
+    let lastNll = Number.NaN;
+    const width = String(totalSteps).length;
+    for (let step = 1; step <= totalSteps; step++) {
+      const packed = batches.nextPacked();
+      const lr = learningRate(step, optim.lr, t.schedule, totalSteps);
+      const result = trainStep(policy, packed, { lr, maxGradNorm: optim.max_norm, loss: { dppo_mask_low: 0.2, dppo_mask_high: 0.2, adv_tau: 1, kl_tau: 1e-3 } });
+      const m = result.metrics;
+      tokens += packed.tokens;
+      trainSeconds += m.seconds!;
+      lastNll = m.nll!;
+      if (step === 1) firstNll = lastNll;
+      const perEnv = Object.fromEntries(Object.entries(result.perEnv).map(([env, e]) => [`nll/${env}`, e.nll!]));
+      record({ step, epoch: batches.epochs, "loss/ce": m["loss/ce"]!, nll: m.nll!, ...(Object.keys(perEnv).length > 1 ? perEnv : {}), "count/ce": m["count/ce"]!, lr, grad_norm: m.grad_norm!, skipped: m.skipped!, tokens: packed.tokens, truncated: packed.truncatedSamples, "throughput/tokens_per_s": m.tokens_per_s!, "time/step": m.seconds! });
+      log(`step ${String(step).padStart(width)}/${totalSteps} | nll ${m.nll!.toFixed(4)} | lr ${fmtLr(lr)} | grad ${m.grad_norm!.toFixed(2)}${m.skipped ? " (skipped: not finite)" : ""} | ${packed.tokens} tok | ${Math.round(m.tokens_per_s!)} tok/s | ${m.seconds!.toFixed(2)} s | epoch ${batches.epochs.toFixed(2)}`);
+      if (config.save.interval > 0 && step % config.save.interval === 0 && step < totalSteps) {
+        const dir = join(config.output_dir, "checkpoints", `step_${step}`);
+        saveModel(model, dir, { dtype: config.save.dtype, sourceDir: config.model.path });
+        log(`saved ${dir}`);
+      }
+      if (config.eval && (step % config.eval.interval === 0 || step === totalSteps)) evalAfter = await runEval(step);
+    }
+    const seconds = (performance.now() - started) / 1000;
+    const modelDir = join(config.output_dir, "model");
+    saveModel(model, modelDir, { dtype: config.save.dtype, sourceDir: config.model.path });
+    return { steps: totalSteps, seconds, trainSeconds, tokens, examples: examples.length, epochs: batches.epochs, truncatedExamples, firstNll, lastNll, modelDir, outputDir: config.output_dir, evalBefore, evalAfter };
+  } finally {
+    model.free();
+  }
+}
