@@ -3,12 +3,6 @@
 import { NativeModel, type DType, type ShimModelConfig } from "../../src/native/model.ts";
 import type { PackedRow } from "../../src/native/train.ts";
 
-// libgomp reads its wait policy when libtorch is loaded. Its default (spin) makes the tiny ops of
-// these tests up to 100x slower when other processes share the 2 cores; PASSIVE removes that.
-// Effective only if no earlier test file loaded the shim: the loader (src/native/ffi.ts) is the
-// right place to set it for every process.
-process.env.OMP_WAIT_POLICY ??= "PASSIVE";
-
 export const TINY: ShimModelConfig = {
   vocab_size: 64,
   hidden_size: 32,
