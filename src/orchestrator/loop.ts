@@ -36,6 +36,7 @@ import { isCheckpointStep } from "./checkpoint.ts";
 import { MetricsLog, Progress, rolloutMetrics } from "./metrics.ts";
 import { packStep } from "./pack.ts";
 import type { PolicyPool } from "./policy.ts";
+import type { TrainEval } from "./train_eval.ts";
 import { runRollout } from "./rollout.ts";
 import { type Draw, type SamplerState, TaskSampler } from "./sampler.ts";
 import { filterZeroAdvantage, rolloutToSamples } from "./samples.ts";
@@ -76,6 +77,8 @@ export interface LoopOptions {
   /** Rejects when a child process dies; every wait races it. */
   failure: Promise<never>;
   resume?: OrchestratorState;
+  /** `[orchestrator.eval]`: run on the base model and on each due version the policy loads. */
+  evaluator?: TrainEval;
   print: (line: string) => void;
   warn: (line: string) => void;
 }
@@ -97,8 +100,9 @@ export async function runTrainLoop(o: LoopOptions): Promise<LoopResult> {
   );
   const metrics = new MetricsLog(runDir, envNames, config.max_steps, o.print);
   if (o.resume) for (const step of metrics.recover(o.resume.step)) o.warn(`step ${step}: metrics line rebuilt from its publish marker (the run was stopped before logging it)`);
-  const watcher = new WeightWatcher(runDir, o.policy, o.resume?.step ?? 0, (step, published, reloadSeconds) =>
-    metrics.publish(step, published, { "time/reload": reloadSeconds }),
+  const evaluator = o.evaluator;
+  const watcher = new WeightWatcher(runDir, o.policy, o.resume?.step ?? 0, (step, published, extra) => metrics.publish(step, published, extra), async (version) =>
+    evaluator?.due(version) ? evaluator.run() : {},
   );
   const progress = new Progress();
   const failures = new FailureWindow(orch.max_failure_rate);
@@ -106,6 +110,7 @@ export async function runTrainLoop(o: LoopOptions): Promise<LoopResult> {
   for (const dir of ["batches", "rollouts"]) mkdirSync(join(runDir, dir), { recursive: true });
 
   try {
+    if (evaluator && !o.resume) metrics.note(0, await guard(evaluator.run()));
     for (let step = (o.resume?.step ?? 0) + 1; step <= config.max_steps; step++) {
       // 1. the async bound
       const gateStart = performance.now();
@@ -354,7 +359,9 @@ export class WeightWatcher {
     private readonly runDir: string,
     private readonly policy: PolicyPool,
     start: number,
-    private readonly onPublished: (step: number, published: PublishedStep, reloadSeconds: number) => void,
+    private readonly onPublished: (step: number, published: PublishedStep, extra: Record<string, number>) => void,
+    /** Runs once the policy serves a new version, before any newer one is loaded (the eval). */
+    private readonly afterLoad: (version: number) => Promise<Record<string, number>>,
     pollMs = 25,
   ) {
     this.published = start;
@@ -386,7 +393,8 @@ export class WeightWatcher {
       await this.policy.load(resolve(weightsDir(this.runDir, newest.step)), newest.step);
       const reloadSeconds = (performance.now() - reloadStart) / 1000;
       this.published = newest.step;
-      for (const marker of markers) this.onPublished(marker.step, marker, marker === newest ? reloadSeconds : 0);
+      const extra = { "time/reload": reloadSeconds, ...(await this.afterLoad(newest.step)) };
+      for (const marker of markers) this.onPublished(marker.step, marker, marker === newest ? extra : {});
       for (const waiter of this.waiters.splice(0)) {
         if (this.published >= waiter.version) waiter.resolve();
         else this.waiters.push(waiter);

@@ -88,7 +88,18 @@ export function consoleLine(step: number, maxSteps: number, m: Metrics, envs: re
     `${num(m["throughput/train_tokens_per_s"], 0)} tok/s`,
     `${num(m["time/step"], 2)}s (rollouts ${num(m["time/rollouts"], 2)} train ${num(m["time/train"], 2)} reload ${num(m["time/reload"], 2)})`,
     `off-policy ${num(m["off_policy/max"], 0)}${m["off_policy/dropped"] ? ` dropped ${m["off_policy/dropped"]}` : ""}${errors}`,
+    ...(evalSummary(m) ? [evalSummary(m)] : []),
   ].join(" | ");
+}
+
+/** "eval math avg@8 0.125 pass@1 0.500" from the eval/<env>/ keys of a line, or "". */
+export function evalSummary(m: Metrics): string {
+  const perEnv = new Map<string, string[]>();
+  for (const [key, value] of Object.entries(m)) {
+    const match = /^eval\/(.+)\/(avg@\d+|pass@1)$/.exec(key);
+    if (match) perEnv.set(match[1]!, [...(perEnv.get(match[1]!) ?? []), `${match[2]} ${num(value)}`]);
+  }
+  return perEnv.size ? `eval ${[...perEnv].map(([env, parts]) => `${env} ${parts.join(" ")}`).join(" ")}` : "";
 }
 
 export class MetricsLog {
@@ -114,6 +125,12 @@ export class MetricsLog {
     this.rows.push(row);
     this.print(consoleLine(step, this.maxSteps, row, this.envs));
     return row;
+  }
+
+  /** A line of its own (the base model's eval, step 0). */
+  note(step: number, metrics: Metrics): void {
+    appendFileSync(this.path, `${JSON.stringify({ step, time: Date.now() / 1000, ...metrics })}\n`);
+    this.print(`step ${step}/${this.maxSteps} | ${evalSummary(metrics)} | ${num(metrics["time/eval"], 2)}s`);
   }
 
   /**

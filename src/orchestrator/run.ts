@@ -20,6 +20,7 @@ import { type LoopResult, type OrchestratorState, runTrainLoop } from "./loop.ts
 import { MetricsLog } from "./metrics.ts";
 import { InProcessPolicy, type PolicyPool, RemotePolicy } from "./policy.ts";
 import { setupTrainEnvs } from "./setup.ts";
+import { TrainEval } from "./train_eval.ts";
 
 export type InferenceMode = "auto" | "spawn" | "in-process";
 
@@ -183,6 +184,7 @@ export async function runTraining(o: TrainOptions): Promise<TrainResult> {
     const tokenizer = Tokenizer.load(config.model.path);
     const renderer = new ChatRenderer(tokenizer);
     const envs = await setupTrainEnvs({ config, source, policy, tokenizer, renderer, info: o.info, warn: o.warn });
+    const evaluator = await TrainEval.create(config, policy, renderer);
     const trainerEnv: Record<string, string> = config.trainer.threads > 0 ? { RLX_THREADS: String(config.trainer.threads) } : {};
     children.spawn({
       name: "trainer",
@@ -191,7 +193,7 @@ export async function runTraining(o: TrainOptions): Promise<TrainResult> {
       mayExit: true,
     });
     o.info(`run ${runDir}: ${envs.map((e) => `${e.resolved.name} (${e.algoName})`).join(", ")}; ${checkpoint ? `resuming after step ${checkpoint.step}` : "starting at step 1"} of ${config.max_steps}`);
-    const result = await runTrainLoop({ config, runDir, envs, policy, renderer, failure: children.failure, ...(resumeState ? { resume: resumeState } : {}), print: o.print, warn: o.warn });
+    const result = await runTrainLoop({ config, runDir, envs, policy, renderer, failure: children.failure, ...(resumeState ? { resume: resumeState } : {}), ...(evaluator ? { evaluator } : {}), print: o.print, warn: o.warn });
     return { ...result, runDir, config };
   } finally {
     process.off("SIGINT", onInt);

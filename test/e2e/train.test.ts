@@ -63,6 +63,12 @@ max_tokens = 12
 port = ${freePort()}
 [ckpt]
 interval = 2
+[orchestrator.eval]
+interval = 2
+num_examples = 3
+k = 2
+[[orchestrator.eval.env]]
+id = "math"
 [[orchestrator.train.env]]
 id = ${letters}
 name = "grpo"
@@ -97,9 +103,13 @@ algo = { type = "opd", teacher = ${teacherRef} }
   const resolved = loadConfig(join(runDir, "config.resolved.toml")).config;
   expect(resolved.orchestrator.train.env.map((e) => `${e.name}:${e.algo.type}`)).toEqual(["grpo:grpo", "max_rl:max_rl", "opsd:opsd", "echo:echo", "sft:sft", "opd:opd"]);
 
-  // metrics: one line per step, per-env rewards, every loss component fed
-  const rows = readMetrics(runDir);
+  // metrics: the base model's eval (step 0), then one line per step with per-env rewards and
+  // every loss component fed; evals at steps 2 (the interval) and 3 (the end)
+  const [base, ...rows] = readMetrics(runDir);
+  expect(base!.step).toBe(0);
   expect(rows.map((r) => r.step)).toEqual([1, 2, 3]);
+  for (const row of [base!, rows[1]!, rows[2]!]) for (const key of ["avg@2", "pass@1", "pass@2", "error_rate"]) expect(row[`eval/math/${key}`]).toBeGreaterThanOrEqual(0);
+  expect(rows[0]!["eval/math/avg@2"]).toBeUndefined();
   for (const env of ["grpo", "max_rl", "opsd", "echo", "sft", "opd"]) expect(rows.some((r) => typeof r[`reward/${env}`] === "number")).toBe(true);
   for (const component of ["rl", "ce", "ref_kl"]) expect(rows.some((r) => r[`count/${component}`]! > 0)).toBe(true);
   for (const key of ["mismatch_kl", "entropy", "loss", "optim/grad_norm", "throughput/train_tokens_per_s", "time/rollouts", "off_policy/max"]) {
