@@ -13,6 +13,7 @@
 //   - The step's token counts per component (the global denominators' numerators) are counted over
 //     the packed rows, after truncation, as the trainer sees them: a sample's first token has no
 //     prediction and belongs to no component.
+import type { PackedRow as NativeRow } from "../native/train.ts";
 import type { TrainingSample } from "./types.ts";
 
 export type StreamName = "rlWeights" | "ceWeights" | "refKlWeights" | "refLogprobs";
@@ -29,21 +30,12 @@ export interface PackedSampleInfo {
   originalLength: number;
 }
 
-/** One packed micro-batch of T tokens (T <= seq_len, rounded up to padMultiple). */
-export interface PackedRow {
-  tokenIds: Int32Array;
-  /** Lengths of the packed samples, then the padding segment if any; they sum to T. */
-  sampleLengths: Int32Array;
-  lossMask: Uint8Array;
-  advantages: Float32Array;
-  inferenceLogprobs: Float32Array;
-  temperatures: Float32Array;
+/** One packed micro-batch of T tokens (T <= seq_len, rounded up to padMultiple): the native
+ * training call's row (sample lengths include the padding segment, if any) plus what the
+ * orchestrator keeps about where each sample sits. */
+export interface PackedRow extends NativeRow {
   /** Per token: index into PackedStep.envs; -1 on padding. */
   envIndex: Int32Array;
-  refLogprobs?: Float32Array;
-  rlWeights?: Float32Array;
-  ceWeights?: Float32Array;
-  refKlWeights?: Float32Array;
   samples: PackedSampleInfo[];
 }
 
