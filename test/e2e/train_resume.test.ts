@@ -103,4 +103,15 @@ ratio = 2
   const trainerLog = readFileSync(join(runDir, "logs/trainer.log"), "utf8");
   expect(trainerLog).toContain(`${join(checkpoints, "step_2")}/trainer/model loaded, training steps 3..6`);
   expect(readdirSync(checkpoints).sort()).toEqual(["step_4", "step_6"]);
+
+  // a finished run is not started over by accident, and another run can branch off a checkpoint
+  const again = await rlx(args).done;
+  expect(again.code).toBe(1);
+  expect(again.err).toContain(`output_dir ${runDir} already holds a run`);
+  const branchDir = join(ws.dir, "branch");
+  const branch = await rlx([...args, "--set", `output_dir=${branchDir}`, "--set", "max_steps=5", "--resume-from", join(checkpoints, "step_4")]).done;
+  expect(branch.code).toBe(0);
+  expect(readMetrics(branchDir).map((row) => row.step)).toEqual([5]);
+  const branchRecords = [...readAudit(branchDir).values()].flat();
+  expect(new Set(branchRecords.map((r) => r.group_id))).toEqual(new Set(records.filter((r) => r.step === 5).map((r) => r.group_id)));
 }, 180_000);
