@@ -161,7 +161,7 @@ export function evalMetrics(result: EnvEval, prefix = "eval"): Record<string, nu
 
 /** Where an eval's tasks come from: an env (built-in id or .ts path) with its args. */
 export interface EvalEnvSpec {
-  /** Name in metrics; defaults to id. */
+  /** Name in metrics; defaults to the env's own id (for a custom env file, its `id`, not the path). */
   name?: string;
   id: string;
   args?: Record<string, unknown>;
@@ -173,7 +173,9 @@ export interface EvalEnvSpec {
 
 /** Creates the env and loads the first `numExamples` tasks of its held-out (eval) split. */
 export async function loadEvalTasks(spec: EvalEnvSpec): Promise<{ name: string; env: Env; tasks: Task[] }> {
-  const env = await createEnv(await loadEnv(spec.id), spec.args ?? {}, `eval env ${spec.name ?? spec.id}`);
+  const definition = await loadEnv(spec.id);
+  const name = spec.name ?? definition.id;
+  const env = await createEnv(definition, spec.args ?? {}, `eval env ${name}`);
   const tasks = await env.load("eval", spec.seed ?? 0);
-  return { name: spec.name ?? spec.id, env, tasks: spec.numExamples < 0 ? tasks : tasks.slice(0, spec.numExamples) };
+  return { name, env, tasks: spec.numExamples < 0 ? tasks : tasks.slice(0, spec.numExamples) };
 }

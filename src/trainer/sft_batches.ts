@@ -1,6 +1,7 @@
 // SFT examples -> step batches. Each epoch visits every example once in a seeded order; a step
-// takes the next examples until its token budget is full (at least one example), running on into
-// the next epoch rather than ending an epoch with a small batch, so every step weighs the same.
+// takes the next examples until its token budget is full (at least one example) or the epoch
+// ends, so a step never holds the same example twice (the last step of an epoch may be smaller;
+// the loss is a per-token mean, so it is only noisier, not louder).
 // The batch becomes training samples whose only loss is cross-entropy on the target tokens
 // (ceWeights; lossMask 0 because nothing was sampled by the policy, so rl and the
 // policy-sampled metrics such as mismatch_kl stay empty), then rows of seq_len via the same
@@ -64,11 +65,11 @@ export class SftBatches {
   next(): SftExample[] {
     const batch: SftExample[] = [];
     let tokens = 0;
-    for (;;) {
-      if (this.#state.position >= this.#order.length) {
-        this.#state = { epoch: this.#state.epoch + 1, position: 0 };
-        this.#order = this.#epochOrder(this.#state.epoch);
-      }
+    if (this.#state.position >= this.#order.length) {
+      this.#state = { epoch: this.#state.epoch + 1, position: 0 };
+      this.#order = this.#epochOrder(this.#state.epoch);
+    }
+    while (this.#state.position < this.#order.length) {
       const example = this.examples[this.#order[this.#state.position]!]!;
       const length = Math.min(example.tokenIds.length, this.options.seqLen);
       if (batch.length > 0 && tokens + length > this.options.batchTokens) return batch;
@@ -76,6 +77,7 @@ export class SftBatches {
       tokens += length;
       this.#state.position++;
     }
+    return batch;
   }
 
   /** The next step packed into rows of seq_len. */

@@ -7,11 +7,13 @@
 // token is context again.
 //
 // How the range is found without knowing the template: render messages[0..i-1] with the generation
-// prompt; that text must be a prefix of the whole rendering (the extension property the rollout
-// driver also needs), and the target starts where it ends. The target ends after the first stop
-// token in the template's scaffold of message i (a stop token's spelling inside the message's
-// content is text, not a stop). Tokens come from the same attributed rendering rollouts use, split
-// at those two character positions, so SFT and RL see the same ids for the same conversation.
+// prompt (the target starts where it ends) and messages[0..i] without it (the turn as generated;
+// the target ends after the first stop token past the message's content, so a stop token spelled
+// inside the content is text, not a stop). The whole conversation's rendering must start with
+// that much of the turn as generated (the extension property the rollout driver also needs);
+// templates that rewrite earlier turns fail here with the row named. Tokens come from the same
+// attributed rendering rollouts use, split at those character positions, so SFT and RL see the
+// same ids for the same conversation.
 import { EnvError } from "../errors.ts";
 import type { ChatRenderer, RenderOptions, Span } from "../model/render.ts";
 import type { SftConversation } from "./sft_data.ts";
@@ -23,27 +25,22 @@ export interface SftTokens {
 }
 
 /** The [start, end) character range of the assistant turn at `index` that the model generates. */
-function targetRange(renderer: ChatRenderer, conv: SftConversation, index: number, text: string, spans: Span[], stops: string[]): [number, number] {
+function targetRange(renderer: ChatRenderer, conv: SftConversation, index: number, text: string, stops: string[]): [number, number] {
   const options: RenderOptions = { tools: conv.tools, addGenerationPrompt: true };
   const prompt = renderer.text(conv.messages.slice(0, index), options);
-  if (!text.startsWith(prompt)) {
-    throw new EnvError(`${conv.where}: the chat template does not extend its rendering of the turns before assistant message ${index} (it rewrites earlier turns), so that turn's target tokens cannot be located`, {
+  // The conversation right after this turn was generated: the turn is its last message.
+  const asGenerated = renderer.text(conv.messages.slice(0, index + 1), { ...options, addGenerationPrompt: false });
+  const content = conv.messages[index]!.content;
+  const contentAt = content ? asGenerated.indexOf(content, prompt.length) : -1;
+  const from = contentAt >= 0 ? contentAt + content.length : prompt.length;
+  const stopEnds = stops.map((stop) => asGenerated.indexOf(stop, from) + stop.length).filter((e) => e > from);
+  const end = stopEnds.length > 0 ? Math.min(...stopEnds) : asGenerated.length; // no stop token: the whole turn
+  if (!asGenerated.startsWith(prompt) || !text.startsWith(asGenerated.slice(0, end))) {
+    throw new EnvError(`${conv.where}: the chat template renders the turns up to assistant message ${index} differently once later turns follow (it rewrites earlier turns), so what the model generated in that turn cannot be located`, {
       fix: "put each assistant turn in its own row (prompt = the turns before it, completion = the turn)",
     });
   }
-  const own = spans.filter((s) => s.messageIndex === index);
-  const end = own.at(-1)?.end ?? prompt.length;
-  for (const span of own) {
-    if (span.isContent || span.end <= prompt.length) continue;
-    const from = Math.max(span.start, prompt.length);
-    let stopEnd = Number.POSITIVE_INFINITY;
-    for (const stop of stops) {
-      const at = text.indexOf(stop, from);
-      if (at !== -1 && at + stop.length <= span.end) stopEnd = Math.min(stopEnd, at + stop.length);
-    }
-    if (Number.isFinite(stopEnd)) return [prompt.length, stopEnd];
-  }
-  return [prompt.length, end]; // a template that writes no stop token: the whole turn
+  return [prompt.length, end];
 }
 
 /** Cuts spans at `cuts` so that every piece lies wholly inside or outside each target range. */
@@ -68,7 +65,7 @@ export function tokenizeConversation(renderer: ChatRenderer, conv: SftConversati
   const stops = renderer.tokenizer.stopIds.map((id) => renderer.tokenizer.tokenString(id) ?? "").filter((s) => s.length > 0);
   const ranges: Array<[number, number]> = [];
   conv.messages.forEach((m, i) => {
-    if (i >= conv.targetsFrom && m.role === "assistant") ranges.push(targetRange(renderer, conv, i, attributed.text, attributed.spans, stops));
+    if (i >= conv.targetsFrom && m.role === "assistant") ranges.push(targetRange(renderer, conv, i, attributed.text, stops));
   });
   const pieces = splitSpans(attributed.spans, ranges.flat().sort((a, b) => a - b));
   const out: SftTokens = { tokenIds: [], ceWeights: [] };

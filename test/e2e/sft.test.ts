@@ -1,0 +1,115 @@
+// `rlx sft` end to end on a micro model: the CLI learns two demonstrations of held-out math tasks
+// well enough to solve them greedily (eval 0 -> 1, the loop from data to skill), writes the run
+// directory `rlx report` and `rlx eval` read, and its first step's loss is the mean negative
+// logprob of exactly the target tokens, as an independent path (prefill scoring) computes it.
+import { beforeAll, expect, test } from "bun:test";
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { sftConfigSchema } from "../../src/config/sft.ts";
+import { loadModel } from "../../src/model/hf.ts";
+import { ChatRenderer } from "../../src/model/render.ts";
+import { Tokenizer } from "../../src/model/tokenizer.ts";
+import { score } from "../../src/native/generate.ts";
+import { prepareExamples, runSft } from "../../src/trainer/sft.ts";
+import { microModelDir } from "../unit/serve_fixture.ts";
+
+const ROOT = join(import.meta.dir, "../..");
+const ARGS = '{"operations": ["+"]}';
+
+function rlx(args: string[]) {
+  const proc = Bun.spawnSync([process.execPath, join(ROOT, "src/main.ts"), ...args], { cwd: ROOT, stdout: "pipe", stderr: "pipe" });
+  return { code: proc.exitCode, out: proc.stdout.toString(), err: proc.stderr.toString() };
+}
+
+let dir: string;
+let model: string;
+let demos: string;
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), "rlx-sft-e2e-"));
+  model = await microModelDir({ dir: join(dir, "micro"), sharpen: 1 });
+  demos = join(dir, "demos.jsonl");
+  // Demonstrations of the first two held-out tasks: the ones `[eval]` and `rlx eval --n 2` use.
+  const wrote = rlx(["env", "demos", "math", "--split", "eval", "--n", "2", "--args", ARGS, "--out", demos]);
+  expect(wrote.code).toBe(0);
+});
+
+test("rlx sft: step lines, a summary with eval before/after, a run directory, and a model that solves what it was taught", () => {
+  const out = join(dir, "run");
+  const config = join(dir, "sft.toml");
+  writeFileSync(config, [
+    `output_dir = "${out}"`,
+    `[model]\npath = "${model}"`,
+    `[data]\npath = "${demos}"`,
+    "[trainer]\nsteps = 60\nbatch_tokens = 1024\nseq_len = 512",
+    "[trainer.optim]\nlr = 1e-2",
+    `[eval]\nenv = [{ id = "math", args = ${ARGS.replaceAll(":", " =").replaceAll('"operations"', "operations")} }]\nnum_examples = 2\nmax_tokens = 40\ninterval = 30`,
+  ].join("\n"));
+  const run = rlx(["sft", config, "--set", "save.interval=30"]);
+  expect(run.err).toBe("");
+  expect(run.code).toBe(0);
+  const lines = run.out.split("\n");
+  expect(lines.filter((l) => /^step +\d+\/60 \| nll \d+\.\d{4} \| lr 1\.0e-2 \| grad \d+\.\d+ \| \d+ tok \| \d+ tok\/s \| \d+\.\d+ s \| epoch \d+\.\d\d$/.test(l))).toHaveLength(60);
+  expect(run.out).toMatch(/eval {2}step 0: math avg@1 0\.000 pass@1 0\.000 greedy\/pass@1 0\.000/);
+  expect(run.out).toMatch(/math greedy\/pass@1 +0\.000 +1\.000/);
+  expect(run.out).toContain(join(out, "model"));
+
+  const rows = readFileSync(join(out, "metrics.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l) as Record<string, number>);
+  expect(rows.filter((r) => "nll" in r).map((r) => r.step)).toEqual(Array.from({ length: 60 }, (_, i) => i + 1));
+  expect(rows.filter((r) => "eval/math/greedy/pass@1" in r).map((r) => [r.step, r["eval/math/greedy/pass@1"]])).toEqual([[0, 0], [30, expect.any(Number)], [60, 1]]);
+  const nll = rows.filter((r) => "nll" in r).map((r) => r.nll!);
+  expect(nll.at(-1)!).toBeLessThan(nll[0]! / 20);
+  expect(existsSync(join(out, "config.resolved.toml"))).toBe(true);
+  expect(existsSync(join(out, "checkpoints", "step_30", "model.safetensors"))).toBe(true);
+  expect(existsSync(join(out, "checkpoints", "step_60"))).toBe(false); // the last step is the final model
+
+  // The saved model is a plain HF directory: rlx eval loads it and agrees with the in-loop eval.
+  const evaluated = rlx(["eval", "--model", join(out, "model"), "--env", "math", "--args", ARGS, "--n", "2", "--k", "2", "--max-tokens", "40", "--json"]);
+  expect(evaluated.code).toBe(0);
+  const report = JSON.parse(evaluated.out) as { envs: Array<{ metrics: Record<string, number>; results: Array<{ greedyReward: number }> }> };
+  expect(report.envs[0]!.metrics["greedy/pass@1"]).toBe(1);
+  expect(report.envs[0]!.results.map((r) => r.greedyReward)).toEqual([1, 1]);
+}, 120_000);
+
+test("the first step's loss is the mean -logprob of the target tokens, as prefill scoring computes it", async () => {
+  const config = sftConfigSchema.parse({
+    output_dir: join(dir, "nll"),
+    model: { path: model },
+    data: { path: demos },
+    trainer: { steps: 1, batch_tokens: 4096, seq_len: 512 },
+  });
+  const summary = await runSft(config, { log: () => {} });
+
+  const examples = prepareExamples(new ChatRenderer(Tokenizer.load(model)), [demos], 512);
+  using reference = await loadModel(model);
+  const { logprobs } = score(reference, examples.map((e) => e.tokenIds));
+  let sum = 0;
+  let count = 0;
+  examples.forEach((e, i) => {
+    e.ceWeights.forEach((w, t) => {
+      if (w && t > 0) (sum -= logprobs[i]![t]!), count++;
+    });
+  });
+  expect(count).toBe(examples.reduce((n, e) => n + e.ceWeights.filter(Boolean).length, 0));
+  expect(Math.abs(summary.firstNll - sum / count)).toBeLessThan(1e-4 * (sum / count));
+  expect(summary.steps).toBe(1);
+  expect(existsSync(join(dir, "nll", "model", "model.safetensors"))).toBe(true);
+}, 60_000);
+
+test("rlx sft: a bad config or dataset row fails before training, naming the key or the line", () => {
+  const bad = join(dir, "bad.jsonl");
+  writeFileSync(bad, '{"prompt": "q", "completion": "a"}\n{"prompt": "q"}\n');
+  const config = join(dir, "bad.toml");
+  writeFileSync(config, `output_dir = "${join(dir, "bad-run")}"\n[model]\npath = "${model}"\n[data]\npath = "${bad}"\n`);
+  const row = rlx(["sft", config]);
+  expect(row.code).toBe(1);
+  expect(row.err).toContain(`${bad}:2: a row needs "messages", or "prompt" and "completion"`);
+  expect(existsSync(join(dir, "bad-run"))).toBe(false);
+  const key = rlx(["sft", config, "--set", "trainer.stepz=3"]);
+  expect(key.code).toBe(1);
+  expect(key.err).toContain("trainer.stepz: unknown key");
+  const noArgs = rlx(["sft"]);
+  expect(noArgs.code).toBe(1);
+  expect(noArgs.err).toContain("Missing required positional argument: CONFIG");
+}, 60_000);
