@@ -135,6 +135,25 @@ export class Children {
   }
 }
 
+/**
+ * For a child of `rlx train` (RLX_PARENT_PID is in its environment): exits when that process is
+ * gone, which is how children end after a SIGKILL of the orchestrator, the one exit it cannot
+ * clean up after. `rlx serve` calls it; the trainer watches its --parent-pid between steps.
+ */
+export function exitWithParent(pollMs = 500): void {
+  const pid = Number(process.env.RLX_PARENT_PID);
+  if (!Number.isInteger(pid) || pid <= 0) return;
+  const timer = setInterval(() => {
+    try {
+      process.kill(pid, 0);
+    } catch {
+      console.error(`rlx: the parent process ${pid} is gone; exiting`);
+      process.exit(1);
+    }
+  }, pollMs);
+  timer.unref();
+}
+
 function indent(text: string): string {
   return text
     .split("\n")
