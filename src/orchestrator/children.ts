@@ -138,7 +138,8 @@ export class Children {
 /**
  * For a child of `rlx train` (RLX_PARENT_PID is in its environment): exits when that process is
  * gone, which is how children end after a SIGKILL of the orchestrator, the one exit it cannot
- * clean up after. `rlx serve` calls it; the trainer watches its --parent-pid between steps.
+ * clean up after. For `rlx serve` (rlx train passes it RLX_PARENT_PID); the trainer instead
+ * watches its --parent-pid between steps.
  */
 export function exitWithParent(pollMs = 500): void {
   const pid = Number(process.env.RLX_PARENT_PID);
