@@ -190,6 +190,38 @@ int rlx_gen_remove(void* gen, int slot);
 int rlx_score(void* model, int64_t total, const int32_t* token_ids, const int32_t* lengths, int n,
               const float* temperatures, int64_t row_tokens, float* out_logprobs, float* out_entropy);
 
+/* ---- distributed (data-parallel trainer ranks over c10d) --------------------------------- */
+/* A process group of world_size ranks joined by a c10d store. backend: "gloo" (CPU; needs a
+ * shim built with -DUSE_C10D_GLOO) or "nccl" (CUDA libtorch only; tensors on the current CUDA
+ * device). store: "tcp" (address = host, rank 0 serves the TCPStore on port) or "file"
+ * (address = a path on a filesystem every rank sees; it must not hold a previous run's store).
+ * timeout_ms bounds the rendezvous and every collective: a rank that dies or never arrives makes
+ * the others fail with an error naming this rank and the call, never a hang. After a failed
+ * collective the group refuses further calls. Where the backend was not compiled in, create
+ * fails saying so; rlx_dist_available tells beforehand (1 yes, 0 no). */
+int rlx_dist_available(const char* backend);
+void* rlx_dist_create(const char* backend, const char* store, const char* address, int port, int rank, int world_size,
+                      int64_t timeout_ms);
+int rlx_dist_free(void* group);
+/* Sums every parameter's gradient over the ranks, in place, in buckets of about bucket_bytes
+ * (<= 0: 25 MiB). SUM, not mean: rlx's losses are divided by global token counts (all ranks), so
+ * the summed gradient is the single-rank gradient of the whole step. A parameter without a
+ * gradient counts as zeros and has one afterwards. A non-finite-loss mark on any rank is set on
+ * all, so every rank skips the same optimizer update. */
+int rlx_dist_allreduce_grads(void* group, void* model, int64_t bucket_bytes);
+/* Reduces n values in place over the ranks. dtype: RLX_F32, RLX_F64 or RLX_I64; op: below. */
+#define RLX_I64 4 /* int64: rlx_dist_allreduce only */
+#define RLX_DIST_SUM 0
+#define RLX_DIST_MIN 1
+#define RLX_DIST_MAX 2
+int rlx_dist_allreduce(void* group, void* data, int dtype, int64_t n, int op);
+/* Copies root's parameters to every rank (bit-exact, any dtype). */
+int rlx_dist_broadcast_params(void* group, void* model, int root);
+/* Checks that every rank holds bit-identical parameters (a 64-bit digest per parameter): 0, or an
+ * error naming how many differ and the first one. */
+int rlx_dist_verify_params(void* group, void* model);
+int rlx_dist_barrier(void* group);
+
 #ifdef __cplusplus
 }
 #endif

@@ -42,6 +42,15 @@ export const symbols = {
   rlx_gen_step: { args: [ptr, ptr, ptr, ptr, ptr, i32], returns: i32 },
   rlx_gen_remove: { args: [ptr, i32], returns: i32 },
   rlx_score: { args: [ptr, i64, ptr, ptr, i32, ptr, i64, ptr, ptr], returns: i32 },
+  // distributed
+  rlx_dist_available: { args: [ptr], returns: i32 },
+  rlx_dist_create: { args: [ptr, ptr, ptr, i32, i32, i32, i64], returns: ptr },
+  rlx_dist_free: { args: [ptr], returns: i32 },
+  rlx_dist_allreduce_grads: { args: [ptr, ptr, i64], returns: i32 },
+  rlx_dist_allreduce: { args: [ptr, ptr, i32, i64, i32], returns: i32 },
+  rlx_dist_broadcast_params: { args: [ptr, ptr, i32], returns: i32 },
+  rlx_dist_verify_params: { args: [ptr, ptr], returns: i32 },
+  rlx_dist_barrier: { args: [ptr], returns: i32 },
 } as const;
 
 export const ABI_VERSION = 1;

@@ -48,6 +48,12 @@ export interface StepOptions {
   lr: number;
   maxGradNorm: number;
   loss: LossSettings;
+  /** The whole step's denominators when `step.rows` is only part of it (a data-parallel rank's
+   * share, all-reduced before the first row: src/trainer/ranks.ts); absent, counted over step.rows. */
+  denominators?: Denominators;
+  /** Sums the metric sums over the ranks in place (flat: the `all` block, then one per env, in
+   * METRIC_FIELDS order) before they are summarized, so every rank logs the whole step. */
+  reduceSums?: (flat: Float64Array) => void;
 }
 
 export type StepMetrics = Record<string, number>;
@@ -64,6 +70,12 @@ export const zeroSums = (): MetricSums => Object.fromEntries(METRIC_FIELDS.map((
 
 function addInto(into: MetricSums, from: MetricSums): void {
   for (const f of METRIC_FIELDS) into[f] += from[f];
+}
+
+function reduceInPlace(blocks: MetricSums[], reduce: (flat: Float64Array) => void): void {
+  const flat = Float64Array.from(blocks.flatMap((block) => METRIC_FIELDS.map((f) => block[f])));
+  reduce(flat);
+  blocks.forEach((block, b) => METRIC_FIELDS.forEach((f, i) => (block[f] = flat[b * METRIC_FIELDS.length + i]!)));
 }
 
 /** N_x = max(1, count) from the rows' member counts. */
@@ -104,7 +116,7 @@ export function summarize(s: MetricSums, n: Denominators): StepMetrics {
 /** Runs one optimizer step over a packed step batch. */
 export function trainStep(policy: Policy, step: PackedStep, opts: StepOptions): StepResult {
   const started = performance.now();
-  const denominators = denominatorsOf(step.rows);
+  const denominators = opts.denominators ?? denominatorsOf(step.rows);
   const all = zeroSums();
   const perEnv = step.envs.map(zeroSums);
   for (const row of step.rows) {
@@ -112,6 +124,7 @@ export function trainStep(policy: Policy, step: PackedStep, opts: StepOptions): 
     addInto(all, result.all);
     result.envs.forEach((sums, e) => addInto(perEnv[e]!, sums));
   }
+  if (opts.reduceSums) reduceInPlace([all, ...perEnv], opts.reduceSums);
   const optim = policy.optimizerStep(opts.lr, opts.maxGradNorm);
   const seconds = (performance.now() - started) / 1000;
   const metrics = {

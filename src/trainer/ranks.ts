@@ -1,0 +1,96 @@
+// One optimizer step on one data-parallel trainer rank (issue 9): what the trainer process calls
+// instead of trainStep when `trainer.world_size` > 1. Every rank reads the same whole step batch,
+// computes the same balanced plan (src/orchestrator/balance.ts) and trains only its own rows:
+//
+//   1. its rows' member counts, all-reduced once, before the first micro-batch: the global
+//      denominators N_rl, N_ce, N_ref_kl (and checked against the whole step's own counts, which
+//      every rank can see: a mismatch means the ranks disagree on the plan);
+//   2. forward + backward of its rows, gradients accumulating locally;
+//   3. in the Policy's optimizer step: the gradient all-reduce (a SUM: with global denominators
+//      that is the single-rank gradient), then clipping and AdamW, identical on every rank, so the
+//      weights stay identical without a broadcast;
+//   4. the metric sums all-reduced too, so every rank (rank 0 logs) reports the whole step.
+//
+// The hook point is the Policy (src/trainer/step.ts): wrapping its optimizerStep keeps the step
+// driver unaware of ranks, and the pure-TS and native policies alike get the same all-reduce.
+import type { NativeModel } from "../native/model.ts";
+import { RlxError } from "../errors.ts";
+import { type BalanceOptions, balanceStep, type CostModel } from "../orchestrator/balance.ts";
+import type { PackedRow, PackedStep } from "../orchestrator/pack.ts";
+import { rowCounts } from "../orchestrator/pack.ts";
+import { type Denominators, denominatorsOf, type Policy, type StepOptions, type StepResult, trainStep } from "./step.ts";
+
+/** The collectives a rank needs (src/native/dist.ts ProcessGroup has them). */
+export interface RankGroup {
+  readonly rank: number;
+  readonly worldSize: number;
+  allreduceCounts(counts: BigInt64Array | Float64Array): void;
+  allreduceGrads(model: NativeModel, bucketBytes?: number): void;
+}
+
+export interface DataParallel {
+  group: RankGroup;
+  /** The model whose gradients are all-reduced (the policy's). */
+  model: NativeModel;
+  cost: CostModel;
+  balance?: BalanceOptions;
+  bucketBytes?: number;
+}
+
+/** This rank's rows of a step: the same plan on every rank, its own share of it. */
+export function rankRows(step: PackedStep, rank: number, worldSize: number, cost: CostModel, opts: BalanceOptions = {}) {
+  const plan = balanceStep(step, worldSize, cost, opts);
+  return { rows: plan.ranks[rank]!, plan };
+}
+
+/** The step's denominators from this rank's rows, all-reduced over the ranks (exact int64). */
+export function globalDenominators(rows: readonly PackedRow[], group: RankGroup): Denominators {
+  const counts = new BigInt64Array(3);
+  for (const row of rows) {
+    const c = rowCounts(row);
+    counts[0]! += BigInt(c.rl);
+    counts[1]! += BigInt(c.ce);
+    counts[2]! += BigInt(c.refKl);
+  }
+  group.allreduceCounts(counts);
+  const at = (i: number) => Math.max(1, Number(counts[i]!));
+  return { rl: at(0), ce: at(1), refKl: at(2) };
+}
+
+/** The policy with the gradient all-reduce in front of its optimizer step. */
+export function allReducingPolicy(policy: Policy, dp: DataParallel): Policy {
+  return {
+    trainRow: (row, numEnvs, n, loss) => policy.trainRow(row, numEnvs, n, loss),
+    optimizerStep(lr, maxGradNorm) {
+      dp.group.allreduceGrads(dp.model, dp.bucketBytes);
+      return policy.optimizerStep(lr, maxGradNorm);
+    },
+  };
+}
+
+/** One optimizer step of a whole step batch, this rank training its share. Collective: every
+ * rank must call it with the same step. */
+export function trainStepOnRank(dp: DataParallel, policy: Policy, step: PackedStep, opts: StepOptions): StepResult {
+  const { rank, worldSize } = dp.group;
+  const { rows, plan } = rankRows(step, rank, worldSize, dp.cost, dp.balance);
+  const denominators = globalDenominators(rows, dp.group);
+  const whole = denominatorsOf(step.rows);
+  if (whole.rl !== denominators.rl || whole.ce !== denominators.ce || whole.refKl !== denominators.refKl) {
+    throw new RlxError(
+      `rank ${rank} of ${worldSize}: the ranks' token counts (rl ${denominators.rl}, ce ${denominators.ce}, ref_kl ${denominators.refKl}) ` +
+        `differ from the step's (rl ${whole.rl}, ce ${whole.ce}, ref_kl ${whole.refKl}): the ranks split the step differently`,
+      { fix: "run the same rlx build on every rank, reading the same step file" },
+    );
+  }
+  const reduceSums = (flat: Float64Array) => dp.group.allreduceCounts(flat);
+  // tokens stays the whole step's, so tokens_per_s is the step's throughput over all ranks.
+  const result = trainStep(allReducingPolicy(policy, dp), { ...step, rows }, { ...opts, denominators, reduceSums });
+  const mean = plan.loads.reduce((a, b) => a + b, 0) / worldSize;
+  Object.assign(result.metrics, {
+    world_size: worldSize,
+    "balance/max_over_mean": mean > 0 ? Math.max(...plan.loads) / mean : 1,
+    "balance/splits": plan.splits,
+    "balance/dummies": plan.dummies,
+  });
+  return result;
+}

@@ -1,0 +1,173 @@
+// Data-parallel trainer ranks over c10d Gloo (issue 9), with real processes: two ranks joined by a
+// FileStore (or a TCPStore) in a temp dir, each a Bun process running fixtures/dist_rank.ts with
+// one thread, against the single-rank step in this process on the same batch.
+//   - the all-reduced gradient and the updated weights equal the single-rank ones (float32
+//     tolerance), and both ranks end bit-identical;
+//   - broadcastParams makes different starting weights identical (verifyParams says so before);
+//   - a rank that dies mid-step, or stops answering, makes the other fail with an error naming
+//     its rank and the call, within the timeout: no hang.
+import { afterAll, describe, expect, test } from "bun:test";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { distAvailable, ProcessGroup } from "../../src/native/dist.ts";
+import { NativeOptimizer } from "../../src/native/train.ts";
+import { nativePolicy, trainStep, type StepResult } from "../../src/trainer/step.ts";
+import { distStep, STEP_OPTIONS } from "./fixtures/dist_batch.ts";
+import { readGrads, readParams, tinyModel } from "./tiny_model.ts";
+
+const FIXTURE = join(import.meta.dir, "fixtures/dist_rank.ts");
+const dir = mkdtempSync(join(tmpdir(), "rlx-dist-"));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+const gloo = await distAvailable("gloo");
+
+type Json = Record<string, unknown>;
+interface RankOutput {
+  verifyBefore: string;
+  rowsTrained: number;
+  metrics: Record<string, number>;
+  grads: Record<string, number[]>;
+  params: Record<string, number[]>;
+}
+
+function spawnRank(args: Json) {
+  return Bun.spawn([process.execPath, FIXTURE, JSON.stringify(args)], {
+    env: { ...process.env, RLX_THREADS: "1" },
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+}
+
+async function freePort(): Promise<number> {
+  const server = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
+  const port = server.port;
+  server.stop(true);
+  return port;
+}
+
+/** Largest |a - b| over every entry, relative to max(1e-3, largest |b|) of the same parameter. */
+function worstRelative(a: Record<string, number[]>, b: Map<string, Float64Array>): number {
+  let worst = 0;
+  for (const [name, y] of b) {
+    const x = a[name]!;
+    const scale = Math.max(1e-3, ...Array.from(y, Math.abs));
+    for (let i = 0; i < y.length; i++) worst = Math.max(worst, Math.abs(x[i]! - y[i]!) / scale);
+  }
+  return worst;
+}
+
+function maxAbsDiff(a: Record<string, number[]>, b: Map<string, Float64Array>): number {
+  let worst = 0;
+  for (const [name, y] of b) y.forEach((v, i) => (worst = Math.max(worst, Math.abs(a[name]![i]! - v))));
+  return worst;
+}
+
+async function singleRank() {
+  using model = await tinyModel({ seed: 3 });
+  const initial = readParams(model);
+  using optimizer = NativeOptimizer.create(model);
+  const inner = nativePolicy(model, optimizer);
+  let grads = new Map<string, Float64Array>();
+  const result: StepResult = trainStep(
+    { trainRow: inner.trainRow, optimizerStep: (lr, clip) => ((grads = readGrads(model)), inner.optimizerStep(lr, clip)) },
+    distStep(),
+    STEP_OPTIONS,
+  );
+  return { initial, grads, params: readParams(model), metrics: result.metrics };
+}
+
+describe.skipIf(!gloo)("two Gloo ranks", () => {
+  test("gradient and updated weights equal the single-rank step; broadcast makes the ranks identical", async () => {
+    const store = { type: "file", path: join(dir, "store-step") };
+    const outs = [0, 1].map((rank) => join(dir, `rank${rank}.json`));
+    const procs = [0, 1].map((rank) => spawnRank({ rank, worldSize: 2, store, mode: "step", out: outs[rank] }));
+    const codes = await Promise.all(procs.map((p) => p.exited));
+    const errs = await Promise.all(procs.map((p) => new Response(p.stderr).text()));
+    expect({ codes, errs }).toEqual({ codes: [0, 0], errs: ["", ""] });
+    const [r0, r1] = outs.map((path) => JSON.parse(readFileSync(path, "utf8")) as RankOutput);
+    const single = await singleRank();
+
+    // Rank 1 started from other weights: verify said so, the broadcast fixed it.
+    expect(r1!.verifyBefore).toMatch(/rank 1 of 2: \d+ of \d+ parameters differ across ranks \(first: /);
+    // Both ranks trained, the same number of micro-batches, the whole step between them.
+    expect(r0!.rowsTrained).toBe(r1!.rowsTrained);
+    expect(r0!.rowsTrained).toBeGreaterThan(1);
+    expect(r0!.metrics.micro_batches).toBe(r0!.rowsTrained);
+    // One all-reduced gradient: identical on both ranks, equal to the single-rank one.
+    expect(r0!.grads).toEqual(r1!.grads);
+    expect(r0!.params).toEqual(r1!.params);
+    expect(worstRelative(r0!.grads, single.grads)).toBeLessThan(1e-5);
+    expect(worstRelative(r0!.params, single.params)).toBeLessThan(1e-5);
+    // ... to within 1e-3 of what the step moved them (AdamW's first step: about lr = 1e-3 each).
+    expect(maxAbsDiff(r0!.params, single.initial)).toBeGreaterThan(5e-4);
+    expect(maxAbsDiff(r0!.params, single.params)).toBeLessThan(1e-6);
+    // The logged step is the whole step's on every rank: loss, counts, grad norm.
+    for (const key of ["count/rl", "count/ce", "count/ref_kl", "tokens"]) expect(r0!.metrics[key]).toBe(single.metrics[key]!);
+    for (const key of ["loss", "loss/rl", "loss/ce", "loss/ref_kl", "grad_norm", "entropy"]) {
+      expect(r0!.metrics[key]).toBeCloseTo(single.metrics[key]!, 5);
+    }
+    expect(single.metrics["count/ce"]).toBeGreaterThan(0);
+    expect(single.metrics["count/ref_kl"]).toBeGreaterThan(0);
+    expect(r0!.metrics.world_size).toBe(2);
+    expect(r0!.metrics["balance/max_over_mean"]).toBeGreaterThanOrEqual(1);
+  }, 90_000);
+
+  async function survivor(mode: "die" | "hang", store: Json, timeoutMs: number) {
+    const started = performance.now();
+    const procs = [0, 1].map((rank) => spawnRank({ rank, worldSize: 2, store, mode, timeoutMs }));
+    const code0 = await procs[0]!.exited;
+    const seconds = (performance.now() - started) / 1000;
+    procs[1]!.kill(9);
+    const code1 = await procs[1]!.exited;
+    return { code0, code1, seconds, stderr: await new Response(procs[0]!.stderr).text() };
+  }
+
+  test("a rank that dies mid-step (TCP store) fails the other with a named error at once", async () => {
+    const { code0, code1, seconds, stderr } = await survivor("die", { type: "tcp", host: "127.0.0.1", port: await freePort() }, 30_000);
+    expect(code1).toBe(7);
+    expect(code0).toBe(1);
+    expect(stderr).toMatch(/^rank 0 of 2: (gradient )?all-reduce.* failed: .*(closed|reset)/m);
+    expect(stderr).toContain("fix: end every rank and restart them");
+    expect(seconds).toBeLessThan(25); // far below the 30 s timeout: a dead peer is seen at once
+  }, 90_000);
+
+  test("a rank that stops answering fails the other after timeoutMs, not later", async () => {
+    const { code0, seconds, stderr } = await survivor("hang", { type: "file", path: join(dir, "store-hang") }, 3000);
+    expect(code0).toBe(1);
+    expect(stderr).toMatch(/^rank 0 of 2: all-reduce of 3 values failed: .*Timed out.*timeout_ms = 3000/m);
+    expect(seconds).toBeLessThan(30);
+  }, 90_000);
+});
+
+describe.skipIf(!gloo)("a one-rank group in this process", () => {
+  test("collectives are the identity; bad arguments and a missing peer are named errors", async () => {
+    using group = await ProcessGroup.create({ rank: 0, worldSize: 1, store: { type: "file", path: join(dir, "store-one") }, timeoutMs: 5000 });
+    const counts = BigInt64Array.of(3n, 2n ** 60n);
+    group.allreduceCounts(counts);
+    expect(Array.from(counts)).toEqual([3n, 2n ** 60n]);
+    const sums = Float32Array.of(1.5, -2);
+    group.allreduce(sums, "max");
+    expect(Array.from(sums)).toEqual([1.5, -2]);
+    group.barrier();
+    using model = await tinyModel({ seed: 9 });
+    const before = readParams(model);
+    group.broadcastParams(model, 0);
+    group.verifyParams(model);
+    expect(readParams(model)).toEqual(before);
+    // No gradient yet: the all-reduce gives every parameter a zero one.
+    group.allreduceGrads(model);
+    for (const g of readGrads(model).values()) expect(g.every((x) => x === 0)).toBe(true);
+    expect(() => group.broadcastParams(model, 1)).toThrow(/root must be in 0..0, got 1/);
+
+    await expect(ProcessGroup.create({ rank: 2, worldSize: 2, store: { type: "file", path: join(dir, "x") } })).rejects.toThrow(/rank must be in 0..1, got 2/);
+    await expect(ProcessGroup.create({ rank: 0, worldSize: 1, backend: "mpi" as "gloo", store: { type: "file", path: join(dir, "y") } })).rejects.toThrow(/unknown backend "mpi"/);
+    await expect(ProcessGroup.create({ rank: 0, worldSize: 1, backend: "nccl", store: { type: "file", path: join(dir, "z") } })).rejects.toThrow(/no NCCL process groups/);
+    const started = performance.now();
+    await expect(ProcessGroup.create({ rank: 0, worldSize: 2, store: { type: "file", path: join(dir, "alone") }, timeoutMs: 1000 })).rejects.toThrow(
+      /rank 0 of 2: the gloo rendezvous over file .* failed \(did every rank start/,
+    );
+    expect(performance.now() - started).toBeLessThan(10_000);
+    group.free();
+    expect(() => group.barrier()).toThrow(/freed/);
+  }, 60_000);
+});
