@@ -2,7 +2,7 @@
 // against a PyTorch-eager KV-cache loop of the same model (bench/reference/generate.py), for
 // batch 1, 16 and 64, side by side in one command.
 //
-//   bun bench/generate.ts [--presets tiny] [--batches 1,16,64] [--prompt 32] [--new 64] [--rounds 3]
+//   bun bench/generate.ts [--presets tiny] [--batches 1,16,64] [--prompt 32] [--new 64] [--rounds 3] [--threads N]
 //
 // Both sides: B prompts of equal length, one prefill (timed apart, with the first token), then
 // new - 1 decode steps of one forward and one temperature-1 sample per sequence; decode tok/s is
@@ -12,6 +12,7 @@ import { cpus } from "node:os";
 import { PRESETS } from "../src/model/presets.ts";
 import { NativeGenerator } from "../src/native/generate.ts";
 import { NativeModel, shimConfigJson } from "../src/native/model.ts";
+import { loadNative } from "../src/native/ffi.ts";
 import { runtimeInfo } from "../src/native/runtime.ts";
 import { flag, median, printTable, runReference } from "./_reference.ts";
 
@@ -38,7 +39,9 @@ const batches = flag("batches", "1,16,64").split(",").map(Number);
 const promptLength = Number(flag("prompt", "32"));
 const newTokens = Number(flag("new", "64"));
 const rounds = Number(flag("rounds", "3"));
-const threads = cpus().length;
+// Both sides use the same intra-op thread count (default: one per core).
+const threads = Number(flag("threads", String(cpus().length)));
+await loadNative(threads);
 const info = await runtimeInfo();
 console.log(`libtorch ${info.torch_version}, BLAS ${info.blas}, ${info.threads} threads; prompt ${promptLength}, ${newTokens} new tokens, ${rounds} rounds\n`);
 

@@ -2,8 +2,9 @@
 // (bench/reference/train_step.py), side by side in one command, on the `tiny` and `small` presets
 // with one 4096-token packed micro-batch per step.
 //
-//   bun bench/train_step.ts [--presets tiny,small] [--rounds 3] [--steps 3]
+//   bun bench/train_step.ts [--presets tiny,small] [--rounds 3] [--steps 3] [--autocast] [--threads N]
 //
+// --autocast runs both sides under bf16 autocast (rlx model option autocast_bf16; torch.autocast).
 // A step is forward, the three-component loss, backward, grad-norm clipping and AdamW. The two
 // sides alternate in rounds (python, rlx, python, rlx, ...) because this machine's speed drifts by
 // ±25 % over minutes; each side's figure is the median step time over all its rounds. Achieved
@@ -13,6 +14,7 @@
 import { cpus } from "node:os";
 import { countParams, PRESETS } from "../src/model/presets.ts";
 import { type ShimModelConfig, NativeModel, shimConfigJson } from "../src/native/model.ts";
+import { loadNative } from "../src/native/ffi.ts";
 import { benchMatmul, runtimeInfo } from "../src/native/runtime.ts";
 import { NativeOptimizer, type PackedRow, trainStep } from "../src/native/train.ts";
 import { flag, median, printTable, runReference } from "./_reference.ts";
@@ -92,11 +94,14 @@ interface ReferenceResult {
 const presets = flag("presets", "tiny,small").split(",");
 const rounds = Number(flag("rounds", "3"));
 const steps = Number(flag("steps", "3"));
-const threads = cpus().length;
+// Both sides use the same intra-op thread count (default: one per core).
+const threads = Number(flag("threads", String(cpus().length)));
+await loadNative(threads);
+const autocast = process.argv.includes("--autocast");
 const info = await runtimeInfo();
 const ceiling = await benchMatmul(2048, 5);
 console.log(`libtorch ${info.torch_version}, BLAS ${info.blas}, ${info.threads} threads; matmul ceiling ${ceiling.toFixed(0)} GFLOP/s (f32 2048^2)`);
-console.log(`one packed row of ${LENGTHS.length} samples, ${LENGTHS.reduce((a, b) => a + b, 0)} tokens; ${rounds} rounds x ${steps} steps per side\n`);
+console.log(`${autocast ? "bf16 autocast" : "float32"}; one packed row of ${LENGTHS.length} samples, ${LENGTHS.reduce((a, b) => a + b, 0)} tokens; ${rounds} rounds x ${steps} steps per side\n`);
 
 const table: (string | number)[][] = [["preset", "params", "rlx ms/step", "torch ms/step", "rlx tok/s", "torch tok/s", "rlx/torch", "rlx GFLOP/s", "of ceiling"]];
 for (const name of presets) {
@@ -104,6 +109,7 @@ for (const name of presets) {
   if (!preset) throw new Error(`unknown preset ${name}`);
   const config = preset.config.shim;
   using model = await NativeModel.create(config, { seed: 0 });
+  if (autocast) model.setOption("autocast_bf16", true);
   using optim = NativeOptimizer.create(model, { weightDecay: 0.01 });
   const row = makeRow(LENGTHS, 1);
   await rlxRound(model, optim, row, 1); // warm-up
@@ -112,6 +118,7 @@ for (const name of presets) {
   for (let r = 0; r < rounds; r++) {
     const ref = runReference<ReferenceResult>("train_step.py", [
       "--config", shimConfigJson(config), "--lengths", LENGTHS.join(","), "--steps", String(steps), "--warmup", "1", "--threads", String(threads),
+      ...(autocast ? ["--autocast"] : []),
     ]);
     torchTimes.push(...ref.step_s);
     const ours = await rlxRound(model, optim, row, steps);

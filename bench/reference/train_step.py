@@ -146,6 +146,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--autocast", action="store_true", help="bf16 autocast for forward and loss (CPU)")
     args = ap.parse_args()
     if args.threads > 0:
         torch.set_num_threads(args.threads)
@@ -158,8 +159,9 @@ def main():
     for step in range(args.warmup + args.steps):
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        hidden = forward(cfg, params, ids, pos, lengths)
-        logits = F.linear(hidden, params["lm_head"]).float() / temps[:, None]
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.autocast):
+            hidden = forward(cfg, params, ids, pos, lengths)
+            logits = F.linear(hidden, params["lm_head"]).float() / temps[:, None]
         lp = torch.log_softmax(logits, dim=-1).gather(1, labels[:, None]).squeeze(1)
         loss = loss_fn(lp, action, rl_w, ce_w, ref_w, adv, ilp, ref_lp)
         loss.backward()
