@@ -19,7 +19,10 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #define RLX_GLOO 1
 #endif
-#if defined(RLX_CUDA) && __has_include(<nccl.h>) && __has_include(<torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>)
+// NCCL only where its headers and CUDA's are on the include path (build.ts does not add them yet:
+// pip torch keeps nccl.h under site-packages/nvidia/nccl/include), so a GPU build never breaks here.
+#if defined(RLX_CUDA) && __has_include(<nccl.h>) && __has_include(<cuda_runtime_api.h>) && \
+    __has_include(<torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>)
 #ifndef USE_C10D_NCCL
 #define USE_C10D_NCCL
 #endif

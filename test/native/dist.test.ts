@@ -4,6 +4,7 @@
 //   - the all-reduced gradient and the updated weights equal the single-rank ones (float32
 //     tolerance), and both ranks end bit-identical;
 //   - broadcastParams makes different starting weights identical (verifyParams says so before);
+//   - a non-finite loss on one rank skips the update on every rank;
 //   - a rank that dies mid-step, or stops answering, makes the other fail with an error naming
 //     its rank and the call, within the timeout: no hang.
 import { afterAll, describe, expect, test } from "bun:test";
@@ -110,6 +111,20 @@ describe.skipIf(!gloo)("two Gloo ranks", () => {
     expect(single.metrics["count/ref_kl"]).toBeGreaterThan(0);
     expect(r0!.metrics.world_size).toBe(2);
     expect(r0!.metrics["balance/max_over_mean"]).toBeGreaterThanOrEqual(1);
+  }, 90_000);
+
+  test("a non-finite loss on one rank makes every rank skip the update", async () => {
+    const store = { type: "file", path: join(dir, "store-nan") };
+    const outs = [0, 1].map((rank) => join(dir, `nan${rank}.json`));
+    const procs = [0, 1].map((rank) => spawnRank({ rank, worldSize: 2, store, mode: "nan", out: outs[rank] }));
+    expect(await Promise.all(procs.map((p) => p.exited))).toEqual([0, 0]);
+    const [r0, r1] = outs.map((path) => JSON.parse(readFileSync(path, "utf8")) as RankOutput);
+    using model = await tinyModel({ seed: 3 });
+    const initial = readParams(model);
+    for (const r of [r0!, r1!]) {
+      expect(r.metrics.skipped).toBe(1);
+      expect(maxAbsDiff(r.params, initial)).toBe(0);
+    }
   }, 90_000);
 
   async function survivor(mode: "die" | "hang", store: Json, timeoutMs: number) {
