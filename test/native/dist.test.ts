@@ -6,13 +6,15 @@
 //   - broadcastParams makes different starting weights identical (verifyParams says so before);
 //   - a non-finite loss on one rank skips the update on every rank;
 //   - a rank that dies mid-step, or stops answering, makes the other fail with an error naming
-//     its rank and the call, within the timeout: no hang.
+//     its rank and the call, within the timeout: no hang;
+//   - balance.ts's dummy rows cost nothing: zero loss, zero gradient.
 import { afterAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { distAvailable, ProcessGroup } from "../../src/native/dist.ts";
-import { NativeOptimizer } from "../../src/native/train.ts";
+import { NativeOptimizer, trainStep as trainRow } from "../../src/native/train.ts";
+import { dummyRow } from "../../src/orchestrator/balance.ts";
 import { nativePolicy, trainStep, type StepResult } from "../../src/trainer/step.ts";
 import { distStep, STEP_OPTIONS } from "./fixtures/dist_batch.ts";
 import { readGrads, readParams, tinyModel } from "./tiny_model.ts";
@@ -152,6 +154,16 @@ describe.skipIf(!gloo)("two Gloo ranks", () => {
     expect(stderr).toMatch(/^rank 0 of 2: all-reduce of 3 values failed: .*Timed out.*timeout_ms = 3000/m);
     expect(seconds).toBeLessThan(30);
   }, 90_000);
+});
+
+test("a dummy row (balance.ts) trains to zero loss and an all-zero gradient", async () => {
+  using model = await tinyModel({ seed: 4 });
+  for (const row of [dummyRow(), dummyRow({ padMultiple: 8, padTokenId: 3 })]) {
+    const out = trainRow(model, row, { nRl: 5, nCe: 1, nRefKl: 1 });
+    expect(out.all.loss).toBe(0);
+    expect(out.all.rlCount + out.all.ceCount + out.all.refKlCount).toBe(0);
+    for (const g of readGrads(model).values()) expect(g.every((x) => x === 0)).toBe(true);
+  }
 });
 
 describe.skipIf(!gloo)("a one-rank group in this process", () => {
