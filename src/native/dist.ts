@@ -24,7 +24,7 @@ export interface GroupOptions {
   rank: number;
   worldSize: number;
   store: StoreSpec;
-  /** Bounds the rendezvous and every collective (default 10 minutes, as c10d's Gloo default is 30). */
+  /** Bounds the rendezvous and every collective (default 10 minutes; c10d's own default is 30). */
   timeoutMs?: number;
   /** Default "gloo" (CPU); "nccl" needs a CUDA build. */
   backend?: DistBackend;
