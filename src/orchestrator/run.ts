@@ -178,13 +178,7 @@ export async function runTraining(o: TrainOptions): Promise<TrainResult> {
   process.on("SIGTERM", onTerm);
   let policy: PolicyPool | undefined;
   try {
-    const modelDir = checkpoint?.modelDir ?? config.model.path;
-    const version = checkpoint?.step ?? 0;
-    policy = await startPolicy(config, modelDir, version, o.inference ?? "auto", children);
-    const tokenizer = Tokenizer.load(config.model.path);
-    const renderer = new ChatRenderer(tokenizer);
-    const envs = await setupTrainEnvs({ config, source, policy, tokenizer, renderer, info: o.info, warn: o.warn });
-    const evaluator = await TrainEval.create(config, policy, renderer);
+    // the trainer first: its start-up (libtorch, the model) overlaps the policy's and the envs'
     const trainerEnv: Record<string, string> = config.trainer.threads > 0 ? { RLX_THREADS: String(config.trainer.threads) } : {};
     children.spawn({
       name: "trainer",
@@ -192,6 +186,13 @@ export async function runTraining(o: TrainOptions): Promise<TrainResult> {
       env: trainerEnv,
       mayExit: true,
     });
+    const modelDir = checkpoint?.modelDir ?? config.model.path;
+    const version = checkpoint?.step ?? 0;
+    policy = await startPolicy(config, modelDir, version, o.inference ?? "auto", children);
+    const tokenizer = Tokenizer.load(config.model.path);
+    const renderer = new ChatRenderer(tokenizer);
+    const envs = await setupTrainEnvs({ config, source, policy, tokenizer, renderer, info: o.info, warn: o.warn });
+    const evaluator = await TrainEval.create(config, policy, renderer);
     o.info(`run ${runDir}: ${envs.map((e) => `${e.resolved.name} (${e.algoName})`).join(", ")}; ${checkpoint ? `resuming after step ${checkpoint.step}` : "starting at step 1"} of ${config.max_steps}`);
     const result = await runTrainLoop({ config, runDir, envs, policy, renderer, failure: children.failure, ...(resumeState ? { resume: resumeState } : {}), ...(evaluator ? { evaluator } : {}), print: o.print, warn: o.warn });
     return { ...result, runDir, config };
