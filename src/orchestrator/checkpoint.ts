@@ -174,11 +174,12 @@ const STEP_FILE = /^step_(\d+)(\.bin|\.jsonl)?$/;
 
 /**
  * Makes a run directory look as it did right after step `step` was checkpointed: step files,
- * published weights and rollout records of later steps are deleted, metrics.jsonl keeps only lines
- * of steps <= `step`, and tmp files of killed writers are removed. Called before a resumed run starts.
+ * published weights, rollout records and checkpoints of later steps are deleted (resuming from an
+ * older checkpoint abandons the later ones), metrics.jsonl keeps only lines of steps <= `step`,
+ * and tmp files of killed writers are removed. Called before a resumed run starts.
  */
 export function rewindRunDir(runDir: string, step: number): void {
-  for (const sub of ["batches", "weights", "rollouts"]) {
+  for (const sub of ["batches", "weights", "rollouts", "checkpoints"]) {
     const dir = join(runDir, sub);
     if (!existsSync(dir)) continue;
     for (const name of readdirSync(dir)) {

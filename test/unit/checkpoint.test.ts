@@ -120,6 +120,9 @@ test("a damaged checkpoint (a file cut short, or no manifest) is skipped for the
 
 test("rewinding a run directory drops everything after the checkpoint step", () => {
   const run = tmp();
+  fakeCheckpoint(run, 2);
+  fakeCheckpoint(run, 4);
+  fakeCheckpoint(run, 6);
   for (const dir of ["batches", "weights/step_4", "weights/step_6", "weights/step_5.tmp-1", "rollouts"]) mkdirSync(join(run, dir), { recursive: true });
   for (const file of ["batches/step_5.bin", "batches/step_6.bin.tmp-9", "rollouts/step_4.jsonl", "rollouts/step_5.jsonl"]) writeFileSync(join(run, file), "x");
   const lines = [1, 2, 3, 4, 5, 6].map((step) => JSON.stringify({ step, reward: step / 10 }));
@@ -128,5 +131,6 @@ test("rewinding a run directory drops everything after the checkpoint step", () 
   expect(readdirSync(join(run, "batches"))).toEqual([]);
   expect(readdirSync(join(run, "weights"))).toEqual(["step_4"]);
   expect(readdirSync(join(run, "rollouts"))).toEqual(["step_4.jsonl"]);
+  expect(readdirSync(join(run, "checkpoints")).sort()).toEqual(["step_2", "step_4"]);
   expect(readFileSync(join(run, "metrics.jsonl"), "utf8")).toBe(`${lines.slice(0, 4).join("\n")}\n`);
 });
