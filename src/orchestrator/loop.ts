@@ -98,13 +98,15 @@ export async function runTrainLoop(o: LoopOptions): Promise<LoopResult> {
     config.seed,
     o.resume?.sampler,
   );
-  const metrics = new MetricsLog(runDir, envNames, config.max_steps, o.print);
-  if (o.resume) for (const step of metrics.recover(o.resume.step)) o.warn(`step ${step}: metrics line rebuilt from its publish marker (the run was stopped before logging it)`);
+  const progress = new Progress();
+  const print = progress.around(o.print);
+  const warn = progress.around(o.warn);
+  const metrics = new MetricsLog(runDir, envNames, config.max_steps, print);
+  if (o.resume) for (const step of metrics.recover(o.resume.step)) warn(`step ${step}: metrics line rebuilt from its publish marker (the run was stopped before logging it)`);
   const evaluator = o.evaluator;
   const watcher = new WeightWatcher(runDir, o.policy, o.resume?.step ?? 0, (step, published, extra) => metrics.publish(step, published, extra), async (version) =>
     evaluator?.due(version) ? evaluator.run() : {},
   );
-  const progress = new Progress();
   const failures = new FailureWindow(orch.max_failure_rate);
   const guard = <T>(work: Promise<T>) => Promise.race([work, o.failure]);
   for (const dir of ["batches", "rollouts"]) mkdirSync(join(runDir, dir), { recursive: true });
@@ -120,8 +122,8 @@ export async function runTrainLoop(o: LoopOptions): Promise<LoopResult> {
       // 2-3. rollouts, scored, until the batch has something to train
       const rolloutStart = performance.now();
       progress.start(`step ${step}`, 0);
-      const collected = await guard(collectStep(step, o, sampler, progress, failures));
-      progress.clear();
+      const collected = await guard(collectStep(step, { ...o, warn }, sampler, progress, failures));
+      progress.stop();
       const rolloutSeconds = (performance.now() - rolloutStart) / 1000;
 
       // 4. pack, write the step file (with this step's metrics, and the state the checkpoint of
@@ -143,12 +145,12 @@ export async function runTrainLoop(o: LoopOptions): Promise<LoopResult> {
       writeStepBatch(batchPath(runDir, step), { step, packed: { ...packed, rows }, metrics: stepMetrics, ...(state ? { state } : {}) });
       const auditEvery = config.log.rollouts_interval;
       if (auditEvery > 0 && step % auditEvery === 0) writeAudit(runDir, step, collected.kept);
-      warnFailures(step, collected.groups.flat(), o.warn);
+      warnFailures(step, collected.groups.flat(), warn);
     }
     // the run is over when the trainer has published the last step
     await guard(watcher.waitFor(config.max_steps));
   } finally {
-    progress.clear();
+    progress.stop();
     watcher.stop();
   }
   return { summary: metrics.summary(), metrics };

@@ -176,6 +176,7 @@ export class MetricsLog {
 export class Progress {
   private done = 0;
   private total = 0;
+  private active = false;
   private label = "";
   private readonly tty = Boolean(process.stderr.isTTY);
 
@@ -183,7 +184,14 @@ export class Progress {
     this.label = label;
     this.total = total;
     this.done = 0;
+    this.active = true;
     this.render();
+  }
+
+  /** Clears the bar until the next start(). */
+  stop(): void {
+    this.clear();
+    this.active = false;
   }
 
   grow(extra: number): void {
@@ -200,8 +208,17 @@ export class Progress {
     if (this.tty) process.stderr.write("\r\x1b[2K");
   }
 
+  /** Wraps a line printer so its lines never land on the bar's line: clear, print, redraw. */
+  around(print: (line: string) => void): (line: string) => void {
+    return (line) => {
+      this.clear();
+      print(line);
+      this.render();
+    };
+  }
+
   private render(): void {
-    if (!this.tty) return;
+    if (!this.tty || !this.active || this.total === 0) return;
     const width = 24;
     const filled = this.total ? Math.round((this.done / this.total) * width) : 0;
     process.stderr.write(`\r\x1b[2K${this.label} [${"#".repeat(filled)}${".".repeat(width - filled)}] ${this.done}/${this.total} rollouts`);
