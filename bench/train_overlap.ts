@@ -7,7 +7,7 @@
 //
 // A tiny random model on an env whose reward is the share of lowercase letters in the reply (every
 // group has something to train, so every step is a real step), policy spawned as `rlx serve`.
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { initModel } from "../src/model/presets.ts";
@@ -73,3 +73,4 @@ printTable([
   ...[0, 1].map((level) => [level, median(results.get(level)!.walls).toFixed(1), ...keys.map((k) => med(level, k).toFixed(3))]),
 ]);
 console.log(`\nstep time async 0 / async 1: ${(med(0, "time/step") / med(1, "time/step")).toFixed(2)}x`);
+rmSync(dir, { recursive: true, force: true });

@@ -6,7 +6,7 @@
 // to the last published weights, and no process left behind. Also: configs/debug.toml on a random
 // model has nothing to train (math rewards are all 0) and aborts with the reason.
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { loadConfig } from "../../src/config/load.ts";
 import { initModel } from "../../src/model/presets.ts";
@@ -33,6 +33,7 @@ beforeAll(async () => {
 afterAll(async () => {
   teacher?.proc.kill("SIGTERM");
   await teacher?.done;
+  if (ws) rmSync(ws.dir, { recursive: true, force: true });
 });
 
 const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;

@@ -1,8 +1,8 @@
 // `rlx train`'s children (the trainer and the spawned policy server) never outlive the run: not
 // after Ctrl-C, not after one of them crashes. A child that dies fails the run at once, with the
 // child's last log lines in the error.
-import { beforeAll, expect, test } from "bun:test";
-import { existsSync } from "node:fs";
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { existsSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { freePort, processesMentioning, rlx, until, untilWhileRunning, type Workspace, workspace, writeConfig } from "./train_helpers.ts";
 
@@ -10,6 +10,7 @@ let ws: Workspace;
 beforeAll(async () => {
   ws = await workspace();
 });
+afterAll(() => rmSync(ws.dir, { recursive: true, force: true }));
 
 function config(name: string, extra = "") {
   return writeConfig(ws, name, `max_steps = 50

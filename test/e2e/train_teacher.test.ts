@@ -7,7 +7,7 @@
 // goes through the client's retries with backoff, src/inference/http.ts, and then takes this same
 // path; the retries would only make this test slower.)
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { existsSync } from "node:fs";
+import { existsSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { initModel } from "../../src/model/presets.ts";
 import { freePort, processesMentioning, readMetrics, rlx, type Running, until, untilWhileRunning, type Workspace, workspace, writeConfig } from "./train_helpers.ts";
@@ -39,6 +39,7 @@ afterAll(async () => {
   proxy?.stop(true);
   teacher?.proc.kill("SIGTERM");
   await teacher?.done;
+  if (ws) rmSync(ws.dir, { recursive: true, force: true });
 });
 
 function config(name: string, maxFailureRate: number) {
