@@ -41,12 +41,14 @@ export default defineCommand({
     const maxModelLen = args["max-model-len"] === undefined ? undefined : intFlag("max-model-len", args["max-model-len"], 2);
     const maxQueue = args["max-queue"] === undefined ? undefined : intFlag("max-queue", args["max-queue"], 1);
     const version = intFlag("policy-version", args["policy-version"], 0);
-    const [{ loadModel }, { Tokenizer }, { Engine }, { startServer }] = await Promise.all([
+    const [{ loadModel }, { Tokenizer }, { Engine }, { startServer }, { exitWithParent }] = await Promise.all([
       import("../model/hf.ts"),
       import("../model/tokenizer.ts"),
       import("../inference/engine.ts"),
       import("../inference/server.ts"),
+      import("../orchestrator/children.ts"),
     ]);
+    exitWithParent(); // a policy server of `rlx train` must not outlive a SIGKILLed orchestrator
     const tokenizer = Tokenizer.load(args.model);
     const model = await loadModel(args.model, { dtype: args.dtype });
     const engine = new Engine(model, { maxBatch, version, ...(maxModelLen === undefined ? {} : { maxModelLen }), ...(maxQueue === undefined ? {} : { maxQueue }) });
