@@ -1,6 +1,6 @@
 // `rlx train`'s children (the trainer and the spawned policy server) never outlive the run: not
 // after Ctrl-C, not after one of them crashes. A child that dies fails the run at once, with the
-// child's last log lines in the error.
+// child's last log lines in the error. Nor after the orchestrator itself is SIGKILLed.
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { existsSync, rmSync } from "node:fs";
 import { join } from "node:path";
@@ -41,6 +41,16 @@ test("Ctrl-C stops the trainer and the policy server, and exits 130", async () =
   expect(code).toBe(130);
   expect(err).toContain("SIGINT: stopping the run");
   await until(() => leftovers().length === 0, 10_000, "every child to exit", 50);
+}, 90_000);
+
+test("a SIGKILLed orchestrator leaves no trainer or policy server behind", async () => {
+  const { path, runDir } = config("kill9");
+  const run = rlx(["train", path]);
+  await untilWhileRunning(run, () => existsSync(join(runDir, "weights/step_1/published.json")), 60_000, "step 1 to be published", 20);
+  expect(leftovers().length).toBe(3);
+  run.proc.kill("SIGKILL");
+  await run.done;
+  await until(() => leftovers().length === 0, 10_000, "the children to notice their parent is gone", 50);
 }, 90_000);
 
 test("a trainer that dies fails the run at once with its last lines; the policy server goes too", async () => {
