@@ -2,6 +2,7 @@
 // and with --dry-run print the resolved config (every env's algorithm spelled out) and stop.
 // Otherwise run it (src/orchestrator/run.ts): the trainer and policy as child processes, the
 // orchestrator here, one line per step, and a summary table with the report command at the end.
+// `--nproc N` is `--set trainer.world_size=N` (data-parallel trainer ranks, docs/scaling.md).
 import { defineCommand } from "citty";
 import { consola } from "consola";
 import { loadConfig, resolvedToml } from "../config/load.ts";
@@ -20,10 +21,15 @@ export default defineCommand({
     resume: { type: "boolean", description: "Continue the run in output_dir from its last checkpoint" },
     "resume-from": { type: "string", description: "Continue from a checkpoint directory of another run" },
     force: { type: "boolean", description: "Delete a previous run in output_dir and start over" },
+    nproc: { type: "string", description: "Data-parallel trainer ranks (trainer.world_size); applied after --set" },
     inference: { type: "string", description: "Without [inference] base_urls: spawn `rlx serve --policy` (spawn) or run the policy in this process (in-process); default auto" },
   },
   async run({ args, rawArgs }) {
     const overrides = repeated(rawArgs, "--set");
+    if (args.nproc !== undefined) {
+      if (!/^[1-9]\d*$/.test(args.nproc)) throw new ConfigError(`--nproc ${args.nproc}: expected a positive number of trainer ranks`);
+      overrides.push(`trainer.world_size=${args.nproc}`);
+    }
     if (args["dry-run"]) {
       const { config, warnings } = loadConfig(args.config, overrides);
       for (const w of warnings) consola.warn(w);

@@ -47,8 +47,24 @@ export const configSchema = z.strictObject({
       precision: z.enum(["f32", "bf16-autocast"]).default("f32"),
       /** Intra-op threads; 0 = one per core. */
       threads: z.number().int().min(0).default(0),
-      /** Data-parallel trainer ranks (c10d). */
+      /** Data-parallel trainer ranks (c10d); `rlx train --nproc N` sets it. docs/scaling.md. */
       world_size: positiveInt.default(1),
+      /** How the ranks meet (only read when world_size > 1). */
+      dist: z
+        .strictObject({
+          /** "auto": NCCL on a cuda device, Gloo on cpu. */
+          backend: z.enum(["auto", "gloo", "nccl"]).default("auto"),
+          /** "tcp": rank 0 serves a TCPStore at master_addr:master_port; "file": a fresh store file in the run directory (one machine, or a shared filesystem). */
+          store: z.enum(["tcp", "file"]).default("tcp"),
+          master_addr: z.string().min(1).default("127.0.0.1"),
+          /** 0 = a free port picked at launch (one machine only). */
+          master_port: z.number().int().min(0).max(65535).default(0),
+          /** Bounds the rendezvous and every collective: a dead or stuck rank fails the others after this. */
+          timeout_s: z.number().positive().default(600),
+          /** Ranks `rlx train` starts on this machine; empty = all. Others are started by hand on other nodes (docs/scaling.md). */
+          local_ranks: z.array(z.number().int().min(0)).default([]),
+        })
+        .prefault({}),
       optim: z
         .strictObject({
           lr: z.number().positive().default(1e-6),

@@ -1,9 +1,11 @@
-// The child processes of `rlx train`: the trainer (`rlx trainer`) and, when spawned, the policy
-// servers (`rlx serve --policy`). All are the same binary as the parent (`selfCommand`).
+// The child processes of `rlx train`: the trainer (`rlx trainer`, one per data-parallel rank) and,
+// when spawned, the policy servers (`rlx serve --policy`). All are the same binary as the parent
+// (`selfCommand`); src/orchestrator/launch.ts says which ones and with how many threads.
 //
 // Why built this way:
 //   - A child that dies while the run needs it fails the run at once, with the child's last log
-//     lines in the error (a native crash in the trainer says why, not "timed out").
+//     lines in the error (a native crash in the trainer says why, not "timed out"). Of several
+//     that die, the first to exit is named: the other trainer ranks only fail after it.
 //   - Children run in their own process group (detached), so Ctrl-C reaches only the
 //     orchestrator, which then stops them in order (SIGTERM, then SIGKILL after a grace period)
 //     instead of racing them to the exit; `failure` does not fire for children being stopped.
@@ -32,6 +34,8 @@ export interface ChildSpec {
   env?: Record<string, string>;
   /** Exit code 0 is the child's normal end (the trainer after its last step), not a failure. */
   mayExit?: boolean;
+  /** Said after the name in errors, e.g. "rank 1 of 2". */
+  describe?: string;
 }
 
 export class Child {
@@ -71,6 +75,9 @@ async function pump(stream: ReadableStream<Uint8Array>, child: Child): Promise<v
 export class Children {
   private readonly children: Child[] = [];
   private stopping = false;
+  /** Exits are reported in the order they happened, so when one trainer rank dies and the others
+   * then fail at their next collective, the error names the one that died first. */
+  private reports: Promise<void> = Promise.resolve();
   private rejectFailure!: (err: Error) => void;
   /** Rejects with a ChildError when any child exits before stopAll(); never resolves. */
   readonly failure: Promise<never>;
@@ -102,19 +109,18 @@ export class Children {
     const child = new Child(spec.name, proc, logFile);
     this.children.push(child);
     const output = Promise.all([pump(proc.stdout, child), pump(proc.stderr, child)]);
-    proc.exited.then(async (code) => {
-      await output.catch(() => {});
-      child.exitCode = proc.exitCode;
-      child.signalCode = proc.signalCode === null ? null : String(proc.signalCode);
-      logFile.end();
-      if (this.stopping || (code === 0 && spec.mayExit)) return;
-      const how = proc.signalCode ? `was killed by ${proc.signalCode}` : `exited with code ${code}`;
-      const last = child.lastLines();
-      this.rejectFailure(
-        new ChildError(`the ${spec.name} process ${how}${last ? `; its last lines:\n${indent(last)}` : ""}`, {
-          fix: `the whole log is ${logPath}`,
-        }),
-      );
+    proc.exited.then((code) => {
+      this.reports = this.reports.then(async () => {
+        await output.catch(() => {});
+        child.exitCode = proc.exitCode;
+        child.signalCode = proc.signalCode === null ? null : String(proc.signalCode);
+        logFile.end();
+        if (this.stopping || (code === 0 && spec.mayExit)) return;
+        const how = proc.signalCode ? `was killed by ${proc.signalCode}` : `exited with code ${code}`;
+        const last = child.lastLines();
+        const who = spec.describe ? `the ${spec.name} process (${spec.describe})` : `the ${spec.name} process`;
+        this.rejectFailure(new ChildError(`${who} ${how}${last ? `; its last lines:\n${indent(last)}` : ""}`, { fix: `the whole log is ${logPath}` }));
+      });
     });
     return child;
   }

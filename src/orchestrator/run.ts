@@ -1,8 +1,9 @@
 // `rlx train` as a whole (DESIGN §2): prepares the run directory (fresh, or rewound to a
 // checkpoint for --resume), writes config.resolved.toml, starts the policy (spawned `rlx serve
 // --policy` servers, external ones, or in-process), sets up every train env and its algorithm,
-// starts the trainer (`rlx trainer`), and runs the step loop in this process. Children are
-// stopped on every way out: the end of the run, an error, Ctrl-C, or one of them dying.
+// starts the trainer (`rlx trainer`, one per data-parallel rank: src/orchestrator/launch.ts), and
+// runs the step loop in this process. Children are stopped on every way out: the end of the run,
+// an error, Ctrl-C, or one of them dying (a trainer rank included: the error names it).
 import { existsSync, mkdirSync, rmSync } from "node:fs";
 import { join, relative, resolve } from "node:path";
 import { loadConfig, resolvedToml } from "../config/load.ts";
@@ -16,6 +17,7 @@ import { Tokenizer } from "../model/tokenizer.ts";
 import { writeFileAtomic } from "../trainer/process.ts";
 import { type LoadedCheckpoint, latestCheckpoint, readCheckpoint, rewindRunDir } from "./checkpoint.ts";
 import { Children } from "./children.ts";
+import { planLaunch } from "./launch.ts";
 import { type LoopResult, type OrchestratorState, runTrainLoop } from "./loop.ts";
 import { MetricsLog } from "./metrics.ts";
 import { InProcessPolicy, type PolicyPool, RemotePolicy } from "./policy.ts";
@@ -97,7 +99,7 @@ const SCORE_MARGIN = 512;
 const POLICY_NAME = "policy";
 
 /** Starts the policy: external servers, spawned `rlx serve --policy` servers, or in-process. */
-async function startPolicy(config: ResolvedConfig, modelDir: string, version: number, mode: InferenceMode, children: Children): Promise<PolicyPool> {
+async function startPolicy(config: ResolvedConfig, modelDir: string, version: number, mode: InferenceMode, children: Children, threads?: number): Promise<PolicyPool> {
   const inf = config.inference;
   if (inf.base_urls.length > 0) {
     const policy = new RemotePolicy(inf.base_urls, await servedModelName(inf.base_urls[0]!), 0);
@@ -122,7 +124,7 @@ async function startPolicy(config: ResolvedConfig, modelDir: string, version: nu
         "serve", "--model", resolve(modelDir), "--served-model-name", POLICY_NAME, "--policy", "--policy-version", String(version),
         "--host", inf.host, "--port", String(port), "--max-batch", String(inf.max_batch), "--max-model-len", String(maxModelLen),
       ],
-      env: { RLX_PARENT_PID: String(process.pid) },
+      env: { RLX_PARENT_PID: String(process.pid), ...(threads ? { RLX_THREADS: String(threads) } : {}) },
     });
     urls.push(`http://${inf.host}:${port}/v1`);
   }
@@ -179,16 +181,17 @@ export async function runTraining(o: TrainOptions): Promise<TrainResult> {
   let policy: PolicyPool | undefined;
   try {
     // the trainer first: its start-up (libtorch, the model) overlaps the policy's and the envs'
-    const trainerEnv: Record<string, string> = config.trainer.threads > 0 ? { RLX_THREADS: String(config.trainer.threads) } : {};
-    children.spawn({
-      name: "trainer",
-      args: ["trainer", "--run-dir", runDir, "--parent-pid", String(process.pid), ...(checkpoint ? ["--resume-from", checkpoint.dir] : [])],
-      env: trainerEnv,
-      mayExit: true,
-    });
+    const mode = o.inference ?? "auto";
+    const policyProcesses = config.inference.base_urls.length > 0 ? 0 : mode === "in-process" ? 1 : config.inference.servers;
+    const launch = planLaunch(config, { runDir, policyProcesses, ...(checkpoint ? { resumeFrom: checkpoint.dir } : {}) });
+    for (const trainer of launch.trainers) children.spawn(trainer);
+    if (config.trainer.world_size > 1) {
+      const threads = launch.trainers[0]?.env?.RLX_THREADS ?? "default";
+      o.info(`trainer: ${launch.trainers.length} of ${config.trainer.world_size} ranks started here (${threads} threads each), meeting at ${launch.store?.type === "tcp" ? `${launch.store.host}:${launch.store.port}` : launch.store?.path}`);
+    }
     const modelDir = checkpoint?.modelDir ?? config.model.path;
     const version = checkpoint?.step ?? 0;
-    policy = await startPolicy(config, modelDir, version, o.inference ?? "auto", children);
+    policy = await startPolicy(config, modelDir, version, mode, children, launch.serverThreads);
     const tokenizer = Tokenizer.load(config.model.path);
     const renderer = new ChatRenderer(tokenizer);
     const envs = await setupTrainEnvs({ config, source, policy, tokenizer, renderer, info: o.info, warn: o.warn });

@@ -15,14 +15,26 @@
 // half-written model. The marker is last.
 //
 // Orphans: the trainer exits when its parent dies (even by SIGKILL), by watching the parent pid.
+//
+// Data-parallel ranks (trainer.world_size > 1, docs/scaling.md): every rank runs this same loop.
+// They join a c10d group before loading anything, all load the same files and check that their
+// weights (and a restored optimizer state) are identical, then read every whole step file and
+// train their balanced share of it (src/trainer/ranks.ts). Only rank 0 publishes weights, writes
+// checkpoints and the marker, and deletes the step file: every rank has read the file before it
+// passes the gradient all-reduce, so rank 0 cannot delete it under another rank. The AdamW state
+// is identical on every rank (same summed gradient, same update), so rank 0's checkpoint restores
+// them all.
 import { existsSync, mkdirSync, readdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { ResolvedConfig } from "../config/resolve.ts";
 import { RlxError } from "../errors.ts";
 import { loadModel, saveModel } from "../model/hf.ts";
+import { ProcessGroup, type StoreSpec } from "../native/dist.ts";
 import { NativeOptimizer } from "../native/train.ts";
+import { costModelOf } from "../orchestrator/balance.ts";
 import { readStepBatch } from "../orchestrator/batch.ts";
 import { isCheckpointStep, readCheckpoint, writeCheckpoint } from "../orchestrator/checkpoint.ts";
+import { trainStepOnRank } from "./ranks.ts";
 import { learningRate } from "./schedule.ts";
 import { nativePolicy, trainStep } from "./step.ts";
 
@@ -50,6 +62,10 @@ export interface TrainerOptions {
   parentPid?: number;
   pollMs?: number;
   log?: (line: string) => void;
+  /** This process's data-parallel rank, 0..trainer.world_size-1 (default 0). */
+  rank?: number;
+  /** Where the ranks meet; required when trainer.world_size > 1. */
+  store?: StoreSpec;
 }
 
 export const batchPath = (runDir: string, step: number) => join(runDir, "batches", `step_${step}.bin`);
@@ -98,6 +114,27 @@ function pruneWeights(runDir: string, keep: number, protect: number): void {
   for (const step of steps.slice(keep)) if (step !== protect) rmSync(weightsDir(runDir, step), { recursive: true, force: true });
 }
 
+/** Joins the ranks' group: blocks until all have joined, or throws after trainer.dist.timeout_s. */
+async function joinGroup(opts: TrainerOptions, rank: number): Promise<ProcessGroup> {
+  const t = opts.config.trainer;
+  if (!opts.store) throw new RlxError(`trainer.world_size is ${t.world_size}, but rank ${rank} was given no store to meet the others at`, { fix: "start the ranks with rlx train, or pass --store" });
+  if (!Number.isInteger(rank) || rank < 0 || rank >= t.world_size) throw new RlxError(`rank ${rank} is not in 0..${t.world_size - 1} (trainer.world_size ${t.world_size})`);
+  const backend = t.dist.backend === "auto" ? (t.device.startsWith("cuda") ? "nccl" : "gloo") : t.dist.backend;
+  return ProcessGroup.create({ rank, worldSize: t.world_size, store: opts.store, timeoutMs: t.dist.timeout_s * 1000, backend });
+}
+
+/** Throws unless every rank restored the same optimizer state (weights: verifyParams). */
+function verifyOptimizerState(group: ProcessGroup, image: Uint8Array): void {
+  const digest = BigInt64Array.of(BigInt.asIntN(64, BigInt(Bun.hash(image))));
+  const low = digest.slice();
+  const high = digest.slice();
+  group.allreduce(low, "min");
+  group.allreduce(high, "max");
+  if (low[0] !== high[0]) {
+    throw new RlxError(`rank ${group.rank} of ${group.worldSize}: the ranks restored different optimizer states`, { fix: "every rank must read the same checkpoint (a filesystem every node sees)" });
+  }
+}
+
 /** Runs the trainer until `max_steps` is trained. */
 export async function runTrainer(opts: TrainerOptions): Promise<void> {
   const { runDir, config } = opts;
@@ -106,15 +143,25 @@ export async function runTrainer(opts: TrainerOptions): Promise<void> {
   const sourceDir = restored?.modelDir ?? config.model.path;
   const startStep = (restored?.step ?? 0) + 1;
   const t = config.trainer;
-  mkdirSync(join(runDir, "weights"), { recursive: true });
+  const rank = opts.rank ?? 0;
+  const lead = rank === 0;
+  const who = t.world_size > 1 ? `trainer rank ${rank}` : "trainer";
+  // join first: a rank that cannot reach the others fails before the slow model load
+  using group = t.world_size > 1 ? await joinGroup(opts, rank) : null;
+  if (lead) mkdirSync(join(runDir, "weights"), { recursive: true });
 
   using model = await loadModel(sourceDir, { dtype: "f32", device: t.device });
   if (t.precision === "bf16-autocast") model.setOption("autocast_bf16", true);
   const [beta1, beta2] = t.optim.betas;
   using optimizer = NativeOptimizer.create(model, { beta1, beta2, eps: t.optim.eps, weightDecay: t.optim.weight_decay });
   if (restored) optimizer.loadState(restored.optimizerState());
+  if (group) {
+    group.verifyParams(model);
+    if (restored) verifyOptimizerState(group, optimizer.saveState());
+  }
   const policy = nativePolicy(model, optimizer);
-  log(`trainer: ${sourceDir} loaded, training steps ${startStep}..${config.max_steps}`);
+  const dp = group ? { group, model, cost: costModelOf(model.config) } : null;
+  log(`${who}: ${sourceDir} loaded, training steps ${startStep}..${config.max_steps}${group ? ` (${group.worldSize} ranks, ${group.backend})` : ""}`);
 
   for (let step = startStep; step <= config.max_steps; step++) {
     const waitStart = performance.now();
@@ -124,7 +171,12 @@ export async function runTrainer(opts: TrainerOptions): Promise<void> {
     if (batch.step !== step) throw new RlxError(`${file} holds step ${batch.step}`, { fix: "the run directory is inconsistent; resume from a checkpoint" });
     const trainStart = performance.now();
     const lr = learningRate(step, t.optim.lr, t.schedule, config.max_steps);
-    const result = trainStep(policy, batch.packed, { lr, maxGradNorm: t.optim.max_norm, loss: t.loss });
+    const stepOptions = { lr, maxGradNorm: t.optim.max_norm, loss: t.loss };
+    const result = dp ? trainStepOnRank(dp, policy, batch.packed, stepOptions) : trainStep(policy, batch.packed, stepOptions);
+    if (!lead) {
+      log(`${who}: step ${step} loss ${result.metrics.loss?.toFixed(4)} micro_batches ${result.metrics.micro_batches} ${((performance.now() - trainStart) / 1000).toFixed(2)}s`);
+      continue;
+    }
 
     const publishStart = performance.now();
     const dir = weightsDir(runDir, step);
@@ -148,6 +200,6 @@ export async function runTrainer(opts: TrainerOptions): Promise<void> {
     rmSync(file, { force: true });
     pruneWeights(runDir, config.orchestrator.max_async_level + 3, step);
     const m = result.metrics;
-    log(`trainer: step ${step} loss ${m.loss?.toFixed(4)} grad_norm ${m.grad_norm?.toFixed(3)} lr ${lr.toExponential(2)} tokens ${m.tokens} ${marker.timing.train.toFixed(2)}s`);
+    log(`${who}: step ${step} loss ${m.loss?.toFixed(4)} grad_norm ${m.grad_norm?.toFixed(3)} lr ${lr.toExponential(2)} tokens ${m.tokens} ${marker.timing.train.toFixed(2)}s`);
   }
 }
