@@ -59,7 +59,7 @@ export interface SftHooks {
 export function prepareExamples(renderer: ChatRenderer, paths: string[], seqLen: number): SftExample[] {
   return readSftRows(paths).map((conv) => {
     const { tokenIds, ceWeights } = tokenizeConversation(renderer, conv);
-    // Weight 1 on the first token would never train (nothing predicts it); so the cut is at seqLen.
+    // A row's first token is never predicted, and tokens past seq_len are cut off.
     if (!ceWeights.slice(1, seqLen).some((w) => w !== 0)) {
       throw new EnvError(`${conv.where}: no target token within the first ${seqLen} tokens (the row has ${tokenIds.length}), so it cannot train`, {
         fix: "raise trainer.seq_len, or shorten the row's prompt",
@@ -112,6 +112,7 @@ export async function runSft(config: SftConfig, hooks: SftHooks = {}): Promise<S
   const totalSteps = t.steps ?? stepsForEpochs(examples, batchOptions, t.epochs);
   const truncatedExamples = examples.filter((e) => e.tokenIds.length > t.seq_len).length;
   const dataTokens = examples.reduce((n, e) => n + e.tokenIds.length, 0);
+  const evalEnvs = config.eval ? await Promise.all(config.eval.env.map((e) => loadEvalTasks({ id: e.id, name: e.name, args: e.args, numExamples: config.eval!.num_examples, seed: config.seed }))) : [];
   log(`sft: ${examples.length} examples (${dataTokens.toLocaleString("en-US")} tokens, ${truncatedExamples} longer than seq_len ${t.seq_len}), ${totalSteps} steps of ${t.batch_tokens} tokens`);
 
   mkdirSync(config.output_dir, { recursive: true });
@@ -127,7 +128,6 @@ export async function runSft(config: SftConfig, hooks: SftHooks = {}): Promise<S
     using optimizer = NativeOptimizer.create(model, { beta1: optim.betas[0], beta2: optim.betas[1], eps: optim.eps, weightDecay: optim.weight_decay });
     const policy = nativePolicy(model, optimizer);
     const batches = new SftBatches(examples, batchOptions);
-    const evalEnvs = config.eval ? await Promise.all(config.eval.env.map((e) => loadEvalTasks({ id: e.id, name: e.name, args: e.args, numExamples: config.eval!.num_examples, seed: config.seed }))) : [];
     const runEval = async (step: number): Promise<EnvEval[]> => {
       if (evalEnvs.length === 0) return [];
       const results = await evalAll(model, renderer, config, evalEnvs);

@@ -132,7 +132,7 @@ describe("target tokens", () => {
     expect(rollout.reward).toBe(1);
     expect(rollout.numSamples).toBe(1);
     const rolloutIds = rollout.segments.flatMap((s) => s.tokenIds);
-    const sampled = rollout.segments.flatMap((s) => s.tokenIds.map(() => (s.sampled ? 1 : 0)));
+    const sampled: number[] = rollout.segments.flatMap((s) => s.tokenIds.map(() => (s.sampled ? 1 : 0)));
     // The conversation rendering ends with the template's "\n" after the last stop token; the rollout stops at it.
     expect(rolloutIds).toEqual(tokenIds.slice(0, -1));
     expect(sampled).toEqual(ceWeights.slice(0, -1));
