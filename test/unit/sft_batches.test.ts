@@ -3,7 +3,7 @@
 // is the number of predicted target tokens), and the config loader names the key path of every
 // mistake.
 import { expect, test } from "bun:test";
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { dataPaths, loadSftConfig } from "../../src/config/sft.ts";
@@ -89,4 +89,11 @@ test("sft config: defaults, --set, key paths in errors, eval env args checked at
   expect(() => loadSftConfig(path, ["eval.env[0].id=nope"])).toThrow(/eval\.env\[0\]\.id: unknown environment "nope"/);
   writeFileSync(path, '[data]\npath = "a.jsonl"\n');
   expect(() => loadSftConfig(path)).toThrow(/model: required/);
+});
+
+test("every configs/sft_*.toml loads", () => {
+  const dir = join(import.meta.dir, "../../configs");
+  const files = readdirSync(dir).filter((f) => /^sft_.*\.toml$/.test(f));
+  expect(files.length).toBeGreaterThanOrEqual(2);
+  for (const file of files) expect(loadSftConfig(join(dir, file)).model.path).toBe("models/tiny");
 });
