@@ -21,6 +21,8 @@ import { RlxError } from "../errors.ts";
 export class ChildError extends RlxError {}
 
 const TAIL_LINES = 30;
+/** How long an exited child's last output may take to arrive before its exit is reported. */
+const OUTPUT_GRACE_MS = 2000;
 
 /** The command that runs this same rlx: the compiled binary, or bun plus the entry script. */
 export function selfCommand(): string[] {
@@ -108,13 +110,14 @@ export class Children {
     });
     const child = new Child(spec.name, proc, logFile);
     this.children.push(child);
-    const output = Promise.all([pump(proc.stdout, child), pump(proc.stderr, child)]);
+    const output = Promise.all([pump(proc.stdout, child), pump(proc.stderr, child)]).catch(() => {});
+    void output.finally(() => logFile.end());
     proc.exited.then((code) => {
+      child.exitCode = proc.exitCode;
+      child.signalCode = proc.signalCode === null ? null : String(proc.signalCode);
       this.reports = this.reports.then(async () => {
-        await output.catch(() => {});
-        child.exitCode = proc.exitCode;
-        child.signalCode = proc.signalCode === null ? null : String(proc.signalCode);
-        logFile.end();
+        // bounded: a pipe some grandchild still holds must not hold back the other children's reports
+        await Promise.race([output, Bun.sleep(OUTPUT_GRACE_MS)]);
         if (this.stopping || (code === 0 && spec.mayExit)) return;
         const how = proc.signalCode ? `was killed by ${proc.signalCode}` : `exited with code ${code}`;
         const last = child.lastLines();
