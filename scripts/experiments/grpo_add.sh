@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Experiment 2: GRPO on 2-digit addition from the bootstrap student (run bootstrap.sh first),
+# the issue's calibration recipe (configs/examples/grpo_add.toml). The run's own held-out evals
+# give greedy pass@1 every 5 steps; `rlx eval` on the final weights gives pass@1/pass@8 on all 200
+# held-out tasks, and `rlx report` the reward and eval curves.
+#
+#   bash scripts/experiments/grpo_add.sh [SEED] [extra --set overrides for rlx train]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+RLX=${RLX:-dist/rlx}
+OUT=runs/learns
+ARGS='{"operations": ["+"], "word_problems": false}'
+SEED=${1:-0}
+shift || true
+RUN=$OUT/grpo-add-s$SEED
+
+rm -rf $RUN
+/usr/bin/time -f "wall %e s" $RLX train configs/examples/grpo_add.toml --set output_dir=$RUN --set seed=$SEED "$@" 2>&1 | tee $OUT/grpo-add-s$SEED.log
+last=$(ls -d $RUN/weights/step_* | sort -t_ -k2 -n | tail -1)
+$RLX eval --model "$last" --env math --args "$ARGS" --n 200 --k 8 --max-tokens 48 --seed 0 --out $RUN/eval-final.json
+$RLX report $RUN
