@@ -29,6 +29,8 @@ export interface ClientOptions extends Partial<HttpOptions> {
   apiKey?: string;
 }
 
+const MAX_SESSIONS = 10_000;
+
 /** "token_id:123" (vLLM's return_tokens_as_token_ids) -> 123. */
 function tokenId(token: string, where: string): number {
   const match = /^token_id:(\d+)$/.exec(token);
@@ -52,16 +54,15 @@ export class OpenAIClient implements SamplingClient {
     const held = session ? this.sticky.get(session) : undefined;
     if (held) return held;
     const endpoint = this.endpoints[this.next++ % this.endpoints.length]!;
-    if (session) this.sticky.set(session, endpoint);
+    if (session) {
+      // Bounded: the oldest sessions (long finished rollouts) are forgotten first.
+      if (this.sticky.size >= MAX_SESSIONS) this.sticky.delete(this.sticky.keys().next().value!);
+      this.sticky.set(session, endpoint);
+    }
     return endpoint;
   }
 
-  /** Forget a finished session's server. */
-  release(session: string): void {
-    this.sticky.delete(session);
-  }
-
-  async complete(request: CompletionRequest & { session?: string }): Promise<Completion> {
+  async complete(request: CompletionRequest): Promise<Completion> {
     const endpoint = this.pick(request.session);
     const body = {
       model: this.options.model,

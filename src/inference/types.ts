@@ -14,6 +14,9 @@ export interface CompletionRequest {
   /** Generation stops after emitting any of these token ids (the stop token is included). */
   stop: number[];
   seed?: number;
+  /** A key (the rollout id) that keeps every turn of a multi-turn rollout on one server, for its
+   * prefix cache; clients over a single engine ignore it. */
+  session?: string;
 }
 
 export type FinishReason = "stop" | "length";

@@ -115,6 +115,7 @@ async function drive(req: RolloutRequest, rollout: Rollout, counters: Record<str
       topK: req.sampling.topK,
       stop: tokenizer.stopIds,
       seed: seed === undefined ? undefined : seed + turn,
+      session: rollout.id,
     }), deadline);
     checkCompletion(completion);
     finishReasons.push(completion.finishReason);
