@@ -112,8 +112,9 @@ export async function evaluate(client: SamplingClient, renderer: ChatRenderer, n
     const j = job % perTask;
     const task = tasks[t]!;
     const isGreedy = j === k;
-    // Distinct seeds per (task, sample) with room for 64 turns each (the driver adds the turn).
-    const seed = (settings.seed ?? 0) + job * 64;
+    // Distinct seeds per (task, sample), the same with or without the greedy sample, with room
+    // for 64 turns each (the driver adds the turn).
+    const seed = (settings.seed ?? 0) + (t * k + (isGreedy ? 0 : j)) * 64;
     rollouts[t]![j] = await runRollout({
       id: `eval-${name}-${t}-${isGreedy ? "greedy" : j}`,
       groupId: `eval-${name}-${t}`,
@@ -139,7 +140,7 @@ export async function evaluate(client: SamplingClient, renderer: ChatRenderer, n
       solved: rewards.filter((x) => x >= threshold).length,
       ...(greedy ? { greedyReward: r[k]!.reward } : {}),
       errors: r.filter((x) => x.error !== undefined).length,
-      firstReply: r[0]?.messages.at(-1)?.content ?? "",
+      firstReply: r[0]?.messages.at(-1)?.role === "assistant" ? r[0].messages.at(-1)!.content : "",
     };
   });
   const metrics: Record<string, number> = { [`avg@${k}`]: mean(sampled.map((r) => r.reward)) };

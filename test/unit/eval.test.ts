@@ -119,8 +119,13 @@ test("evaluate: avg@k, pass@j, greedy pass@1 and per-task results match hand-com
   expect(client.requests).toHaveLength(20);
   expect(client.maxInFlight).toBe(3);
   expect(client.requests.filter((r) => r.temperature === 0)).toHaveLength(4);
-  // every sample has its own seed, so a sampling server does not return k identical answers
-  expect(new Set(client.requests.map((r) => r.seed)).size).toBe(20);
+  // every sample has its own seed, so a sampling server does not return k identical answers,
+  // and the seeds do not depend on whether a greedy sample is taken too
+  const sampledSeeds = client.requests.filter((r) => r.temperature > 0).map((r) => r.seed);
+  expect(new Set(sampledSeeds).size).toBe(16);
+  const noGreedy = new ScriptedClient(correct, [false, false, false, false]);
+  await evaluate(noGreedy, renderer, "math", mathEnv, tasks, { k: 4, temperature: 1, maxTokens: 32, concurrency: 3 });
+  expect(noGreedy.requests.map((r) => r.seed).sort()).toEqual(sampledSeeds.sort());
   expect(evalMetrics(result)["eval/math/pass@4"]).toBeCloseTo(0.75, 12);
   expect(evalMetrics(result, "eval_before")).toHaveProperty("eval_before/math/avg@4");
 });
