@@ -130,8 +130,9 @@ export async function runSft(config: SftConfig, hooks: SftHooks = {}): Promise<S
     const batches = new SftBatches(examples, batchOptions);
     const runEval = async (step: number): Promise<EnvEval[]> => {
       if (evalEnvs.length === 0) return [];
+      const started = performance.now();
       const results = await evalAll(model, renderer, config, evalEnvs);
-      record({ step, ...Object.assign({}, ...results.map((r) => evalMetrics(r))) });
+      record({ step, ...Object.assign({}, ...results.map((r) => evalMetrics(r))), "time/eval": (performance.now() - started) / 1000 });
       log(`eval  step ${step}: ${results.map((r) => `${r.env} ${Object.entries(r.metrics).filter(([k]) => /pass@1$|^avg@/.test(k)).map(([k, v]) => `${k} ${v.toFixed(3)}`).join(" ")}`).join(" | ")}`);
       return results;
     };
