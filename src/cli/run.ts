@@ -41,8 +41,11 @@ export async function runMain(cmd: CommandDef<any>, rawArgs = process.argv.slice
     }
     await runCommand(cmd, { rawArgs });
   } catch (err) {
-    if (err instanceof RlxError || (err as Error)?.name === "CLIError") {
+    if (err instanceof RlxError) {
       console.error(`error: ${formatError(err)}`);
+    } else if ((err as Error)?.name === "CLIError") {
+      // citty's own argument errors (a missing positional, a bad enum value)
+      console.error(`error: ${(err as Error).message}\n  fix: see \`rlx ${rawArgs.filter((a) => !a.startsWith("-"))[0] ?? ""} --help\``);
     } else {
       console.error(err);
     }

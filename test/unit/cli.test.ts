@@ -40,6 +40,14 @@ test("serve with a missing model directory is a clear error, exit 1", () => {
   expect(err).toContain("--model m: no config.json there");
 });
 
+test("a missing required argument is a one-line error with the fix, no stack trace", () => {
+  const { code, err } = rlx(["sft"]);
+  expect(code).toBe(1);
+  expect(err).toContain("error: Missing required positional argument: CONFIG");
+  expect(err).toContain("rlx sft --help");
+  expect(err).not.toMatch(/\n\s+at /);
+});
+
 test("train --dry-run prints the resolved config and writes nothing", () => {
   const cwd = mkdtempSync(join(tmpdir(), "rlx-dry-"));
   const { code, out } = rlx(["train", join(ROOT, "configs/quickstart.toml"), "--dry-run"], cwd);
