@@ -13,7 +13,7 @@ rlx=dist/rlx
 
 # Gold conversations of train-split tasks (tool calls and real tool outputs included).
 mkdir -p outputs/demos
-[ -s outputs/demos/math.jsonl ] || $rlx env demos math --n 4000 --out outputs/demos/math.jsonl
+[ -s outputs/demos/math.jsonl ] || $rlx env demos math --n 4000 --args '{"operations":["+"],"word_problems":false}' --out outputs/demos/math.jsonl
 [ -s outputs/demos/search.jsonl ] || $rlx env demos search --n 300 --out outputs/demos/search.jsonl
 [ -s outputs/demos/forth.jsonl ] || $rlx env demos forth --n 300 --out outputs/demos/forth.jsonl
 
