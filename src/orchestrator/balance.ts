@@ -20,7 +20,7 @@
 // Every rank runs this on the same step and must get the same answer: it is deterministic (no
 // randomness, ties broken by index), and the trainer cross-checks the all-reduced token counts.
 import type { ShimModelConfig } from "../native/model.ts";
-import type { PackedRow, PackedStep } from "./pack.ts";
+import { emptyRow, type PackedRow, type PackedStep, STREAMS } from "./pack.ts";
 
 export interface CostModel {
   /** FLOPs per token (linear layers and the LM head). */
@@ -72,20 +72,7 @@ export interface RankPlan {
 /** A row of the given samples of `row` (indices into row.samples), repacked in that order. */
 export function sliceRow(row: PackedRow, picks: readonly number[], opts: BalanceOptions = {}): PackedRow {
   const chosen = picks.map((k) => row.samples[k]!);
-  const used = chosen.reduce((n, s) => n + s.length, 0);
-  const multiple = Math.max(1, opts.padMultiple ?? 1);
-  const total = Math.ceil(used / multiple) * multiple;
-  const out: PackedRow = {
-    tokenIds: new Int32Array(total).fill(opts.padTokenId ?? 0),
-    sampleLengths: Int32Array.from(total > used ? [...chosen.map((s) => s.length), total - used] : chosen.map((s) => s.length)),
-    lossMask: new Uint8Array(total),
-    advantages: new Float32Array(total),
-    inferenceLogprobs: new Float32Array(total),
-    temperatures: new Float32Array(total).fill(1),
-    envIndex: new Int32Array(total).fill(-1),
-    samples: [],
-  };
-  for (const name of ["refLogprobs", "rlWeights", "ceWeights", "refKlWeights"] as const) if (row[name]) out[name] = new Float32Array(total);
+  const out = emptyRow(chosen.map((s) => s.length), STREAMS.filter((name) => row[name]), opts);
   let offset = 0;
   for (const s of chosen) {
     const from = s.start;
@@ -116,17 +103,7 @@ export function splitRow(row: PackedRow, cost: CostModel, opts: BalanceOptions =
 
 /** One token, no member tokens, no streams: a zero loss and a zero gradient. */
 export function dummyRow(opts: BalanceOptions = {}): PackedRow {
-  const T = Math.max(1, opts.padMultiple ?? 1);
-  return {
-    tokenIds: new Int32Array(T).fill(opts.padTokenId ?? 0),
-    sampleLengths: Int32Array.of(T),
-    lossMask: new Uint8Array(T),
-    advantages: new Float32Array(T),
-    inferenceLogprobs: new Float32Array(T),
-    temperatures: new Float32Array(T).fill(1),
-    envIndex: new Int32Array(T).fill(-1),
-    samples: [],
-  };
+  return emptyRow([Math.max(1, opts.padMultiple ?? 1)], [], opts);
 }
 
 /** Splits, then dummies, until the row count is max(ceil(n / W) * W, W). */

@@ -18,7 +18,7 @@ import type { TrainingSample } from "./types.ts";
 
 export type StreamName = "rlWeights" | "ceWeights" | "refKlWeights" | "refLogprobs";
 export const STREAM_FILL: Record<StreamName, number> = { rlWeights: 1, ceWeights: 0, refKlWeights: 0, refLogprobs: 0 };
-const STREAMS = Object.keys(STREAM_FILL) as StreamName[];
+export const STREAMS = Object.keys(STREAM_FILL) as StreamName[];
 
 export interface PackedSampleInfo {
   rolloutId: string;
@@ -98,7 +98,10 @@ export function firstFitDecreasing(lengths: readonly number[], seqLen: number): 
   return bins.map((b) => b.items);
 }
 
-function buildRow(samples: readonly TrainingSample[], lengths: readonly number[], envIds: Map<string, number>, opts: PackOptions): PackedRow {
+/** A row of zeros for samples of these lengths, padded to a multiple of `padMultiple` (the padding
+ * is one more segment), with the given weight streams: every stream 0 (padding's weight), temperature
+ * 1, env -1 until the caller copies the samples in. */
+export function emptyRow(lengths: readonly number[], streams: readonly StreamName[], opts: { padMultiple?: number; padTokenId?: number }): PackedRow {
   const used = lengths.reduce((a, b) => a + b, 0);
   const multiple = Math.max(1, opts.padMultiple ?? 1);
   const total = Math.ceil(used / multiple) * multiple;
@@ -112,7 +115,12 @@ function buildRow(samples: readonly TrainingSample[], lengths: readonly number[]
     envIndex: new Int32Array(total).fill(-1),
     samples: [],
   };
-  for (const name of STREAMS) if (samples.some((s) => s[name])) row[name] = new Float32Array(total); // padding stays 0
+  for (const name of streams) row[name] = new Float32Array(total);
+  return row;
+}
+
+function buildRow(samples: readonly TrainingSample[], lengths: readonly number[], envIds: Map<string, number>, opts: PackOptions): PackedRow {
+  const row = emptyRow(lengths, STREAMS.filter((name) => samples.some((s) => s[name])), opts);
   let offset = 0;
   samples.forEach((sample, k) => {
     const len = lengths[k]!;
