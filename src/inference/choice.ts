@@ -17,17 +17,7 @@ export interface ServeContext {
 }
 
 /** A piece of a choice for streaming; finishReason is set on the last one. */
-export interface ChoiceDelta {
-  index: number;
-  text: string;
-  tokens: number[];
-  logprobs: number[];
-  tokenStrings: string[];
-  textOffsets: number[];
-  finishReason: FinishReasonOut | null;
-  stopReason: string | number | null;
-  version: number;
-}
+export type ChoiceDelta = Omit<ChoiceOut, "finishReason"> & { finishReason: FinishReasonOut | null };
 
 export interface ChoiceJob {
   index: number;
