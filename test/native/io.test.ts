@@ -12,26 +12,14 @@ import { loadModel, saveModel } from "../../src/model/hf.ts";
 import { INDEX_FILE, readSafetensors, SINGLE_FILE, writeSafetensors } from "../../src/model/safetensors.ts";
 import { score } from "../../src/native/generate.ts";
 import { NativeModel } from "../../src/native/model.ts";
-import { rng } from "./tiny_model.ts";
+import { rng, TINY } from "./tiny_model.ts";
 
 const root = mkdtempSync(join(tmpdir(), "rlx-io-"));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 let counter = 0;
 const fresh = () => join(root, `m${counter++}`);
 
-const MICRO = {
-  vocab_size: 64,
-  hidden_size: 32,
-  intermediate_size: 48,
-  num_hidden_layers: 2,
-  num_attention_heads: 4,
-  num_key_value_heads: 2,
-  head_dim: 8,
-  rms_norm_eps: 1e-6,
-  rope_theta: 10000,
-  max_position_embeddings: 256,
-  tie_word_embeddings: false,
-};
+const { attention_bias: _bias, qk_norm: _qkNorm, ...MICRO } = TINY;
 const QWEN3: ModelConfig = modelConfigFromShim("qwen3", { ...MICRO, attention_bias: false, qk_norm: true }, { bos_token_id: 1 });
 const QWEN2_TIED: ModelConfig = modelConfigFromShim("qwen2", { ...MICRO, tie_word_embeddings: true, attention_bias: true, qk_norm: false });
 
