@@ -5,17 +5,19 @@
 # held-out tasks, and `rlx report` the reward and eval curves.
 #
 #   bash scripts/experiments/grpo_add.sh [SEED] [extra --set overrides for rlx train]
+#   ALGO=max_rl bash scripts/experiments/grpo_add.sh 1     (experiment 3: same student, budget and seeds)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 RLX=${RLX:-dist/rlx}
 OUT=runs/learns
 ARGS='{"operations": ["+"], "word_problems": false}'
+ALGO=${ALGO:-grpo}
 SEED=${1:-0}
 shift || true
-RUN=$OUT/grpo-add-s$SEED
+RUN=$OUT/$ALGO-add-s$SEED
 
 rm -rf $RUN
-/usr/bin/time -f "wall %e s" $RLX train configs/examples/grpo_add.toml --set output_dir=$RUN --set seed=$SEED "$@" 2>&1 | tee $OUT/grpo-add-s$SEED.log
+/usr/bin/time -f "wall %e s" $RLX train configs/examples/grpo_add.toml --set output_dir=$RUN --set seed=$SEED --set orchestrator.algo.type=$ALGO "$@" 2>&1 | tee $RUN.log
 last=$(ls -d $RUN/weights/step_* | sort -t_ -k2 -n | tail -1)
 $RLX eval --model "$last" --env math --args "$ARGS" --n 200 --k 8 --max-tokens 48 --seed 0 --out $RUN/eval-final.json
 $RLX report $RUN
