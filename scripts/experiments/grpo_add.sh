@@ -14,7 +14,7 @@ ARGS='{"operations": ["+"], "word_problems": false}'
 ALGO=${ALGO:-grpo}
 SEED=${1:-0}
 shift || true
-RUN=$OUT/$ALGO-add-s$SEED
+RUN=$OUT/${NAME:-$ALGO-add-s$SEED}     # NAME= keeps a variant (e.g. another lr) beside the main run
 
 rm -rf $RUN
 /usr/bin/time -f "wall %e s" $RLX train configs/examples/grpo_add.toml --set output_dir=$RUN --set seed=$SEED --set orchestrator.algo.type=$ALGO "$@" 2>&1 | tee $RUN.log
