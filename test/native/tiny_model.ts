@@ -2,6 +2,7 @@
 // gradient read-out as float64, and packed-row builders. Not a test file itself.
 import { NativeModel, type DType, type ShimModelConfig } from "../../src/native/model.ts";
 import type { PackedRow } from "../../src/native/train.ts";
+import { Rng } from "../../src/envs/random.ts";
 
 export const TINY: ShimModelConfig = {
   vocab_size: 64,
@@ -22,16 +23,10 @@ export const TINY: ShimModelConfig = {
 /** Every optional architecture feature on: Qwen3-style q/k norm, Qwen2-style bias. */
 export const TINY_FULL: ShimModelConfig = { ...TINY, attention_bias: true, qk_norm: true };
 
-/** mulberry32: a small deterministic PRNG in [0, 1). */
+/** A small deterministic PRNG in [0, 1) (the envs' mulberry32). */
 export function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const r = new Rng(seed);
+  return () => r.next();
 }
 
 export function f64(bytes: Uint8Array): Float64Array {

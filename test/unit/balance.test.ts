@@ -8,6 +8,7 @@ import type { ShimModelConfig } from "../../src/native/model.ts";
 import { balancedPartition, balanceStep, type CostModel, costModelOf, dummyRow, rowCost, TOKEN_COST } from "../../src/orchestrator/balance.ts";
 import { packStep, type PackedRow, type PackedStep, rowCounts } from "../../src/orchestrator/pack.ts";
 import type { TrainingSample } from "../../src/orchestrator/types.ts";
+import { rng } from "./algo/fixtures.ts";
 
 /** A sample whose token ids encode (id, position), with an rl mask after 1/3 and a ce stream on every third id. */
 function sample(id: number, n: number): TrainingSample {
@@ -26,17 +27,6 @@ function sample(id: number, n: number): TrainingSample {
 
 const stepOf = (lengths: number[], seqLen: number) => packStep(lengths.map((n, i) => sample(i, n)), { seqLen });
 
-/** mulberry32 */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 const randomLengths = (seed: number, n: number, min: number, max: number) => {
   const r = rng(seed);
   return Array.from({ length: n }, () => min + Math.floor(r() * (max - min + 1)));

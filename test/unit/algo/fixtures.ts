@@ -6,6 +6,7 @@
 // transformer.
 import type { PackedRow } from "../../../src/orchestrator/pack.ts";
 import type { Role, Rollout, Segment } from "../../../src/orchestrator/types.ts";
+import { Rng } from "../../../src/envs/random.ts";
 import { type Denominators, type LossSettings, type MetricSums, type OptimizerResult, type Policy, type RowResult, zeroSums } from "../../../src/trainer/step.ts";
 
 export interface SegmentSpec {
@@ -73,16 +74,10 @@ export function singleTurn(reward: number, prompt = 3, completion = 2, extra: Pa
 
 export const DEFAULT_LOSS: LossSettings = { dppo_mask_low: 0.2, dppo_mask_high: 0.2, adv_tau: 1, kl_tau: 1e-3 };
 
-/** A seeded PRNG in [0, 1). */
+/** A seeded PRNG in [0, 1) (the envs' mulberry32). */
 export function rng(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const r = new Rng(seed);
+  return () => r.next();
 }
 
 /** The trainer's loss on a unigram model, in float64, with SGD as the optimizer. */
