@@ -2,12 +2,13 @@
 // against a PyTorch-eager KV-cache loop of the same model (bench/reference/generate.py), for
 // batch 1, 16 and 64, side by side in one command.
 //
-//   bun bench/generate.ts [--presets tiny] [--batches 1,16,64] [--prompt 32] [--new 64] [--rounds 3] [--threads N]
+//   bun bench/generate.ts [--presets tiny] [--batches 1,16,64] [--prompt 32] [--new 64] [--rounds 3] [--threads N] [--group 8]
 //
 // Both sides: B prompts of equal length, one prefill (timed apart, with the first token), then
 // new - 1 decode steps of one forward and one temperature-1 sample per sequence; decode tok/s is
 // B * (new - 1) / decode seconds. Rounds alternate python and rlx (this machine's speed drifts);
-// each figure is the median over rounds.
+// each figure is the median over rounds. A last column times rlx's prefill when the B prompts come
+// in groups of --group (default 8) equal prompts, as an RL step's do: each is prefilled once.
 import { cpus } from "node:os";
 import { PRESETS } from "../src/model/presets.ts";
 import { NativeGenerator } from "../src/native/generate.ts";
@@ -21,8 +22,8 @@ interface Timing {
   decode: number;
 }
 
-function rlxGenerate(model: NativeModel, batch: number, promptLength: number, newTokens: number, seed: number): Timing {
-  const prompts = Array.from({ length: batch }, (_, b) => Int32Array.from({ length: promptLength }, (_, i) => (b * 31 + i * 7) % 259));
+function rlxGenerate(model: NativeModel, batch: number, promptLength: number, newTokens: number, seed: number, group = 1): Timing {
+  const prompts = Array.from({ length: batch }, (_, b) => Int32Array.from({ length: promptLength }, (_, i) => (Math.floor(b / group) * 31 + i * 7) % 259));
   using gen = NativeGenerator.create(model, { slots: batch, capacity: promptLength + newTokens });
   const t0 = performance.now();
   const first = gen.add(prompts.map((prompt, b) => ({ prompt, sampling: { temperature: 1, maxNewTokens: newTokens, seed: seed + b } })));
@@ -39,13 +40,14 @@ const batches = flag("batches", "1,16,64").split(",").map(Number);
 const promptLength = Number(flag("prompt", "32"));
 const newTokens = Number(flag("new", "64"));
 const rounds = Number(flag("rounds", "3"));
+const group = Number(flag("group", "8"));
 // Both sides use the same intra-op thread count (default: one per core).
 const threads = Number(flag("threads", String(cpus().length)));
 await loadNative(threads);
 const info = await runtimeInfo();
 console.log(`libtorch ${info.torch_version}, BLAS ${info.blas}, ${info.threads} threads; prompt ${promptLength}, ${newTokens} new tokens, ${rounds} rounds\n`);
 
-const table: (string | number)[][] = [["preset", "batch", "rlx prefill ms", "torch prefill ms", "rlx decode tok/s", "torch decode tok/s", "rlx/torch"]];
+const table: (string | number)[][] = [["preset", "batch", "rlx prefill ms", "torch prefill ms", "rlx decode tok/s", "torch decode tok/s", "rlx/torch", `rlx prefill ms, groups of ${group}`]];
 for (const name of presets) {
   const preset = PRESETS[name];
   if (!preset) throw new Error(`unknown preset ${name}`);
@@ -54,6 +56,7 @@ for (const name of presets) {
     rlxGenerate(model, batch, promptLength, 4, 0); // warm-up
     const ours: Timing[] = [];
     const theirs: Timing[] = [];
+    const grouped: Timing[] = [];
     for (let r = 0; r < rounds; r++) {
       const ref = runReference<{ prefill_s: number; decode_s: number }>("generate.py", [
         "--config", shimConfigJson(preset.config.shim), "--batch", String(batch), "--prompt", String(promptLength),
@@ -61,6 +64,7 @@ for (const name of presets) {
       ]);
       theirs.push({ prefill: ref.prefill_s, decode: ref.decode_s });
       ours.push(rlxGenerate(model, batch, promptLength, newTokens, r));
+      grouped.push(rlxGenerate(model, batch, promptLength, 2, r, group));
     }
     const decodeTokens = batch * (newTokens - 1);
     const rlxDecode = median(ours.map((t) => t.decode));
@@ -73,6 +77,7 @@ for (const name of presets) {
       (decodeTokens / rlxDecode).toFixed(0),
       (decodeTokens / torchDecode).toFixed(0),
       (torchDecode / rlxDecode).toFixed(2),
+      (median(grouped.map((t) => t.prefill)) * 1000).toFixed(1),
     ]);
   }
 }

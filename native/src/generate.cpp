@@ -2,8 +2,8 @@
 //
 // A generator owns a preallocated KV cache of `slots` rows ([slots, kv_heads, capacity, head_dim]
 // per layer) and one sampling state per occupied slot, so a server can run continuous batching:
-// add sequences (a batched prefill: the prompts packed into one row through the same forward the
-// trainer uses, their K/V written into free slots), step (one decode step for every occupied slot),
+// add sequences (a batched prefill: the distinct prompts packed into one row through the same
+// forward the trainer uses, their K/V written into free slots and copied to repeated prompts' slots), step (one decode step for every occupied slot),
 // remove (cancel). Each row keeps its own position, so prompts of different lengths need no
 // padding. A finished sequence frees its slot in the same call that reports it.
 //
@@ -184,7 +184,7 @@ RLX_API int rlx_gen_add(void* gen, int n, const int32_t* prompt_ids, const int32
     require(prompt_ids && prompt_lengths && sampling && stop_counts && out_slots && out_tokens && out_logprobs && out_finish,
             "rlx_gen_add: a required array is null");
     std::vector<int64_t> lengths(prompt_lengths, prompt_lengths + n);
-    int64_t total = 0, total_stops = 0;
+    int64_t total_stops = 0;
     std::vector<Sequence> added(n);
     for (int i = 0; i < n; ++i) {
       const std::string who = "sequence " + std::to_string(i) + ": ";
@@ -208,22 +208,46 @@ RLX_API int rlx_gen_add(void* gen, int n, const int32_t* prompt_ids, const int32
       total_stops += stop_counts[i];
       s.length = lengths[i];
       s.active = true;
-      total += lengths[i];
     }
     std::vector<int64_t> slots;
     for (int64_t i = 0; i < g.cache.slots && static_cast<int>(slots.size()) < n; ++i)
       if (!g.seqs[i].active) slots.push_back(i);
     require(static_cast<int>(slots.size()) == n, "the generator has " + std::to_string(slots.size()) + " free slots, " +
                                                      std::to_string(n) + " sequences were added (wait for some to finish)");
-    auto ids = token_tensor(m, prompt_ids, total, "prompt_ids");
+    // The rollouts of a group arrive together with one prompt: each distinct prompt is prefilled
+    // once and its K/V rows copied to the slots of its repeats (vLLM's prefix caching, for the
+    // case RL makes common). prompt_of[i] is the index among the distinct prompts.
+    std::vector<int64_t> offsets(n), distinct, prompt_of(n);
+    for (int i = 0, offset = 0; i < n; offset += lengths[i++]) offsets[i] = offset;
+    for (int i = 0; i < n; ++i) {
+      const int32_t* ids_i = prompt_ids + offsets[i];
+      auto same = std::find_if(distinct.begin(), distinct.end(), [&](int64_t j) {
+        return lengths[j] == lengths[i] && std::equal(ids_i, ids_i + lengths[i], prompt_ids + offsets[j]);
+      });
+      prompt_of[i] = same - distinct.begin();
+      if (same == distinct.end()) distinct.push_back(i);
+    }
+    std::vector<int32_t> distinct_ids;
+    std::vector<int64_t> distinct_lengths, distinct_slots, last;
+    for (auto j : distinct) {
+      distinct_ids.insert(distinct_ids.end(), prompt_ids + offsets[j], prompt_ids + offsets[j] + lengths[j]);
+      distinct_lengths.push_back(lengths[j]), distinct_slots.push_back(slots[j]);
+      last.push_back(static_cast<int64_t>(distinct_ids.size()) - 1);
+    }
+    auto ids = token_tensor(m, distinct_ids.data(), static_cast<int64_t>(distinct_ids.size()), "prompt_ids");
 
     c10::InferenceMode inference;
     AutocastScope autocast(m);
-    KVWrite kv{&g.cache, slots};
-    auto hidden = forward_packed(m, ids, packed_positions(m, lengths), lengths, &kv);
-    std::vector<int64_t> last;
-    for (int64_t i = 0, end = 0; i < n; ++i) last.push_back((end += lengths[i]) - 1);
-    auto logits = lm_logits(m, hidden.index_select(0, at::tensor(last, at::kLong).to(m.device))).to(at::kCPU);
+    KVWrite kv{&g.cache, distinct_slots};
+    auto hidden = forward_packed(m, ids, packed_positions(m, distinct_lengths), distinct_lengths, &kv);
+    for (int i = 0; i < n; ++i) {
+      const int64_t from = distinct_slots[prompt_of[i]];
+      if (from == slots[i]) continue;
+      for (auto* layers : {&g.cache.k, &g.cache.v})
+        for (auto& layer : *layers) layer[slots[i]].narrow(1, 0, lengths[i]).copy_(layer[from].narrow(1, 0, lengths[i]));
+    }
+    auto distinct_logits = lm_logits(m, hidden.index_select(0, at::tensor(last, at::kLong).to(m.device)));
+    auto logits = distinct_logits.index_select(0, at::tensor(prompt_of, at::kLong).to(m.device)).to(at::kCPU);
     std::vector<Sequence*> seqs;
     for (int i = 0; i < n; ++i) g.seqs[slots[i]] = std::move(added[i]), seqs.push_back(&g.seqs[slots[i]]);
     sample_rows(logits, seqs, out_tokens, out_logprobs);

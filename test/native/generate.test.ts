@@ -1,7 +1,8 @@
 // Generation against scoring: the logprobs a generator reports equal prefill logprobs of the same
 // sequence (what the trainer compares against), greedy picks the argmax, top-k/top-p only sample
 // from their allowed sets, seeds reproduce, stop tokens and capacity end sequences, and continuous
-// batching (fewer slots than prompts) gives the same completions as one batch.
+// batching (fewer slots than prompts) and repeated prompts (prefilled once) give the same
+// completions as one batch of prompts added alone.
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { generate, NativeGenerator, score, type SamplingParams } from "../../src/native/generate.ts";
 import { rng, TINY, TINY_FULL, tinyModel } from "./tiny_model.ts";
@@ -142,6 +143,19 @@ test("continuous batching (2 slots for 5 prompts) gives the same completions as 
   expect(trickled.map((c) => c.tokens)).toEqual(together.map((c) => c.tokens));
   trickled.forEach((c, i) => c.logprobs.forEach((lp, j) => expect(Math.abs(lp - together[i]!.logprobs[j]!)).toBeLessThan(1e-6)));
   expect(together.map((c) => c.tokens.length)).toEqual([3, 5, 7, 9, 11]);
+});
+
+test("a prompt repeated in one add (a group) is prefilled once and decodes as if added alone", async () => {
+  using model = await tinyModel({ dtype: "f64", config: TINY_FULL, sharpen: 2 });
+  // Two groups interleaved with a one-off prompt, and a prefix of a group's prompt (not a repeat).
+  const prompts = [PROMPTS[3]!, PROMPTS[1]!, PROMPTS[3]!, PROMPTS[3]!.slice(0, 4), PROMPTS[1]!, PROMPTS[3]!, PROMPTS[2]!];
+  const sampling = prompts.map((_, i) => ({ temperature: 1, maxNewTokens: 8, seed: 100 + i }));
+  const grouped = generate(model, prompts, sampling);
+  const alone = generate(model, prompts, sampling, { slots: 1 });
+  expect(grouped.map((c) => c.tokens)).toEqual(alone.map((c) => c.tokens));
+  grouped.forEach((c, i) => c.logprobs.forEach((lp, j) => expect(Math.abs(lp - alone[i]!.logprobs[j]!)).toBeLessThan(1e-9)));
+  // Each member of a group samples from its own seed.
+  expect(new Set([0, 2, 5].map((i) => grouped[i]!.tokens.join(","))).size).toBeGreaterThan(1);
 });
 
 test("the generator API: slots, capacity, cancel", async () => {
