@@ -4,7 +4,7 @@
 // (same keys, same meaning), with an SFT-sized learning-rate default.
 //
 //   [model]    path        the model to start from (HF layout)
-//   [data]     path        JSONL file(s): chat messages or prompt/completion rows
+//   [data]     path, repeat  JSONL file(s): chat messages or prompt/completion rows; per-file repeat counts
 //   [trainer]  steps | epochs, batch_tokens (per optimizer step), seq_len (per packed row), optim, schedule
 //   [eval]     env list, interval, num_examples, k, greedy: held-out tasks between steps
 //   [save]     interval    intermediate checkpoints; the final model always goes to <output_dir>/model
@@ -44,6 +44,8 @@ export const sftConfigSchema = z.strictObject({
   data: z.strictObject({
     /** One JSONL file or a list; rows of several files are mixed. */
     path: z.union([z.string().min(1), z.array(z.string().min(1)).min(1)]),
+    /** Times each file's rows appear per epoch, one count per file (default 1 each): mixing weights. */
+    repeat: z.array(positiveInt).optional(),
     shuffle: z.boolean().default(true),
   }),
 
@@ -116,10 +118,16 @@ export function loadSftConfig(path: string, overrides: readonly string[] = []): 
     throw new ConfigError(err.message.replaceAll("src/config/schema.ts", "src/config/sft.ts"), { fix: err.fix });
   }
   checkEvalEnvs(parsed.data, source);
+  const { path: files, repeat } = parsed.data.data;
+  const fileCount = typeof files === "string" ? 1 : files.length;
+  if (repeat && repeat.length !== fileCount) {
+    throw new ConfigError(`${source}: data.repeat has ${repeat.length} counts for ${fileCount} data file(s)`, { fix: "give one count per entry of data.path, in the same order" });
+  }
   return parsed.data;
 }
 
-/** The data files as a list. */
+/** The data files as a list, each repeated `data.repeat` times. */
 export function dataPaths(config: SftConfig): string[] {
-  return typeof config.data.path === "string" ? [config.data.path] : config.data.path;
+  const paths = typeof config.data.path === "string" ? [config.data.path] : config.data.path;
+  return paths.flatMap((path, i) => new Array<string>(config.data.repeat?.[i] ?? 1).fill(path));
 }

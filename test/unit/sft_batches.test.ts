@@ -80,6 +80,9 @@ test("sft config: defaults, --set, key paths in errors, eval env args checked at
   expect(config.trainer.optim.max_norm).toBe(1.0);
   expect(config.trainer.schedule.type).toBe("constant");
   expect(dataPaths(config)).toEqual(["a.jsonl", "b.jsonl"]);
+  expect(dataPaths(loadSftConfig(path, ["data.repeat=[3, 1]"]))).toEqual(["a.jsonl", "a.jsonl", "a.jsonl", "b.jsonl"]);
+  expect(() => loadSftConfig(path, ["data.repeat=[3]"])).toThrow(/data\.repeat has 1 counts for 2 data file\(s\)/);
+  expect(() => loadSftConfig(path, ["data.repeat=[0, 1]"])).toThrow(/data\.repeat\[0\]/);
   expect(config.eval!.env[0]!.args.digits).toBe(2); // the env's default, filled in
   expect(loadSftConfig(path).trainer.optim.lr).toBe(1e-5);
 
