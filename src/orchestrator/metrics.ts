@@ -104,6 +104,7 @@ export function evalSummary(m: Metrics): string {
 
 export class MetricsLog {
   private readonly rows: Array<Metrics & { step: number }> = [];
+  private readonly notes: Array<Metrics & { step: number }> = [];
   private lastLineAt = performance.now();
   readonly path: string;
 
@@ -129,6 +130,7 @@ export class MetricsLog {
 
   /** A line of its own (the base model's eval, step 0). */
   note(step: number, metrics: Metrics): void {
+    this.notes.push({ step, ...metrics });
     appendFileSync(this.path, `${JSON.stringify({ step, time: Date.now() / 1000, ...metrics })}\n`);
     this.print(`step ${step}/${this.maxSteps} | ${evalSummary(metrics)} | ${num(metrics["time/eval"], 2)}s`);
   }
@@ -153,23 +155,53 @@ export class MetricsLog {
     return recovered;
   }
 
-  /** The end-of-run table: reward per env at the first and last step this process logged. */
+  /**
+   * The end-of-run table: per env, the mean reward of the first and of the last few steps this
+   * process logged (single steps are too noisy to compare), rollout and error counts; then each
+   * held-out eval metric at the first and the last eval; then where a step's time went (rollouts
+   * and training overlap when max_async_level >= 1, so the parts can add up to more than the step).
+   */
   summary(): string {
     if (this.rows.length === 0) return "no steps were logged";
-    const first = this.rows[0]!;
-    const last = this.rows.at(-1)!;
-    const header = ["env", `reward@${first.step}`, `reward@${last.step}`, "rollouts", "errors"];
-    const lines = this.envs.map((env) => [
-      env,
-      num(first[`reward/${env}`]),
-      num(last[`reward/${env}`]),
-      String(this.rows.reduce((n, r) => n + (r[`rollouts/${env}`] ?? 0), 0)),
-      String(this.rows.reduce((n, r) => n + (r[`errors/${env}`] ?? 0), 0)),
-    ]);
-    const table = [header, ...lines];
-    const widths = header.map((_, c) => Math.max(...table.map((row) => row[c]!.length)));
-    return table.map((row) => row.map((cell, c) => (c === 0 ? cell.padEnd(widths[c]!) : cell.padStart(widths[c]!))).join("  ")).join("\n");
+    const span = Math.max(1, Math.min(3, Math.floor(this.rows.length / 2)));
+    const head = this.rows.slice(0, span);
+    const tail = this.rows.slice(-span);
+    const steps = (rows: typeof this.rows) => (rows.length > 1 ? `steps ${rows[0]!.step}-${rows.at(-1)!.step}` : `step ${rows[0]!.step}`);
+    const meanOf = (rows: typeof this.rows, key: string) => {
+      const values = rows.map((r) => r[key]).filter((v): v is number => v !== undefined);
+      return values.length ? num(mean(values)) : "-";
+    };
+    const total = (key: string) => String(this.rows.reduce((n, r) => n + (r[key] ?? 0), 0));
+    const table = [
+      ["env", `reward, ${steps(head)}`, `reward, ${steps(tail)}`, "rollouts", "errors"],
+      ...this.envs.map((env) => [env, meanOf(head, `reward/${env}`), meanOf(tail, `reward/${env}`), total(`rollouts/${env}`), total(`errors/${env}`)]),
+    ];
+    const time = (key: string) => mean(this.rows.map((r) => r[key] ?? 0)).toFixed(2);
+    const timing = [
+      `time per step, mean of ${this.rows.length}: ${time("time/step")} s`,
+      `rollouts ${time("time/rollouts")} s (held by the async bound ${time("time/wait_for_policy")} s)`,
+      `trainer compute ${time("time/train")} s (idle, waiting for its batch ${time("time/trainer_wait")} s)`,
+      `weight reload ${time("time/reload")} s`,
+    ].join(" | ");
+    const evals = this.evals;
+    if (evals.length < 2) return `${alignTable(table)}\n\n${timing}`;
+    const first = evals[0]!;
+    const last = evals.at(-1)!;
+    const keys = Object.keys(last).filter((key) => /^eval\/.+\/(avg@\d+|pass@\d+|greedy\/pass@1)$/.test(key) && key in first);
+    const evalTable = [["held-out eval", `step ${first.step}`, `step ${last.step}`], ...keys.map((key) => [key.slice("eval/".length), num(first[key]), num(last[key])])];
+    return `${alignTable(table)}\n\n${alignTable(evalTable)}\n\n${timing}`;
   }
+
+  /** Every logged line that holds eval results (the step-0 note included), in order. */
+  private get evals(): Array<Metrics & { step: number }> {
+    return [...this.notes, ...this.rows].filter((r) => Object.keys(r).some((k) => k.startsWith("eval/"))).sort((a, b) => a.step - b.step);
+  }
+}
+
+/** Right-aligned columns after a left-aligned first one. */
+function alignTable(table: string[][]): string {
+  const widths = table[0]!.map((_, c) => Math.max(...table.map((row) => row[c]!.length)));
+  return table.map((row) => row.map((cell, c) => (c === 0 ? cell.padEnd(widths[c]!) : cell.padStart(widths[c]!))).join("  ")).join("\n");
 }
 
 /** A one-line progress bar on stderr while a step's rollouts generate (TTY only; silent otherwise). */
