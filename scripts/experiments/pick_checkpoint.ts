@@ -1,7 +1,9 @@
 // Picks the SFT checkpoint to start RL from: the eval step whose held-out greedy pass@1 lies in
 // [low, high] and is closest to `target`. SFT accuracy on addition jumps steeply (a few hundred
 // steps take it from ~0 to ~0.8), so the student is chosen from frequent evals rather than by a
-// step count fixed in advance. Prints the checkpoint directory and its pass@1 (tab-separated).
+// step count fixed in advance. Prints the checkpoint's model directory (`checkpoints/step_N/trainer/model`,
+// HF layout; runs from before resumable checkpoints have the model at `checkpoints/step_N`) and its
+// pass@1 (tab-separated).
 //
 //   bun scripts/experiments/pick_checkpoint.ts RUN_DIR [--low 0.2] [--high 0.6] [--target 0.35]
 import { existsSync, readFileSync } from "node:fs";
@@ -22,7 +24,11 @@ const evals_E = readFileSync(join(runDir, "metrics.jsonl"), "utf8")
   .split("\n")
   .map((line) => JSON.parse(line) as Record<string, number>)
   .filter((row) => KEY in row)
-  .map((row) => ({ step: row.step!, pass1: row[KEY]!, dir: join(runDir, "checkpoints", `step_${row.step}`) }))
+  .map((row) => {
+    const checkpoint = join(runDir, "checkpoints", `step_${row.step}`);
+    const model = join(checkpoint, "trainer/model");
+    return { step: row.step!, pass1: row[KEY]!, dir: existsSync(model) ? model : checkpoint };
+  })
   .filter((e) => existsSync(join(e.dir, "config.json")));
 
 const inBand = evals_E.filter((e) => e.pass1 >= low && e.pass1 <= high).sort((a, b) => Math.abs(a.pass1 - target) - Math.abs(b.pass1 - target));

@@ -1,9 +1,13 @@
-// `rlx sft CONFIG [--set k=v]...`: supervised fine-tuning from a TOML config (src/config/sft.ts)
-// on a JSONL dataset of chat messages or prompt/completion rows. Prints one line per step and a
-// summary table (with the before/after eval when [eval] is set); `--json` prints the summary as
-// one JSON object instead of the table. The work is runSft in src/trainer/sft.ts.
+// `rlx sft CONFIG [--set k=v]... [--resume | --force]`: supervised fine-tuning from a TOML config
+// (src/config/sft.ts) on a JSONL dataset of chat messages or prompt/completion rows. Prints one
+// line per step and a summary table (with the before/after eval when [eval] is set); `--json`
+// prints the summary as one JSON object instead of the table. `--resume` continues the run in
+// output_dir from its newest whole checkpoint; a fresh start over a run needs `--force`, like
+// `rlx train`. The work is runSft in src/trainer/sft.ts.
 import { defineCommand } from "citty";
+import { consola } from "consola";
 import { stringify as stringifyToml } from "smol-toml";
+import { ConfigError } from "../errors.ts";
 import { repeated } from "./run.ts";
 
 function duration(seconds: number): string {
@@ -18,6 +22,8 @@ export default defineCommand({
     set: { type: "string", description: "Override a key: --set trainer.steps=100 (repeatable)" },
     "dry-run": { type: "boolean", description: "Print the resolved config and exit; writes nothing" },
     json: { type: "boolean", description: "Print the summary as JSON (step lines go to stderr)" },
+    resume: { type: "boolean", description: "Continue the run in output_dir from its last checkpoint" },
+    force: { type: "boolean", description: "Delete a previous run in output_dir (metrics, checkpoints, model) and start over" },
   },
   async run({ args, rawArgs }) {
     const { loadSftConfig } = await import("../config/sft.ts");
@@ -26,8 +32,14 @@ export default defineCommand({
       console.log(`# resolved ${args.config}\n${stringifyToml(JSON.parse(JSON.stringify(config)))}`);
       return;
     }
+    if (args.resume && args.force) throw new ConfigError("--resume and --force contradict each other", { fix: "--resume continues the run in output_dir; --force deletes it and starts over" });
     const { runSft } = await import("../trainer/sft.ts");
-    const summary = await runSft(config, { log: (line) => (args.json ? console.error(line) : console.log(line)) });
+    const summary = await runSft(config, {
+      log: (line) => (args.json ? console.error(line) : console.log(line)),
+      warn: (line) => consola.warn(line),
+      resume: Boolean(args.resume),
+      force: Boolean(args.force),
+    });
     if (args.json) {
       const { evalBefore, evalAfter, ...rest } = summary;
       const strip = (results: typeof evalAfter) => results.map(({ results: _perTask, ...r }) => r);

@@ -7,7 +7,7 @@
 //   [data]     path, repeat  JSONL file(s): chat messages or prompt/completion rows; per-file repeat counts
 //   [trainer]  steps | epochs, batch_tokens (per optimizer step), seq_len (per packed row), optim, schedule
 //   [eval]     env list, interval, num_examples, k, greedy: held-out tasks between steps
-//   [save]     interval    intermediate checkpoints; the final model always goes to <output_dir>/model
+//   [save]     interval, keep, dtype  resumable checkpoints (`rlx sft --resume`); the final model always goes to <output_dir>/model
 import { z } from "zod";
 import { ConfigError } from "../errors.ts";
 import { envArgsSchema, listEnvs } from "../envs/index.ts";
@@ -83,9 +83,11 @@ export const sftConfigSchema = z.strictObject({
 
   save: z
     .strictObject({
-      /** Write <output_dir>/checkpoints/step_N every N steps; 0 = only the final model. */
+      /** Write a resumable <output_dir>/checkpoints/step_N every N steps; 0 = only the final model. */
       interval: z.number().int().min(0).default(0),
-      /** Weights dtype on disk. */
+      /** Checkpoints kept (the newest); 0 = all, so a later pick among them (pick_checkpoint.ts) can see every one. */
+      keep: z.number().int().min(0).default(0),
+      /** The final model's weights dtype on disk (checkpoints are always f32, to resume exactly). */
       dtype: z.enum(["f32", "bf16"]).default("f32"),
     })
     .prefault({}),

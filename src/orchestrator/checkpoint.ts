@@ -6,7 +6,8 @@
 //   checkpoints/step_N/
 //     trainer/model/         HF layout, float32 (exact, whatever dtype the run publishes in)
 //     trainer/optimizer.bin  the shim's AdamW state image
-//     orchestrator.json      the orchestrator's state (src/orchestrator/loop.ts)
+//     orchestrator.json      the orchestrator's state (src/orchestrator/loop.ts); in an `rlx sft`
+//                            run, the SFT loop's (src/trainer/sft.ts: data cursor, running totals)
 //     manifest.json          step, format, and the byte size of every file above; written last
 //
 // One writer (the trainer: the orchestrator's state reaches it inside step file N), one atomic

@@ -12,11 +12,17 @@
 // per step, eval keys as eval/<env>/pass@1 so `rlx report` charts them), checkpoints/step_N/ every
 // `save.interval` steps, and the final model in model/ (HF layout: `rlx eval`, `rlx serve` and
 // `rlx train` load it).
-import { appendFileSync, mkdirSync, writeFileSync } from "node:fs";
+//
+// Checkpoints are `rlx train`'s (src/orchestrator/checkpoint.ts: f32 weights, AdamW state, manifest
+// last, atomic rename); their orchestrator.json holds this loop's state (SftState: the batcher's
+// cursor and the summary's running totals). `--resume` continues from the newest whole one as if
+// the run had not stopped: same step numbers, the same batches in the same order, the same
+// learning rates, metrics.jsonl rewound to the checkpoint's step, no step-0 eval.
+import { appendFileSync, existsSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { stringify as stringifyToml } from "smol-toml";
 import { dataPaths, type SftConfig } from "../config/sft.ts";
-import { EnvError } from "../errors.ts";
+import { ConfigError, EnvError } from "../errors.ts";
 import { LocalClient } from "../inference/local.ts";
 import { loadModel, saveModel } from "../model/hf.ts";
 import { ChatRenderer } from "../model/render.ts";
@@ -24,9 +30,10 @@ import { Tokenizer } from "../model/tokenizer.ts";
 import { loadNative } from "../native/ffi.ts";
 import type { NativeModel } from "../native/model.ts";
 import { NativeOptimizer } from "../native/train.ts";
+import { type LoadedCheckpoint, latestCheckpoint, readCheckpoint, rewindRunDir, writeCheckpoint } from "../orchestrator/checkpoint.ts";
 import { type EnvEval, evalMetrics, evaluate, loadEvalTasks } from "../orchestrator/eval.ts";
 import { learningRate } from "./schedule.ts";
-import { type SftExample, SftBatches } from "./sft_batches.ts";
+import { type BatchCursorState, type SftExample, SftBatches } from "./sft_batches.ts";
 import { readSftRows } from "./sft_data.ts";
 import { tokenizeConversation } from "./sft_tokens.ts";
 import { nativePolicy, trainStep } from "./step.ts";
@@ -50,9 +57,87 @@ export interface SftSummary {
   evalAfter: EnvEval[];
 }
 
-export interface SftHooks {
+export interface SftOptions {
   /** A progress line (one per step, plus eval and save notes). */
   log?: (line: string) => void;
+  /** A checkpoint skipped on --resume (partial or damaged). */
+  warn?: (line: string) => void;
+  /** Continue the run in output_dir from its newest whole checkpoint. */
+  resume?: boolean;
+  /** Start over in an output_dir that already holds a run (its metrics, checkpoints and model are deleted). */
+  force?: boolean;
+}
+
+/** A checkpoint's orchestrator.json in an SFT run: the loop's state after `step`. */
+interface SftState {
+  format: 1;
+  kind: "sft";
+  step: number;
+  batches: BatchCursorState;
+  /** What the batcher's order depends on; a resume over other data could not continue it. */
+  data: DataFingerprint;
+  tokens: number;
+  trainSeconds: number;
+  /** The step loop's wall time so far (a resumed run's summary adds its own). */
+  seconds: number;
+  firstNll: number;
+  lastNll: number;
+  /** The step-0 eval, without per-task results (a resumed run does not repeat it). */
+  evalBefore: EnvEval[];
+}
+
+interface DataFingerprint {
+  examples: number;
+  /** Bun.hash of every example's tokens and target weights, in dataset order. */
+  hash: string;
+  seed: number;
+  shuffle: boolean;
+}
+
+function dataFingerprint(examples: readonly SftExample[], config: SftConfig): DataFingerprint {
+  const text = examples.map((e) => `${e.tokenIds.join(",")}|${e.ceWeights.join(",")}`).join("\n");
+  return { examples: examples.length, hash: String(Bun.hash(text)), seed: config.seed, shuffle: config.data.shuffle };
+}
+
+/** Files whose presence means output_dir holds a run that a fresh start would overwrite. */
+const RUN_FILES = ["metrics.jsonl", "checkpoints"];
+
+/** Checks output_dir against --resume / --force before anything is written; returns the checkpoint to continue from. */
+function checkRunDir(runDir: string, options: SftOptions, warn: (line: string) => void): LoadedCheckpoint | undefined {
+  if (options.resume) {
+    const latest = latestCheckpoint(runDir, warn);
+    if (!latest) {
+      throw new ConfigError(`--resume: output_dir ${runDir} has no whole checkpoint to continue from`, {
+        fix: "checkpoints are written every save.interval steps (--set save.interval=N); start over with --force, or without --resume in a new output_dir",
+      });
+    }
+    return readCheckpoint(latest.dir);
+  }
+  if (!options.force && RUN_FILES.some((name) => existsSync(join(runDir, name)))) {
+    throw new ConfigError(`output_dir ${runDir} already holds a run`, {
+      fix: "continue it with --resume, start over with --force (deletes its metrics, checkpoints and model), or pick another output_dir (--set output_dir=...)",
+    });
+  }
+  return undefined;
+}
+
+/** The checkpoint's SFT state, refused unless it continues this config's data at a step before the last. */
+function sftState(checkpoint: LoadedCheckpoint, data: DataFingerprint, totalSteps: number): SftState {
+  const state = checkpoint.orchestratorState as Partial<SftState> | null;
+  if (state?.format !== 1 || state.kind !== "sft" || state.step !== checkpoint.step || !state.batches || !state.data) {
+    throw new ConfigError(`${checkpoint.dir}/orchestrator.json is not an rlx sft state of step ${checkpoint.step}`, { fix: "resume an rlx sft run (rlx train runs resume with rlx train --resume)" });
+  }
+  for (const key of ["examples", "hash", "seed", "shuffle"] as const) {
+    if (state.data[key] !== data[key]) {
+      throw new ConfigError(`--resume: the data differs from the checkpointed run's (${key}: ${state.data[key]} then, ${data[key]} now), so its order cannot continue`, {
+        fix: "resume with the config and data files the run started with (config.resolved.toml in output_dir), or start over with --force",
+      });
+    }
+  }
+  if (state.step >= totalSteps) {
+    throw new ConfigError(`--resume: checkpoint ${checkpoint.dir} is at step ${state.step}, and this config trains ${totalSteps} steps`, { fix: "raise trainer.steps (--set trainer.steps=N) to train further" });
+  }
+  return state as SftState;
 }
 
 /** Reads and tokenizes the dataset; every row must keep a target token inside seq_len. */
@@ -101,33 +186,47 @@ async function evalAll(model: NativeModel, renderer: ChatRenderer, config: SftCo
 
 const fmtLr = (lr: number) => lr.toExponential(1);
 
-/** Runs SFT to completion; returns what the summary table prints. */
-export async function runSft(config: SftConfig, hooks: SftHooks = {}): Promise<SftSummary> {
-  const log = hooks.log ?? ((line: string) => console.log(line));
+/** Runs SFT to completion (or from a checkpoint to completion, with `resume`); returns what the summary table prints. */
+export async function runSft(config: SftConfig, options: SftOptions = {}): Promise<SftSummary> {
+  const log = options.log ?? ((line: string) => console.log(line));
+  const warn = options.warn ?? ((line: string) => console.error(`warning: ${line}`));
   const t = config.trainer;
+  const runDir = config.output_dir;
+  const checkpoint = checkRunDir(runDir, options, warn);
   await loadNative(t.threads);
   const renderer = new ChatRenderer(Tokenizer.load(config.model.path));
   const examples = prepareExamples(renderer, dataPaths(config), t.seq_len);
   const batchOptions = { batchTokens: t.batch_tokens, seqLen: t.seq_len, seed: config.seed, shuffle: config.data.shuffle };
   const totalSteps = t.steps ?? stepsForEpochs(examples, batchOptions, t.epochs);
+  const data = dataFingerprint(examples, config);
+  const resumed = checkpoint && sftState(checkpoint, data, totalSteps);
   const truncatedExamples = examples.filter((e) => e.tokenIds.length > t.seq_len).length;
   const dataTokens = examples.reduce((n, e) => n + e.tokenIds.length, 0);
   const evalEnvs = config.eval ? await Promise.all(config.eval.env.map((e) => loadEvalTasks({ id: e.id, name: e.name, args: e.args, numExamples: config.eval!.num_examples, seed: config.seed }))) : [];
   log(`sft: ${examples.length} examples (${dataTokens.toLocaleString("en-US")} tokens, ${truncatedExamples} longer than seq_len ${t.seq_len}), ${totalSteps} steps of ${t.batch_tokens} tokens`);
 
-  mkdirSync(config.output_dir, { recursive: true });
-  writeFileSync(join(config.output_dir, "config.resolved.toml"), stringifyToml(JSON.parse(JSON.stringify(config))));
-  const metricsPath = join(config.output_dir, "metrics.jsonl");
-  writeFileSync(metricsPath, "");
+  // Nothing in output_dir changes until the config, the data and the checkpoint have all checked out.
+  if (checkpoint) {
+    rewindRunDir(runDir, checkpoint.step);
+    log(`sft: resuming after step ${checkpoint.step} from ${checkpoint.dir}`);
+  } else if (options.force) {
+    for (const name of [...RUN_FILES, "model", "config.resolved.toml"]) rmSync(join(runDir, name), { recursive: true, force: true });
+  }
+  mkdirSync(runDir, { recursive: true });
+  writeFileSync(join(runDir, "config.resolved.toml"), stringifyToml(JSON.parse(JSON.stringify(config))));
+  const metricsPath = join(runDir, "metrics.jsonl");
+  if (!resumed) writeFileSync(metricsPath, "");
   const record = (row: Record<string, number>) => appendFileSync(metricsPath, `${JSON.stringify(row)}\n`);
 
-  const model = await loadModel(config.model.path, { dtype: config.model.dtype });
+  const model = await loadModel(checkpoint?.modelDir ?? config.model.path, { dtype: config.model.dtype });
   try {
     if (t.precision === "bf16-autocast") model.setOption("autocast_bf16", true);
     const optim = t.optim;
     using optimizer = NativeOptimizer.create(model, { beta1: optim.betas[0], beta2: optim.betas[1], eps: optim.eps, weightDecay: optim.weight_decay });
+    if (checkpoint) optimizer.loadState(checkpoint.optimizerState());
     const policy = nativePolicy(model, optimizer);
     const batches = new SftBatches(examples, batchOptions);
+    if (resumed) batches.restore(resumed.batches);
     const runEval = async (step: number): Promise<EnvEval[]> => {
       if (evalEnvs.length === 0) return [];
       const started = performance.now();
@@ -137,15 +236,15 @@ export async function runSft(config: SftConfig, hooks: SftHooks = {}): Promise<S
       return results;
     };
 
-    const evalBefore = await runEval(0);
+    const evalBefore = resumed ? resumed.evalBefore : await runEval(0);
     let evalAfter = evalBefore;
-    const started = performance.now();
-    let tokens = 0;
-    let trainSeconds = 0;
-    let firstNll = Number.NaN;
-    let lastNll = Number.NaN;
+    const started = performance.now() - (resumed?.seconds ?? 0) * 1000;
+    let tokens = resumed?.tokens ?? 0;
+    let trainSeconds = resumed?.trainSeconds ?? 0;
+    let firstNll = resumed?.firstNll ?? Number.NaN;
+    let lastNll = resumed?.lastNll ?? Number.NaN;
     const width = String(totalSteps).length;
-    for (let step = 1; step <= totalSteps; step++) {
+    for (let step = (resumed?.step ?? 0) + 1; step <= totalSteps; step++) {
       const packed = batches.nextPacked();
       const lr = learningRate(step, optim.lr, t.schedule, totalSteps);
       const result = trainStep(policy, packed, { lr, maxGradNorm: optim.max_norm, loss: { dppo_mask_low: 0.2, dppo_mask_high: 0.2, adv_tau: 1, kl_tau: 1e-3 } });
@@ -157,17 +256,21 @@ export async function runSft(config: SftConfig, hooks: SftHooks = {}): Promise<S
       const perEnv = Object.fromEntries(Object.entries(result.perEnv).map(([env, e]) => [`nll/${env}`, e.nll!]));
       record({ step, epoch: batches.epochs, "loss/ce": m["loss/ce"]!, nll: m.nll!, ...(Object.keys(perEnv).length > 1 ? perEnv : {}), "count/ce": m["count/ce"]!, lr, grad_norm: m.grad_norm!, skipped: m.skipped!, tokens: packed.tokens, truncated: packed.truncatedSamples, "throughput/tokens_per_s": m.tokens_per_s!, "time/step": m.seconds! });
       log(`step ${String(step).padStart(width)}/${totalSteps} | nll ${m.nll!.toFixed(4)} | lr ${fmtLr(lr)} | grad ${m.grad_norm!.toFixed(2)}${m.skipped ? " (skipped: not finite)" : ""} | ${packed.tokens} tok | ${Math.round(m.tokens_per_s!)} tok/s | ${m.seconds!.toFixed(2)} s | epoch ${batches.epochs.toFixed(2)}`);
-      if (config.save.interval > 0 && step % config.save.interval === 0 && step < totalSteps) {
-        const dir = join(config.output_dir, "checkpoints", `step_${step}`);
-        saveModel(model, dir, { dtype: config.save.dtype, sourceDir: config.model.path });
-        log(`saved ${dir}`);
-      }
       if (config.eval && (step % config.eval.interval === 0 || step === totalSteps)) evalAfter = await runEval(step);
+      // After the step's eval, so a checkpoint's metrics (kept on resume) include the eval of its step.
+      if (config.save.interval > 0 && step % config.save.interval === 0 && step < totalSteps) {
+        const state: SftState = {
+          format: 1, kind: "sft", step, batches: batches.state, data, tokens, trainSeconds, seconds: (performance.now() - started) / 1000, firstNll, lastNll,
+          evalBefore: evalBefore.map((e) => ({ ...e, results: [] })),
+        };
+        const keep = config.save.keep === 0 ? Number.POSITIVE_INFINITY : config.save.keep;
+        log(`saved ${writeCheckpoint(runDir, step, { model, optimizer, sourceDir: config.model.path, orchestratorState: state, keep })}`);
+      }
     }
     const seconds = (performance.now() - started) / 1000;
-    const modelDir = join(config.output_dir, "model");
+    const modelDir = join(runDir, "model");
     saveModel(model, modelDir, { dtype: config.save.dtype, sourceDir: config.model.path });
-    return { steps: totalSteps, seconds, trainSeconds, tokens, examples: examples.length, epochs: batches.epochs, truncatedExamples, firstNll, lastNll, modelDir, outputDir: config.output_dir, evalBefore, evalAfter };
+    return { steps: totalSteps, seconds, trainSeconds, tokens, examples: examples.length, epochs: batches.epochs, truncatedExamples, firstNll, lastNll, modelDir, outputDir: runDir, evalBefore, evalAfter };
   } finally {
     model.free();
   }

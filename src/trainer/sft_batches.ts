@@ -6,6 +6,10 @@
 // (ceWeights; lossMask 0 because nothing was sampled by the policy, so rl and the
 // policy-sampled metrics such as mismatch_kl stay empty), then rows of seq_len via the same
 // first-fit-decreasing packer RL steps use.
+// The cursor (epoch, position) is the batcher's whole state: an epoch's order is a pure function of
+// the seed and the epoch number, so a resumed `rlx sft` run restores it and draws exactly the
+// batches the uninterrupted run would have.
+import { RlxError } from "../errors.ts";
 import { Rng } from "../envs/random.ts";
 import { type PackedStep, packStep } from "../orchestrator/pack.ts";
 import type { TrainingSample } from "../orchestrator/types.ts";
@@ -54,6 +58,18 @@ export class SftBatches {
 
   get state(): BatchCursorState {
     return { ...this.#state };
+  }
+
+  /** Continues from a state read off another batcher over the same examples and options. */
+  restore(state: BatchCursorState): void {
+    const { epoch, position } = state;
+    if (!Number.isInteger(epoch) || epoch < 0 || !Number.isInteger(position) || position < 0 || position > this.examples.length) {
+      throw new RlxError(`the data cursor {epoch ${epoch}, position ${position}} does not fit a dataset of ${this.examples.length} examples`, {
+        fix: "resume with the data the run was started with",
+      });
+    }
+    this.#state = { epoch, position };
+    this.#order = this.#epochOrder(epoch);
   }
 
   /** Epochs completed, fractional (examples consumed / dataset size). */

@@ -1,5 +1,5 @@
 // SFT batching and config: each epoch visits every example exactly once in a seeded order, steps
-// respect the token budget, the training samples carry only the ce stream (so the step's ce count
+// respect the token budget, a restored cursor continues the same order, the training samples carry only the ce stream (so the step's ce count
 // is the number of predicted target tokens), and the config loader names the key path of every
 // mistake.
 import { expect, test } from "bun:test";
@@ -38,6 +38,26 @@ test("every example once per epoch, in a seeded order that changes between epoch
   const unshuffled = new SftBatches(data, { batchTokens: 30, seqLen: 64, seed: 3, shuffle: false });
   expect(unshuffled.next().map((e) => e.id)).toEqual(["f:1", "f:2"]); // 10 + 11 tokens; the third (12) would exceed 30
   expect(unshuffled.epochs).toBeCloseTo(2 / 20, 12);
+});
+
+test("restore: a batcher given another's cursor draws the same batches from there on, across epoch ends; a cursor past the data is refused", () => {
+  const data = examples(20);
+  const options = { batchTokens: 60, seqLen: 64, seed: 3, shuffle: true };
+  for (const at of [0, 1, 4, 7, 8, 13]) {
+    const original = new SftBatches(data, options);
+    for (let i = 0; i < at; i++) original.next();
+    const copy = new SftBatches(data, options);
+    copy.restore(JSON.parse(JSON.stringify(original.state)) as typeof original.state);
+    expect(copy.epochs).toBe(original.epochs);
+    const ids = (b: SftBatches) => Array.from({ length: 12 }, () => b.next().map((e) => e.id));
+    const epochBefore = original.state.epoch;
+    const rest = ids(original);
+    expect(original.state.epoch).toBeGreaterThan(epochBefore); // the 12 batches crossed an epoch end
+    expect(ids(copy)).toEqual(rest);
+  }
+  const batches = new SftBatches(data, options);
+  expect(() => batches.restore({ epoch: 0, position: 21 })).toThrow("does not fit a dataset of 20 examples");
+  expect(() => batches.restore({ epoch: -1, position: 0 })).toThrow("does not fit");
 });
 
 test("an example longer than the budget is a batch of its own; lengths count up to seq_len", () => {
@@ -85,6 +105,8 @@ test("sft config: defaults, --set, key paths in errors, eval env args checked at
   expect(() => loadSftConfig(path, ["data.repeat=[0, 1]"])).toThrow(/data\.repeat\[0\]/);
   expect(config.eval!.env[0]!.args.digits).toBe(2); // the env's default, filled in
   expect(loadSftConfig(path).trainer.optim.lr).toBe(1e-5);
+  expect(config.save).toEqual({ interval: 0, keep: 0, dtype: "f32" }); // keep 0: every checkpoint stays
+  expect(() => loadSftConfig(path, ["save.keep=-1"])).toThrow(/save\.keep/);
 
   expect(() => loadSftConfig(path, ["trainer.batch_tokenz=1"])).toThrow(/sft\.toml \(with --set\): trainer\.batch_tokenz: unknown key; check the spelling against the schema \(src\/config\/sft\.ts\)/);
   expect(() => loadSftConfig(path, ["trainer.seq_len=-3"])).toThrow(/trainer\.seq_len/);
