@@ -10,12 +10,11 @@
 // round repeats them to keep a GC pause from deciding a figure; every pass rebuilds the rollouts
 // untimed, since scoring annotates them in place):
 //   score       finishRollout on each rollout, then finishGroup on each group (algo/base.ts)
-//   build       rolloutToSamples + the zero-advantage filter (loop.ts's buildSamples, copied here
-//               because it is private there)
+//   build       rolloutToSamples + the zero-advantage filter (loop.ts's buildSamples)
 //   pack        packStep at orchestrator.seq_len
 //   step file   the policy-version stamp of the rows, the rollout metrics, writeStepBatch (encode,
 //               write, rename) into a temp directory
-//   audit       rollouts/step_N.jsonl, one auditLine per kept sample (loop.ts's writeAudit; on by
+//   audit       rollouts/step_N.jsonl, one audit line per kept sample (loop.ts's writeAudit; on by
 //               default: log.rollouts_interval = 1)
 // Rollout shapes: `math` is single-turn (~40 prompt, 20-60 sampled tokens); `tool` is three model
 // turns of ~50 sampled tokens after a ~1,000-token system + user prompt, with ~50-token tool
@@ -39,11 +38,10 @@ import { NativeModel } from "../src/native/model.ts";
 import { NativeOptimizer } from "../src/native/train.ts";
 import { type Algorithm, finishGroup, finishRollout, isTrainable } from "../src/orchestrator/algo/base.ts";
 import { algorithmName, createAlgorithm } from "../src/orchestrator/algo/index.ts";
-import { auditLine } from "../src/orchestrator/audit.ts";
 import { type BatchSample, writeStepBatch } from "../src/orchestrator/batch.ts";
+import { buildSamples, writeAudit } from "../src/orchestrator/loop.ts";
 import { rolloutMetrics } from "../src/orchestrator/metrics.ts";
 import { type PackedStep, packStep } from "../src/orchestrator/pack.ts";
-import { filterZeroAdvantage, rolloutToSamples } from "../src/orchestrator/samples.ts";
 import type { Rollout, Segment, TrainingSample } from "../src/orchestrator/types.ts";
 import { denominatorsOf, nativePolicy, type Policy, trainStep } from "../src/trainer/step.ts";
 import { flag, median, printTable } from "./_reference.ts";
@@ -129,23 +127,6 @@ function makeGroups(shapeName: string, shape: Shape, seed: number): Rollout[][] 
 
 // ---- the orchestrator's phases ----
 
-interface Kept {
-  rollout: Rollout;
-  sample: TrainingSample;
-  sampleIndex: number;
-}
-
-/** loop.ts's buildSamples for one env. */
-function buildSamples(groups: Rollout[][], algorithm: Algorithm<any>): Kept[] {
-  const all: Kept[] = [];
-  for (const rollout of groups.flat()) {
-    if (!isTrainable(rollout)) continue;
-    rolloutToSamples(rollout, algorithm.kind.actionLossType).forEach((sample, sampleIndex) => all.push({ rollout, sample, sampleIndex }));
-  }
-  const kept = new Set(filterZeroAdvantage(all.map((k) => k.sample)).kept);
-  return all.filter((k) => kept.has(k.sample));
-}
-
 interface Phases {
   ms: { score: number; build: number; pack: number; stepFile: number; audit: number };
   packed: PackedStep;
@@ -160,7 +141,8 @@ async function orchestratorRound(shapeName: string, algorithm: Algorithm<any>, s
     await finishGroup(algorithm, group);
   }
   const t1 = performance.now();
-  const kept = buildSamples(groups, algorithm);
+  const algo = algorithmName(algorithm);
+  const { kept } = buildSamples(groups, [{ resolved: { name: shapeName }, lossType: algorithm.kind.actionLossType, algoName: algo }], true);
   const t2 = performance.now();
   const packed = packStep(kept.map((k) => k.sample), { seqLen: seqLen });
   const t3 = performance.now();
@@ -169,10 +151,7 @@ async function orchestratorRound(shapeName: string, algorithm: Algorithm<any>, s
   const metrics = { ...rolloutMetrics(groups.flat(), [shapeName]), "batch/samples": kept.length, "batch/rows": rows.length };
   writeStepBatch(join(runDir, "batches", "step_1.bin"), { step: 1, packed: { ...packed, rows }, metrics });
   const t4 = performance.now();
-  const algo = algorithmName(algorithm);
-  const audit = join(runDir, "rollouts", "step_1.jsonl");
-  writeFileSync(`${audit}.tmp`, kept.map((k) => auditLine({ step: 1, algo, rollout: k.rollout, sample: k.sample, sampleIndex: k.sampleIndex })).join(""));
-  renameSync(`${audit}.tmp`, audit);
+  writeAudit(runDir, 1, kept);
   const t5 = performance.now();
   return { ms: { score: t1 - t0, build: t2 - t1, pack: t3 - t2, stepFile: t4 - t3, audit: t5 - t4 }, packed, kept: kept.length };
 }

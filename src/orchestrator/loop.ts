@@ -315,7 +315,7 @@ async function failAsData(rollouts: Rollout[], hook: string, run: () => Promise<
 }
 
 /** Training samples of the trainable rollouts, routed per env's algorithm, zero advantages filtered. */
-function buildSamples(groups: Rollout[][], envs: TrainEnv[], filter: boolean): Omit<Collected, "groups" | "dropped" | "emptyRetries" | "frozenEnvs"> {
+export function buildSamples(groups: Rollout[][], envs: ReadonlyArray<{ resolved: { name: string }; lossType: LossComponent; algoName: string }>, filter: boolean): Omit<Collected, "groups" | "dropped" | "emptyRetries" | "frozenEnvs"> {
   const all: KeptSample[] = [];
   for (const rollout of groups.flat()) {
     if (!isTrainable(rollout)) continue;
@@ -339,7 +339,7 @@ function warnFailures(step: number, rollouts: Rollout[], warn: (line: string) =>
 }
 
 /** rollouts/step_N.jsonl: the audit record of every trained sample (docs/algorithms.md). */
-function writeAudit(runDir: string, step: number, kept: KeptSample[]): void {
+export function writeAudit(runDir: string, step: number, kept: KeptSample[]): void {
   const path = join(runDir, "rollouts", `step_${step}.jsonl`);
   const tmp = `${path}.tmp-${process.pid}`;
   writeFileSync(tmp, kept.map((k) => auditLine({ step, algo: k.algo, rollout: k.rollout, sample: k.sample, sampleIndex: k.sampleIndex })).join(""));

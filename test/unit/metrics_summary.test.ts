@@ -21,8 +21,8 @@ test("summary: means of the first and last three steps per env, totals, and eval
   log.note(0, { "eval/math/pass@1": 0.25, "eval/math/avg@4": 0.2, "time/eval": 1 });
   const math = [0.1, 0.2, 0.3, 0.5, 0.5, 0.6, 0.7, 0.8];
   math.forEach((reward, i) => {
-    const search = i === 1 ? {} : { "reward/search": i / 10, "rollouts/search": 8, "errors/search": i === 7 ? 2 : 0 };
-    const evals = i === 7 ? { "eval/math/pass@1": 0.75, "eval/math/avg@4": 0.5 } : {};
+    const search: Record<string, number> = i === 1 ? {} : { "reward/search": i / 10, "rollouts/search": 8, "errors/search": i === 7 ? 2 : 0 };
+    const evals: Record<string, number> = i === 7 ? { "eval/math/pass@1": 0.75, "eval/math/avg@4": 0.5 } : {};
     log.publish(i + 1, published(i + 1, { "reward/math": reward, "rollouts/math": 8, ...search }), evals);
   });
   const lines = log.summary().split("\n");
