@@ -15,14 +15,14 @@
 //
 // Checkpoints are `rlx train`'s (src/orchestrator/checkpoint.ts: f32 weights, AdamW state, manifest
 // last, atomic rename); their orchestrator.json holds this loop's state (SftState: the batcher's
-// cursor and the summary's running totals). `--resume` continues from the newest whole one as if
+// cursor and the summary's running totals; sft_resume.ts). `--resume` continues from the newest whole one as if
 // the run had not stopped: same step numbers, the same batches in the same order, the same
 // learning rates, metrics.jsonl rewound to the checkpoint's step, no step-0 eval.
-import { appendFileSync, existsSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { appendFileSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { stringify as stringifyToml } from "smol-toml";
 import { dataPaths, type SftConfig } from "../config/sft.ts";
-import { ConfigError, EnvError } from "../errors.ts";
+import { EnvError } from "../errors.ts";
 import { LocalClient } from "../inference/local.ts";
 import { loadModel, saveModel } from "../model/hf.ts";
 import { ChatRenderer } from "../model/render.ts";
@@ -30,11 +30,12 @@ import { Tokenizer } from "../model/tokenizer.ts";
 import { loadNative } from "../native/ffi.ts";
 import type { NativeModel } from "../native/model.ts";
 import { NativeOptimizer } from "../native/train.ts";
-import { type LoadedCheckpoint, latestCheckpoint, readCheckpoint, rewindRunDir, writeCheckpoint } from "../orchestrator/checkpoint.ts";
+import { rewindRunDir, writeCheckpoint } from "../orchestrator/checkpoint.ts";
 import { type EnvEval, evalMetrics, evaluate, loadEvalTasks } from "../orchestrator/eval.ts";
 import { learningRate } from "./schedule.ts";
-import { type BatchCursorState, type SftExample, SftBatches } from "./sft_batches.ts";
+import { type SftExample, SftBatches } from "./sft_batches.ts";
 import { readSftRows } from "./sft_data.ts";
+import { checkRunDir, dataFingerprint, RUN_FILES, type SftState, sftState } from "./sft_resume.ts";
 import { tokenizeConversation } from "./sft_tokens.ts";
 import { nativePolicy, trainStep } from "./step.ts";
 
@@ -66,78 +67,6 @@ export interface SftOptions {
   resume?: boolean;
   /** Start over in an output_dir that already holds a run (its metrics, checkpoints and model are deleted). */
   force?: boolean;
-}
-
-/** A checkpoint's orchestrator.json in an SFT run: the loop's state after `step`. */
-interface SftState {
-  format: 1;
-  kind: "sft";
-  step: number;
-  batches: BatchCursorState;
-  /** What the batcher's order depends on; a resume over other data could not continue it. */
-  data: DataFingerprint;
-  tokens: number;
-  trainSeconds: number;
-  /** The step loop's wall time so far (a resumed run's summary adds its own). */
-  seconds: number;
-  firstNll: number;
-  lastNll: number;
-  /** The step-0 eval, without per-task results (a resumed run does not repeat it). */
-  evalBefore: EnvEval[];
-}
-
-interface DataFingerprint {
-  examples: number;
-  /** Bun.hash of every example's tokens and target weights, in dataset order. */
-  hash: string;
-  seed: number;
-  shuffle: boolean;
-}
-
-function dataFingerprint(examples: readonly SftExample[], config: SftConfig): DataFingerprint {
-  const text = examples.map((e) => `${e.tokenIds.join(",")}|${e.ceWeights.join(",")}`).join("\n");
-  return { examples: examples.length, hash: String(Bun.hash(text)), seed: config.seed, shuffle: config.data.shuffle };
-}
-
-/** Files whose presence means output_dir holds a run that a fresh start would overwrite. */
-const RUN_FILES = ["metrics.jsonl", "checkpoints"];
-
-/** Checks output_dir against --resume / --force before anything is written; returns the checkpoint to continue from. */
-function checkRunDir(runDir: string, options: SftOptions, warn: (line: string) => void): LoadedCheckpoint | undefined {
-  if (options.resume) {
-    const latest = latestCheckpoint(runDir, warn);
-    if (!latest) {
-      throw new ConfigError(`--resume: output_dir ${runDir} has no whole checkpoint to continue from`, {
-        fix: "checkpoints are written every save.interval steps (--set save.interval=N); start over with --force, or without --resume in a new output_dir",
-      });
-    }
-    return readCheckpoint(latest.dir);
-  }
-  if (!options.force && RUN_FILES.some((name) => existsSync(join(runDir, name)))) {
-    throw new ConfigError(`output_dir ${runDir} already holds a run`, {
-      fix: "continue it with --resume, start over with --force (deletes its metrics, checkpoints and model), or pick another output_dir (--set output_dir=...)",
-    });
-  }
-  return undefined;
-}
-
-/** The checkpoint's SFT state, refused unless it continues this config's data at a step before the last. */
-function sftState(checkpoint: LoadedCheckpoint, data: DataFingerprint, totalSteps: number): SftState {
-  const state = checkpoint.orchestratorState as Partial<SftState> | null;
-  if (state?.format !== 1 || state.kind !== "sft" || state.step !== checkpoint.step || !state.batches || !state.data) {
-    throw new ConfigError(`${checkpoint.dir}/orchestrator.json is not an rlx sft state of step ${checkpoint.step}`, { fix: "resume an rlx sft run (rlx train runs resume with rlx train --resume)" });
-  }
-  for (const key of ["examples", "hash", "seed", "shuffle"] as const) {
-    if (state.data[key] !== data[key]) {
-      throw new ConfigError(`--resume: the data differs from the checkpointed run's (${key}: ${state.data[key]} then, ${data[key]} now), so its order cannot continue`, {
-        fix: "resume with the config and data files the run started with (config.resolved.toml in output_dir), or start over with --force",
-      });
-    }
-  }
-  if (state.step >= totalSteps) {
-    throw new ConfigError(`--resume: checkpoint ${checkpoint.dir} is at step ${state.step}, and this config trains ${totalSteps} steps`, { fix: "raise trainer.steps (--set trainer.steps=N) to train further" });
-  }
-  return state as SftState;
 }
 
 /** Reads and tokenizes the dataset; every row must keep a target token inside seq_len. */
