@@ -31,7 +31,7 @@ for what in $WHAT; do
       [ -n "$(jobs -p)" ] || serve_teacher
       ALGO=sft bash scripts/experiments/grpo_add.sh 0 --set orchestrator.algo.sampling.source.name=teacher --set orchestrator.algo.sampling.source.base_url=$TEACHER ;;
     opsd)
-      ALGO=opsd bash scripts/experiments/grpo_add.sh 0 ;;
+      ALGO=opsd bash scripts/experiments/grpo_add.sh 0 --set orchestrator.algo.demo_key=solution ;;  # the envs keep worked solutions under `solution`
     seeds)
       for seed in 0 1 2; do
         for algo in grpo max_rl; do
