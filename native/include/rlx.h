@@ -160,6 +160,12 @@ int rlx_optim_state_load(void* optim, const void* data, int64_t nbytes);
 void* rlx_gen_create(void* model, int slots, int capacity);
 int rlx_gen_free(void* gen);
 int rlx_gen_free_slots(void* gen);
+/* Rebinds a generator to another model of the same architecture (layers, attention and KV
+ * heads, head dim, hidden size, vocabulary, rope_theta, dtype, device; an error names the first
+ * that differs). The KV cache and every running sequence are kept: later steps run the new
+ * weights over K/V the old ones computed (in-flight weight updates, PipelineRL). The generator
+ * no longer uses the old model, which may then be freed. */
+int rlx_gen_set_model(void* gen, void* model);
 /* Per-sequence sampling settings: RLX_SAMPLING_FIELDS doubles each. */
 #define RLX_SAMPLE_TEMPERATURE 0
 #define RLX_SAMPLE_TOP_P 1          /* (0, 1]; 1 = off */

@@ -167,6 +167,34 @@ RLX_API int rlx_gen_free(void* gen) {
   })
 }
 
+// Rebinding keeps the cache and every sequence: only what the cache layout and the meaning of
+// its contents depend on must match (RoPE is applied before K is cached, so rope_theta too).
+RLX_API int rlx_gen_set_model(void* gen, void* model) {
+  RLX_TRY(-1, {
+    auto& g = get_gen(gen);
+    auto& next = get_model(model);
+    auto& now = model_of(g);
+    const auto same = [&](const char* field, int64_t a, int64_t b) {
+      require(a == b, std::string("rlx_gen_set_model: the new model has ") + field + " = " + std::to_string(b) +
+                          ", the generator's model has " + std::to_string(a) + " (rebind only to weights of the same architecture)");
+    };
+    same("num_hidden_layers", now.cfg.num_hidden_layers, next.cfg.num_hidden_layers);
+    same("num_key_value_heads", now.cfg.num_key_value_heads, next.cfg.num_key_value_heads);
+    same("num_attention_heads", now.cfg.num_attention_heads, next.cfg.num_attention_heads);
+    same("head_dim", now.cfg.head_dim, next.cfg.head_dim);
+    same("hidden_size", now.cfg.hidden_size, next.cfg.hidden_size);
+    same("vocab_size", now.cfg.vocab_size, next.cfg.vocab_size);
+    require(now.cfg.rope_theta == next.cfg.rope_theta, "rlx_gen_set_model: the new model has rope_theta = " + std::to_string(next.cfg.rope_theta) +
+                                                         ", the generator's model has " + std::to_string(now.cfg.rope_theta) +
+                                                         " (the cached keys are rotated with it)");
+    require(next.dtype == now.dtype, std::string("rlx_gen_set_model: the new model's dtype is ") + c10::toString(next.dtype) +
+                                         ", the generator's cache is " + c10::toString(now.dtype));
+    require(next.device == now.device, "rlx_gen_set_model: the new model is on " + next.device.str() + ", the generator's cache is on " + now.device.str());
+    g.model_handle = model;
+    return 0;
+  })
+}
+
 RLX_API int rlx_gen_free_slots(void* gen) {
   RLX_TRY(-1, {
     auto& g = get_gen(gen);

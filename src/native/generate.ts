@@ -83,6 +83,15 @@ export class NativeGenerator {
     return check(native(), native().rlx_gen_free_slots(this.handle));
   }
 
+  /**
+   * Runs every later step on `model` (same architecture; the shim names a field that differs),
+   * keeping the KV cache and the running sequences: tokens after the call are sampled by the new
+   * weights over K/V the old ones computed. The old model is no longer used and may be freed.
+   */
+  setModel(model: NativeModel): void {
+    check(native(), native().rlx_gen_set_model(this.handle, model.handle));
+  }
+
   /** Prefills the prompts (one batch) and returns each one's first token, in order. */
   add(requests: { prompt: ArrayLike<number>; sampling: SamplingParams }[]): GenToken[] {
     const n = requests.length;

@@ -38,6 +38,7 @@ export const symbols = {
   rlx_gen_create: { args: [ptr, i32, i32], returns: ptr },
   rlx_gen_free: { args: [ptr], returns: i32 },
   rlx_gen_free_slots: { args: [ptr], returns: i32 },
+  rlx_gen_set_model: { args: [ptr, ptr], returns: i32 },
   rlx_gen_add: { args: [ptr, i32, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr], returns: i32 },
   rlx_gen_step: { args: [ptr, ptr, ptr, ptr, ptr, i32], returns: i32 },
   rlx_gen_remove: { args: [ptr, i32], returns: i32 },
