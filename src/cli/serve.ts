@@ -30,6 +30,7 @@ export default defineCommand({
     dtype: { type: "string", default: "f32", description: "Weights in memory: f32 or bf16" },
     policy: { type: "boolean", description: "Accept POST /update_weights (the live policy of a training run)" },
     "policy-version": { type: "string", default: "0", description: "The version the initial weights report" },
+    "reload-mode": { type: "string", default: "drain", description: "POST /update_weights: drain (running requests finish on the old weights first) or in-flight (swap between decode steps; running requests continue on the new weights)" },
   },
   async run({ args }) {
     if (!existsSync(join(args.model, "config.json"))) {
@@ -41,6 +42,8 @@ export default defineCommand({
     const maxModelLen = args["max-model-len"] === undefined ? undefined : intFlag("max-model-len", args["max-model-len"], 2);
     const maxQueue = args["max-queue"] === undefined ? undefined : intFlag("max-queue", args["max-queue"], 1);
     const version = intFlag("policy-version", args["policy-version"], 0);
+    const reloadMode = args["reload-mode"];
+    if (reloadMode !== "drain" && reloadMode !== "in-flight") throw new ConfigError(`--reload-mode ${reloadMode}: expected drain or in-flight`);
     const [{ loadModel }, { Tokenizer }, { Engine }, { startServer }, { exitWithParent }] = await Promise.all([
       import("../model/hf.ts"),
       import("../model/tokenizer.ts"),
@@ -51,10 +54,10 @@ export default defineCommand({
     exitWithParent(); // a policy server of `rlx train` must not outlive a SIGKILLed orchestrator
     const tokenizer = Tokenizer.load(args.model);
     const model = await loadModel(args.model, { dtype: args.dtype });
-    const engine = new Engine(model, { maxBatch, version, ...(maxModelLen === undefined ? {} : { maxModelLen }), ...(maxQueue === undefined ? {} : { maxQueue }) });
+    const engine = new Engine(model, { maxBatch, version, reloadMode, ...(maxModelLen === undefined ? {} : { maxModelLen }), ...(maxQueue === undefined ? {} : { maxQueue }) });
     const modelName = args["served-model-name"] ?? args.model;
     const server = startServer({ engine, tokenizer, modelName, host: args.host, port, policy: args.policy, onInternalError: (err) => console.error("rlx serve: internal error:", err) });
-    console.log(`rlx serve: ${modelName} on ${server.url}/v1 (max batch ${maxBatch}, max model len ${engine.maxModelLen}${args.policy ? ", policy" : ""})`);
+    console.log(`rlx serve: ${modelName} on ${server.url}/v1 (max batch ${maxBatch}, max model len ${engine.maxModelLen}${args.policy ? `, policy, ${reloadMode} reloads` : ""})`);
     let stopping = false;
     const stop = async (signal: string) => {
       if (stopping) return;

@@ -136,6 +136,13 @@ export const configSchema = z.strictObject({
       host: z.string().default("127.0.0.1"),
       port: z.number().int().min(1).max(65535).default(8000),
       max_batch: positiveInt.default(64),
+      /**
+       * How a published step reaches the policy: "in-flight" swaps weights between decode steps
+       * (running rollouts continue on the new weights, PipelineRL); "drain" lets them finish on
+       * the old weights first. Spawned servers and the in-process policy only; external ones
+       * decide for themselves.
+       */
+      reload: z.enum(["in-flight", "drain"]).default("in-flight"),
     })
     .prefault({}),
 

@@ -10,15 +10,29 @@
 //   - Bounded memory. The KV cache is preallocated (slots x maxModelLen); requests beyond the slots
 //     wait in a queue of at most `maxQueue`; past that, submit throws QueueFullError (HTTP 429)
 //     instead of growing without bound.
-//   - Weight reloads are atomic per request. reloadWeights stops admitting, lets the running
-//     sequences finish on the old weights, then swaps in the new model (loaded and validated in
-//     full first, so a bad directory leaves the old weights serving) and resumes. Every result
-//     carries the version that produced all of its tokens.
+//   - Weight reloads, two modes. Either way the new directory is loaded and validated in full
+//     first, so a bad directory leaves the old weights serving.
+//     "drain" (rlx serve's default): admission stops, the running sequences finish on the old
+//     weights, then the model and a fresh generator are swapped in. Every token of a result comes
+//     from one version, at the cost of waiting for the longest running sequence.
+//     "in-flight" (rlx train's default; PipelineRL, Piché et al. 2025): the new model is bound to
+//     the existing generator between two decode steps (NativeGenerator.setModel) and admission
+//     never pauses. Running sequences keep their KV cache, computed by the old weights, and their
+//     later tokens are sampled by the new ones; each token's logprob is the one its sampling
+//     weights gave, so the trainer's importance ratios stay exact per token.
+//     A result's `version` is the version at admission: the oldest that produced any of its
+//     tokens, which is what staleness limits (max_off_policy_steps: no token older than that)
+//     need. `versionEnd` is the version that produced its last token (equal in drain mode).
 //   - Cancellation (an AbortSignal, or onToken returning true for a stop string) frees the slot
 //     at once; native calls are synchronous, so a cancel can never land inside a step.
 import { type FinishReason, NativeGenerator, type SamplingParams, score } from "../native/generate.ts";
 import type { NativeModel } from "../native/model.ts";
 import { EngineClosedError, InvalidRequestError, QueueFullError } from "./errors.ts";
+
+/** "drain": running sequences finish on the old weights first; "in-flight": they continue on the new. */
+export type ReloadMode = "in-flight" | "drain";
+
+export const RELOAD_MODES: readonly ReloadMode[] = ["in-flight", "drain"];
 
 export interface EngineOptions {
   /** Sequences decoded together (generator slots). */
@@ -33,6 +47,8 @@ export interface EngineOptions {
   version?: number;
   /** Whether close() and reloads free the starting model; default true (false: the caller owns it). */
   ownsModel?: boolean;
+  /** How reloadWeights treats running sequences (see the header); default "drain". */
+  reloadMode?: ReloadMode;
   /** Loads a weights directory for reloadWeights (default: src/model/hf.ts loadModel, lazily). */
   loadWeights?: (dir: string) => Promise<NativeModel>;
 }
@@ -56,8 +72,10 @@ export interface EngineResult {
   tokens: number[];
   logprobs: number[];
   finish: EngineFinish;
-  /** The weights version that produced every token. */
+  /** The weights version at admission: the oldest that produced any of the tokens. */
   version: number;
+  /** The weights version that produced the last token (newer than `version` only after an in-flight reload). */
+  versionEnd: number;
 }
 
 interface Job {
@@ -67,6 +85,7 @@ interface Job {
   logprobs: number[];
   slot: number;
   version: number;
+  versionEnd: number;
   done: (result: EngineResult | Error) => void;
   detach: () => void;
 }
@@ -84,6 +103,7 @@ export class Engine {
   readonly maxModelLen: number;
   readonly maxQueue: number;
   readonly maxPrefillTokens: number;
+  readonly reloadMode: ReloadMode;
   #model: NativeModel;
   #generator: NativeGenerator;
   #version: number;
@@ -107,6 +127,8 @@ export class Engine {
     }
     this.maxQueue = options.maxQueue ?? 16 * this.maxBatch;
     this.maxPrefillTokens = options.maxPrefillTokens ?? 8192;
+    this.reloadMode = options.reloadMode ?? "drain";
+    if (!RELOAD_MODES.includes(this.reloadMode)) throw new InvalidRequestError(`reloadMode must be one of ${RELOAD_MODES.join(", ")}, got ${this.reloadMode}`, "reload_mode");
     this.#version = options.version ?? 0;
     this.#model = model;
     this.#ownsModel = options.ownsModel ?? true;
@@ -173,6 +195,7 @@ export class Engine {
         logprobs: [],
         slot: -1,
         version: this.#version,
+        versionEnd: this.#version,
         done: (result) => {
           job.detach();
           if (result instanceof Error) reject(result);
@@ -182,7 +205,7 @@ export class Engine {
       };
       const signal = request.signal;
       if (signal) {
-        if (signal.aborted) return resolve({ tokens: [], logprobs: [], finish: "abort", version: this.#version });
+        if (signal.aborted) return resolve({ tokens: [], logprobs: [], finish: "abort", version: this.#version, versionEnd: this.#version });
         const onAbort = () => this.#cancel(job);
         signal.addEventListener("abort", onAbort, { once: true });
         job.detach = () => signal.removeEventListener("abort", onAbort);
@@ -207,8 +230,9 @@ export class Engine {
   }
 
   /**
-   * Loads new weights between batches: admission pauses, running sequences finish on the old
-   * weights, then the model is swapped. Resolves once `version` is serving.
+   * Loads new weights. Drain mode: admission pauses, running sequences finish on the old weights,
+   * then the model is swapped. In-flight mode: swapped between two decode steps, running
+   * sequences continue on the new weights. Resolves once `version` is serving.
    */
   reloadWeights(dir: string, version: number): Promise<void> {
     if (this.#closed) return Promise.reject(new EngineClosedError("the inference engine is shutting down"));
@@ -246,8 +270,9 @@ export class Engine {
   async #pump(): Promise<void> {
     try {
       while (this.#busy()) {
-        if (this.#reloads.length > 0 && this.#running.size === 0) await this.#reload();
-        else if (this.#reloads.length === 0) this.#admit();
+        const canReload = this.reloadMode === "in-flight" || this.#running.size === 0;
+        if (this.#reloads.length > 0 && canReload) await this.#reload();
+        else if (this.#reloads.length === 0 || this.reloadMode === "in-flight") this.#admit();
         if (this.#running.size > 0) this.#step();
         await yieldToEventLoop();
       }
@@ -280,6 +305,7 @@ export class Engine {
       const job = batch[j]!;
       job.slot = t.slot;
       job.version = this.#version;
+      job.versionEnd = this.#version;
       this.#running.set(t.slot, job);
     });
     this.stats.maxRunning = Math.max(this.stats.maxRunning, this.#running.size);
@@ -307,6 +333,7 @@ export class Engine {
     if (!job) return;
     job.tokens.push(token);
     job.logprobs.push(logprob);
+    job.versionEnd = this.#version;
     this.stats.generatedTokens += 1;
     let stopHere = false;
     try {
@@ -323,14 +350,14 @@ export class Engine {
   #finish(job: Job, removeSlot: boolean, finish: EngineFinish): void {
     if (removeSlot) this.#generator.remove(job.slot);
     this.#running.delete(job.slot);
-    job.done({ tokens: job.tokens, logprobs: job.logprobs, finish, version: job.version });
+    job.done({ tokens: job.tokens, logprobs: job.logprobs, finish, version: job.version, versionEnd: job.versionEnd });
   }
 
   #cancel(job: Job): void {
     const queued = this.#queue.indexOf(job);
     if (queued >= 0) {
       this.#queue.splice(queued, 1);
-      job.done({ tokens: [], logprobs: [], finish: "abort", version: this.#version });
+      job.done({ tokens: [], logprobs: [], finish: "abort", version: this.#version, versionEnd: this.#version });
     } else if (job.slot >= 0 && this.#running.get(job.slot) === job) {
       this.#finish(job, true, "abort");
     }
@@ -338,26 +365,30 @@ export class Engine {
 
   async #reload(): Promise<void> {
     const reload = this.#reloads.shift()!;
-    let model: NativeModel;
+    let model: NativeModel | undefined;
     try {
       model = await this.#loadWeights(reload.dir);
       const [want, got] = [this.#model.config, model.config];
       const differs = (Object.keys(want) as (keyof typeof want)[]).find((key) => want[key] !== got[key]);
       if (differs) {
-        model.free();
         throw new InvalidRequestError(`${reload.dir}: config.json has ${differs} = ${got[differs]}, the served model has ${want[differs]}`, "path", {
           fix: "publish weights of the same architecture as the served model",
         });
       }
+      // In-flight: this runs between two decode steps, and the cache and sequences stay.
+      if (this.reloadMode === "in-flight") this.#generator.setModel(model);
     } catch (err) {
+      model?.free();
       reload.done(err as Error);
       return;
     }
-    this.#generator.free();
+    if (this.reloadMode === "drain") {
+      this.#generator.free();
+      this.#generator = NativeGenerator.create(model, { slots: this.maxBatch, capacity: this.maxModelLen });
+    }
     if (this.#ownsModel) this.#model.free();
     this.#model = model;
     this.#ownsModel = true;
-    this.#generator = NativeGenerator.create(model, { slots: this.maxBatch, capacity: this.maxModelLen });
     this.#version = reload.version;
     reload.done();
   }

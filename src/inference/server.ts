@@ -6,8 +6,10 @@
 //
 // Routes: GET /health, GET /v1/models, POST /v1/completions, POST /v1/chat/completions,
 // POST /tokenize and /detokenize (vLLM's), and on policy servers POST /update_weights
-// {"path": DIR, "version": N}, which loads the directory between batches: requests already
-// generating finish on the old weights, and every response reports its `policy_version`.
+// {"path": DIR, "version": N}, which loads the directory and swaps it in as the engine's reload
+// mode says (drain: requests already generating finish on the old weights first; in-flight:
+// between two decode steps, they continue on the new weights), and every response reports its
+// `policy_version` (the version at admission, the oldest that produced any of its tokens).
 import { existsSync, statSync } from "node:fs";
 import type { Tokenizer } from "../model/tokenizer.ts";
 import { handleChat } from "./chat.ts";

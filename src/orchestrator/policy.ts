@@ -10,6 +10,7 @@
 //                    runs (bun:ffi is synchronous), but the engine yields between steps; the
 //                    trainer is a separate process either way, so training overlaps rollouts.
 import { OpenAIClient } from "../inference/client.ts";
+import type { ReloadMode } from "../inference/engine.ts";
 import { LocalClient } from "../inference/local.ts";
 import type { SamplingClient } from "../inference/types.ts";
 
@@ -44,7 +45,7 @@ export class InProcessPolicy implements PolicyPool {
   private constructor(readonly client: LocalClient) {}
 
   /** `maxModelLen` bounds prompt + completion tokens (the run's seq_len). */
-  static async create(modelDir: string, version: number, options: { maxBatch: number; maxModelLen: number }): Promise<InProcessPolicy> {
+  static async create(modelDir: string, version: number, options: { maxBatch: number; maxModelLen: number; reloadMode?: ReloadMode }): Promise<InProcessPolicy> {
     return new InProcessPolicy(await LocalClient.fromModelDir(modelDir, { ...options, version }));
   }
 

@@ -113,7 +113,7 @@ async function startPolicy(config: ResolvedConfig, modelDir: string, version: nu
     // One intra-op thread here: the trainer child computes at the same time on the other cores,
     // and this process's OpenMP threads cannot be made to wait passively once it has started.
     await loadNative(Number(process.env.RLX_THREADS ?? 1));
-    return InProcessPolicy.create(modelDir, version, { maxBatch: inf.max_batch, maxModelLen });
+    return InProcessPolicy.create(modelDir, version, { maxBatch: inf.max_batch, maxModelLen, reloadMode: inf.reload });
   }
   const urls: string[] = [];
   for (let i = 0; i < inf.servers; i++) {
@@ -123,6 +123,7 @@ async function startPolicy(config: ResolvedConfig, modelDir: string, version: nu
       args: [
         "serve", "--model", resolve(modelDir), "--served-model-name", POLICY_NAME, "--policy", "--policy-version", String(version),
         "--host", inf.host, "--port", String(port), "--max-batch", String(inf.max_batch), "--max-model-len", String(maxModelLen),
+        "--reload-mode", inf.reload,
       ],
       env: { RLX_PARENT_PID: String(process.pid), ...(threads ? { RLX_THREADS: String(threads) } : {}) },
     });

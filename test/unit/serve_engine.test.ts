@@ -1,8 +1,9 @@
 // The batching engine and LocalClient on a real micro model: continuous batching (more requests
 // than slots, late joiners admitted between decode steps, results equal to running alone), the
-// bounded queue, cancellation freeing the slot, weight reloads that let in-flight sequences
-// finish on the old weights and report versions, and LocalClient's logprobs and scores against
-// the native scoring call.
+// bounded queue, cancellation freeing the slot, weight reloads in both modes (drain: running
+// sequences finish on the old weights first; in-flight: the swap lands between decode steps and
+// running sequences continue on the new weights) with the versions results report, and
+// LocalClient's logprobs and scores against the native scoring call.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { Engine, type EngineResult } from "../../src/inference/engine.ts";
 import { InvalidRequestError, QueueFullError } from "../../src/inference/errors.ts";
@@ -93,7 +94,7 @@ describe("continuous batching", () => {
     const [r, q, n] = await Promise.all([running, queued, next]);
     expect(r.finish).toBe("abort");
     expect(r.tokens.length).toBe(3);
-    expect(q).toEqual({ tokens: [], logprobs: [], finish: "abort", version: 0 });
+    expect(q).toEqual({ tokens: [], logprobs: [], finish: "abort", version: 0, versionEnd: 0 });
     expect(n.tokens.length).toBe(5);
     expect(engine.load).toEqual({ running: 0, queued: 0 });
     await engine.close();
@@ -126,22 +127,70 @@ describe("continuous batching", () => {
   });
 });
 
+const checkLogprobs = (r: EngineResult, model: NativeModel, p: number[], upTo = r.tokens.length) => {
+  const ref = trainerLogprobs(model, p, r.tokens);
+  r.logprobs.slice(0, upTo).forEach((lp, j) => expect(Math.abs(lp - ref[j]!)).toBeLessThan(1e-4));
+};
+
 describe("weight reloads", () => {
-  test("in-flight sequences finish on the old weights, later ones use the new, versions are reported", async () => {
+  test("drain (default): running sequences finish on the old weights before the swap, later ones use the new", async () => {
     const engine = new Engine(await loadModel(dirA), { maxBatch: 2, maxModelLen: 128 });
+    expect(engine.reloadMode).toBe("drain");
     let started = 0;
-    const before = Array.from({ length: 2 }, (_, i) => engine.submit({ prompt: prompt(i), sampling: sampling(20, i), onToken: () => void started++ }));
+    const events: string[] = [];
+    const before = Array.from({ length: 2 }, (_, i) => engine.submit({ prompt: prompt(i), sampling: sampling(20, i), onToken: () => void started++ }).then((r) => (events.push("before"), r)));
     while (started < 2) await Bun.sleep(1);
-    const reload = engine.reloadWeights(dirB, 7);
+    const reload = engine.reloadWeights(dirB, 7).then(() => void events.push("reload"));
     const after = Array.from({ length: 2 }, (_, i) => engine.submit({ prompt: prompt(i), sampling: sampling(20, i) }));
     await reload;
+    expect(events).toEqual(["before", "before", "reload"]);
     expect(engine.version).toBe(7);
-    const check = (r: EngineResult, model: NativeModel, i: number) => {
-      const ref = trainerLogprobs(model, prompt(i), r.tokens);
-      r.logprobs.forEach((lp, j) => expect(Math.abs(lp - ref[j]!)).toBeLessThan(1e-4));
-    };
-    (await Promise.all(before)).forEach((r, i) => (expect(r.version).toBe(0), check(r, modelA, i)));
-    (await Promise.all(after)).forEach((r, i) => (expect(r.version).toBe(7), check(r, modelB, i)));
+    (await Promise.all(before)).forEach((r, i) => (expect([r.version, r.versionEnd]).toEqual([0, 0]), checkLogprobs(r, modelA, prompt(i))));
+    (await Promise.all(after)).forEach((r, i) => (expect([r.version, r.versionEnd]).toEqual([7, 7]), checkLogprobs(r, modelB, prompt(i))));
+    await engine.close();
+  });
+
+  test("in-flight: the reload lands between decode steps without waiting for a long sequence, which finishes on the new weights", async () => {
+    const engine = new Engine(await loadModel(dirA), { maxBatch: 2, maxModelLen: 256, reloadMode: "in-flight" });
+    let longTokens = 0;
+    const long = engine.submit({ prompt: prompt(0), sampling: sampling(150, 1), onToken: () => void longTokens++ });
+    while (longTokens < 3) await Bun.sleep(1);
+    let tokensAtSwap = -1;
+    const reload = engine.reloadWeights(dirB, 7).then(() => void (tokensAtSwap = longTokens));
+    // Queued behind nothing: admitted at once on the new weights, not after the long sequence.
+    let shortDoneAt = -1;
+    const short = engine.submit({ prompt: prompt(1), sampling: sampling(8, 2) }).then((r) => ((shortDoneAt = longTokens), r));
+    await reload;
+    expect(engine.version).toBe(7);
+    expect(tokensAtSwap).toBeGreaterThanOrEqual(3);
+    expect(tokensAtSwap).toBeLessThan(150);
+    const s = await short;
+    expect(shortDoneAt).toBeLessThan(150);
+    expect([s.version, s.versionEnd]).toEqual([7, 7]);
+    checkLogprobs(s, modelB, prompt(1));
+    const r = await long;
+    expect(r.finish).toBe("length");
+    expect(r.tokens.length).toBe(150);
+    // The admission version (the oldest weights that produced a token) and the newest.
+    expect([r.version, r.versionEnd]).toEqual([0, 7]);
+    // Tokens before the swap are the old model's exactly; after it they are sampled by the new
+    // weights over the old K/V, which neither model's scoring reproduces.
+    checkLogprobs(r, modelA, prompt(0), tokensAtSwap);
+    const underA = trainerLogprobs(modelA, prompt(0), r.tokens);
+    const moved = r.logprobs.slice(tokensAtSwap).filter((lp, j) => Math.abs(lp - underA[tokensAtSwap + j]!) > 1e-3).length;
+    expect(moved).toBeGreaterThan((150 - tokensAtSwap) / 2);
+    await engine.close();
+  });
+
+  test("in-flight: a directory that does not load leaves the running sequence on the old weights", async () => {
+    const engine = new Engine(await loadModel(dirA), { maxBatch: 1, maxModelLen: 128, reloadMode: "in-flight" });
+    let tokens = 0;
+    const running = engine.submit({ prompt: prompt(0), sampling: sampling(40, 1), onToken: () => void tokens++ });
+    while (tokens < 2) await Bun.sleep(1);
+    await expect(engine.reloadWeights("/nonexistent/weights", 1)).rejects.toThrow();
+    const r = await running;
+    expect([r.version, r.versionEnd, engine.version]).toEqual([0, 0, 0]);
+    checkLogprobs(r, modelA, prompt(0));
     await engine.close();
   });
 
