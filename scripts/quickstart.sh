@@ -13,10 +13,10 @@ rlx=dist/rlx
 
 # Gold conversations of train-split tasks (tool calls and real tool outputs included).
 mkdir -p outputs/demos
-[ -s outputs/demos/math.jsonl ] || $rlx env demos math --n 4000 --args '{"operations":["+"],"word_problems":false}' --out outputs/demos/math.jsonl
-[ -s outputs/demos/search.jsonl ] || $rlx env demos search --n 300 --out outputs/demos/search.jsonl
-[ -s outputs/demos/forth.jsonl ] || $rlx env demos forth --n 300 --out outputs/demos/forth.jsonl
+[ -s outputs/demos/math.jsonl ] || $rlx env demos math --n 64 --args '{"operations":["+"],"word_problems":false,"digits":1,"train_size":64,"eval_size":16}' --out outputs/demos/math.jsonl
+[ -s outputs/demos/search.jsonl ] || $rlx env demos search --n 100 --out outputs/demos/search.jsonl
+[ -s outputs/demos/forth.jsonl ] || $rlx env demos forth --n 100 --out outputs/demos/forth.jsonl
 
-[ -f outputs/sft-quickstart/model/config.json ] || $rlx sft configs/sft_quickstart.toml
+[ -f outputs/sft-quickstart/model/config.json ] || $rlx sft configs/sft_quickstart.toml --force  # --force: over a warm-up that was stopped
 
 $rlx train configs/quickstart.toml --set model.path=outputs/sft-quickstart/model "$@"
