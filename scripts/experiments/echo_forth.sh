@@ -41,14 +41,15 @@ for ALGO in grpo echo; do
 done
 wait
 
-# Observation loss of the student, then of each run's checkpoints (HF model dirs).
+# Observation loss of the student, then of each run's checkpoints (HF model dirs; a GRPO run whose
+# groups all had equal rewards aborts before its first checkpoint, and its model is the student).
 {
   $BUN scripts/experiments/obs_loss.ts $OUT/forth-student $DATA/eval.jsonl --json | sed 's/^/{"run":"student","step":0,"row":/; s/$/}/'
   for ALGO in grpo echo; do
     RUN=$OUT/echo-forth-$ALGO-s$SEED
-    for ckpt in $(ls -d $RUN/checkpoints/step_* | sort -t_ -k2 -n); do
+    for ckpt in $(ls -d $RUN/checkpoints/step_* 2>/dev/null | sort -t_ -k2 -n); do
       $BUN scripts/experiments/obs_loss.ts $ckpt/trainer/model $DATA/eval.jsonl --json | sed "s/^/{\"run\":\"$ALGO\",\"step\":${ckpt##*_},\"row\":/; s/\$/}/"
     done
   done
 } | tee $OUT/echo-forth-s$SEED-obs.jsonl
-for ALGO in grpo echo; do $RLX report $OUT/echo-forth-$ALGO-s$SEED; done
+for ALGO in grpo echo; do $RLX report $OUT/echo-forth-$ALGO-s$SEED || true; done   # a run that aborted before step 1 has no curves
