@@ -128,9 +128,21 @@ export async function untilWhileRunning(run: Running, check: () => boolean, time
 }
 
 /** A port that is free now (bound and released by the OS's choice). */
-export function freePort(): number {
-  const server = Bun.serve({ port: 0, fetch: () => new Response() });
-  const port = server.port!;
-  server.stop(true);
-  return port;
+export function freePort(count = 1): number {
+  // `count` consecutive free ports (servers = N listens on port .. port + N - 1): the OS picks the
+  // first, and the rest are checked by binding them; a taken one means another try.
+  for (let attempt = 0; attempt < 50; attempt++) {
+    const servers: ReturnType<typeof Bun.serve>[] = [];
+    try {
+      servers.push(Bun.serve({ port: 0, fetch: () => new Response() }));
+      const port = servers[0]!.port!;
+      for (let i = 1; i < count; i++) servers.push(Bun.serve({ port: port + i, fetch: () => new Response() }));
+      return port;
+    } catch {
+      // one of port + 1 .. port + count - 1 is taken
+    } finally {
+      for (const server of servers) server.stop(true);
+    }
+  }
+  throw new Error(`no ${count} consecutive free ports found`);
 }

@@ -64,7 +64,7 @@ async function watchVersions(ports: number[], stop: Promise<unknown>): Promise<n
 }
 
 test("two trainer ranks and two policy servers train a debug run end to end", async () => {
-  const port = freePort();
+  const port = freePort(2);
   const { path, runDir } = config("two", port, "max_steps = 3");
   const run = rlx(["train", path]);
   const versions = await watchVersions([port, port + 1], run.done);
@@ -103,7 +103,7 @@ test("two trainer ranks and two policy servers train a debug run end to end", as
 }, 60_000);
 
 test("a rank killed mid-step ends the run naming it; --resume restarts both ranks from the checkpoint", async () => {
-  const { path, runDir } = config("kill", freePort(), "max_steps = 4\nckpt = { interval = 2 }");
+  const { path, runDir } = config("kill", freePort(2), "max_steps = 4\nckpt = { interval = 2 }");
   const run = rlx(["train", path]);
   // Rank 1 is frozen after step 2, so rank 0 goes into step 3 alone and waits at its first
   // collective; then rank 1 dies. Rank 0 fails at once too, but the run must name rank 1.
@@ -138,7 +138,7 @@ test("a rank killed mid-step ends the run naming it; --resume restarts both rank
 }, 90_000);
 
 test("a rank that stops answering fails the run after trainer.dist.timeout_s, without a hang", async () => {
-  const { path, runDir } = config("stuck", freePort(), "max_steps = 50\n[trainer.dist]\ntimeout_s = 6");
+  const { path, runDir } = config("stuck", freePort(2), "max_steps = 50\n[trainer.dist]\ntimeout_s = 6");
   const run = rlx(["train", path]);
   await untilWhileRunning(run, () => published(runDir, 1), 60_000, "step 1 to be published", 10);
   // four compute children share the cores: each trainer rank and policy server gets cores / 4 threads, at least 1
