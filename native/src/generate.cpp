@@ -3,9 +3,10 @@
 // A generator owns a preallocated KV cache of `slots` rows ([slots, kv_heads, capacity, head_dim]
 // per layer) and one sampling state per occupied slot, so a server can run continuous batching:
 // add sequences (a batched prefill: the distinct prompts packed into one row through the same
-// forward the trainer uses, their K/V written into free slots and copied to repeated prompts' slots), step (one decode step for every occupied slot),
-// remove (cancel). Each row keeps its own position, so prompts of different lengths need no
-// padding. A finished sequence frees its slot in the same call that reports it.
+// forward the trainer uses, their K/V written into free slots and copied to the slots of repeated
+// prompts), step (one decode step for every occupied slot), remove (cancel). Each row keeps its
+// own position, so prompts of different lengths need no padding. A finished sequence frees its
+// slot in the same call that reports it.
 //
 // Logprobs are what the trainer computes: log_softmax(logits / temperature) of the chosen token
 // over the full distribution, before top-k/top-p truncation (truncation only decides what can be
@@ -246,7 +247,7 @@ RLX_API int rlx_gen_add(void* gen, int n, const int32_t* prompt_ids, const int32
     // once and its K/V rows copied to the slots of its repeats (vLLM's prefix caching, for the
     // case RL makes common). prompt_of[i] is the index among the distinct prompts.
     std::vector<int64_t> offsets(n), distinct, prompt_of(n);
-    for (int i = 0, offset = 0; i < n; offset += lengths[i++]) offsets[i] = offset;
+    for (int64_t i = 0, offset = 0; i < n; offset += lengths[i++]) offsets[i] = offset;
     for (int i = 0; i < n; ++i) {
       const int32_t* ids_i = prompt_ids + offsets[i];
       auto same = std::find_if(distinct.begin(), distinct.end(), [&](int64_t j) {
