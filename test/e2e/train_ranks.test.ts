@@ -108,6 +108,9 @@ test("a rank killed mid-step ends the run naming it; --resume restarts both rank
   // Rank 1 is frozen after step 2, so rank 0 goes into step 3 alone and waits at its first
   // collective; then rank 1 dies. Rank 0 fails at once too, but the run must name rank 1.
   await untilWhileRunning(run, () => published(runDir, 2), 60_000, "step 2 to be published", 2);
+  // Rank 0 publishes; rank 1's own step-2 line may still be on its way to the log.
+  const rank1Log = join(runDir, "logs/trainer-1.log");
+  await untilWhileRunning(run, () => existsSync(rank1Log) && readFileSync(rank1Log, "utf8").includes("trainer rank 1: step 2 loss"), 30_000, "rank 1's step-2 line", 2);
   const [rank1] = rankPids(runDir, 1);
   process.kill(rank1!, "SIGSTOP");
   await untilWhileRunning(run, () => existsSync(join(runDir, "batches/step_3.bin")), 30_000, "step 3's file", 2);
