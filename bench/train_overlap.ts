@@ -5,13 +5,10 @@
 //
 //   bun bench/train_overlap.ts [--steps 8] [--batch 32] [--group 8] [--tokens 48] [--rounds 2] [--inference spawn|in-process]
 //
-// A tiny random model on an env whose reward is the share of lowercase letters in the reply (every
-// group has something to train, so every step is a real step), policy spawned as `rlx serve`.
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { initModel } from "../src/model/presets.ts";
-import { LETTERS_ENV } from "../test/e2e/train_helpers.ts";
+// The run is bench/_letters_run.ts's (a tiny random model on the letters env); the policy is
+// spawned as `rlx serve` unless --inference in-process.
+import { rmSync } from "node:fs";
+import { lettersRun, lettersWorkspace, type Row } from "./_letters_run.ts";
 import { flag, median, printTable } from "./_reference.ts";
 
 const steps = Number(flag("steps", "8"));
@@ -21,40 +18,10 @@ const tokens = Number(flag("tokens", "48"));
 const rounds = Number(flag("rounds", "2"));
 const inference = flag("inference", "spawn");
 
-const dir = mkdtempSync(join(tmpdir(), "rlx-bench-overlap-"));
-const model = join(dir, "tiny");
-await initModel({ preset: "tiny", out: model, seed: 0, dtype: "f32" });
-writeFileSync(join(dir, "letters.ts"), LETTERS_ENV);
-
-type Row = Record<string, number>;
-
-function run(asyncLevel: number, round: number): { wall: number; rows: Row[] } {
-  const runDir = join(dir, `async${asyncLevel}-r${round}`);
-  const config = join(dir, `async${asyncLevel}-r${round}.toml`);
-  writeFileSync(config, `output_dir = ${JSON.stringify(runDir)}
-max_steps = ${steps}
-model = { path = ${JSON.stringify(model)} }
-[trainer.optim]
-lr = 1e-4
-[orchestrator]
-batch_size = ${batch}
-group_size = ${group}
-seq_len = 256
-max_tokens = ${tokens}
-max_async_level = ${asyncLevel}
-[inference]
-port = ${20000 + Math.floor(Math.random() * 20000)}
-[[orchestrator.train.env]]
-id = ${JSON.stringify(join(dir, "letters.ts"))}
-name = "letters"
-`);
-  const started = performance.now();
-  const proc = Bun.spawnSync([process.execPath, join(import.meta.dir, "../src/main.ts"), "train", config, "--inference", inference], { stdout: "pipe", stderr: "pipe" });
-  const wall = (performance.now() - started) / 1000;
-  if (proc.exitCode !== 0) throw new Error(`rlx train failed:\n${proc.stderr.toString()}`);
-  const rows = readFileSync(join(runDir, "metrics.jsonl"), "utf8").trim().split("\n").map((line) => JSON.parse(line) as Row);
-  return { wall, rows: rows.filter((row) => row.step! >= 2) };
-}
+const dir = await lettersWorkspace("rlx-bench-overlap-");
+const shape = { steps, batch, group, tokens };
+const run = (asyncLevel: number, round: number) =>
+  lettersRun(dir, `async${asyncLevel}-r${round}`, shape, { orchestrator: [`max_async_level = ${asyncLevel}`], args: ["--inference", inference] });
 
 const keys = ["time/step", "time/rollouts", "time/wait_for_policy", "time/train", "time/trainer_wait", "time/reload"] as const;
 const results = new Map<number, { walls: number[]; rows: Row[] }>([[0, { walls: [], rows: [] }], [1, { walls: [], rows: [] }]]);

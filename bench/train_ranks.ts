@@ -11,11 +11,9 @@
 // the thread count one of the N ranks gets, which separates "more processes" from "fewer threads".
 // On a machine with fewer cores than ranks + servers this is not a scaling result: the ranks
 // share the same cores, and the all-reduce and the second process's overhead come on top.
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { cpus, tmpdir } from "node:os";
-import { join } from "node:path";
-import { initModel } from "../src/model/presets.ts";
-import { LETTERS_ENV } from "../test/e2e/train_helpers.ts";
+import { rmSync } from "node:fs";
+import { cpus } from "node:os";
+import { lettersRun, lettersWorkspace, type Row } from "./_letters_run.ts";
 import { flag, median, printTable } from "./_reference.ts";
 
 const steps = Number(flag("steps", "6"));
@@ -26,10 +24,7 @@ const rounds = Number(flag("rounds", "2"));
 const ranks = Number(flag("ranks", "2"));
 const cores = cpus().length;
 
-const dir = mkdtempSync(join(tmpdir(), "rlx-bench-ranks-"));
-const model = join(dir, "tiny");
-await initModel({ preset: "tiny", out: model, seed: 0, dtype: "f32" });
-writeFileSync(join(dir, "letters.ts"), LETTERS_ENV);
+const dir = await lettersWorkspace("rlx-bench-ranks-");
 
 interface Setup {
   name: string;
@@ -46,37 +41,9 @@ const setups: Setup[] = [
   { name: `${ranks} ranks`, world: ranks, threads: 0, threadsLabel: `${ranks} x trainer ${share}, server ${share}` },
 ];
 
-type Row = Record<string, number>;
-
 function run(setup: Setup, round: number): { wall: number; rows: Row[] } {
-  const name = `${setup.world}x${setup.threads}-r${round}`;
-  const runDir = join(dir, name);
-  const config = join(dir, `${name}.toml`);
-  writeFileSync(config, `output_dir = ${JSON.stringify(runDir)}
-max_steps = ${steps}
-model = { path = ${JSON.stringify(model)} }
-[trainer]
-world_size = ${setup.world}
-threads = ${setup.threads}
-[trainer.optim]
-lr = 1e-4
-[orchestrator]
-batch_size = ${batch}
-group_size = ${group}
-seq_len = 256
-max_tokens = ${tokens}
-[inference]
-port = ${20000 + Math.floor(Math.random() * 20000)}
-[[orchestrator.train.env]]
-id = ${JSON.stringify(join(dir, "letters.ts"))}
-name = "letters"
-`);
-  const started = performance.now();
-  const proc = Bun.spawnSync([process.execPath, join(import.meta.dir, "../src/main.ts"), "train", config], { stdout: "pipe", stderr: "pipe" });
-  const wall = (performance.now() - started) / 1000;
-  if (proc.exitCode !== 0) throw new Error(`rlx train (${setup.name}) failed:\n${proc.stderr.toString()}`);
-  const rows = readFileSync(join(runDir, "metrics.jsonl"), "utf8").trim().split("\n").map((line) => JSON.parse(line) as Row);
-  return { wall, rows: rows.filter((row) => row.step! >= 2) };
+  const trainer = [`world_size = ${setup.world}`, `threads = ${setup.threads}`];
+  return lettersRun(dir, `${setup.world}x${setup.threads}-r${round}`, { steps, batch, group, tokens }, { trainer });
 }
 
 const results = setups.map(() => ({ walls: [] as number[], rows: [] as Row[] }));
