@@ -13,6 +13,7 @@
 import { appendFileSync, existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { PUBLISHED_MARKER, type PublishedStep, weightsDir } from "../trainer/process.ts";
+import { formatTable } from "./eval_table.ts";
 import type { Rollout } from "./types.ts";
 
 export type Metrics = Record<string, number>;
@@ -172,10 +173,10 @@ export class MetricsLog {
       return values.length ? num(mean(values)) : "-";
     };
     const total = (key: string) => String(this.rows.reduce((n, r) => n + (r[key] ?? 0), 0));
-    const table = [
+    const table = formatTable(
       ["env", `reward, ${steps(head)}`, `reward, ${steps(tail)}`, "rollouts", "errors"],
-      ...this.envs.map((env) => [env, meanOf(head, `reward/${env}`), meanOf(tail, `reward/${env}`), total(`rollouts/${env}`), total(`errors/${env}`)]),
-    ];
+      this.envs.map((env) => [env, meanOf(head, `reward/${env}`), meanOf(tail, `reward/${env}`), total(`rollouts/${env}`), total(`errors/${env}`)]),
+    );
     const time = (key: string) => mean(this.rows.map((r) => r[key] ?? 0)).toFixed(2);
     const timing = [
       `time per step, mean of ${this.rows.length}: ${time("time/step")} s`,
@@ -184,24 +185,18 @@ export class MetricsLog {
       `weight reload ${time("time/reload")} s`,
     ].join(" | ");
     const evals = this.evals;
-    if (evals.length < 2) return `${alignTable(table)}\n\n${timing}`;
+    if (evals.length < 2) return `${table}\n\n${timing}`;
     const first = evals[0]!;
     const last = evals.at(-1)!;
     const keys = Object.keys(last).filter((key) => /^eval\/.+\/(avg@\d+|pass@\d+|greedy\/pass@1)$/.test(key) && key in first);
-    const evalTable = [["held-out eval", `step ${first.step}`, `step ${last.step}`], ...keys.map((key) => [key.slice("eval/".length), num(first[key]), num(last[key])])];
-    return `${alignTable(table)}\n\n${alignTable(evalTable)}\n\n${timing}`;
+    const evalTable = formatTable(["held-out eval", `step ${first.step}`, `step ${last.step}`], keys.map((key) => [key.slice("eval/".length), num(first[key]), num(last[key])]));
+    return `${table}\n\n${evalTable}\n\n${timing}`;
   }
 
   /** Every logged line that holds eval results (the step-0 note included), in order. */
   private get evals(): Array<Metrics & { step: number }> {
     return [...this.notes, ...this.rows].filter((r) => Object.keys(r).some((k) => k.startsWith("eval/"))).sort((a, b) => a.step - b.step);
   }
-}
-
-/** Right-aligned columns after a left-aligned first one. */
-function alignTable(table: string[][]): string {
-  const widths = table[0]!.map((_, c) => Math.max(...table.map((row) => row[c]!.length)));
-  return table.map((row) => row.map((cell, c) => (c === 0 ? cell.padEnd(widths[c]!) : cell.padStart(widths[c]!))).join("  ")).join("\n");
 }
 
 /** A one-line progress bar on stderr while a step's rollouts generate (TTY only; silent otherwise). */

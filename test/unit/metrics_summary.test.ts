@@ -27,11 +27,11 @@ test("summary: means of the first and last three steps per env, totals, and eval
   });
   const lines = log.summary().split("\n");
   expect(lines[0]).toMatch(/^env +reward, steps 1-3 +reward, steps 6-8 +rollouts +errors$/);
-  expect(lines[1]!.split(/ +/)).toEqual(["math", "0.200", "0.700", "64", "0"]);
-  expect(lines[2]!.split(/ +/)).toEqual(["search", "0.100", "0.600", "56", "2"]); // (0 + 0.2) / 2: step 2 had none
-  expect(lines[4]).toMatch(/^held-out eval +step 0 +step 8$/);
-  expect(lines.slice(5, 7).map((l) => l.split(/ +/))).toEqual([["math/pass@1", "0.250", "0.750"], ["math/avg@4", "0.200", "0.500"]]);
-  expect(lines[8]).toMatch(/^time per step, mean of 8: \d+\.\d\d s \| rollouts 0\.00 s/);
+  expect(lines[2]!.split(/ +/)).toEqual(["math", "0.200", "0.700", "64", "0"]);
+  expect(lines[3]!.split(/ +/)).toEqual(["search", "0.100", "0.600", "56", "2"]); // (0 + 0.2) / 2: step 2 had none
+  expect(lines[5]).toMatch(/^held-out eval +step 0 +step 8$/);
+  expect(lines.slice(7, 9).map((l) => l.split(/ +/))).toEqual([["math/pass@1", "0.250", "0.750"], ["math/avg@4", "0.200", "0.500"]]);
+  expect(lines[10]).toMatch(/^time per step, mean of 8: \d+\.\d\d s \| rollouts 0\.00 s/);
 });
 
 test("summary: a two-step run compares step 1 with step 2 and has no eval table without two evals", () => {
@@ -39,7 +39,11 @@ test("summary: a two-step run compares step 1 with step 2 and has no eval table 
   log.publish(1, published(1, { "reward/math": 0.25, "rollouts/math": 4 }));
   log.publish(2, published(2, { "reward/math": 0.5, "rollouts/math": 4 }));
   const lines = log.summary().split("\n");
-  expect(lines.slice(0, 2)).toEqual(["env   reward, step 1  reward, step 2  rollouts  errors", "math           0.250           0.500         8       0"]);
-  expect(lines.slice(2, 3)).toEqual([""]);
-  expect(lines[3]).toMatch(/^time per step, mean of 2: /);
+  expect(lines.slice(0, 3)).toEqual([
+    "env   reward, step 1  reward, step 2  rollouts  errors",
+    "----  --------------  --------------  --------  ------",
+    "math           0.250           0.500         8       0",
+  ]);
+  expect(lines.slice(3, 4)).toEqual([""]);
+  expect(lines[4]).toMatch(/^time per step, mean of 2: /);
 });
