@@ -187,7 +187,8 @@ export async function runSft(config: SftConfig, options: SftOptions = {}): Promi
       log(`step ${String(step).padStart(width)}/${totalSteps} | nll ${m.nll!.toFixed(4)} | lr ${fmtLr(lr)} | grad ${m.grad_norm!.toFixed(2)}${m.skipped ? " (skipped: not finite)" : ""} | ${packed.tokens} tok | ${Math.round(m.tokens_per_s!)} tok/s | ${m.seconds!.toFixed(2)} s | epoch ${batches.epochs.toFixed(2)}`);
       if (config.eval && (step % config.eval.interval === 0 || step === totalSteps)) evalAfter = await runEval(step);
       // After the step's eval, so a checkpoint's metrics (kept on resume) include the eval of its step.
-      if (config.save.interval > 0 && step % config.save.interval === 0 && step < totalSteps) {
+      // The last step is checkpointed too, so a finished run trains further with --resume --set trainer.steps=N.
+      if (config.save.interval > 0 && (step % config.save.interval === 0 || step === totalSteps)) {
         const state: SftState = {
           format: 1, kind: "sft", step, batches: batches.state, data, tokens, trainSeconds, seconds: (performance.now() - started) / 1000, firstNll, lastNll,
           evalBefore: evalBefore.map((e) => ({ ...e, results: [] })),

@@ -63,7 +63,7 @@ test("rlx sft: step lines, a summary with eval before/after, a run directory, an
   expect(existsSync(join(out, "config.resolved.toml"))).toBe(true);
   // a resumable checkpoint (rlx train's layout: test/e2e/sft_resume.test.ts resumes one)
   for (const file of ["manifest.json", "orchestrator.json", "trainer/optimizer.bin", "trainer/model/model.safetensors"]) expect(existsSync(join(out, "checkpoints/step_30", file))).toBe(true);
-  expect(existsSync(join(out, "checkpoints", "step_60"))).toBe(false); // the last step is the final model
+  expect(existsSync(join(out, "checkpoints", "step_60", "manifest.json"))).toBe(true); // the last step too: the run can be extended
 
   // The saved model is a plain HF directory: rlx eval loads it and agrees with the in-loop eval.
   const evaluated = rlx(["eval", "--model", join(out, "model"), "--env", "math", "--args", ARGS, "--n", "2", "--k", "2", "--max-tokens", "40", "--json"]);

@@ -87,7 +87,7 @@ test("a run killed (SIGKILL) after its first checkpoint and resumed matches the 
   // byte-identical final weights, and checkpoints written after the resume (weights and AdamW state)
   const bytes = (out: string, file: string) => readFileSync(join(out, file));
   expect(bytes(killed.out, "model/model.safetensors").equals(bytes(whole.out, "model/model.safetensors"))).toBe(true);
-  const last = Math.floor((STEPS - 1) / INTERVAL) * INTERVAL;
+  const last = STEPS; // the final step is checkpointed as well as every INTERVAL-th
   for (const file of ["trainer/model/model.safetensors", "trainer/optimizer.bin"]) {
     expect([file, bytes(killed.out, `checkpoints/step_${last}/${file}`).equals(bytes(whole.out, `checkpoints/step_${last}/${file}`))]).toEqual([file, true]);
   }
@@ -99,11 +99,14 @@ test("a run killed (SIGKILL) after its first checkpoint and resumed matches the 
   expect(state(killed.out)).toEqual(state(whole.out));
   expect(state(killed.out)).toMatchObject({ kind: "sft", step: last, batches: { epoch: expect.any(Number), position: expect.any(Number) } });
   // save.keep 0 keeps every checkpoint; no tmp directory is left
-  const every = Array.from({ length: last / INTERVAL }, (_, i) => `step_${(i + 1) * INTERVAL}`).sort();
+  const every = [...Array.from({ length: Math.floor(STEPS / INTERVAL) }, (_, i) => `step_${(i + 1) * INTERVAL}`), `step_${STEPS}`].sort();
   expect(readdirSync(join(killed.out, "checkpoints")).sort()).toEqual(every);
 
   // the summary stays true across the resume: first nll of step 1, tokens of all steps
-  const summary = JSON.parse((await rlx(["sft", killed.path, "--resume", "--set", `trainer.steps=${STEPS + 2}`, "--json"]).done).out) as { steps: number; firstNll: number; tokens: number };
+  // and a finished run trains further from its last step, not from the last INTERVAL-th
+  const extended = await rlx(["sft", killed.path, "--resume", "--set", `trainer.steps=${STEPS + 2}`, "--json"]).done;
+  expect(extended.err).toContain(`sft: resuming after step ${STEPS} from`);
+  const summary = JSON.parse(extended.out) as { steps: number; firstNll: number; tokens: number };
   expect(summary.steps).toBe(STEPS + 2);
   expect(summary.firstNll).toBe(expected[0]!.nll!);
   const tokens = trainRows(killed.out).reduce((n, row) => n + row.tokens!, 0);
@@ -135,5 +138,5 @@ test("--resume without a checkpoint or over a reseeded order, and a fresh start 
   const forced = await rlx(["sft", path, "--force", "--set", "trainer.steps=2"]).done;
   expect(forced.code).toBe(0);
   expect(trainRows(out).map((row) => row.step)).toEqual([1, 2]);
-  expect(existsSync(join(out, "checkpoints"))).toBe(false); // step 3's checkpoint went with the old run
+  expect(readdirSync(join(out, "checkpoints"))).toEqual(["step_2"]); // the old run's step 3 and 4 went with it
 }, 60_000);
