@@ -4,7 +4,10 @@
 # (configs/examples/grpo_addsub.toml, 40 steps), then continuing SFT on gold demonstrations
 # (configs/examples/sft_addsub_continue.toml, checkpoints every 100 steps), each scored by
 # `rlx eval` on 200 held-out tasks: the RL runs' final weights and every SFT checkpoint, so the
-# SFT checkpoint at the RL runs' wall time can be read off.
+# SFT checkpoint at the RL runs' wall time can be read off. Then SFT followed by RL: GRPO (same
+# recipe) from the SFT run's final model, against the SFT run continued for about the same time
+# (400 more steps, `--resume` on a copy). `scripts/experiments/eval_by.ts` splits every result
+# into its addition and subtraction halves.
 #
 #   bash scripts/experiments/addsub.sh [SEED]
 set -euo pipefail
@@ -35,3 +38,20 @@ for ckpt in $(ls -d $RUN/checkpoints/step_* | sort -t_ -k2 -n); do
   [ -f $ckpt/eval.json ] || evaluate $ckpt/trainer/model $ckpt/eval.json
 done
 $RLX report $RUN
+
+SFT=$RUN
+RUN=$OUT/grpo-addsub-after-sft-s$SEED
+if [ ! -f $RUN/eval-final.json ]; then
+  rm -rf $RUN
+  /usr/bin/time -f "wall %e s" $RLX train configs/examples/grpo_addsub.toml --set output_dir=$RUN --set seed=$SEED \
+    --set model.path=$SFT/model 2>&1 | tee $RUN.log
+  evaluate "$(ls -d $RUN/weights/step_* | sort -t_ -k2 -n | tail -1)" $RUN/eval-final.json
+  $RLX report $RUN
+fi
+RUN=$OUT/sft-addsub-long-s$SEED
+if [ ! -f $RUN/eval-final.json ]; then
+  rm -rf $RUN && cp -r $SFT $RUN
+  /usr/bin/time -f "wall %e s" $RLX sft configs/examples/sft_addsub_continue.toml --set output_dir=$RUN --set seed=$SEED \
+    --set trainer.steps=1200 --resume 2>&1 | tee $RUN.log
+  evaluate $RUN/model $RUN/eval-final.json
+fi
