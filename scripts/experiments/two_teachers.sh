@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Experiment 8, second half: one student distilled from two teachers, one per env
 # (configs/examples/opd_two_teachers.toml). Needs bootstrap.sh (the student and the addition
-# teacher) and addsub.sh (whose continuing-SFT run's final model is the subtraction teacher).
+# teacher) and addsub.sh (whose SFT-then-GRPO run's final weights are the subtraction teacher).
 # Each teacher is its own `rlx serve` (one thread each); the run's held-out greedy evals per env
 # come every 5 steps, and `rlx eval` scores the final weights on 200 held-out tasks of each env.
 #
@@ -13,7 +13,7 @@ OUT=runs/learns
 SEED=${1:-0}
 RUN=$OUT/opd-two-teachers-s$SEED
 
-rm -rf $OUT/sub-teacher && cp -r $OUT/sft-addsub-s0/model $OUT/sub-teacher
+rm -rf $OUT/sub-teacher && cp -r "$(ls -d $OUT/grpo-addsub-after-sft-s0/weights/step_* | sort -t_ -k2 -n | tail -1)" $OUT/sub-teacher
 RLX_THREADS=1 $RLX serve --model $OUT/teacher --served-model-name add-teacher --port 8311 --max-batch 256 > $OUT/add-teacher.log 2>&1 &
 RLX_THREADS=1 $RLX serve --model $OUT/sub-teacher --served-model-name sub-teacher --port 8312 --max-batch 256 > $OUT/sub-teacher.log 2>&1 &
 trap 'kill $(jobs -p) 2>/dev/null' EXIT
