@@ -6,7 +6,7 @@
 # `rlx eval` on 200 held-out tasks: the RL runs' final weights and every SFT checkpoint, so the
 # SFT checkpoint at the RL runs' wall time can be read off. Then SFT followed by RL: GRPO (same
 # recipe) from the SFT run's final model, against the SFT run continued for about the same time
-# (400 more steps, `--resume` on a copy). `scripts/experiments/eval_by.ts` splits every result
+# (640 more steps, `--resume` on a copy). `scripts/experiments/eval_by.ts` splits every result
 # into its addition and subtraction halves.
 #
 #   bash scripts/experiments/addsub.sh [SEED]
@@ -52,6 +52,6 @@ RUN=$OUT/sft-addsub-long-s$SEED
 if [ ! -f $RUN/eval-final.json ]; then
   rm -rf $RUN && cp -r $SFT $RUN
   /usr/bin/time -f "wall %e s" $RLX sft configs/examples/sft_addsub_continue.toml --set output_dir=$RUN --set seed=$SEED \
-    --set trainer.steps=1200 --resume 2>&1 | tee $RUN.log
+    --set trainer.steps=1440 --resume 2>&1 | tee $RUN.log
   evaluate $RUN/model $RUN/eval-final.json
 fi
