@@ -6,12 +6,15 @@
 # come every 5 steps, and `rlx eval` scores the final weights on 200 held-out tasks of each env.
 #
 #   bash scripts/experiments/two_teachers.sh [SEED]
+#   STUDENT=runs/learns/sft-addsub-s0/checkpoints/step_400/trainer/model NAME=opd-two-teachers-mixed \
+#     bash scripts/experiments/two_teachers.sh     (a student that already samples `-` sometimes)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 RLX=${RLX:-dist/rlx}
 OUT=runs/learns
 SEED=${1:-0}
-RUN=$OUT/opd-two-teachers-s$SEED
+STUDENT=${STUDENT:-$OUT/student}
+RUN=$OUT/${NAME:-opd-two-teachers}-s$SEED
 
 rm -rf $OUT/sub-teacher && cp -r "$(ls -d $OUT/grpo-addsub-after-sft-s0/weights/step_* | sort -t_ -k2 -n | tail -1)" $OUT/sub-teacher
 RLX_THREADS=1 $RLX serve --model $OUT/teacher --served-model-name add-teacher --port 8311 --max-batch 256 > $OUT/add-teacher.log 2>&1 &
@@ -20,12 +23,13 @@ trap 'kill $(jobs -p) 2>/dev/null' EXIT
 for port in 8311 8312; do until curl -sf http://127.0.0.1:$port/health > /dev/null; do sleep 0.5; done; done
 
 rm -rf $RUN
-/usr/bin/time -f "wall %e s" $RLX train configs/examples/opd_two_teachers.toml --set output_dir=$RUN --set seed=$SEED 2>&1 | tee $RUN.log
+/usr/bin/time -f "wall %e s" $RLX train configs/examples/opd_two_teachers.toml --set output_dir=$RUN --set seed=$SEED \
+  --set model.path=$STUDENT 2>&1 | tee $RUN.log
 last=$(ls -d $RUN/weights/step_* | sort -t_ -k2 -n | tail -1)
 for op in + -; do
   name=$([ "$op" = + ] && echo add || echo sub)
-  for model in $OUT/student $OUT/teacher $OUT/sub-teacher "$last"; do
-    tag=$(basename "$model")
+  for model in $STUDENT $OUT/teacher $OUT/sub-teacher "$last"; do
+    tag=$(basename "$model"); [ "$model" = "$STUDENT" ] && tag=student
     [ -f $RUN/eval-$name-$tag.json ] || $RLX eval --model "$model" --env math --args "{\"operations\": [\"$op\"], \"word_problems\": false}" \
       --n 200 --k 8 --max-tokens 48 --seed 0 --out $RUN/eval-$name-$tag.json
   done
