@@ -18,6 +18,7 @@
 import { createEnv, loadEnv } from "../envs/index.ts";
 import type { Env, Task } from "../envs/types.ts";
 import type { SamplingClient } from "../inference/types.ts";
+import type { ChatMessage } from "../model/chat.ts";
 import type { ChatRenderer } from "../model/render.ts";
 import { runRollout } from "./rollout.ts";
 import type { Rollout } from "./types.ts";
@@ -50,7 +51,7 @@ export interface TaskEval {
   solved: number;
   greedyReward?: number;
   errors: number;
-  /** The first sample's final message, for reading what the model does. */
+  /** The first sample's last assistant turn (text, then tool calls as name(args)), for reading what the model does. */
   firstReply: string;
 }
 
@@ -63,6 +64,17 @@ export interface EnvEval {
   /** The first failed rollout's error, if any. */
   firstError?: string;
   seconds: number;
+}
+
+/**
+ * The last assistant turn as text: its content, then each tool call as `name({...args})`, so a
+ * tool env's reply reads as what the model did even when the episode ended on a tool message.
+ */
+export function lastReply(messages: readonly ChatMessage[]): string {
+  const turn = messages.findLast((m) => m.role === "assistant");
+  if (!turn) return "";
+  const calls = (turn.tool_calls ?? []).map((call) => `${call.function.name}(${JSON.stringify(call.function.arguments)})`);
+  return [turn.content, ...calls].filter((part) => part.length > 0).join("\n");
 }
 
 /** Unbiased pass@k from n samples of which c are correct: 1 - C(n-c, k) / C(n, k), in the stable product form. */
@@ -140,7 +152,7 @@ export async function evaluate(client: SamplingClient, renderer: ChatRenderer, n
       solved: rewards.filter((x) => x >= threshold).length,
       ...(greedy ? { greedyReward: r[k]!.reward } : {}),
       errors: r.filter((x) => x.error !== undefined).length,
-      firstReply: r[0]?.messages.at(-1)?.role === "assistant" ? r[0].messages.at(-1)!.content : "",
+      firstReply: r[0] ? lastReply(r[0].messages) : "",
     };
   });
   const metrics: Record<string, number> = { [`avg@${k}`]: mean(sampled.map((r) => r.reward)) };

@@ -11,7 +11,7 @@ import type { Completion, CompletionRequest, SamplingClient } from "../../src/in
 import { writeByteTokenizer } from "../../src/model/byte_tokenizer.ts";
 import { ChatRenderer } from "../../src/model/render.ts";
 import { Tokenizer } from "../../src/model/tokenizer.ts";
-import { evalMetrics, evaluate, loadEvalTasks, passAtK, passKs } from "../../src/orchestrator/eval.ts";
+import { evalMetrics, evaluate, lastReply, loadEvalTasks, passAtK, passKs } from "../../src/orchestrator/eval.ts";
 import { compareTable, evalTable } from "../../src/orchestrator/eval_table.ts";
 
 /** Fraction of the k-subsets of n samples (c correct) that hold a correct one: pass@k by definition. */
@@ -160,4 +160,16 @@ test("loadEvalTasks: the held-out split, first N, the same tasks every time", as
   const trainIds = new Set(train.map((t) => t.id));
   expect(b.tasks.some((t) => trainIds.has(t.id))).toBe(false);
   await expect(loadEvalTasks({ id: "nope", numExamples: 1 })).rejects.toThrow(/unknown env "nope"/);
+});
+
+test("lastReply: the last assistant turn's text, then its tool calls, even when a tool message ends the episode", () => {
+  const call = { type: "function" as const, function: { name: "forth", arguments: { code: "3 4 + ." } } };
+  expect(lastReply([{ role: "user", content: "q" }, { role: "assistant", content: "Answer: 7" }])).toBe("Answer: 7");
+  expect(lastReply([
+    { role: "user", content: "q" },
+    { role: "assistant", content: "", tool_calls: [call] },
+    { role: "tool", name: "forth", content: "7 \nstack: <0>" },
+  ])).toBe('forth({"code":"3 4 + ."})');
+  expect(lastReply([{ role: "assistant", content: "let me run it", tool_calls: [call, call] }])).toBe('let me run it\nforth({"code":"3 4 + ."})\nforth({"code":"3 4 + ."})');
+  expect(lastReply([{ role: "user", content: "q" }])).toBe("");
 });
