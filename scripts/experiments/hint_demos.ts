@@ -15,7 +15,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { algoSchemas } from "../../src/config/algo.ts";
 
 const [input, output] = process.argv.slice(2);
-if (!input || !output) throw new Error("usage: hint_demos.ts IN.jsonl OUT.jsonl [--template TEXT]");
+if (!input || !output) throw new Error("usage: hint_demos.ts IN.jsonl OUT.jsonl [--template TEXT] [--hinted-only]");
 const at = process.argv.indexOf("--template");
 const hintedOnly = process.argv.includes("--hinted-only");
 const template: string = at > 0 ? process.argv[at + 1]! : algoSchemas.opsd.parse({ type: "opsd" }).template;
