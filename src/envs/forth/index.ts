@@ -28,15 +28,17 @@ const Args = z.strictObject({
   eval_fraction: z.number().gt(0).lt(1).default(0.2),
   max_turns: z.number().int().min(1).default(4),
   max_steps: z.number().int().positive().default(DEFAULT_LIMITS.maxSteps),
+  /** Replaces FORTH_SYSTEM_PROMPT; "" leaves the system message out (the tool schema stays). */
+  system_prompt: z.string().optional(),
   data_file: z.string().optional(),
 });
 
 type ForthArgs = z.infer<typeof Args>;
 
-function forthTask(key: string, question: string, answer: string, numeric: boolean, program?: string): Task {
+function forthTask(system: string, key: string, question: string, answer: string, numeric: boolean, program?: string): Task {
   return {
     id: key,
-    prompt: promptMessages(FORTH_SYSTEM_PROMPT, question),
+    prompt: promptMessages(system, question),
     answer,
     solution: program ? `Run this program:\n${program}\nIt prints ${answer}.` : undefined,
     info: { numeric, ...(program ? { program } : {}) },
@@ -49,6 +51,7 @@ const forth: EnvDefinition<ForthArgs> = {
   args: Args,
   create(args) {
     const tool = forthTool({ ...DEFAULT_LIMITS, maxSteps: args.max_steps });
+    const system = args.system_prompt ?? FORTH_SYSTEM_PROMPT;
     return {
       tools: [tool],
       maxTurns: args.max_turns,
@@ -56,13 +59,13 @@ const forth: EnvDefinition<ForthArgs> = {
         if (args.data_file) {
           const rows = loadJsonlSplit(args.data_file, split, args.eval_fraction);
           const size = split === "train" ? args.train_size : args.eval_size;
-          return sampleTasks(rows, seed, size).map((row) => forthTask(row.id!, row.question, row.answer, parseInteger(row.answer) !== undefined));
+          return sampleTasks(rows, seed, size).map((row) => forthTask(system, row.id!, row.question, row.answer, parseInteger(row.answer) !== undefined));
         }
         const size = split === "train" ? args.train_size : args.eval_size;
         return generateSplit("forth", split, seed, size, args.eval_fraction, (rng) => {
           const spec = makeForthTask(rng, args.kinds);
           const answer = runForth(spec.program).output.trim();
-          return forthTask(spec.key, spec.question, answer, spec.numeric, spec.program);
+          return forthTask(system, spec.key, spec.question, answer, spec.numeric, spec.program);
         });
       },
       reward(task, rollout) {

@@ -36,6 +36,8 @@ const Args = z.strictObject({
   eval_size: z.number().int().positive().default(100),
   eval_fraction: z.number().gt(0).lt(1).default(0.2),
   max_turns: z.number().int().min(1).default(4),
+  /** Replaces SEARCH_SYSTEM_PROMPT; "" leaves the system message out (the tool schema stays). */
+  system_prompt: z.string().optional(),
   /** JSONL of {title, text}: replaces the generated corpus (questions then come from data_file). */
   corpus_file: z.string().optional(),
   data_file: z.string().optional(),
@@ -89,7 +91,7 @@ const search: EnvDefinition<SearchArgs> = {
     const tool = searchTool(documents, args.top_k);
     const task = (id: string, question: string, answer: string, queries?: string[], reasoning?: string[]): Task => ({
       id,
-      prompt: promptMessages(SEARCH_SYSTEM_PROMPT, question),
+      prompt: promptMessages(args.system_prompt ?? SEARCH_SYSTEM_PROMPT, question),
       answer,
       solution: reasoning ? `${reasoning.join(" ")} The answer is ${answer}.` : undefined,
       info: queries ? { queries } : {},
