@@ -1,5 +1,6 @@
 // Splits `rlx eval --out` results into task groups by a regular expression on the task id, and
-// prints greedy pass@1, pass@1 and pass@k per group (the unbiased estimator of src/orchestrator/eval.ts).
+// prints greedy pass@1, pass@1 and pass@k per group (passMetrics of src/orchestrator/eval.ts, the
+// same metrics rlx eval computes over all tasks; a greedy sample counts when its reward is 1).
 // Experiment 3's mixed-operation variant reads the addition and subtraction halves apart with it:
 //
 //   bun scripts/experiments/eval_by.ts EVAL.json [EVAL.json ...] [--by ' [-+] '] [--json]
@@ -8,10 +9,9 @@
 // go to "other". One row per file and group.
 import { readFileSync } from "node:fs";
 import { formatTable } from "../../src/orchestrator/eval_table.ts";
-import { passAtK } from "../../src/orchestrator/eval.ts";
+import { passMetrics, type TaskEval } from "../../src/orchestrator/eval.ts";
 
-interface TaskResult { taskId: string; rewards: number[]; solved: number; greedyReward?: number }
-interface EvalFile { envs: Array<{ env: string; k: number; results: TaskResult[] }> }
+interface EvalFile { envs: Array<{ env: string; k: number; results: TaskEval[] }> }
 
 const args = process.argv.slice(2);
 const byAt = args.indexOf("--by");
@@ -19,23 +19,18 @@ const by = new RegExp(byAt >= 0 ? args[byAt + 1]! : " [-+] ");
 const files = args.filter((a, i) => a.endsWith(".json") && (byAt < 0 || i !== byAt + 1));
 if (files.length === 0) throw new Error("usage: eval_by.ts EVAL.json [...] [--by REGEX] [--json]");
 
-const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length);
 const rows: Array<Record<string, string | number>> = [];
 for (const file of files) {
   const data = JSON.parse(readFileSync(file, "utf8")) as EvalFile;
   for (const env of data.envs) {
-    const groups = new Map<string, TaskResult[]>();
+    const groups = new Map<string, TaskEval[]>();
     for (const r of env.results) {
       const group = by.exec(r.taskId)?.[0].trim() ?? "other";
       groups.set(group, [...(groups.get(group) ?? []), r]);
     }
     for (const [group, results] of [...groups].sort()) {
-      rows.push({
-        file, env: env.env, group, tasks: results.length,
-        greedy: mean(results.map((r) => (r.greedyReward ?? 0) >= 1 ? 1 : 0)),
-        "pass@1": mean(results.map((r) => passAtK(env.k, r.solved, 1))),
-        [`pass@${env.k}`]: mean(results.map((r) => passAtK(env.k, r.solved, env.k))),
-      });
+      const metrics = passMetrics(results, env.k, 1, results.every((r) => r.greedyReward !== undefined));
+      rows.push({ file, env: env.env, group, tasks: results.length, greedy: metrics["greedy/pass@1"] ?? 0, "pass@1": metrics["pass@1"]!, [`pass@${env.k}`]: metrics[`pass@${env.k}`]! });
     }
   }
 }

@@ -94,6 +94,14 @@ export function passKs(k: number): number[] {
   return ks;
 }
 
+/** pass@j over tasks for each j of passKs(k) and, with `greedy`, greedy/pass@1 (a greedy reward >= threshold). */
+export function passMetrics(results: readonly TaskEval[], k: number, threshold: number, greedy: boolean): Record<string, number> {
+  const metrics: Record<string, number> = {};
+  for (const j of passKs(k)) metrics[`pass@${j}`] = mean(results.map((r) => passAtK(k, r.solved, j)));
+  if (greedy) metrics["greedy/pass@1"] = mean(results.map((r) => (r.greedyReward! >= threshold ? 1 : 0)));
+  return metrics;
+}
+
 const mean = (values: readonly number[]) => (values.length ? values.reduce((a, b) => a + b, 0) / values.length : 0);
 
 function completionTokens(rollout: Rollout): number {
@@ -155,9 +163,7 @@ export async function evaluate(client: SamplingClient, renderer: ChatRenderer, n
       firstReply: r[0] ? lastReply(r[0].messages) : "",
     };
   });
-  const metrics: Record<string, number> = { [`avg@${k}`]: mean(sampled.map((r) => r.reward)) };
-  for (const j of passKs(k)) metrics[`pass@${j}`] = mean(results.map((r) => passAtK(k, r.solved, j)));
-  if (greedy) metrics["greedy/pass@1"] = mean(results.map((r) => (r.greedyReward! >= threshold ? 1 : 0)));
+  const metrics: Record<string, number> = { [`avg@${k}`]: mean(sampled.map((r) => r.reward)), ...passMetrics(results, k, threshold, greedy) };
   metrics.error_rate = mean(all.map((r) => (r.error === undefined ? 0 : 1)));
   metrics.truncated = mean(all.map((r) => (r.stopReason === "done" || r.stopReason === "error" ? 0 : 1)));
   metrics.completion_tokens = mean(sampled.map(completionTokens));
