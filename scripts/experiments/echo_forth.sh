@@ -38,15 +38,12 @@ if [ -z "${STUDENT:-}" ]; then
   [ -f $OUT/forth-sft2/model/config.json ] || /usr/bin/time -f "wall %e s" $RLX sft configs/examples/sft_forth_student_more.toml 2>&1 | tee $OUT/forth-sft2.log
   STUDENT=$OUT/forth-sft2/model
 fi
-MODEL=$(grep -m1 '^path = ' $CONFIG | sed 's/path = "\(.*\)"/\1/')   # the config's [model] path
-rm -rf $MODEL
-cp -r $STUDENT $MODEL
 
 PORT=8271
 for ALGO in grpo echo; do
   RUN=$OUT/$NAME-$ALGO-s$SEED
   rm -rf $RUN
-  /usr/bin/time -f "wall %e s" $RLX train $CONFIG --set output_dir=$RUN --set seed=$SEED \
+  /usr/bin/time -f "wall %e s" $RLX train $CONFIG --set output_dir=$RUN --set seed=$SEED --set model.path=$STUDENT \
     --set "orchestrator.train.env[0].algo.type=$ALGO" --set orchestrator.temperature=$TEMP --set inference.port=$PORT > $RUN.log 2>&1 &
   PORT=$((PORT + 1))
 done
@@ -55,7 +52,7 @@ wait
 # Observation loss of the student, then of each run's checkpoints (HF model dirs; a GRPO run whose
 # groups all had equal rewards aborts before its first checkpoint, and its model is the student).
 {
-  $BUN scripts/experiments/obs_loss.ts $MODEL $DATA/eval.jsonl --json | sed 's/^/{"run":"student","step":0,"row":/; s/$/}/'
+  $BUN scripts/experiments/obs_loss.ts $STUDENT $DATA/eval.jsonl --json | sed 's/^/{"run":"student","step":0,"row":/; s/$/}/'
   for ALGO in grpo echo; do
     RUN=$OUT/$NAME-$ALGO-s$SEED
     for ckpt in $(ls -d $RUN/checkpoints/step_* 2>/dev/null | sort -t_ -k2 -n); do
