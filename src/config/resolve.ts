@@ -85,9 +85,24 @@ function checkEnvArgs(env: Pick<EnvEntry, "id" | "args">, path: (string | number
   return result.data as EnvEntry["args"];
 }
 
+/** What `deterministic = true` needs: no step overlaps another, and one CPU process computes each side. */
+function checkDeterministic(config: RawConfig, source: string): void {
+  if (!config.deterministic) return;
+  const fix = "set deterministic = false, or change the key as the error says";
+  const need = (ok: boolean, key: string, why: string) => {
+    if (!ok) throw new ConfigError(`${source}: ${key}: deterministic = true needs ${why}`, { fix });
+  };
+  need(config.orchestrator.max_async_level === 0, "orchestrator.max_async_level", "0 (with overlap, which weights sample a rollout depends on timing)");
+  need(config.trainer.device === "cpu", "trainer.device", '"cpu"');
+  need(config.trainer.world_size === 1, "trainer.world_size", "1 (one trainer process on one thread)");
+  need(config.trainer.threads <= 1, "trainer.threads", "0 or 1 (the trainer runs on one thread)");
+  need(config.inference.base_urls.length === 0, "inference.base_urls", "no external servers (the policy runs in rlx train's own process)");
+}
+
 export function resolveConfig(config: RawConfig, source: string): Resolution {
   const warnings: string[] = [];
   const orch = config.orchestrator;
+  checkDeterministic(config, source);
   const defaultAlgo = parseAlgo(orch.algo, ["orchestrator", "algo"], source);
   if (orch.batch_size % orch.group_size !== 0) {
     throw new ConfigError(`${source}: orchestrator.batch_size: ${orch.batch_size} is not a multiple of orchestrator.group_size ${orch.group_size}`, {

@@ -33,6 +33,12 @@ export const configSchema = z.strictObject({
   output_dir: z.string().min(1).default("outputs/run"),
   max_steps: positiveInt.default(100),
   seed: z.number().int().min(0).default(0),
+  /**
+   * Bit-identical reruns: the same config gives the same weights and the same non-timing metrics.
+   * Needs orchestrator.max_async_level = 0 and one CPU trainer; runs the trainer on one thread and
+   * the policy in this process on one thread (docs/run-directory.md, "Deterministic runs").
+   */
+  deterministic: z.boolean().default(false),
 
   model: z.strictObject({
     /** Hugging Face layout directory (config.json, model.safetensors, tokenizer.json). */

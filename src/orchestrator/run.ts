@@ -90,6 +90,17 @@ function orchestratorState(checkpoint: LoadedCheckpoint): OrchestratorState {
   return state as OrchestratorState;
 }
 
+/**
+ * Where the policy runs. A deterministic run keeps it in this process: a spawned server batches
+ * requests as they arrive over HTTP, so which sequences share a forward (and its rounding)
+ * would depend on timing; in-process, arrival order is the event loop's and the same every run.
+ */
+function policyMode(config: ResolvedConfig, requested: InferenceMode): InferenceMode {
+  if (!config.deterministic) return requested;
+  if (requested === "spawn") throw new ConfigError("--inference spawn: a deterministic run keeps the policy in this process", { fix: "drop --inference spawn, or set deterministic = false" });
+  return "in-process";
+}
+
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** Tokens the policy serves beyond seq_len, for scoring prefixed sequences (OPSD's hint). */
@@ -112,7 +123,7 @@ async function startPolicy(config: ResolvedConfig, modelDir: string, version: nu
   if (mode === "in-process") {
     // One intra-op thread here: the trainer child computes at the same time on the other cores,
     // and this process's OpenMP threads cannot be made to wait passively once it has started.
-    await loadNative(Number(process.env.RLX_THREADS ?? 1));
+    await loadNative(config.deterministic ? 1 : Number(process.env.RLX_THREADS ?? 1));
     return InProcessPolicy.create(modelDir, version, { maxBatch: inf.max_batch, maxModelLen, reloadMode: inf.reload });
   }
   const urls: string[] = [];
@@ -182,7 +193,7 @@ export async function runTraining(o: TrainOptions): Promise<TrainResult> {
   let policy: PolicyPool | undefined;
   try {
     // the trainer first: its start-up (libtorch, the model) overlaps the policy's and the envs'
-    const mode = o.inference ?? "auto";
+    const mode = policyMode(config, o.inference ?? "auto");
     const policyProcesses = config.inference.base_urls.length > 0 ? 0 : mode === "in-process" ? 1 : config.inference.servers;
     const launch = planLaunch(config, { runDir, policyProcesses, ...(checkpoint ? { resumeFrom: checkpoint.dir } : {}) });
     for (const trainer of launch.trainers) children.spawn(trainer);

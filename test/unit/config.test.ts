@@ -113,6 +113,8 @@ const BAD: [string, string | null, string[], string[]][] = [
   ["unknown key in --set", BASE + env(), ["--set", "trainer.optim.lrr=1"], ["trainer.optim.lrr", "unknown key", "--set"]],
   ["malformed --set", BASE + env(), ["--set", "trainer.optim.lr"], ["--set trainer.optim.lr", "key=value"]],
   ["unknown env arg", BASE + env("args = { bogus = 1 }"), [], ["orchestrator.train.env[0].args.bogus", "unknown key"]],
+  ["deterministic with overlap", `deterministic = true\n${BASE}${env()}`, [], ["orchestrator.max_async_level", "deterministic = true needs 0"]],
+  ["deterministic on two ranks", `deterministic = true\n${BASE}max_async_level = 0\n[trainer]\nworld_size = 2\n${env()}`, [], ["trainer.world_size", "deterministic = true needs 1"]],
 ];
 
 describe("malformed configs: one clear message with the key path, exit 1, no stack trace", () => {
