@@ -36,13 +36,13 @@ import { PRESETS } from "../src/model/presets.ts";
 import { loadNative } from "../src/native/ffi.ts";
 import { NativeModel } from "../src/native/model.ts";
 import { NativeOptimizer } from "../src/native/train.ts";
-import { type Algorithm, finishGroup, finishRollout, isTrainable } from "../src/orchestrator/algo/base.ts";
-import { algorithmName, createAlgorithm } from "../src/orchestrator/algo/index.ts";
-import { type BatchSample, writeStepBatch } from "../src/orchestrator/batch.ts";
+import { type Algorithm, finishGroup, finishRollout, isTrainable } from "../src/algorithms/base.ts";
+import { algorithmName, createAlgorithm } from "../src/algorithms/registry.ts";
+import { type BatchSample, writeStepBatch } from "../src/rundir/step_file.ts";
 import { buildSamples, writeAudit } from "../src/orchestrator/loop.ts";
 import { rolloutMetrics } from "../src/orchestrator/metrics.ts";
-import { type PackedStep, packStep } from "../src/orchestrator/pack.ts";
-import type { Rollout, Segment, TrainingSample } from "../src/orchestrator/types.ts";
+import { type PackedStep, packStep } from "../src/data/pack.ts";
+import type { Rollout, Segment, TrainingSample } from "../src/data/types.ts";
 import { denominatorsOf, nativePolicy, type Policy, trainStep } from "../src/trainer/step.ts";
 import { flag, median, printTable } from "./_reference.ts";
 
@@ -53,7 +53,7 @@ const LOSS = { dppo_mask_low: 0.2, dppo_mask_high: 0.2, adv_tau: 1, kl_tau: 1e-3
 const HEAD = 3;
 const TAIL = 2;
 
-// ---- synthetic rollouts, shaped as src/orchestrator/rollout.ts builds them ----
+// ---- synthetic rollouts, shaped as src/rollout/driver.ts builds them ----
 
 const tokens = (rng: Rng, n: number) => Array.from({ length: n }, () => rng.int(3, 258));
 

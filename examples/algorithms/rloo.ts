@@ -16,8 +16,8 @@
 //   [[orchestrator.train.env]]
 //   id = "math"
 //   algo = { type = "custom", path = "examples/algorithms/rloo.ts", scale = 1.0 }
-import type { AlgorithmKit } from "../../src/orchestrator/algo/index.ts";
-import type { Rollout } from "../../src/orchestrator/types.ts";
+import type { AlgorithmKit } from "../../src/algorithms/registry.ts";
+import type { Rollout } from "../../src/data/types.ts";
 
 interface RlooConfig {
   type: string;

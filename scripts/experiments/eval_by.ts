@@ -1,5 +1,5 @@
 // Splits `rlx eval --out` results into task groups by a regular expression on the task id, and
-// prints greedy pass@1, pass@1 and pass@k per group (passMetrics of src/orchestrator/eval.ts, the
+// prints greedy pass@1, pass@1 and pass@k per group (passMetrics of src/eval/evaluate.ts, the
 // same metrics rlx eval computes over all tasks; a greedy sample counts when its reward is 1).
 // Experiment 3's mixed-operation variant reads the addition and subtraction halves apart with it:
 //
@@ -8,8 +8,8 @@
 // A task id like "63 - 17" falls in the group named by the first match ("-"); ids without a match
 // go to "other". One row per file and group.
 import { readFileSync } from "node:fs";
-import { formatTable } from "../../src/orchestrator/eval_table.ts";
-import { passMetrics, type TaskEval } from "../../src/orchestrator/eval.ts";
+import { formatTable } from "../../src/eval/table.ts";
+import { passMetrics, type TaskEval } from "../../src/eval/evaluate.ts";
 
 interface EvalFile { envs: Array<{ env: string; k: number; results: TaskEval[] }> }
 

@@ -15,7 +15,7 @@ import { ChatRenderer } from "../../src/model/render.ts";
 import { Tokenizer } from "../../src/model/tokenizer.ts";
 import { loadNative } from "../../src/native/ffi.ts";
 import { score } from "../../src/native/generate.ts";
-import { readSftRows, type SftConversation } from "../../src/trainer/sft_data.ts";
+import { readSftRows, type SftConversation } from "../../src/sft/data.ts";
 
 export interface ObsLoss {
   rows: number;

@@ -7,7 +7,7 @@ import { writeFileSync } from "node:fs";
 import { defineCommand } from "citty";
 import { ConfigError, EndpointError } from "../errors.ts";
 import type { SamplingClient } from "../inference/types.ts";
-import type { EnvEval } from "../orchestrator/eval.ts";
+import type { EnvEval } from "../eval/evaluate.ts";
 
 function number(value: string | undefined, flag: string, fallback: number, check: (n: number) => boolean, expected: string): number {
   if (value === undefined) return fallback;
@@ -74,7 +74,7 @@ export default defineCommand({
     const tokenizerDir = args["base-url"] ? (args.tokenizer ?? args.model) : args.model;
     if (!tokenizerDir) throw new ConfigError("--base-url needs the served model's tokenizer to render prompts", { fix: "pass --tokenizer DIR (a model directory with tokenizer.json and tokenizer_config.json)" });
 
-    const { evaluate, loadEvalTasks } = await import("../orchestrator/eval.ts");
+    const { evaluate, loadEvalTasks } = await import("../eval/evaluate.ts");
     const { ChatRenderer } = await import("../model/render.ts");
     const { Tokenizer } = await import("../model/tokenizer.ts");
     const renderer = new ChatRenderer(Tokenizer.load(tokenizerDir));
@@ -115,7 +115,7 @@ export default defineCommand({
     const report = { ...source, settings: { n, k, temperature, max_tokens: maxTokens, greedy: args.greedy, seed }, envs: results };
     if (args.out) writeFileSync(args.out, `${JSON.stringify(report, null, 2)}\n`);
     if (args.json) return console.log(JSON.stringify(report));
-    const { evalTable } = await import("../orchestrator/eval_table.ts");
+    const { evalTable } = await import("../eval/table.ts");
     console.log(evalTable(results));
     if (args.out) console.log(`\nwrote ${args.out}`);
   },

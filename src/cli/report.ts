@@ -1,8 +1,8 @@
-// `rlx report RUN_DIR`: a self-contained HTML page of a run's curves (src/orchestrator/report.ts).
+// `rlx report RUN_DIR`: a self-contained HTML page of a run's curves (src/report/html.ts).
 import { defineCommand } from "citty";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { renderReport } from "../orchestrator/report.ts";
+import { renderReport } from "../report/html.ts";
 
 export default defineCommand({
   meta: { name: "report", description: "Render a run directory's metrics.jsonl as a self-contained HTML page" },

@@ -1,9 +1,9 @@
 // `rlx sft CONFIG [--set k=v]... [--resume | --force]`: supervised fine-tuning from a TOML config
-// (src/config/sft.ts) on a JSONL dataset of chat messages or prompt/completion rows. Prints one
+// (src/sft/config.ts) on a JSONL dataset of chat messages or prompt/completion rows. Prints one
 // line per step and a summary table (with the before/after eval when [eval] is set); `--json`
 // prints the summary as one JSON object instead of the table. `--resume` continues the run in
 // output_dir from its newest whole checkpoint; a fresh start over a run needs `--force`, like
-// `rlx train`. The work is runSft in src/trainer/sft.ts.
+// `rlx train`. The work is runSft in src/sft/run.ts.
 import { defineCommand } from "citty";
 import { consola } from "consola";
 import { stringify as stringifyToml } from "smol-toml";
@@ -26,14 +26,14 @@ export default defineCommand({
     force: { type: "boolean", description: "Delete a previous run in output_dir (metrics, checkpoints, model) and start over" },
   },
   async run({ args, rawArgs }) {
-    const { loadSftConfig } = await import("../config/sft.ts");
+    const { loadSftConfig } = await import("../sft/config.ts");
     const config = loadSftConfig(args.config, repeated(rawArgs, "--set"));
     if (args["dry-run"]) {
       console.log(`# resolved ${args.config}\n${stringifyToml(JSON.parse(JSON.stringify(config)))}`);
       return;
     }
     if (args.resume && args.force) throw new ConfigError("--resume and --force contradict each other", { fix: "--resume continues the run in output_dir; --force deletes it and starts over" });
-    const { runSft } = await import("../trainer/sft.ts");
+    const { runSft } = await import("../sft/run.ts");
     const summary = await runSft(config, {
       log: (line) => (args.json ? console.error(line) : console.log(line)),
       warn: (line) => consola.warn(line),
@@ -46,7 +46,7 @@ export default defineCommand({
       console.log(JSON.stringify({ ...rest, evalBefore: strip(evalBefore), evalAfter: strip(evalAfter) }));
       return;
     }
-    const { compareTable, formatTable } = await import("../orchestrator/eval_table.ts");
+    const { compareTable, formatTable } = await import("../eval/table.ts");
     const rate = Math.round(summary.tokens / Math.max(summary.trainSeconds, 1e-9));
     console.log("");
     console.log(formatTable(["sft", ""], [

@@ -6,13 +6,13 @@
 //
 // `args` validates the `args = {...}` table of an `[[orchestrator.train.env]]` entry (defaults
 // live in the schema). `create(args)` returns the running env: its tasks, its tools, its turn
-// limit and its reward. The rollout protocol is fixed by the driver (src/orchestrator/rollout.ts):
+// limit and its reward. The rollout protocol is fixed by the driver (src/rollout/driver.ts):
 // model turn, parse tool calls, run each tool, append the outputs, until the model answers
 // without a tool call or `maxTurns` model turns have been sampled. With no tools it is single-turn.
 
 import type { ZodType } from "zod";
 import type { ChatMessage, ToolSpec } from "../model/chat.ts";
-import type { Rollout } from "../orchestrator/types.ts";
+import type { Rollout } from "../data/types.ts";
 
 export type Split = "train" | "eval";
 

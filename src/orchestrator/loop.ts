@@ -29,18 +29,18 @@ import { RlxError } from "../errors.ts";
 import type { SamplingClient } from "../inference/types.ts";
 import type { ChatRenderer } from "../model/render.ts";
 import { PUBLISHED_MARKER, type PublishedStep, batchPath, weightsDir } from "../trainer/process.ts";
-import { type Algorithm, finishGroup, finishRollout, isTrainable } from "./algo/base.ts";
-import { auditLine } from "./audit.ts";
-import { type BatchSample, writeStepBatch } from "./batch.ts";
-import { isCheckpointStep } from "./checkpoint.ts";
+import { type Algorithm, finishGroup, finishRollout, isTrainable } from "../algorithms/base.ts";
+import { auditLine } from "../rundir/audit.ts";
+import { type BatchSample, writeStepBatch } from "../rundir/step_file.ts";
+import { isCheckpointStep } from "../rundir/checkpoint.ts";
 import { MetricsLog, Progress, rolloutMetrics } from "./metrics.ts";
-import { packStep } from "./pack.ts";
+import { packStep } from "../data/pack.ts";
 import type { PolicyPool } from "./policy.ts";
 import type { TrainEval } from "./train_eval.ts";
-import { runRollout } from "./rollout.ts";
+import { runRollout } from "../rollout/driver.ts";
 import { type Draw, type SamplerState, TaskSampler } from "./sampler.ts";
-import { filterZeroAdvantage, rolloutToSamples } from "./samples.ts";
-import type { Rollout, TrainingSample } from "./types.ts";
+import { filterZeroAdvantage, rolloutToSamples } from "../algorithms/samples.ts";
+import type { Rollout, TrainingSample } from "../data/types.ts";
 
 /** Batches in a row with nothing to train before the run gives up. */
 export const MAX_EMPTY_BATCHES = 10;

@@ -8,13 +8,13 @@
 // orchestrator's half travels in the step file and the trainer copies it into the marker, so a
 // line is written whole, in step order, when the marker appears, and can be rebuilt from the
 // marker alone if the orchestrator was killed before it saw it. Keys are grouped into report charts by their first `/` component
-// (src/orchestrator/report.ts), so names are chosen by family: reward/*, loss/*, mismatch_kl/*,
+// (src/report/html.ts), so names are chosen by family: reward/*, loss/*, mismatch_kl/*,
 // entropy/*, throughput/*, time/*, off_policy/*, rollouts/*, errors/*, batch/*, optim/*.
 import { appendFileSync, existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { PUBLISHED_MARKER, type PublishedStep, weightsDir } from "../trainer/process.ts";
-import { formatTable } from "./eval_table.ts";
-import type { Rollout } from "./types.ts";
+import { formatTable } from "../eval/table.ts";
+import type { Rollout } from "../data/types.ts";
 
 export type Metrics = Record<string, number>;
 

@@ -15,7 +15,7 @@ import { loadNative } from "../native/ffi.ts";
 import { ChatRenderer } from "../model/render.ts";
 import { Tokenizer } from "../model/tokenizer.ts";
 import { writeFileAtomic } from "../trainer/process.ts";
-import { type LoadedCheckpoint, latestCheckpoint, readCheckpoint, rewindRunDir } from "./checkpoint.ts";
+import { type LoadedCheckpoint, latestCheckpoint, readCheckpoint, rewindRunDir } from "../rundir/checkpoint.ts";
 import { Children } from "./children.ts";
 import { planLaunch } from "./launch.ts";
 import { type LoopResult, type OrchestratorState, runTrainLoop } from "./loop.ts";

@@ -14,8 +14,8 @@ import { OpenAIClient } from "../inference/client.ts";
 import { JsonEndpoint } from "../inference/http.ts";
 import type { ChatRenderer } from "../model/render.ts";
 import type { Tokenizer } from "../model/tokenizer.ts";
-import { type AlgorithmContext, type FrozenClient } from "./algo/base.ts";
-import { algorithmName, createEnvAlgorithms } from "./algo/index.ts";
+import { type AlgorithmContext, type FrozenClient } from "../algorithms/base.ts";
+import { algorithmName, createEnvAlgorithms } from "../algorithms/registry.ts";
 import type { TrainEnv } from "./loop.ts";
 import type { PolicyPool } from "./policy.ts";
 

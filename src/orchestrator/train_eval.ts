@@ -1,5 +1,5 @@
 // `[orchestrator.eval]` during training: the held-out tasks of each eval env, rolled out k times
-// on the live policy (src/orchestrator/eval.ts: avg@k, pass@k), before the first step and
+// on the live policy (src/eval/evaluate.ts: avg@k, pass@k), before the first step and
 // whenever the policy has just loaded a version that is a multiple of `interval` or the last.
 // The results go into that step's metrics line as `eval/<env>/...` (step 0 for the base model).
 //
@@ -7,7 +7,7 @@
 // any newer one, so an eval always measures exactly one version.
 import type { ResolvedConfig } from "../config/resolve.ts";
 import type { ChatRenderer } from "../model/render.ts";
-import { type EvalSettings, evalMetrics, evaluate, loadEvalTasks } from "./eval.ts";
+import { type EvalSettings, evalMetrics, evaluate, loadEvalTasks } from "../eval/evaluate.ts";
 import type { PolicyPool } from "./policy.ts";
 
 type Loaded = Awaited<ReturnType<typeof loadEvalTasks>> & { settings: EvalSettings };

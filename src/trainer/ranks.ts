@@ -1,6 +1,6 @@
 // One optimizer step on one data-parallel trainer rank (issue 9): what the trainer process calls
 // instead of trainStep when `trainer.world_size` > 1. Every rank reads the same whole step batch,
-// computes the same balanced plan (src/orchestrator/balance.ts) and trains only its own rows:
+// computes the same balanced plan (src/trainer/balance.ts) and trains only its own rows:
 //
 //   1. its rows' member counts, all-reduced once, before the first micro-batch: the global
 //      denominators N_rl, N_ce, N_ref_kl (and checked against the whole step's own counts, which
@@ -15,9 +15,9 @@
 // driver unaware of ranks, and the pure-TS and native policies alike get the same all-reduce.
 import type { NativeModel } from "../native/model.ts";
 import { RlxError } from "../errors.ts";
-import { type BalanceOptions, balanceStep, type CostModel } from "../orchestrator/balance.ts";
-import type { PackedRow, PackedStep } from "../orchestrator/pack.ts";
-import { rowCounts } from "../orchestrator/pack.ts";
+import { type BalanceOptions, balanceStep, type CostModel } from "./balance.ts";
+import type { PackedRow, PackedStep } from "../data/pack.ts";
+import { rowCounts } from "../data/pack.ts";
 import { type Denominators, denominatorsOf, type Policy, type StepOptions, type StepResult, trainStep } from "./step.ts";
 
 /** The collectives a rank needs (src/native/dist.ts ProcessGroup has them). */

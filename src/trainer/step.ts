@@ -10,8 +10,8 @@
 // policy, the end-to-end test and the trainer process against the native model (`nativePolicy` below).
 import type { NativeModel } from "../native/model.ts";
 import { METRIC_FIELDS, type NativeOptimizer, type StepMetrics as MetricSums, type StepResult as RowResult, trainStep as trainNativeRow } from "../native/train.ts";
-import type { ComponentCounts, PackedRow, PackedStep } from "../orchestrator/pack.ts";
-import { rowCounts } from "../orchestrator/pack.ts";
+import type { ComponentCounts, PackedRow, PackedStep } from "../data/pack.ts";
+import { rowCounts } from "../data/pack.ts";
 
 export type { MetricSums, RowResult };
 

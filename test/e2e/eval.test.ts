@@ -7,7 +7,7 @@ import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startServe, type ServeProcess } from "./serve_harness.ts";
-import { microModelDir } from "../unit/serve_fixture.ts";
+import { microModelDir } from "../fixtures/serve_model.ts";
 
 const ROOT = join(import.meta.dir, "../..");
 

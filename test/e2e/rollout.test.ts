@@ -23,8 +23,8 @@ import { ChatRenderer } from "../../src/model/render.ts";
 import { Tokenizer } from "../../src/model/tokenizer.ts";
 import type { NativeModel } from "../../src/native/model.ts";
 import { NativeOptimizer, trainStep } from "../../src/native/train.ts";
-import { runRollout } from "../../src/orchestrator/rollout.ts";
-import type { Rollout } from "../../src/orchestrator/types.ts";
+import { runRollout } from "../../src/rollout/driver.ts";
+import type { Rollout } from "../../src/data/types.ts";
 import { LocalSamplingClient } from "./rollout_client.ts";
 
 // A compact ChatML (tool calls as `<tool_call>{"name": ..., "arguments": ...}</tool_call>`, no

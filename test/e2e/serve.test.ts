@@ -12,7 +12,7 @@ import { Tokenizer } from "../../src/model/tokenizer.ts";
 import { score } from "../../src/native/generate.ts";
 import type { NativeModel } from "../../src/native/model.ts";
 import { trainStep } from "../../src/native/train.ts";
-import { microModelDir } from "../unit/serve_fixture.ts";
+import { microModelDir } from "../fixtures/serve_model.ts";
 import { type ServeProcess, startServe } from "./serve_harness.ts";
 
 let dir: string;

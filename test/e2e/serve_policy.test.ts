@@ -12,7 +12,7 @@ import type { Completion } from "../../src/inference/types.ts";
 import { loadModel } from "../../src/model/hf.ts";
 import { score } from "../../src/native/generate.ts";
 import type { NativeModel } from "../../src/native/model.ts";
-import { microModelDir } from "../unit/serve_fixture.ts";
+import { microModelDir } from "../fixtures/serve_model.ts";
 import { type ServeProcess, startServe } from "./serve_harness.ts";
 
 const run = mkdtempSync(join(tmpdir(), "rlx-policy-"));

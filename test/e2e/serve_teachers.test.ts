@@ -9,9 +9,9 @@ import { OpenAIClient } from "../../src/inference/client.ts";
 import { loadModel } from "../../src/model/hf.ts";
 import { Tokenizer } from "../../src/model/tokenizer.ts";
 import { score } from "../../src/native/generate.ts";
-import { type AlgorithmContext } from "../../src/orchestrator/algo/base.ts";
-import { checkSameTokenizer } from "../../src/orchestrator/algo/opd.ts";
-import { microModelDir } from "../unit/serve_fixture.ts";
+import { type AlgorithmContext } from "../../src/algorithms/base.ts";
+import { checkSameTokenizer } from "../../src/algorithms/opd.ts";
+import { microModelDir } from "../fixtures/serve_model.ts";
 import { type ServeProcess, startServe } from "./serve_harness.ts";
 
 const servers: ServeProcess[] = [];

@@ -6,13 +6,13 @@ import { beforeAll, expect, test } from "bun:test";
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { sftConfigSchema } from "../../src/config/sft.ts";
+import { sftConfigSchema } from "../../src/sft/config.ts";
 import { loadModel } from "../../src/model/hf.ts";
 import { ChatRenderer } from "../../src/model/render.ts";
 import { Tokenizer } from "../../src/model/tokenizer.ts";
 import { score } from "../../src/native/generate.ts";
-import { prepareExamples, runSft } from "../../src/trainer/sft.ts";
-import { microModelDir } from "../unit/serve_fixture.ts";
+import { prepareExamples, runSft } from "../../src/sft/run.ts";
+import { microModelDir } from "../fixtures/serve_model.ts";
 
 const ROOT = join(import.meta.dir, "../..");
 const ARGS = '{"operations": ["+"]}';

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { microModelDir } from "../unit/serve_fixture.ts";
+import { microModelDir } from "../fixtures/serve_model.ts";
 import { readMetrics, rlx, untilWhileRunning } from "./train_helpers.ts";
 
 const STEPS = 40;

@@ -10,7 +10,7 @@ import { existsSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { loadConfig } from "../../src/config/load.ts";
 import { initModel } from "../../src/model/presets.ts";
-import type { AuditRecord } from "../../src/orchestrator/audit.ts";
+import type { AuditRecord } from "../../src/rundir/audit.ts";
 import { freePort, processesMentioning, ROOT, readAudit, readMetrics, rlx, type Running, until, type Workspace, workspace, writeConfig } from "./train_helpers.ts";
 
 let ws: Workspace;
@@ -135,7 +135,7 @@ algo = { type = "opd", teacher = ${teacherRef} }
     }
   }
   // echo's ce half needs observations after a model turn, which a random model never triggers
-  // (it makes no tool calls); test/unit/algo/real_rollout.test.ts covers it on a scripted forth episode
+  // (it makes no tool calls); test/unit/algorithms/real_rollout.test.ts covers it on a scripted forth episode
   for (const r of of("echo")) expect(r.ce_weights).toBeUndefined();
   for (const r of of("sft")) {
     expect(r.advantage).toBeNull();

@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Subprocess } from "bun";
 import { initModel } from "../../src/model/presets.ts";
-import { type AuditRecord, parseAudit } from "../../src/orchestrator/audit.ts";
+import { type AuditRecord, parseAudit } from "../../src/rundir/audit.ts";
 
 export const ROOT = join(import.meta.dir, "../..");
 

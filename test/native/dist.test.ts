@@ -14,7 +14,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { distAvailable, ProcessGroup } from "../../src/native/dist.ts";
 import { NativeOptimizer, trainStep as trainRow } from "../../src/native/train.ts";
-import { dummyRow } from "../../src/orchestrator/balance.ts";
+import { dummyRow } from "../../src/trainer/balance.ts";
 import { nativePolicy, trainStep, type StepResult } from "../../src/trainer/step.ts";
 import { distStep, STEP_OPTIONS } from "./fixtures/dist_batch.ts";
 import { readGrads, readParams, tinyModel } from "./tiny_model.ts";

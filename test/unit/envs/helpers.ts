@@ -5,7 +5,7 @@ import type { ChatMessage } from "../../../src/model/chat.ts";
 import { ChatRenderer } from "../../../src/model/render.ts";
 import { Tokenizer } from "../../../src/model/tokenizer.ts";
 import type { Task } from "../../../src/envs/types.ts";
-import type { Rollout } from "../../../src/orchestrator/types.ts";
+import type { Rollout } from "../../../src/data/types.ts";
 
 export function finishedRollout(task: Task, ...replies: ChatMessage[]): Rollout {
   return {

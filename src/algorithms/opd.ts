@@ -1,0 +1,65 @@
+// OPD, on-policy distillation (Thinking Machines, "On-Policy Distillation", Oct 2025; prime-rl's
+// opd). The student samples; a frozen `teacher` endpoint prefills the sampled sequence, in the
+// student's own context, and its logprobs become the reference:
+//
+//   ref_lp_t = log p_teacher(y_t | y_<t)         (prompt logprobs of the exact sampled token ids)
+//   l_ref_kl = -(1 - masked) sg(ref_lp - lp) ratio + 1e-3 log(ratio)^2     (trainer, DESIGN §6)
+//
+// so each action token's advantage is the per-token reverse KL, with discount 0. No scalar credit
+// (advantage = null); group_size only fans out sampling. Deliberate choices:
+//   - teacher scores at temperature 1 (prefill logprobs), as prime-rl;
+//   - setup refuses a teacher with another tokenizer (vocab size and a probe string): token ids
+//     would be scored as different text and the KL would be garbage, silently;
+//   - each sample of a rollout (after an extension break) is scored on its own, like a branch.
+import type { z, ZodType } from "zod";
+import { algoSchemas } from "../config/algo.ts";
+import { ConfigError, EndpointError } from "../errors.ts";
+import type { Rollout } from "../data/types.ts";
+import { Algorithm, type LossComponent, type AlgorithmContext, type FrozenClient } from "./base.ts";
+import { assignRefLogprobs, sampleSequences } from "./routing.ts";
+
+/** Text whose tokenization differs between any two tokenizers worth telling apart. */
+export const TOKENIZER_PROBE = "Probe: The quick brown fox jumps over 13 lazy dogs; naïve café, 你好, 🙂\n\tdef f(x): return x**2";
+
+/** Refuses a frozen model whose tokenizer is not the policy's: the vocabulary size (when the
+ * endpoint reports it) and the token ids of a probe string must agree. */
+export async function checkSameTokenizer(ctx: AlgorithmContext, frozen: FrozenClient, what: string): Promise<void> {
+  const fix = "use a teacher with the same tokenizer.json as the policy (the same model family)";
+  const vocab = frozen.vocabSize ? await frozen.vocabSize() : undefined;
+  if (vocab !== undefined && vocab !== ctx.tokenizer.size) {
+    throw new ConfigError(`${what} has a tokenizer of ${vocab} ids, the policy's has ${ctx.tokenizer.size}: token ids would mean different text`, { fix });
+  }
+  const [theirs, own] = [await frozen.tokenize(TOKENIZER_PROBE), ctx.tokenizer.encodePlain(TOKENIZER_PROBE)];
+  if (theirs.length !== own.length || theirs.some((id, i) => id !== own[i])) {
+    throw new ConfigError(`${what} tokenizes a probe string differently from the policy (${theirs.length} vs ${own.length} tokens)`, { fix });
+  }
+}
+
+export class Opd extends Algorithm<z.infer<typeof algoSchemas.opd>> {
+  static override type = "opd";
+  static override actionLossType: LossComponent = "ref_kl";
+  static override schema: ZodType = algoSchemas.opd;
+
+  teacher?: FrozenClient;
+
+  override async setup(ctx: AlgorithmContext): Promise<void> {
+    const { name, base_url } = this.config.teacher;
+    this.teacher = await ctx.connect(this.config.teacher);
+    await checkSameTokenizer(ctx, this.teacher, `the opd teacher "${name}" (${base_url})`);
+  }
+
+  override async scoreRollout(rollout: Rollout): Promise<void> {
+    if (!this.teacher) throw new Error("opd: scoreRollout before setup");
+    const sequences = sampleSequences(rollout);
+    const scores = await this.teacher.score(sequences);
+    sequences.forEach((seq, i) => {
+      if (scores[i]?.length !== seq.length) {
+        throw new EndpointError(`the opd teacher "${this.config.teacher.name}" returned ${scores[i]?.length ?? 0} prompt logprobs for ${seq.length} tokens`, {
+          fix: "the teacher must return one prompt logprob per token (vLLM prompt_logprobs)",
+        });
+      }
+    });
+    assignRefLogprobs(rollout, scores.flat());
+    rollout.advantage = null;
+  }
+}

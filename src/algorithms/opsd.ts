@@ -1,0 +1,72 @@
+// OPSD, on-policy self-distillation (SDFT, Shenfeld et al., arXiv 2601.19897; prime-rl's opsd).
+// The teacher is the live policy itself, shown a demonstration: a system message rendered from
+// `template` with the task's demonstration is put in front of the sampled sequence, the policy
+// prefills hint + sequence, and the hint's logprobs are sliced off:
+//
+//   ref_lp_t = log pi(y_t | hint, y_<t)        l_ref_kl as for opd (trainer, DESIGN §6)
+//
+// The demonstration is `rollout.info[demo_key]`, else the task's `demo_key` field, else
+// `task.info[demo_key]`; a missing one is an error naming the keys that exist. The sample's ids
+// are scored verbatim (never re-rendered), so the join falls on the hint's closing special token.
+// Deviations from the SDFT paper, kept from prime-rl and known risks (papers.md §9): reverse KL
+// with a single-sample estimator instead of the analytic forward KL, and the live policy as
+// teacher, not an EMA of it (the paper reports the live teacher can diverge). Tiny models have
+// little in-context learning, so expect little from OPSD at that scale.
+import type { z, ZodType } from "zod";
+import { algoSchemas } from "../config/algo.ts";
+import { ConfigError, EndpointError } from "../errors.ts";
+import type { SamplingClient } from "../inference/types.ts";
+import type { Rollout } from "../data/types.ts";
+import { Algorithm, type LossComponent, type AlgorithmContext, type MessageRenderer } from "./base.ts";
+import { assignRefLogprobs, sampleSequences } from "./routing.ts";
+
+/** The demonstration text for a rollout, looked up under `key`. */
+export function findDemonstration(rollout: Rollout, key: string): string {
+  const task = rollout.task as unknown as Record<string, unknown>;
+  const found = [rollout.info[key], task[key], rollout.task.info?.[key]].find((v) => v !== undefined && v !== null);
+  if (typeof found === "string" && found.length) return found;
+  const keys = [...new Set([...Object.keys(rollout.info), ...Object.keys(task), ...Object.keys(rollout.task.info ?? {})])];
+  throw new ConfigError(
+    found === undefined
+      ? `opsd: task ${rollout.taskId} of env ${rollout.env} has no demonstration under "${key}" (looked in rollout.info, the task, task.info)`
+      : `opsd: the demonstration "${key}" of task ${rollout.taskId} (env ${rollout.env}) is not a non-empty string`,
+    { fix: `set demo_key in the env's algo to a field holding the demonstration text; keys present: ${keys.join(", ")}` },
+  );
+}
+
+export class Opsd extends Algorithm<z.infer<typeof algoSchemas.opsd>> {
+  static override type = "opsd";
+  static override actionLossType: LossComponent = "ref_kl";
+  static override schema: ZodType = algoSchemas.opsd;
+
+  policy?: SamplingClient;
+  renderer?: MessageRenderer;
+
+  override async setup(ctx: AlgorithmContext): Promise<void> {
+    this.policy = ctx.policy;
+    this.renderer = ctx.renderer;
+  }
+
+  /** The hint block's token ids: a system message holding the filled-in template. */
+  hintIds(rollout: Rollout): number[] {
+    if (!this.renderer) throw new Error("opsd: used before setup");
+    const hint = this.config.template.replaceAll("{demonstration}", findDemonstration(rollout, this.config.demo_key));
+    return this.renderer.render([{ role: "system", content: hint }], { addGenerationPrompt: false }).tokenIds;
+  }
+
+  override async scoreRollout(rollout: Rollout): Promise<void> {
+    if (!this.policy) throw new Error("opsd: scoreRollout before setup");
+    const hint = this.hintIds(rollout);
+    const sequences = sampleSequences(rollout);
+    const scores = await this.policy.score(sequences.map((seq) => [...hint, ...seq]));
+    const sliced = sequences.map((seq, i) => {
+      const score = scores[i];
+      if (score?.length !== hint.length + seq.length) {
+        throw new EndpointError(`opsd: the policy returned ${score?.length ?? 0} prompt logprobs for ${hint.length + seq.length} tokens`);
+      }
+      return score.slice(hint.length);
+    });
+    assignRefLogprobs(rollout, sliced.flat());
+    rollout.advantage = null;
+  }
+}

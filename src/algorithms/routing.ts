@@ -1,0 +1,97 @@
+// Where credit lands on tokens. Two halves:
+//   - annotation helpers the algorithms call: spread a scalar (or per-action-token) advantage over
+//     a rollout's action tokens, align per-token reference logprobs with a rollout;
+//   - the routing stamp the sample builder applies after the algorithm has run: the action tokens
+//     go into the algorithm's declared loss component (reference/prime-rl.md §1.3).
+// Rollout annotations are full length (every token of every sample, DESIGN §4): 0 off the action
+// tokens, so a sample is a plain slice and the trainer never needs a separate index.
+import { RlxError } from "../errors.ts";
+import type { LossComponent } from "../config/algo.ts";
+import { rolloutLength, type Rollout, type TrainingSample } from "../data/types.ts";
+
+/** Per token of the rollout: true on sampled (action) tokens. */
+export function actionMask(rollout: Rollout): boolean[] {
+  const mask: boolean[] = [];
+  for (const s of rollout.segments) for (let i = 0; i < s.tokenIds.length; i++) mask.push(s.sampled);
+  return mask;
+}
+
+/** The token ids of each sample of the rollout (one sequence unless the extension property broke):
+ * what a model scores when it prefills "the rollout". */
+export function sampleSequences(rollout: Rollout): number[][] {
+  const sequences: number[][] = [];
+  for (const s of rollout.segments) (sequences[s.sample] ??= []).push(...s.tokenIds);
+  return sequences;
+}
+
+/**
+ * Sets `rollout.advantages` (full length, 0 off the action tokens) and `rollout.advantage` (the
+ * scalar credit; for a per-token list, its mean). A list holds one value per action token, in order.
+ */
+export function assignAdvantage(rollout: Rollout, value: number | readonly number[]): void {
+  const mask = actionMask(rollout);
+  const actions = mask.filter(Boolean).length;
+  if (typeof value !== "number" && value.length !== actions) {
+    throw new RlxError(`advantages for rollout ${rollout.id} must align with its ${actions} action tokens, got ${value.length} values`, {
+      fix: "give one scalar, or one value per sampled token in order",
+    });
+  }
+  const advantages_N = new Array<number>(mask.length).fill(0);
+  let k = 0;
+  let sum = 0;
+  for (let i = 0; i < mask.length; i++) {
+    if (!mask[i]) continue;
+    const a = typeof value === "number" ? value : value[k]!;
+    advantages_N[i] = a;
+    sum += a;
+    k++;
+  }
+  rollout.advantages = advantages_N;
+  rollout.advantage = typeof value === "number" ? value : actions ? sum / actions : 0;
+}
+
+/**
+ * Sets `rollout.refLogprobs` from a full-length score of the rollout's tokens
+ * (`refLogprobs_N[i] = log p_ref(token_i | tokens before i in its sample)`), keeping the values on
+ * action tokens and 0 elsewhere: only action tokens feed ref_kl, and zeros keep the audit honest.
+ */
+export function assignRefLogprobs(rollout: Rollout, scores_N: readonly number[]): void {
+  const mask = actionMask(rollout);
+  if (scores_N.length !== mask.length) {
+    throw new RlxError(`reference logprobs for rollout ${rollout.id} must have its length ${mask.length}, got ${scores_N.length}`, {
+      fix: "score every token of every sample of the rollout, in order",
+    });
+  }
+  rollout.refLogprobs = scores_N.map((lp, i) => (mask[i] ? lp : 0));
+}
+
+/** Checks that an annotation array has the rollout's length (a custom algorithm's bug otherwise). */
+export function checkAnnotation(rollout: Rollout, name: string, values: readonly number[] | undefined): void {
+  if (values === undefined) return;
+  const n = rolloutLength(rollout);
+  if (values.length !== n) {
+    throw new RlxError(`rollout ${rollout.id}: ${name} has ${values.length} values, the rollout has ${n} tokens`, {
+      fix: "per-token annotations span every token of every segment, in order (see src/data/types.ts)",
+    });
+  }
+}
+
+/**
+ * Stamps the action tokens (lossMask) into the algorithm's component:
+ *   rl:     nothing; absent streams mean rl 1 on the mask (the hot path), an algorithm's ce stream
+ *           (echo) survives untouched.
+ *   ce:     rl 0 everywhere; ce 1.0 written on the action tokens, merged into an existing stream.
+ *   ref_kl: rl 0 everywhere; a fresh ref_kl stream, 1.0 on the action tokens.
+ */
+export function stampLossRouting(sample: TrainingSample, component: LossComponent): void {
+  if (component === "rl") return;
+  const n = sample.tokenIds.length;
+  sample.rlWeights = new Array<number>(n).fill(0);
+  if (component === "ce") {
+    const ce = sample.ceWeights ? [...sample.ceWeights] : new Array<number>(n).fill(0);
+    for (let i = 0; i < n; i++) if (sample.lossMask[i]) ce[i] = 1;
+    sample.ceWeights = ce;
+  } else {
+    sample.refKlWeights = sample.lossMask.map((m) => (m ? 1 : 0));
+  }
+}

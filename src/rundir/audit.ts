@@ -1,0 +1,83 @@
+// The audit record: one JSON line per trained sample in `rollouts/step_N.jsonl` of the run
+// directory (the orchestrator's writer appends them; docs/algorithms.md documents the format).
+// A run can be audited after the fact from these files alone: which tokens were actions, what
+// credit each got, which loss component each fed and with what weight, and the reference and
+// sampling logprobs the losses compared against. Keys are snake_case, like the config and the
+// metrics. Streams a sample does not carry are omitted (absent = the trainer's defaults: rl 1 on
+// the loss mask, ce 0, ref_kl 0); `advantage` is null for algorithms without a scalar credit.
+import { z } from "zod";
+import type { Rollout, TrainingSample } from "../data/types.ts";
+
+const numbers = z.array(z.number());
+
+/** The record's schema: what a reader may rely on. */
+export const auditRecordSchema = z.looseObject({
+  step: z.number().int(),
+  env: z.string(),
+  /** The resolved algorithm (a built-in type, or a custom class's `type`). */
+  algo: z.string(),
+  group_id: z.string(),
+  rollout_id: z.string(),
+  task_id: z.string(),
+  /** Which sample of the rollout (0 unless the extension property broke). */
+  sample_index: z.number().int(),
+  policy_version: z.number().int(),
+  reward: z.number(),
+  advantage: z.number().nullable(),
+  token_ids: z.array(z.number().int()),
+  loss_mask: z.array(z.union([z.literal(0), z.literal(1)])),
+  advantages: numbers,
+  inference_logprobs: numbers,
+  temperatures: numbers,
+  rl_weights: numbers.optional(),
+  ce_weights: numbers.optional(),
+  ref_kl_weights: numbers.optional(),
+  ref_logprobs: numbers.optional(),
+});
+export type AuditRecord = z.infer<typeof auditRecordSchema>;
+
+export interface AuditInput {
+  step: number;
+  algo: string;
+  rollout: Rollout;
+  sample: TrainingSample;
+  sampleIndex: number;
+}
+
+export function auditRecord({ step, algo, rollout, sample, sampleIndex }: AuditInput): AuditRecord {
+  const record: AuditRecord = {
+    step,
+    env: rollout.env,
+    algo,
+    group_id: rollout.groupId,
+    rollout_id: rollout.id,
+    task_id: rollout.taskId,
+    sample_index: sampleIndex,
+    policy_version: rollout.policyVersion,
+    reward: rollout.reward,
+    advantage: rollout.advantage ?? null,
+    token_ids: sample.tokenIds,
+    loss_mask: sample.lossMask as (0 | 1)[],
+    advantages: sample.advantages,
+    inference_logprobs: sample.inferenceLogprobs,
+    temperatures: sample.temperatures,
+  };
+  if (sample.rlWeights) record.rl_weights = sample.rlWeights;
+  if (sample.ceWeights) record.ce_weights = sample.ceWeights;
+  if (sample.refKlWeights) record.ref_kl_weights = sample.refKlWeights;
+  if (sample.refLogprobs) record.ref_logprobs = sample.refLogprobs;
+  return record;
+}
+
+/** The record as one line of JSONL (newline included). */
+export function auditLine(input: AuditInput): string {
+  return `${JSON.stringify(auditRecord(input))}\n`;
+}
+
+/** Parses and checks a `rollouts/step_N.jsonl` file's text. */
+export function parseAudit(text: string): AuditRecord[] {
+  return text
+    .split("\n")
+    .filter((line) => line.trim())
+    .map((line) => auditRecordSchema.parse(JSON.parse(line)));
+}

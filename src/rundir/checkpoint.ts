@@ -1,0 +1,207 @@
+// Checkpoints (DESIGN §10): `checkpoints/step_N/` holds everything a killed run needs to continue
+// as if it had not stopped: the trainer's float32 weights and AdamW state after step N, and the
+// orchestrator's state as it was when it cut batch N (step, data cursors, RNG, the scored rollouts
+// it had buffered and the groups it had in flight).
+//
+//   checkpoints/step_N/
+//     trainer/model/         HF layout, float32 (exact, whatever dtype the run publishes in)
+//     trainer/optimizer.bin  the shim's AdamW state image
+//     orchestrator.json      the orchestrator's state (src/orchestrator/loop.ts); in an `rlx sft`
+//                            run, the SFT loop's (src/sft/run.ts: data cursor, running totals)
+//     manifest.json          step, format, and the byte size of every file above; written last
+//
+// One writer (the trainer: the orchestrator's state reaches it inside step file N), one atomic
+// step: everything is written into `step_N.tmp-<pid>/` and the directory is renamed into place.
+// So a SIGKILL at any moment leaves either a whole checkpoint or a tmp directory, which the next
+// start ignores (with a warning) and deletes. The manifest's sizes are checked on load, so a
+// checkpoint damaged after the fact is refused instead of loading wrong.
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { join, relative } from "node:path";
+import { RlxError } from "../errors.ts";
+import { saveModel } from "../model/hf.ts";
+import type { NativeModel } from "../native/model.ts";
+import type { NativeOptimizer } from "../native/train.ts";
+
+const FORMAT = 1;
+
+export class CheckpointError extends RlxError {}
+
+interface Manifest {
+  format: number;
+  step: number;
+  created: string;
+  /** Path relative to the checkpoint directory -> size in bytes. */
+  files: Record<string, number>;
+}
+
+export interface CheckpointTimingConfig {
+  max_steps: number;
+  ckpt: { interval: number };
+}
+
+/** Steps that end with a checkpoint: every `interval` steps, and always the last one. */
+export function isCheckpointStep(step: number, config: CheckpointTimingConfig): boolean {
+  return step === config.max_steps || (config.ckpt.interval > 0 && step % config.ckpt.interval === 0);
+}
+
+export const checkpointsDir = (runDir: string) => join(runDir, "checkpoints");
+export const checkpointDir = (runDir: string, step: number) => join(checkpointsDir(runDir), `step_${step}`);
+
+function listFiles(dir: string): string[] {
+  return readdirSync(dir, { recursive: true, withFileTypes: true })
+    .filter((entry) => entry.isFile())
+    .map((entry) => relative(dir, join(entry.parentPath, entry.name)))
+    .sort();
+}
+
+export interface CheckpointContents {
+  model: NativeModel;
+  optimizer: NativeOptimizer;
+  /** The directory the model came from (tokenizer files are copied from it). */
+  sourceDir: string;
+  orchestratorState: unknown;
+  /** Complete checkpoints kept after this one is written. */
+  keep: number;
+}
+
+/** Writes `checkpoints/step_N/` atomically and prunes to the newest `keep`. */
+export function writeCheckpoint(runDir: string, step: number, contents: CheckpointContents): string {
+  const final = checkpointDir(runDir, step);
+  const tmp = `${final}.tmp-${process.pid}`;
+  rmSync(tmp, { recursive: true, force: true });
+  mkdirSync(join(tmp, "trainer"), { recursive: true });
+  try {
+    saveModel(contents.model, join(tmp, "trainer/model"), { dtype: "f32", sourceDir: contents.sourceDir });
+    writeFileSync(join(tmp, "trainer/optimizer.bin"), contents.optimizer.saveState());
+    writeFileSync(join(tmp, "orchestrator.json"), JSON.stringify(contents.orchestratorState));
+    const files = Object.fromEntries(listFiles(tmp).map((file) => [file, statSync(join(tmp, file)).size]));
+    const manifest: Manifest = { format: FORMAT, step, created: new Date().toISOString(), files };
+    writeFileSync(join(tmp, "manifest.json"), JSON.stringify(manifest, null, 1));
+    rmSync(final, { recursive: true, force: true });
+    renameSync(tmp, final);
+  } catch (err) {
+    rmSync(tmp, { recursive: true, force: true });
+    throw err;
+  }
+  pruneCheckpoints(runDir, contents.keep);
+  return final;
+}
+
+function completeSteps(runDir: string): number[] {
+  const dir = checkpointsDir(runDir);
+  if (!existsSync(dir)) return [];
+  return readdirSync(dir)
+    .map((name) => /^step_(\d+)$/.exec(name))
+    .filter((m): m is RegExpExecArray => m !== null)
+    .map((m) => Number(m[1]))
+    .sort((a, b) => a - b);
+}
+
+/** Deletes all but the newest `keep` checkpoints. */
+export function pruneCheckpoints(runDir: string, keep: number): void {
+  const steps = completeSteps(runDir);
+  for (const step of steps.slice(0, Math.max(0, steps.length - keep))) rmSync(checkpointDir(runDir, step), { recursive: true, force: true });
+}
+
+/** Problems with a checkpoint directory, or [] when it is whole. */
+export function checkCheckpoint(dir: string): string[] {
+  const manifestPath = join(dir, "manifest.json");
+  if (!existsSync(manifestPath)) return ["no manifest.json (the checkpoint was not finished)"];
+  let manifest: Manifest;
+  try {
+    manifest = JSON.parse(readFileSync(manifestPath, "utf8")) as Manifest;
+  } catch (err) {
+    return [`manifest.json does not parse: ${(err as Error).message}`];
+  }
+  if (manifest.format !== FORMAT) return [`checkpoint format ${manifest.format}, this rlx reads ${FORMAT}`];
+  const problems: string[] = [];
+  for (const [file, size] of Object.entries(manifest.files)) {
+    const path = join(dir, file);
+    if (!existsSync(path)) problems.push(`${file} is missing`);
+    else if (statSync(path).size !== size) problems.push(`${file} has ${statSync(path).size} bytes, the manifest says ${size}`);
+  }
+  for (const required of ["orchestrator.json", "trainer/optimizer.bin", "trainer/model/config.json"]) {
+    if (!(required in manifest.files)) problems.push(`${required} is not in the manifest`);
+  }
+  return problems;
+}
+
+/**
+ * The newest whole checkpoint of a run, or undefined. Partial ones (tmp directories left by a
+ * kill, or damaged ones) are reported through `warn` and skipped; tmp directories are deleted.
+ */
+export function latestCheckpoint(runDir: string, warn: (message: string) => void): { step: number; dir: string } | undefined {
+  const dir = checkpointsDir(runDir);
+  if (!existsSync(dir)) return undefined;
+  for (const name of readdirSync(dir)) {
+    if (/\.tmp-\d+$/.test(name)) {
+      warn(`ignoring the partial checkpoint ${join(dir, name)} (the run was stopped while writing it); deleting it`);
+      rmSync(join(dir, name), { recursive: true, force: true });
+    }
+  }
+  for (const step of completeSteps(runDir).reverse()) {
+    const problems = checkCheckpoint(checkpointDir(runDir, step));
+    if (problems.length === 0) return { step, dir: checkpointDir(runDir, step) };
+    warn(`ignoring the damaged checkpoint ${checkpointDir(runDir, step)}: ${problems.join("; ")}`);
+  }
+  return undefined;
+}
+
+export interface LoadedCheckpoint {
+  step: number;
+  dir: string;
+  modelDir: string;
+  optimizerState(): Uint8Array;
+  orchestratorState: unknown;
+}
+
+/** Reads a checkpoint directory, refusing one that is not whole. */
+export function readCheckpoint(dir: string): LoadedCheckpoint {
+  const problems = checkCheckpoint(dir);
+  if (problems.length > 0) {
+    throw new CheckpointError(`${dir} is not a usable checkpoint: ${problems.join("; ")}`, { fix: "resume from another checkpoint (--resume picks the newest whole one)" });
+  }
+  const manifest = JSON.parse(readFileSync(join(dir, "manifest.json"), "utf8")) as Manifest;
+  return {
+    step: manifest.step,
+    dir,
+    modelDir: join(dir, "trainer/model"),
+    optimizerState: () => new Uint8Array(readFileSync(join(dir, "trainer/optimizer.bin"))),
+    orchestratorState: JSON.parse(readFileSync(join(dir, "orchestrator.json"), "utf8")) as unknown,
+  };
+}
+
+const STEP_FILE = /^step_(\d+)(\.bin|\.jsonl)?$/;
+
+/**
+ * Makes a run directory look as it did right after step `step` was checkpointed: step files,
+ * published weights, rollout records and checkpoints of later steps are deleted (resuming from an
+ * older checkpoint abandons the later ones), metrics.jsonl keeps only lines of steps <= `step`,
+ * and tmp files of killed writers are removed. Called before a resumed run starts.
+ */
+export function rewindRunDir(runDir: string, step: number): void {
+  for (const sub of ["batches", "weights", "rollouts", "checkpoints"]) {
+    const dir = join(runDir, sub);
+    if (!existsSync(dir)) continue;
+    for (const name of readdirSync(dir)) {
+      const match = STEP_FILE.exec(name);
+      if (name.includes(".tmp-") || (match && Number(match[1]) > step)) rmSync(join(dir, name), { recursive: true, force: true });
+    }
+  }
+  const metrics = join(runDir, "metrics.jsonl");
+  if (existsSync(metrics)) {
+    const kept = readFileSync(metrics, "utf8")
+      .split("\n")
+      .filter((line) => {
+        if (!line.trim()) return false;
+        try {
+          return (JSON.parse(line) as { step?: number }).step! <= step;
+        } catch {
+          return false; // a line cut by the kill
+        }
+      });
+    const tmp = `${metrics}.tmp-${process.pid}`;
+    writeFileSync(tmp, kept.map((line) => `${line}\n`).join(""));
+    renameSync(tmp, metrics);
+  }
+}

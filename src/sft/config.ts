@@ -1,0 +1,135 @@
+// The `rlx sft` config: every key, its type and its default. Like the run config (schema.ts), a
+// TOML file holds deltas, `--set a.b=c` overrides it, and an unknown key or a wrong type is an
+// error naming the file and key path. The optimizer and schedule blocks are the run config's own
+// (same keys, same meaning), with an SFT-sized learning-rate default.
+//
+//   [model]    path        the model to start from (HF layout)
+//   [data]     path, repeat  JSONL file(s): chat messages or prompt/completion rows; per-file repeat counts
+//   [trainer]  steps | epochs, batch_tokens (per optimizer step), seq_len (per packed row), optim, schedule
+//   [eval]     env list, interval, num_examples, k, greedy: held-out tasks between steps
+//   [save]     interval, keep, dtype  resumable checkpoints (`rlx sft --resume`); the final model always goes to <output_dir>/model
+import { z } from "zod";
+import { ConfigError } from "../errors.ts";
+import { envArgsSchema, listEnvs } from "../envs/index.ts";
+import { configError, keyPath } from "../config/errors.ts";
+import { readToml } from "../config/load.ts";
+import { applyOverrides } from "../config/overrides.ts";
+import { configSchema } from "../config/schema.ts";
+
+const positiveInt = z.number().int().positive();
+const runTrainer = configSchema.shape.trainer.unwrap().shape;
+
+const evalEnv = z.strictObject({
+  /** Built-in env id or a custom env's .ts path. */
+  id: z.string().min(1),
+  /** Name in metrics; defaults to id. */
+  name: z.string().min(1).optional(),
+  args: z.record(z.string(), z.unknown()).default({}),
+  /** Overrides of the [eval] settings for this env. */
+  k: positiveInt.optional(),
+  temperature: z.number().min(0).max(2).optional(),
+  max_tokens: positiveInt.optional(),
+});
+
+export const sftConfigSchema = z.strictObject({
+  /** Run directory: config.resolved.toml, metrics.jsonl, checkpoints/, and the final model/. */
+  output_dir: z.string().min(1).default("outputs/sft"),
+  seed: z.number().int().min(0).default(0),
+
+  model: z.strictObject({
+    path: z.string().min(1),
+    dtype: z.enum(["f32", "bf16"]).default("f32"),
+  }),
+
+  data: z.strictObject({
+    /** One JSONL file or a list; rows of several files are mixed. */
+    path: z.union([z.string().min(1), z.array(z.string().min(1)).min(1)]),
+    /** Times each file's rows appear per epoch, one count per file (default 1 each): mixing weights. */
+    repeat: z.array(positiveInt).optional(),
+    shuffle: z.boolean().default(true),
+  }),
+
+  trainer: z
+    .strictObject({
+      /** Optimizer steps; absent = as many as `epochs` passes over the data take. */
+      steps: positiveInt.optional(),
+      epochs: z.number().positive().default(1),
+      /** Tokens per optimizer step (samples are added until the next would exceed it). */
+      batch_tokens: positiveInt.default(8192),
+      /** Packed row length; longer samples are truncated (and counted). */
+      seq_len: positiveInt.default(2048),
+      threads: runTrainer.threads,
+      precision: runTrainer.precision,
+      optim: runTrainer.optim.unwrap().extend({ lr: z.number().positive().default(1e-5) }).prefault({}),
+      schedule: runTrainer.schedule,
+    })
+    .prefault({}),
+
+  eval: z
+    .strictObject({
+      env: z.array(evalEnv).min(1),
+      /** Evaluate every N steps, before the first step and after the last. */
+      interval: positiveInt.default(50),
+      /** Held-out tasks per env; -1 = all. */
+      num_examples: z.number().int().min(-1).default(64),
+      /** Samples per task at `temperature` (avg@k, pass@k). */
+      k: positiveInt.default(1),
+      temperature: z.number().min(0).max(2).default(1.0),
+      /** Also one temperature-0 sample per task (greedy/pass@1). */
+      greedy: z.boolean().default(true),
+      max_tokens: positiveInt.default(128),
+    })
+    .optional(),
+
+  save: z
+    .strictObject({
+      /** Write a resumable <output_dir>/checkpoints/step_N every N steps; 0 = only the final model. */
+      interval: z.number().int().min(0).default(0),
+      /** Checkpoints kept (the newest); 0 = all, so a later pick among them (pick_checkpoint.ts) can see every one. */
+      keep: z.number().int().min(0).default(0),
+      /** The final model's weights dtype on disk (checkpoints are always f32, to resume exactly). */
+      dtype: z.enum(["f32", "bf16"]).default("f32"),
+    })
+    .prefault({}),
+});
+
+export type SftConfig = z.infer<typeof sftConfigSchema>;
+export type SftEvalEnv = z.infer<typeof evalEnv>;
+
+/** Validates each built-in eval env's args now, so a typo fails before training, naming its key path. */
+function checkEvalEnvs(config: SftConfig, source: string): void {
+  config.eval?.env.forEach((env, i) => {
+    const path = ["eval", "env", i];
+    if (/\.(ts|js|mts|mjs)$/.test(env.id)) return;
+    const schema = envArgsSchema(env.id);
+    if (!schema) throw new ConfigError(`${source}: ${keyPath([...path, "id"])}: unknown environment "${env.id}"; built-in: ${listEnvs().join(", ")}`, { fix: "or give the path of a custom env's .ts file" });
+    const parsed = schema.safeParse(env.args);
+    if (!parsed.success) throw configError(parsed.error.issues, source, [...path, "args"]);
+    env.args = parsed.data as Record<string, unknown>;
+  });
+}
+
+/** Loads an sft config: schema defaults < TOML file < `--set` overrides. */
+export function loadSftConfig(path: string, overrides: readonly string[] = []): SftConfig {
+  const raw = readToml(path);
+  applyOverrides(raw, overrides);
+  const source = overrides.length ? `${path} (with --set)` : path;
+  const parsed = sftConfigSchema.safeParse(raw);
+  if (!parsed.success) {
+    const err = configError(parsed.error.issues, source);
+    throw new ConfigError(err.message.replaceAll("src/config/schema.ts", "src/sft/config.ts"), { fix: err.fix });
+  }
+  checkEvalEnvs(parsed.data, source);
+  const { path: files, repeat } = parsed.data.data;
+  const fileCount = typeof files === "string" ? 1 : files.length;
+  if (repeat && repeat.length !== fileCount) {
+    throw new ConfigError(`${source}: data.repeat has ${repeat.length} counts for ${fileCount} data file(s)`, { fix: "give one count per entry of data.path, in the same order" });
+  }
+  return parsed.data;
+}
+
+/** The data files as a list, each repeated `data.repeat` times. */
+export function dataPaths(config: SftConfig): string[] {
+  const paths = typeof config.data.path === "string" ? [config.data.path] : config.data.path;
+  return paths.flatMap((path, i) => new Array<string>(config.data.repeat?.[i] ?? 1).fill(path));
+}

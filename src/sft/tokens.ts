@@ -1,0 +1,82 @@
+// A conversation -> token ids with a cross-entropy weight per token: 1 on exactly the tokens the
+// model would have to sample to produce each target assistant turn, 0 elsewhere. "Exactly" means
+// what the rollout driver (src/rollout/driver.ts) makes the model generate: everything after
+// the template's generation prompt up to and including the stop token. So the header
+// "<|im_start|>assistant\n" is context (the template writes it), the tool-call markup and the
+// closing "<|im_end|>" are targets (the model writes them), and the template's "\n" after the stop
+// token is context again.
+//
+// How the range is found without knowing the template: render messages[0..i-1] with the generation
+// prompt (the target starts where it ends) and messages[0..i] without it (the turn as generated;
+// the target ends after the first stop token past the message's content, so a stop token spelled
+// inside the content is text, not a stop). The whole conversation's rendering must start with
+// that much of the turn as generated (the extension property the rollout driver also needs);
+// templates that rewrite earlier turns fail here with the row named. Tokens come from the same
+// attributed rendering rollouts use, split at those character positions, so SFT and RL see the
+// same ids for the same conversation.
+import { EnvError } from "../errors.ts";
+import type { ChatRenderer, RenderOptions, Span } from "../model/render.ts";
+import type { SftConversation } from "./data.ts";
+
+export interface SftTokens {
+  tokenIds: number[];
+  /** 1 on target tokens, 0 on context. */
+  ceWeights: number[];
+}
+
+/** The [start, end) character range of the assistant turn at `index` that the model generates. */
+function targetRange(renderer: ChatRenderer, conv: SftConversation, index: number, text: string, stops: string[]): [number, number] {
+  const options: RenderOptions = { tools: conv.tools, addGenerationPrompt: true };
+  const prompt = renderer.text(conv.messages.slice(0, index), options);
+  // The conversation right after this turn was generated: the turn is its last message.
+  const asGenerated = renderer.text(conv.messages.slice(0, index + 1), { ...options, addGenerationPrompt: false });
+  const content = conv.messages[index]!.content;
+  const contentAt = content ? asGenerated.indexOf(content, prompt.length) : -1;
+  const from = contentAt >= 0 ? contentAt + content.length : prompt.length;
+  const stopEnds = stops.map((stop) => asGenerated.indexOf(stop, from) + stop.length).filter((e) => e > from);
+  const end = stopEnds.length > 0 ? Math.min(...stopEnds) : asGenerated.length; // no stop token: the whole turn
+  if (!asGenerated.startsWith(prompt) || !text.startsWith(asGenerated.slice(0, end))) {
+    throw new EnvError(`${conv.where}: the chat template renders the turns up to assistant message ${index} differently once later turns follow (it rewrites earlier turns), so what the model generated in that turn cannot be located`, {
+      fix: "put each assistant turn in its own row (prompt = the turns before it, completion = the turn)",
+    });
+  }
+  return [prompt.length, end];
+}
+
+/** Cuts spans at `cuts` so that every piece lies wholly inside or outside each target range. */
+function splitSpans(spans: Span[], cuts: number[]): Span[] {
+  const out: Span[] = [];
+  for (const span of spans) {
+    let start = span.start;
+    for (const cut of cuts) {
+      if (cut > start && cut < span.end) {
+        out.push({ ...span, start, end: cut });
+        start = cut;
+      }
+    }
+    out.push({ ...span, start });
+  }
+  return out;
+}
+
+/** Renders a conversation and weights its target tokens. */
+export function tokenizeConversation(renderer: ChatRenderer, conv: SftConversation): SftTokens {
+  const attributed = renderer.attribute(conv.messages, { tools: conv.tools, addGenerationPrompt: false });
+  const stops = renderer.tokenizer.stopIds.map((id) => renderer.tokenizer.tokenString(id) ?? "").filter((s) => s.length > 0);
+  const ranges: Array<[number, number]> = [];
+  conv.messages.forEach((m, i) => {
+    if (i >= conv.targetsFrom && m.role === "assistant") ranges.push(targetRange(renderer, conv, i, attributed.text, stops));
+  });
+  const pieces = splitSpans(attributed.spans, ranges.flat().sort((a, b) => a - b));
+  const out: SftTokens = { tokenIds: [], ceWeights: [] };
+  for (const piece of pieces) {
+    if (piece.end <= piece.start) continue;
+    const ids = renderer.tokenize({ text: attributed.text, spans: [piece] }).tokenIds;
+    const target = ranges.some(([a, b]) => piece.start >= a && piece.end <= b) ? 1 : 0;
+    for (const id of ids) {
+      out.tokenIds.push(id);
+      out.ceWeights.push(target);
+    }
+  }
+  return out;
+}

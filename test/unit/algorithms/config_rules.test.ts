@@ -1,0 +1,75 @@
+// DESIGN §5's algorithm rules as a user meets them in a config file, per algorithm type (the CLI
+// path of the same errors is in test/unit/config/config.test.ts; the custom-class rules in custom.test.ts;
+// the shared-tokenizer rule, checked at setup, in algorithms.test.ts).
+import { describe, expect, test } from "bun:test";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { loadConfig } from "../../../src/config/load.ts";
+import { ConfigError } from "../../../src/errors.ts";
+import { BUILTIN_ALGORITHMS } from "../../../src/algorithms/registry.ts";
+import { algoTraits } from "../../../src/config/algo.ts";
+
+const dir = mkdtempSync(join(tmpdir(), "rlx-rules-"));
+let n = 0;
+const FROZEN = '{ name = "t", base_url = "http://127.0.0.1:8001/v1" }';
+function load(algo: string, groupSize = 4) {
+  const path = join(dir, `c${n++}.toml`);
+  writeFileSync(path, `[model]\npath = "m"\n[orchestrator]\nbatch_size = 8\ngroup_size = ${groupSize}\n[[orchestrator.train.env]]\nid = "math"\nalgo = ${algo}\n`);
+  return loadConfig(path);
+}
+const rejects = (algo: string, ...parts: string[]) => {
+  let error: unknown;
+  try {
+    load(algo);
+  } catch (err) {
+    error = err;
+  }
+  expect(error).toBeInstanceOf(ConfigError);
+  for (const part of parts) expect((error as Error).message).toContain(part);
+};
+
+test("the classes and the config layer agree on each type's loss component and group-relativity", () => {
+  for (const [type, cls] of Object.entries(BUILTIN_ALGORITHMS)) {
+    const traits = algoTraits[type as keyof typeof algoTraits];
+    expect([type, cls.type, cls.actionLossType, cls.groupRelative]).toEqual([type, type, traits.loss, traits.groupRelative]);
+  }
+});
+
+describe("rl and ref_kl algorithms must sample from the live policy", () => {
+  for (const type of ["grpo", "max_rl", "echo"]) {
+    test(type, () => rejects(`{ type = "${type}", sampling = { source = ${FROZEN} } }`, "orchestrator.train.env[0].algo.sampling.source", "rl loss", '"policy"'));
+  }
+  test("opd (ref_kl)", () => rejects(`{ type = "opd", teacher = ${FROZEN}, sampling = { source = ${FROZEN} } }`, "algo.sampling.source", "ref_kl loss"));
+  test("opsd (ref_kl)", () => rejects(`{ type = "opsd", sampling = { source = ${FROZEN} } }`, "algo.sampling.source", "ref_kl loss"));
+  test("sft (ce) may and must sample from a frozen model", () => {
+    const { config } = load(`{ type = "sft", sampling = { source = ${FROZEN} } }`);
+    expect(config.orchestrator.train.env[0]!.algo.sampling.source).toEqual({ name: "t", base_url: "http://127.0.0.1:8001/v1" });
+    rejects('{ type = "sft" }', "algo.sampling.source", "frozen model");
+  });
+});
+
+describe("opd needs a frozen teacher that is not the policy; opsd names no model", () => {
+  test("opd without a teacher, or with the policy as teacher", () => {
+    rejects('{ type = "opd" }', "algo.teacher", "required");
+    rejects('{ type = "opd", teacher = "policy" }', "algo.teacher");
+    rejects('{ type = "opd", teacher = { name = "p", base_url = "http://127.0.0.1:8000/v1" } }', "algo.teacher.base_url", "identically zero");
+  });
+  test("opd teacher needs a base_url", () => rejects('{ type = "opd", teacher = { name = "t" } }', "algo.teacher.base_url", "required"));
+  test("opsd with a teacher key", () => rejects(`{ type = "opsd", teacher = ${FROZEN} }`, "algo.teacher", "unknown key"));
+});
+
+describe("group_size 1", () => {
+  for (const type of ["grpo", "max_rl", "echo"]) {
+    test(`${type} (group-relative) warns`, () => {
+      const { warnings } = load(`{ type = "${type}" }`, 1);
+      expect(warnings).toHaveLength(1);
+      expect(warnings[0]).toContain(`${type} with group_size 1`);
+    });
+  }
+  test("opd, opsd and sft do not (group_size only fans out sampling)", () => {
+    expect(load(`{ type = "opd", teacher = ${FROZEN} }`, 1).warnings).toEqual([]);
+    expect(load('{ type = "opsd" }', 1).warnings).toEqual([]);
+    expect(load(`{ type = "sft", sampling = { source = ${FROZEN} } }`, 1).warnings).toEqual([]);
+  });
+});

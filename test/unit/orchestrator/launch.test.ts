@@ -1,0 +1,83 @@
+// How rlx train starts its trainer ranks (src/orchestrator/launch.ts): the world-size-1 launch is
+// the one rlx train always made, N ranks get the same store and their own --rank, the threads are
+// split over every compute child on the machine, stores survive the command line, and partial
+// launches (several nodes) need a fixed TCP rendezvous.
+import { afterAll, expect, test } from "bun:test";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { loadConfig } from "../../../src/config/load.ts";
+import { configuredStore, localRanks, parseStore, planLaunch, storeArg, threadShare } from "../../../src/orchestrator/launch.ts";
+
+const dir = mkdtempSync(join(tmpdir(), "rlx-launch-"));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+const toml = join(dir, "run.toml");
+writeFileSync(toml, 'model = { path = "unused" }\n[[orchestrator.train.env]]\nid = "math"\n');
+const config = (...overrides: string[]) => loadConfig(toml, overrides).config;
+const runDir = join(dir, "run");
+
+test("world size 1: one child named trainer, the same arguments and threads as before ranks existed", () => {
+  const plain = planLaunch(config(), { runDir, policyProcesses: 1, cores: 8 });
+  expect(plain.trainers).toEqual([{ name: "trainer", args: ["trainer", "--run-dir", runDir, "--parent-pid", String(process.pid)], env: {}, mayExit: true }]);
+  expect(plain.serverThreads).toBeUndefined();
+  expect(plain.store).toBeUndefined();
+  const threaded = planLaunch(config("trainer.threads=3"), { runDir, resumeFrom: "/ck/step_2", policyProcesses: 1, cores: 8 });
+  expect(threaded.trainers[0]!.env).toEqual({ RLX_THREADS: "3" });
+  expect(threaded.trainers[0]!.args.slice(-2)).toEqual(["--resume-from", "/ck/step_2"]);
+});
+
+test("N ranks: same store, own rank, named for errors", () => {
+  const launch = planLaunch(config("trainer.world_size=3"), { runDir, policyProcesses: 2, cores: 10 });
+  expect(launch.trainers.map((t) => t.name)).toEqual(["trainer-0", "trainer-1", "trainer-2"]);
+  expect(launch.trainers.map((t) => t.describe)).toEqual(["rank 0 of 3", "rank 1 of 3", "rank 2 of 3"]);
+  expect(launch.store?.type).toBe("tcp");
+  const stores = launch.trainers.map((t) => t.args[t.args.indexOf("--store") + 1]);
+  expect(new Set(stores).size).toBe(1);
+  expect(stores[0]).toMatch(/^tcp:\/\/127\.0\.0\.1:[1-9]\d*$/);
+  expect(launch.trainers.map((t) => t.args[t.args.indexOf("--rank") + 1])).toEqual(["0", "1", "2"]);
+  // 10 cores over 3 ranks + 2 servers
+  expect(launch.trainers.map((t) => t.env?.RLX_THREADS)).toEqual(["2", "2", "2"]);
+  expect(launch.serverThreads).toBe(2);
+});
+
+test("a file store is a fresh path in the run directory per launch", async () => {
+  const c = config("trainer.world_size=2", 'trainer.dist.store="file"');
+  const first = planLaunch(c, { runDir, policyProcesses: 1 }).store;
+  await Bun.sleep(2);
+  const second = planLaunch(c, { runDir, policyProcesses: 1 }).store;
+  expect(first?.type).toBe("file");
+  expect(second?.type).toBe("file");
+  if (first?.type !== "file" || second?.type !== "file") return;
+  expect(first.path).not.toBe(second.path);
+  expect(first.path.startsWith(join(runDir, "c10d/store-"))).toBe(true);
+  expect(existsSync(join(runDir, "c10d"))).toBe(true);
+});
+
+test("threads: cores over every compute child, at least one; trainer.threads wins for the ranks", () => {
+  expect(threadShare(config(), 1, 1, 2)).toEqual({ trainer: undefined, server: undefined });
+  expect(threadShare(config(), 1, 0, 2)).toEqual({ trainer: undefined, server: undefined });
+  expect(threadShare(config(), 1, 2, 2)).toEqual({ trainer: 1, server: 1 });
+  expect(threadShare(config("trainer.world_size=2"), 2, 2, 2)).toEqual({ trainer: 1, server: 1 });
+  expect(threadShare(config("trainer.world_size=2"), 2, 1, 16)).toEqual({ trainer: 5, server: 5 });
+  expect(threadShare(config("trainer.world_size=2", "trainer.threads=4"), 2, 0, 16)).toEqual({ trainer: 4, server: 8 });
+});
+
+test("stores round-trip through the command line; bad ones are named", () => {
+  for (const store of [{ type: "tcp", host: "10.0.0.5", port: 29500 }, { type: "file", path: "/shared/run/c10d/store-1" }] as const) {
+    expect(parseStore(storeArg(store))).toEqual(store);
+  }
+  expect(() => parseStore("10.0.0.5:29500")).toThrow("--store 10.0.0.5:29500: expected tcp://HOST:PORT or file:///PATH");
+  expect(configuredStore(config("trainer.dist.master_addr=10.0.0.5", "trainer.dist.master_port=29500"))).toEqual({ type: "tcp", host: "10.0.0.5", port: 29500 });
+  expect(() => configuredStore(config())).toThrow("no fixed rendezvous");
+});
+
+test("local_ranks: a subset starts here, with a fixed TCP rendezvous only", () => {
+  const c = config("trainer.world_size=4", "trainer.dist.local_ranks=[0, 1]", "trainer.dist.master_addr=10.0.0.5", "trainer.dist.master_port=29500");
+  const launch = planLaunch(c, { runDir, policyProcesses: 1, cores: 6 });
+  expect(launch.trainers.map((t) => t.name)).toEqual(["trainer-0", "trainer-1"]);
+  expect(launch.trainers[0]!.args).toContain("tcp://10.0.0.5:29500");
+  expect(launch.trainers[0]!.env?.RLX_THREADS).toBe("2"); // 6 cores over the 2 local ranks + 1 policy
+  expect(() => planLaunch(config("trainer.world_size=4", "trainer.dist.local_ranks=[0]"), { runDir, policyProcesses: 1 })).toThrow("need a fixed rendezvous");
+  expect(() => localRanks(config("trainer.world_size=2", "trainer.dist.local_ranks=[0, 2]"))).toThrow("rank 2 is not below world_size 2");
+  expect(() => localRanks(config("trainer.world_size=2", "trainer.dist.local_ranks=[1, 1]"))).toThrow("lists a rank twice");
+});
