@@ -1,0 +1,69 @@
+// What the two halves of the process-group code share: which c10d backends this build has, the
+// Group behind an rlx_dist handle, and how a failure is worded. dist.cpp creates and frees
+// groups; dist_ops.cpp runs the collectives on them.
+//
+// Why the guards: Gloo's header needs libgloo-dev and -DUSE_C10D_GLOO (build.ts adds it when the
+// headers exist), NCCL needs a CUDA libtorch and nccl.h. Without them the shim still builds,
+// RLX_C10D stays undefined, and every call fails with a message saying what was missing.
+#pragma once
+#include "common.h"
+
+#if defined(USE_C10D_GLOO)
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#define RLX_GLOO 1
+#endif
+// NCCL only where its headers and CUDA's are on the include path (build.ts does not add them yet:
+// pip torch keeps nccl.h under site-packages/nvidia/nccl/include), so a GPU build never breaks here.
+#if defined(RLX_CUDA) && __has_include(<nccl.h>) && __has_include(<cuda_runtime_api.h>) && \
+    __has_include(<torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>)
+#ifndef USE_C10D_NCCL
+#define USE_C10D_NCCL
+#endif
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#define RLX_NCCL 1
+#endif
+#if defined(RLX_GLOO) || defined(RLX_NCCL)
+#define RLX_C10D 1
+#include <torch/csrc/distributed/c10d/FileStore.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#endif
+
+#if defined(RLX_C10D)
+
+namespace rlx {
+
+// In 1.13 the process group classes derive from ProcessGroup; in 2.x they are Backends.
+#if TORCH_VERSION_MAJOR >= 2
+using Backend = c10d::Backend;
+#else
+using Backend = c10d::ProcessGroup;
+#endif
+
+struct Group {
+  c10::intrusive_ptr<c10d::Store> store;
+  c10::intrusive_ptr<Backend> pg;
+  std::string backend;
+  int rank = 0, world = 1;
+  int64_t timeout_ms = 0;
+  at::Device device = at::kCPU;
+  std::string failure;  // the first failed call; the group refuses every call after it
+};
+
+inline std::string who(const Group& g) { return "rank " + std::to_string(g.rank) + " of " + std::to_string(g.world); }
+
+// The text of a caught exception, without c10's backtrace.
+inline std::string message_of(std::exception_ptr error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const c10::Error& e) {
+    return e.what_without_backtrace();
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "unknown error";
+  }
+}
+
+}  // namespace rlx
+
+#endif  // RLX_C10D
