@@ -9,7 +9,7 @@
 // AdamW. Each configuration runs one warm-up step, then the median over --steps of wall time per
 // step (the slowest rank's, since the ranks meet at the all-reduce). On a 2-core machine this is
 // not a scaling result: two 1-thread ranks compete with the 2-thread process for the same cores.
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { PRESETS } from "../src/model/presets.ts";

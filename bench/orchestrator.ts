@@ -25,10 +25,9 @@
 // backward, then AdamW), with the row calls and the optimizer step timed apart. `--train-rows N`
 // trains only the first N rows (with the whole step's denominators) and scales the row time by
 // tokens, all / timed; the optimizer step is counted once, unscaled. The default trains every row.
-import { mkdtempSync, mkdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, mkdirSync, rmSync } from "node:fs";
 import { cpus, tmpdir } from "node:os";
 import { join } from "node:path";
-import { algoSchemas, type AlgoConfig } from "../src/config/algo.ts";
 import type { Task } from "../src/envs/types.ts";
 import { Rng } from "../src/envs/random.ts";
 import type { ChatMessage } from "../src/model/chat.ts";
@@ -36,13 +35,14 @@ import { PRESETS } from "../src/model/presets.ts";
 import { loadNative } from "../src/native/ffi.ts";
 import { NativeModel } from "../src/native/model.ts";
 import { NativeOptimizer } from "../src/native/train.ts";
-import { type Algorithm, finishGroup, finishRollout, isTrainable } from "../src/algorithms/base.ts";
-import { algorithmName, createAlgorithm } from "../src/algorithms/registry.ts";
+import { type Algorithm, finishGroup, finishRollout } from "../src/algorithms/base.ts";
+import { algorithmName, createAlgorithm, parseAlgoConfig } from "../src/algorithms/registry.ts";
 import { type BatchSample, writeStepBatch } from "../src/rundir/step_file.ts";
-import { buildSamples, writeAudit } from "../src/orchestrator/loop.ts";
+import { buildSamples } from "../src/orchestrator/collect.ts";
+import { writeAudit } from "../src/rundir/audit.ts";
 import { rolloutMetrics } from "../src/orchestrator/metrics.ts";
 import { type PackedStep, packStep } from "../src/data/pack.ts";
-import type { Rollout, Segment, TrainingSample } from "../src/data/types.ts";
+import type { Rollout, Segment } from "../src/data/types.ts";
 import { denominatorsOf, nativePolicy, type Policy, trainStep } from "../src/trainer/step.ts";
 import { flag, median, printTable } from "./_reference.ts";
 
@@ -196,14 +196,13 @@ const seed = Number(flag("seed", "1"));
 const threads = Number(flag("threads", String(cpus().length)));
 await loadNative(threads);
 
-/** A built-in algorithm through the config schema and createAlgorithm, as the config layer does.
+/** A built-in algorithm through the registry's parser and createAlgorithm, as the config layer does.
  * sft must sample from a frozen model; creating it connects nothing (setup would). */
 async function algorithmOf(type: string): Promise<Algorithm<any>> {
-  const schema = algoSchemas[type as keyof typeof algoSchemas];
-  if (!schema || type === "opd" || type === "opsd" || type === "custom") throw new Error(`--algos: ${type} is not one of grpo, max_rl, echo, sft (opd and opsd call a model)`);
+  if (!["grpo", "max_rl", "echo", "sft"].includes(type)) throw new Error(`--algos: ${type} is not one of grpo, max_rl, echo, sft (opd and opsd call a model)`);
   const sampling = type === "sft" ? { source: { name: "teacher", base_url: "http://127.0.0.1:9/v1" } } : {};
-  const config = schema.parse({ type, sampling }) as AlgoConfig;
-  return (await createAlgorithm(config, { source: "bench", path: ["algo"], groupSize: GROUP_SIZE })).algorithm;
+  const config = parseAlgoConfig({ type, sampling }, { source: "bench", path: ["algo"] });
+  return (await createAlgorithm(config, { source: "bench", path: ["algo"], groupSize: GROUP_SIZE }, { policyUrls: [] })).algorithm;
 }
 
 const runDir = mkdtempSync(join(tmpdir(), "rlx-bench-orch-"));

@@ -1,5 +1,9 @@
 // The error hierarchy. Every error a user can cause is an RlxError: the CLI prints its message
 // (and its fix) without a stack trace and exits non-zero. Anything else is a bug and keeps its stack.
+// Also here: zod issues turned into one ConfigError whose lines each name the file, the key path
+// the user typed (orchestrator.train.env[1].algo.teacher) and what was expected, so every layer
+// that validates a config block (config, algorithms, envs, sft) reports it the same way.
+import type { z } from "zod";
 
 export class RlxError extends Error {
   /** What to do about it, printed on its own line under the message. */
@@ -26,10 +30,38 @@ export class EnvError extends RlxError {}
 /** An HTTP endpoint that failed (names the endpoint and the status). */
 export class EndpointError extends RlxError {}
 
-/** A command or feature that exists in the CLI but whose machinery is not built yet. */
-export class NotBuiltError extends RlxError {}
-
 export function formatError(err: unknown): string {
   if (err instanceof RlxError) return err.fix ? `${err.message}\n  fix: ${err.fix}` : err.message;
   return err instanceof Error ? (err.stack ?? err.message) : String(err);
+}
+
+export function keyPath(path: readonly PropertyKey[]): string {
+  let out = "";
+  for (const part of path) out += typeof part === "number" ? `[${part}]` : out ? `.${String(part)}` : String(part);
+  return out || "(top level)";
+}
+
+function describe(issue: z.core.$ZodIssue): { path: readonly PropertyKey[]; text: string } {
+  switch (issue.code) {
+    case "unrecognized_keys": {
+      const key = issue.keys[0] ?? "?";
+      const more = issue.keys.length > 1 ? ` (and ${issue.keys.slice(1).join(", ")})` : "";
+      return { path: [...issue.path, key], text: `unknown key${more}; check the spelling against the schema (src/config/schema.ts)` };
+    }
+    case "invalid_type": {
+      const missing = issue.message.includes("received undefined");
+      return { path: issue.path, text: missing ? `required (expected ${issue.expected})` : `expected ${issue.expected}: ${issue.message}` };
+    }
+    default:
+      return { path: issue.path, text: issue.message };
+  }
+}
+
+/** One error listing every issue, each as `FILE: key.path: what is wrong`. */
+export function configError(issues: readonly z.core.$ZodIssue[], source: string, prefix: readonly PropertyKey[] = []): ConfigError {
+  const lines = issues.map((issue) => {
+    const { path, text } = describe(issue);
+    return `${source}: ${keyPath([...prefix, ...path])}: ${text}`;
+  });
+  return new ConfigError(lines.join("\n"), { fix: "edit the file, or override with --set key=value" });
 }

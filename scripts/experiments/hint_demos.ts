@@ -12,13 +12,13 @@
 // --hinted-only writes only the hinted copies (held-out rows for obs_loss.ts --role assistant:
 // how well the hinted model, i.e. OPSD's teacher, predicts the answer).
 import { readFileSync, writeFileSync } from "node:fs";
-import { algoSchemas } from "../../src/config/algo.ts";
+import { Opsd } from "../../src/algorithms/opsd.ts";
 
 const [input, output] = process.argv.slice(2);
 if (!input || !output) throw new Error("usage: hint_demos.ts IN.jsonl OUT.jsonl [--template TEXT] [--hinted-only]");
 const at = process.argv.indexOf("--template");
 const hintedOnly = process.argv.includes("--hinted-only");
-const template: string = at > 0 ? process.argv[at + 1]! : algoSchemas.opsd.parse({ type: "opsd" }).template;
+const template: string = at > 0 ? process.argv[at + 1]! : Opsd.schema.parse({ type: "opsd" }).template;
 
 interface Row { messages: Array<{ role: string; content: string }>; [key: string]: unknown }
 const rows = readFileSync(input, "utf8").split("\n").filter((line) => line.trim()).map((line) => JSON.parse(line) as Row);

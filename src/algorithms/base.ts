@@ -14,12 +14,27 @@
 // Everything a hook needs from the outside world comes through `AlgorithmContext`, so tests give
 // an algorithm plain objects and a user's custom class needs nothing from rlx's sources.
 import { z, type ZodType } from "zod";
-import type { FrozenModel, LossComponent } from "../config/algo.ts";
 import type { SamplingClient } from "../inference/types.ts";
 import type { ChatMessage } from "../model/chat.ts";
 import type { Rollout } from "../data/types.ts";
+import type { FrozenModel } from "./schemas.ts";
 
-export type { LossComponent } from "../config/algo.ts";
+/** The trainer's three loss components; an algorithm routes its action tokens into one. */
+export type LossComponent = "rl" | "ce" | "ref_kl";
+export const LOSS_COMPONENTS: readonly LossComponent[] = ["rl", "ce", "ref_kl"];
+
+/** A config rule of one algorithm that needs the run around it (e.g. which URLs are the policy). */
+export interface RunView {
+  /** The live policy's base URLs, normalized (no trailing slash, localhost as 127.0.0.1). */
+  policyUrls: string[];
+}
+
+/** A broken rule: the key under the algo block, what is wrong, and the fix. */
+export interface RuleViolation {
+  key: string;
+  message: string;
+  fix?: string;
+}
 
 /** A connected frozen endpoint: a sampling client that can also say which tokenizer it has, so
  * an algorithm can refuse a teacher whose token ids mean something else than the student's.
@@ -62,7 +77,7 @@ export interface AlgorithmContext {
   logger: AlgorithmLogger;
 }
 
-/** Every algorithm's config has at least these (built-ins: src/config/algo.ts). */
+/** Every algorithm's config has at least these (built-ins: each algorithm's `schema`). */
 export interface BaseAlgoConfig {
   type: string;
   sampling: { source: "policy" | FrozenModel };
@@ -78,6 +93,10 @@ export abstract class Algorithm<Config extends BaseAlgoConfig = BaseAlgoConfig> 
   /** The algorithm's own config fields, defaults being the vetted setting. Built-ins validate the
    * whole block; a custom class validates the block without `type`, `path` and `sampling`. */
   static schema: ZodType = z.strictObject({});
+  /** A rule of this algorithm's config that its schema alone cannot check; undefined = it holds. */
+  static checkConfig(_config: any, _run: RunView): RuleViolation | undefined {
+    return undefined;
+  }
 
   constructor(readonly config: Config) {}
 
@@ -96,6 +115,7 @@ export type AlgorithmClass = (new (config: any) => Algorithm<any>) & {
   actionLossType: LossComponent;
   groupRelative: boolean;
   schema: ZodType;
+  checkConfig(config: any, run: RunView): RuleViolation | undefined;
 };
 
 /** A rollout the algorithm may see: no error and at least one sampled token. */

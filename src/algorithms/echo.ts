@@ -4,7 +4,7 @@
 //   L = L_rl(actions; A = r - mean r)  +  sum_t alpha_role(t) (-log pi(o_t | o_<t)) / N_ce
 //
 // over observation tokens o_t of the configured roles (tool at alpha 0.1 by default; setting any
-// role replaces the table). Credit and the length penalty are GRPO's (inherited). Which
+// role replaces the table). Credit and the length penalty are GRPO's (assignGrpoAdvantages). Which
 // observation tokens, per rollout:
 //   - only messages after the first model turn: the task prompt is never a target;
 //   - only message content when the renderer marks it (isContent), not chat-template scaffold;
@@ -15,24 +15,38 @@
 // CE tokens stay out of the rl mask and are normalized by their own count, so adding them does not
 // change the rl term's per-token scale. The stream merges into an existing ce stream by max.
 import { resolve } from "node:path";
-import type { z, ZodType } from "zod";
-import { algoSchemas } from "../config/algo.ts";
+import { z } from "zod";
 import { ConfigError, RlxError } from "../errors.ts";
 import { sampleRanges, type Rollout } from "../data/types.ts";
-import type { AlgorithmContext } from "./base.ts";
-import { Grpo } from "./grpo.ts";
+import { Algorithm, type AlgorithmContext, type LossComponent } from "./base.ts";
+import { assignGrpoAdvantages, grpoFields } from "./grpo.ts";
 
-type EchoConfig = z.infer<typeof algoSchemas.echo>;
+// No prefault: an absent role must stay absent (zod 4 applies an inner default under .optional()).
+const roleSchema = z.strictObject({ alpha: z.number().gt(0).default(0.1) });
+
+const schema = z.strictObject({
+  type: z.literal("echo"),
+  ...grpoFields,
+  /** Observation roles whose content tokens get CE weight alpha. Setting any role replaces the table. */
+  roles: z
+    .strictObject({ system: roleSchema.optional(), user: roleSchema.optional(), assistant: roleSchema.optional(), tool: roleSchema.optional() })
+    .refine((r) => Object.values(r).some(Boolean), "echo needs at least one role enabled")
+    .default({ tool: { alpha: 0.1 } }),
+  /** Optional keep-mask filter: a .ts file exporting default (rollout, kwargs) => boolean[][], one keep-mask per sample. */
+  filter: z.strictObject({ path: z.string().min(1), kwargs: z.record(z.string(), z.unknown()).default({}) }).optional(),
+});
+type EchoConfig = z.infer<typeof schema>;
 export type EchoFilter = (rollout: Rollout, kwargs: Record<string, unknown>) => boolean[][];
 
-export class Echo extends Grpo<EchoConfig> {
+export class Echo extends Algorithm<EchoConfig> {
   static override type = "echo";
-  static override schema: ZodType = algoSchemas.echo;
+  static override actionLossType: LossComponent = "rl";
+  static override groupRelative = true;
+  static override schema = schema;
 
   filter?: EchoFilter;
 
   override async setup(ctx: AlgorithmContext): Promise<void> {
-    await super.setup(ctx);
     const spec = this.config.filter;
     if (!spec) return;
     const module = await import(resolve(spec.path)).catch((err: Error) => {
@@ -80,10 +94,13 @@ export class Echo extends Grpo<EchoConfig> {
   }
 
   override async scoreRollout(rollout: Rollout): Promise<void> {
-    await super.scoreRollout(rollout);
     const weights_N = this.observationWeights(rollout);
     if (!weights_N.some((w) => w !== 0)) return;
     const existing = rollout.ceWeights;
     rollout.ceWeights = existing ? weights_N.map((w, i) => Math.max(w, existing[i] ?? 0)) : weights_N;
+  }
+
+  override async scoreGroup(group: Rollout[]): Promise<void> {
+    assignGrpoAdvantages(this.config, group);
   }
 }

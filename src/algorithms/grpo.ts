@@ -10,31 +10,47 @@
 //     of the group's largest output, input and turn counts, scaled by the mean reward, then
 //     centered (so equal lengths give plain GRPO, and advantages stay zero-mean);
 //   - a singleton group (group_size 1) gives advantage 0: nothing to compare against.
-import type { z, ZodType } from "zod";
-import { algoSchemas } from "../config/algo.ts";
+import { z } from "zod";
 import type { Rollout } from "../data/types.ts";
 import { Algorithm, type LossComponent } from "./base.ts";
 import { centered, lengthShaped, rolloutSize, stdNormalized } from "./group.ts";
 import { assignAdvantage } from "./routing.ts";
+import { samplingSchema } from "./schemas.ts";
 
-type GrpoConfig = z.infer<typeof algoSchemas.grpo> | z.infer<typeof algoSchemas.echo>;
+const lengthPenaltySchema = z.strictObject({
+  type: z.literal("linear").default("linear"),
+  num_output_tokens_weight: z.number().min(0).default(0.25),
+  num_input_tokens_weight: z.number().min(0).default(0.1),
+  num_turns_weight: z.number().min(0).default(0.1),
+});
 
-export class Grpo<Config extends GrpoConfig = GrpoConfig> extends Algorithm<Config> {
+/** GRPO's fields, shared by the algorithms built on it (echo). */
+export const grpoFields = {
+  sampling: samplingSchema,
+  /** Divide centered rewards by the group's std (off: Dr. GRPO, as prime-rl ships it). */
+  std_normalize: z.boolean().default(false),
+  length_penalty: lengthPenaltySchema.optional(),
+};
+
+const schema = z.strictObject({ type: z.literal("grpo"), ...grpoFields });
+type GrpoConfig = z.infer<typeof schema>;
+
+/** GRPO's credit for a group under `config` (GRPO's fields), assigned to each rollout's action tokens. */
+export function assignGrpoAdvantages(config: Pick<GrpoConfig, "std_normalize" | "length_penalty">, group: Rollout[]): void {
+  let rewards_G = group.map((r) => r.reward);
+  const penalty = config.length_penalty;
+  if (penalty) rewards_G = lengthShaped(rewards_G, group.map(rolloutSize), penalty);
+  const advantages_G = config.std_normalize ? stdNormalized(rewards_G) : centered(rewards_G);
+  group.forEach((rollout, i) => assignAdvantage(rollout, advantages_G[i]!));
+}
+
+export class Grpo extends Algorithm<GrpoConfig> {
   static override type = "grpo";
   static override actionLossType: LossComponent = "rl";
   static override groupRelative = true;
-  static override schema: ZodType = algoSchemas.grpo;
-
-  /** The group's scalar advantages, index i for rollout i. */
-  advantages(group: Rollout[]): number[] {
-    let rewards_G = group.map((r) => r.reward);
-    const penalty = this.config.length_penalty;
-    if (penalty) rewards_G = lengthShaped(rewards_G, group.map(rolloutSize), penalty);
-    return this.config.std_normalize ? stdNormalized(rewards_G) : centered(rewards_G);
-  }
+  static override schema = schema;
 
   override async scoreGroup(group: Rollout[]): Promise<void> {
-    const advantages_G = this.advantages(group);
-    group.forEach((rollout, i) => assignAdvantage(rollout, advantages_G[i]!));
+    assignGrpoAdvantages(this.config, group);
   }
 }

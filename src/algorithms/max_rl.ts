@@ -6,18 +6,20 @@
 // for the order-N truncation of log(pass rate), so hard prompts (small p) weigh about 1/p, where
 // plain RL weighs them 1. Assumes non-negative, ideally binary rewards (partial credit breaks the
 // maximum-likelihood reading). As prime-rl: no epsilon in the denominator, zero when mean <= 0.
-import type { z, ZodType } from "zod";
-import { algoSchemas } from "../config/algo.ts";
+import { z } from "zod";
 import type { Rollout } from "../data/types.ts";
 import { Algorithm, type LossComponent } from "./base.ts";
 import { maxRl } from "./group.ts";
 import { assignAdvantage } from "./routing.ts";
+import { samplingSchema } from "./schemas.ts";
 
-export class MaxRl extends Algorithm<z.infer<typeof algoSchemas.max_rl>> {
+const schema = z.strictObject({ type: z.literal("max_rl"), sampling: samplingSchema });
+
+export class MaxRl extends Algorithm<z.infer<typeof schema>> {
   static override type = "max_rl";
   static override actionLossType: LossComponent = "rl";
   static override groupRelative = true;
-  static override schema: ZodType = algoSchemas.max_rl;
+  static override schema = schema;
 
   override async scoreGroup(group: Rollout[]): Promise<void> {
     const advantages_G = maxRl(group.map((r) => r.reward));

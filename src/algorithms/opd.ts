@@ -11,12 +11,15 @@
 //   - setup refuses a teacher with another tokenizer (vocab size and a probe string): token ids
 //     would be scored as different text and the KL would be garbage, silently;
 //   - each sample of a rollout (after an extension break) is scored on its own, like a branch.
-import type { z, ZodType } from "zod";
-import { algoSchemas } from "../config/algo.ts";
+import { z } from "zod";
 import { ConfigError, EndpointError } from "../errors.ts";
 import type { Rollout } from "../data/types.ts";
-import { Algorithm, type LossComponent, type AlgorithmContext, type FrozenClient } from "./base.ts";
+import { Algorithm, type AlgorithmContext, type FrozenClient, type LossComponent, type RuleViolation, type RunView } from "./base.ts";
 import { assignRefLogprobs, sampleSequences } from "./routing.ts";
+import { frozenModelSchema, samplingSchema } from "./schemas.ts";
+
+const schema = z.strictObject({ type: z.literal("opd"), sampling: samplingSchema, teacher: frozenModelSchema });
+type OpdConfig = z.infer<typeof schema>;
 
 /** Text whose tokenization differs between any two tokenizers worth telling apart. */
 export const TOKENIZER_PROBE = "Probe: The quick brown fox jumps over 13 lazy dogs; naïve café, 你好, 🙂\n\tdef f(x): return x**2";
@@ -35,10 +38,21 @@ export async function checkSameTokenizer(ctx: AlgorithmContext, frozen: FrozenCl
   }
 }
 
-export class Opd extends Algorithm<z.infer<typeof algoSchemas.opd>> {
+export class Opd extends Algorithm<OpdConfig> {
   static override type = "opd";
   static override actionLossType: LossComponent = "ref_kl";
-  static override schema: ZodType = algoSchemas.opd;
+  static override schema = schema;
+
+  /** A teacher that is the live policy would make the KL identically zero. */
+  static override checkConfig(config: OpdConfig, run: RunView): RuleViolation | undefined {
+    const url = config.teacher.base_url.replace(/\/+$/, "").replace("//localhost", "//127.0.0.1");
+    if (!run.policyUrls.includes(url)) return undefined;
+    return {
+      key: "teacher.base_url",
+      message: `the teacher ${config.teacher.base_url} is the live policy server; the distillation KL would be identically zero`,
+      fix: "point the teacher at a separate frozen server (rlx serve --model TEACHER_DIR --port 8001)",
+    };
+  }
 
   teacher?: FrozenClient;
 

@@ -12,13 +12,23 @@
 // with a single-sample estimator instead of the analytic forward KL, and the live policy as
 // teacher, not an EMA of it (the paper reports the live teacher can diverge). Tiny models have
 // little in-context learning, so expect little from OPSD at that scale.
-import type { z, ZodType } from "zod";
-import { algoSchemas } from "../config/algo.ts";
+import { z } from "zod";
 import { ConfigError, EndpointError } from "../errors.ts";
 import type { SamplingClient } from "../inference/types.ts";
 import type { Rollout } from "../data/types.ts";
 import { Algorithm, type LossComponent, type AlgorithmContext, type MessageRenderer } from "./base.ts";
 import { assignRefLogprobs, sampleSequences } from "./routing.ts";
+import { samplingSchema } from "./schemas.ts";
+
+const schema = z.strictObject({
+  type: z.literal("opsd"),
+  sampling: samplingSchema,
+  demo_key: z.string().min(1).default("demonstration"),
+  template: z
+    .string()
+    .refine((t) => t.includes("{demonstration}"), "the template must contain {demonstration}")
+    .default("Here is an example of an expert response:\n<demonstration>\n{demonstration}\n</demonstration>"),
+});
 
 /** The demonstration text for a rollout, looked up under `key`. */
 export function findDemonstration(rollout: Rollout, key: string): string {
@@ -34,10 +44,10 @@ export function findDemonstration(rollout: Rollout, key: string): string {
   );
 }
 
-export class Opsd extends Algorithm<z.infer<typeof algoSchemas.opsd>> {
+export class Opsd extends Algorithm<z.infer<typeof schema>> {
   static override type = "opsd";
   static override actionLossType: LossComponent = "ref_kl";
-  static override schema: ZodType = algoSchemas.opsd;
+  static override schema = schema;
 
   policy?: SamplingClient;
   renderer?: MessageRenderer;

@@ -1,4 +1,8 @@
-// The algorithm registry: config `type` -> class, and the loader of user algorithms.
+// The algorithm registry: config `type` -> class, the config schema of every type, and the rules
+// every algorithm's config obeys. Each built-in algorithm is one file (its class, its schema, its
+// traits as the class's statics) and one line of BUILTIN_ALGORITHMS; src/config/resolve.ts asks
+// this file to parse and check each env's algo block, so nothing about an algorithm lives anywhere
+// else (docs/algorithms.md, "Adding a built-in algorithm").
 //
 // `type = "custom"` with `path = "./my_algo.ts"` imports the user's file at run time (a compiled
 // rlx binary imports .ts files from disk). The file must not need rlx's sources, so rlx hands
@@ -10,15 +14,13 @@
 //
 // The user's `schema` validates the config block minus `type`, `path` and `sampling` (which every
 // algorithm shares and rlx validates), and errors name the path the user typed
-// (orchestrator.train.env[1].algo.decay). DESIGN §5's rules apply as to built-ins.
+// (orchestrator.train.env[1].algo.decay). The rules below apply to custom classes as to built-ins,
+// once their class is loaded (at setup).
 import { resolve } from "node:path";
 import { z } from "zod";
-import type { AlgoConfig, AlgoType } from "../config/algo.ts";
-import type { ResolvedConfig } from "../config/resolve.ts";
-import { configError, keyPath } from "../config/errors.ts";
-import { ConfigError } from "../errors.ts";
 import { perToken, rolloutLength, sampleRanges } from "../data/types.ts";
-import { Algorithm, type AlgorithmClass } from "./base.ts";
+import { ConfigError, configError, keyPath } from "../errors.ts";
+import { Algorithm, type AlgorithmClass, LOSS_COMPONENTS, type RunView } from "./base.ts";
 import { Echo } from "./echo.ts";
 import * as group from "./group.ts";
 import { Grpo } from "./grpo.ts";
@@ -26,16 +28,34 @@ import { MaxRl } from "./max_rl.ts";
 import { Opd } from "./opd.ts";
 import { Opsd } from "./opsd.ts";
 import { actionMask, assignAdvantage, assignRefLogprobs, sampleSequences } from "./routing.ts";
+import { samplingSchema } from "./schemas.ts";
 import { Sft } from "./sft.ts";
 
-export const BUILTIN_ALGORITHMS: Record<Exclude<AlgoType, "custom">, AlgorithmClass> = {
+export const BUILTIN_ALGORITHMS = {
   grpo: Grpo,
   max_rl: MaxRl,
   opd: Opd,
   opsd: Opsd,
   sft: Sft,
   echo: Echo,
-};
+} satisfies Record<string, AlgorithmClass>;
+
+type Builtins = typeof BUILTIN_ALGORITHMS;
+
+/** A user's algorithm class from a .ts file; its own schema validates the rest when it loads. */
+const customSchema = z.looseObject({ type: z.literal("custom"), path: z.string().min(1), sampling: samplingSchema });
+
+export type BuiltinType = keyof Builtins;
+export type AlgoType = BuiltinType | "custom";
+/** A parsed algo block: one built-in's config, or a custom one's (checked by its class at setup). */
+export type AlgoConfig = { [K in BuiltinType]: z.output<Builtins[K]["schema"]> }[BuiltinType] | z.output<typeof customSchema>;
+
+export const ALGO_TYPES = [...Object.keys(BUILTIN_ALGORITHMS), "custom"] as AlgoType[];
+
+/** The built-in types whose credit is relative to the group (they need group_size >= 2). */
+export function groupRelativeTypes(): BuiltinType[] {
+  return (Object.keys(BUILTIN_ALGORITHMS) as BuiltinType[]).filter((type) => BUILTIN_ALGORITHMS[type].groupRelative);
+}
 
 /** What a custom algorithm's factory receives. */
 export const algorithmKit = {
@@ -58,9 +78,44 @@ export interface AlgoSite {
   path: (string | number)[];
   /** The env's group size (for the group_size = 1 warning). */
   groupSize?: number;
+  /** The env's name in the warning. */
+  envName?: string;
 }
 
-const LOSS_COMPONENTS = ["rl", "ce", "ref_kl"];
+/** Parses one algo block by its `type` (built-ins whole; custom ones up to their own fields). */
+export function parseAlgoConfig(block: Record<string, unknown>, site: AlgoSite): AlgoConfig {
+  const type = block.type as string;
+  if (!(ALGO_TYPES as string[]).includes(type)) {
+    throw new ConfigError(`${site.source}: ${keyPath([...site.path, "type"])}: unknown algorithm type "${type}"; known types: ${ALGO_TYPES.join(", ")}`, {
+      fix: 'pick a known type, or type = "custom" with path = "./my_algo.ts"',
+    });
+  }
+  const schema: z.ZodType = type === "custom" ? customSchema : BUILTIN_ALGORITHMS[type as BuiltinType].schema;
+  const result = schema.safeParse(structuredClone(block));
+  if (!result.success) throw configError(result.error.issues, site.source, site.path);
+  return result.data as AlgoConfig;
+}
+
+/**
+ * The rules every algorithm's config obeys (docs/architecture.md, the algorithms layer), in one
+ * place: rl and ref_kl need the live policy's own logprobs (so its own samples), the class's own
+ * rule (checkConfig), and the group_size 1 warning for group-relative credit. Returns warnings.
+ */
+export function checkAlgorithm(cls: AlgorithmClass, config: AlgoConfig, site: AlgoSite, run: RunView): string[] {
+  const at = (key: string) => `${site.source}: ${keyPath([...site.path, ...key.split(".")])}`;
+  const name = cls.type || config.type;
+  if (cls.actionLossType !== "ce" && config.sampling.source !== "policy") {
+    throw new ConfigError(
+      `${at("sampling.source")}: ${name} trains with the ${cls.actionLossType} loss, whose importance ratio needs the live policy's own sampling logprobs, so it must sample from "policy"`,
+      { fix: 'remove sampling.source, or use type = "sft" to learn from a frozen model' },
+    );
+  }
+  const broken = cls.checkConfig(config, run);
+  if (broken) throw new ConfigError(`${at(broken.key)}: ${broken.message}`, broken.fix ? { fix: broken.fix } : {});
+  if (!cls.groupRelative || site.groupSize !== 1) return [];
+  const where = site.envName ? `${keyPath(site.path.slice(0, -1))} ("${site.envName}")` : keyPath(site.path);
+  return [`${where}: ${name} with group_size 1 gives every rollout advantage 0, so nothing trains; use group_size >= 2`];
+}
 
 /** Imports a custom algorithm file and returns its class. */
 export async function loadCustomClass(file: string, site: AlgoSite): Promise<AlgorithmClass> {
@@ -89,54 +144,24 @@ export async function loadCustomClass(file: string, site: AlgoSite): Promise<Alg
   return algo;
 }
 
-/** The DESIGN §5 rule every algorithm obeys: rl and ref_kl need the live policy's own logprobs. */
-function checkSamplingSource(cls: AlgorithmClass, config: AlgoConfig, site: AlgoSite): void {
-  if (cls.actionLossType === "ce" || config.sampling.source === "policy") return;
-  throw new ConfigError(
-    `${site.source}: ${keyPath([...site.path, "sampling", "source"])}: ${cls.type || config.type} trains with the ${cls.actionLossType} loss, whose importance ratio needs the live policy's own sampling logprobs, so it must sample from "policy"`,
-    { fix: 'remove sampling.source, or use type = "sft" to learn from a frozen model' },
-  );
-}
-
 /**
- * One algorithm instance for one env, from its resolved config block (built-ins are already
- * validated by src/config/resolve.ts; custom classes are loaded and validated here).
+ * One algorithm instance for one env from its parsed block. Built-ins were checked when the config
+ * was resolved; a custom class is loaded here, validates its own fields, and gets the same checks.
  */
-export async function createAlgorithm(config: AlgoConfig, site: AlgoSite): Promise<{ algorithm: Algorithm<any>; warnings: string[] }> {
-  const warnings: string[] = [];
-  let cls: AlgorithmClass;
-  let full: Record<string, unknown> = config;
-  if (config.type === "custom") {
-    cls = await loadCustomClass(config.path, site);
-    const { type, path, sampling, ...own } = config;
-    const parsed = cls.schema.safeParse(own);
-    if (!parsed.success) throw configError(parsed.error.issues, site.source, site.path);
-    full = { ...(parsed.data as object), type, path, sampling };
-  } else {
-    cls = BUILTIN_ALGORITHMS[config.type];
+export async function createAlgorithm(config: AlgoConfig, site: AlgoSite, run: RunView): Promise<{ algorithm: Algorithm<any>; warnings: string[] }> {
+  if (config.type !== "custom") {
+    const cls: AlgorithmClass = BUILTIN_ALGORITHMS[config.type];
+    return { algorithm: new cls(config), warnings: [] };
   }
-  checkSamplingSource(cls, config, site);
-  if (cls.groupRelative && site.groupSize === 1) {
-    warnings.push(`${keyPath(site.path)}: ${cls.type} is group-relative and group_size is 1, so every advantage is 0 and nothing trains; use group_size >= 2`);
-  }
-  return { algorithm: new cls(full), warnings };
+  const cls = await loadCustomClass(config.path, site);
+  const { type, path, sampling, ...own } = config;
+  const parsed = cls.schema.safeParse(own);
+  if (!parsed.success) throw configError(parsed.error.issues, site.source, site.path);
+  const warnings = checkAlgorithm(cls, config, site, run);
+  return { algorithm: new cls({ ...(parsed.data as object), type, path, sampling }), warnings };
 }
 
 /** The algorithm's name in logs and audit records: the built-in type, or the custom class's type. */
 export function algorithmName(algorithm: Algorithm<any>): string {
   return algorithm.kind.type || algorithm.config.type;
-}
-
-/** One algorithm instance per train env (instances hold per-env state), keyed by env name. */
-export async function createEnvAlgorithms(config: ResolvedConfig, source: string): Promise<{ algorithms: Map<string, Algorithm<any>>; warnings: string[] }> {
-  const algorithms = new Map<string, Algorithm<any>>();
-  const warnings: string[] = [];
-  for (const [i, env] of config.orchestrator.train.env.entries()) {
-    const site = { source, path: ["orchestrator", "train", "env", i, "algo"], groupSize: env.group_size };
-    const created = await createAlgorithm(env.algo, site);
-    algorithms.set(env.name, created.algorithm);
-    // built-ins were already warned about by the config resolution
-    if (env.algo.type === "custom") warnings.push(...created.warnings);
-  }
-  return { algorithms, warnings };
 }

@@ -6,7 +6,7 @@
 // Rollout annotations are full length (every token of every sample, DESIGN §4): 0 off the action
 // tokens, so a sample is a plain slice and the trainer never needs a separate index.
 import { RlxError } from "../errors.ts";
-import type { LossComponent } from "../config/algo.ts";
+import type { LossComponent } from "./base.ts";
 import { rolloutLength, type Rollout, type TrainingSample } from "../data/types.ts";
 
 /** Per token of the rollout: true on sampled (action) tokens. */

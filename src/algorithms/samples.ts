@@ -7,9 +7,10 @@
 // advantage 0 gets rl weight 0 (it would only add its KL term and its share of N_rl), and a sample
 // left with no member in any component is dropped. It never touches ce or ref_kl members, so
 // distillation samples (no advantages at all) pass through untouched.
-import type { LossComponent } from "../config/algo.ts";
+import type { LossComponent } from "./base.ts";
 import { checkAnnotation, stampLossRouting } from "./routing.ts";
 import { sampleRanges, type Rollout, type TrainingSample } from "../data/types.ts";
+import type { ComponentCounts } from "../data/pack.ts";
 
 /** The training samples of one scored rollout, routed into `actionLoss`. */
 export function rolloutToSamples(rollout: Rollout, actionLoss: LossComponent): TrainingSample[] {
@@ -47,14 +48,8 @@ export function rolloutToSamples(rollout: Rollout, actionLoss: LossComponent): T
   });
 }
 
-export interface MemberCounts {
-  rl: number;
-  ce: number;
-  refKl: number;
-}
-
 /** Member tokens per component (DESIGN §6): rl = mask & rlW != 0, ce = ceW != 0, ref_kl = refKlW != 0. */
-export function memberCounts(sample: TrainingSample): MemberCounts {
+export function memberCounts(sample: TrainingSample): ComponentCounts {
   const counts = { rl: 0, ce: 0, refKl: 0 };
   for (let i = 0; i < sample.tokenIds.length; i++) {
     if (sample.lossMask[i] && (sample.rlWeights ? sample.rlWeights[i] !== 0 : true)) counts.rl++;

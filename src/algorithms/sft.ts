@@ -6,12 +6,24 @@
 // There are no hooks: the routing stamp (routing.ts) does all the work. Rejection sampling by
 // reward, if wanted, belongs to the data (or a custom algorithm), not here. The frozen source's
 // tokens never go stale, and their logprobs are not used (ce has no importance ratio).
-import type { z, ZodType } from "zod";
-import { algoSchemas } from "../config/algo.ts";
-import { Algorithm, type LossComponent } from "./base.ts";
+import { z } from "zod";
+import { Algorithm, type LossComponent, type RuleViolation } from "./base.ts";
+import { samplingSchema } from "./schemas.ts";
 
-export class Sft extends Algorithm<z.infer<typeof algoSchemas.sft>> {
+const schema = z.strictObject({ type: z.literal("sft"), sampling: samplingSchema });
+type SftConfig = z.infer<typeof schema>;
+
+export class Sft extends Algorithm<SftConfig> {
   static override type = "sft";
   static override actionLossType: LossComponent = "ce";
-  static override schema: ZodType = algoSchemas.sft;
+  static override schema = schema;
+
+  static override checkConfig(config: SftConfig): RuleViolation | undefined {
+    if (config.sampling.source !== "policy") return undefined;
+    return {
+      key: "sampling.source",
+      message: 'sft needs a frozen model to sample rollouts from (it is "policy")',
+      fix: 'set sampling.source = { name = "teacher", base_url = "http://127.0.0.1:8001/v1" }',
+    };
+  }
 }

@@ -3,8 +3,7 @@
 // line, for TOML syntax errors); nothing here prints a stack trace.
 import { existsSync, readFileSync } from "node:fs";
 import { parse as parseToml, stringify as stringifyToml, TomlError } from "smol-toml";
-import { ConfigError } from "../errors.ts";
-import { configError } from "./errors.ts";
+import { ConfigError, configError } from "../errors.ts";
 import { applyOverrides } from "./overrides.ts";
 import { type Resolution, type ResolvedConfig, resolveConfig } from "./resolve.ts";
 import { configSchema } from "./schema.ts";

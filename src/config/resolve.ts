@@ -1,12 +1,14 @@
-// Per-environment algorithm resolution and the cross-field rules of DESIGN §5. Every train env
-// ends with its own fully spelled-out algorithm (a deep copy of [orchestrator.algo] unless it sets
-// `algo`), group size, temperature and token limit. Errors name the key path the user typed;
-// rules that are legal but almost certainly a mistake become warnings.
+// Per-environment resolution of a run config. Every train env ends with its own fully spelled-out
+// algorithm (a deep copy of [orchestrator.algo] unless it sets `algo`), group size, temperature and
+// token limit. Algo blocks are parsed and checked by the algorithm registry
+// (src/algorithms/registry.ts), env args by each env's schema, the run-wide rules here. Errors name
+// the key path the user typed; rules that are legal but almost certainly a mistake become warnings.
 import { existsSync } from "node:fs";
-import { ConfigError } from "../errors.ts";
+import type { RunView } from "../algorithms/base.ts";
+import type { AlgoSite } from "../algorithms/registry.ts";
+import { type AlgoConfig, BUILTIN_ALGORITHMS, checkAlgorithm, parseAlgoConfig } from "../algorithms/registry.ts";
 import { envArgsSchema, listEnvs } from "../envs/index.ts";
-import { ALGO_TYPES, type AlgoConfig, type AlgoType, algoSchemas, algoTraits } from "./algo.ts";
-import { configError, keyPath } from "./errors.ts";
+import { ConfigError, configError, keyPath } from "../errors.ts";
 import type { EnvEntry, RawConfig } from "./schema.ts";
 
 export interface ResolvedEnv extends Omit<EnvEntry, "algo" | "name" | "group_size" | "temperature" | "max_tokens"> {
@@ -26,51 +28,21 @@ export interface Resolution {
   warnings: string[];
 }
 
-function parseAlgo(block: Record<string, unknown>, path: (string | number)[], source: string): AlgoConfig {
-  const type = block.type as string;
-  if (!(ALGO_TYPES as string[]).includes(type)) {
-    throw new ConfigError(`${source}: ${keyPath([...path, "type"])}: unknown algorithm type "${type}"; known types: ${ALGO_TYPES.join(", ")}`, {
-      fix: 'pick a known type, or type = "custom" with path = "./my_algo.ts"',
-    });
-  }
-  const result = algoSchemas[type as AlgoType].safeParse(structuredClone(block));
-  if (!result.success) throw configError(result.error.issues, source, path);
-  return result.data as AlgoConfig;
-}
-
 const normalizeUrl = (url: string) => url.replace(/\/+$/, "").replace("//localhost", "//127.0.0.1");
 
-/** The base URLs of the live policy: external servers, or the ones rlx train spawns. */
-function policyUrls(config: RawConfig): string[] {
+/** What an algorithm's own rules may ask of the run: the live policy's base URLs (external, or the
+ * ones rlx train spawns). */
+export function runView(config: RawConfig): RunView {
   const inf = config.inference;
-  if (inf.base_urls.length) return inf.base_urls.map(normalizeUrl);
-  return Array.from({ length: inf.servers }, (_, i) => normalizeUrl(`http://${inf.host}:${inf.port + i}/v1`));
+  const urls = inf.base_urls.length ? inf.base_urls : Array.from({ length: inf.servers }, (_, i) => `http://${inf.host}:${inf.port + i}/v1`);
+  return { policyUrls: urls.map(normalizeUrl) };
 }
 
-function checkAlgo(algo: AlgoConfig, path: (string | number)[], source: string, config: RawConfig): void {
-  const at = (key: string) => `${source}: ${keyPath([...path, ...key.split(".")])}`;
-  if (algo.type === "custom") {
-    if (!existsSync(algo.path)) throw new ConfigError(`${at("path")}: no such file "${algo.path}"`, { fix: "paths are relative to the directory rlx runs in" });
-    return;
-  }
-  const { loss } = algoTraits[algo.type];
-  const frozen = algo.sampling.source !== "policy";
-  if ((loss === "rl" || loss === "ref_kl") && frozen) {
-    throw new ConfigError(
-      `${at("sampling.source")}: ${algo.type} trains with the ${loss} loss, whose importance ratio needs the live policy's own sampling logprobs, so it must sample from "policy"`,
-      { fix: 'remove sampling.source, or use type = "sft" to learn from a frozen model' },
-    );
-  }
-  if (algo.type === "sft" && !frozen) {
-    throw new ConfigError(`${at("sampling.source")}: sft needs a frozen model to sample rollouts from (it is "policy")`, {
-      fix: 'set sampling.source = { name = "teacher", base_url = "http://127.0.0.1:8001/v1" }',
-    });
-  }
-  if (algo.type === "opd" && policyUrls(config).includes(normalizeUrl(algo.teacher.base_url))) {
-    throw new ConfigError(`${at("teacher.base_url")}: the teacher ${algo.teacher.base_url} is the live policy server; the distillation KL would be identically zero`, {
-      fix: "point the teacher at a separate frozen server (rlx serve --model TEACHER_DIR --port 8001)",
-    });
-  }
+/** A built-in's rules now; a custom file must exist now, its class is checked when it loads. */
+function checkAlgo(algo: AlgoConfig, site: AlgoSite, run: RunView): string[] {
+  if (algo.type !== "custom") return checkAlgorithm(BUILTIN_ALGORITHMS[algo.type], algo, site, run);
+  if (!existsSync(algo.path)) throw new ConfigError(`${site.source}: ${keyPath([...site.path, "path"])}: no such file "${algo.path}"`, { fix: "paths are relative to the directory rlx runs in" });
+  return [];
 }
 
 function checkEnvArgs(env: Pick<EnvEntry, "id" | "args">, path: (string | number)[], source: string): EnvEntry["args"] {
@@ -103,7 +75,8 @@ export function resolveConfig(config: RawConfig, source: string): Resolution {
   const warnings: string[] = [];
   const orch = config.orchestrator;
   checkDeterministic(config, source);
-  const defaultAlgo = parseAlgo(orch.algo, ["orchestrator", "algo"], source);
+  const run = runView(config);
+  const defaultAlgo = parseAlgoConfig(orch.algo, { source, path: ["orchestrator", "algo"] });
   if (orch.batch_size % orch.group_size !== 0) {
     throw new ConfigError(`${source}: orchestrator.batch_size: ${orch.batch_size} is not a multiple of orchestrator.group_size ${orch.group_size}`, {
       fix: "a step holds whole groups; make batch_size a multiple of group_size",
@@ -115,12 +88,10 @@ export function resolveConfig(config: RawConfig, source: string): Resolution {
     const name = env.name ?? env.id;
     if (names.has(name)) throw new ConfigError(`${source}: ${keyPath([...path, "name"])}: env name "${name}" is used twice; give each env a unique name`);
     names.add(name);
-    const algo = env.algo ? parseAlgo(env.algo, [...path, "algo"], source) : structuredClone(defaultAlgo);
-    checkAlgo(algo, env.algo ? [...path, "algo"] : ["orchestrator", "algo"], source, config);
+    const algo = env.algo ? parseAlgoConfig(env.algo, { source, path: [...path, "algo"] }) : structuredClone(defaultAlgo);
     const group_size = env.group_size ?? orch.group_size;
-    if (algo.type !== "custom" && algoTraits[algo.type].groupRelative && group_size === 1) {
-      warnings.push(`${keyPath(path)} ("${name}"): ${algo.type} with group_size 1 gives every rollout advantage 0, so nothing trains; use group_size >= 2`);
-    }
+    const algoPath = env.algo ? [...path, "algo"] : ["orchestrator", "algo"];
+    warnings.push(...checkAlgo(algo, { source, path: algoPath, groupSize: group_size, envName: name }, run));
     const args = checkEnvArgs(env, path, source);
     return {
       ...env,

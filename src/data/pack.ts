@@ -83,6 +83,18 @@ export function rowCounts(row: PackedRow): ComponentCounts {
   return counts;
 }
 
+/** Member counts summed over rows (a step's, or one rank's share of it). */
+export function stepCounts(rows: readonly PackedRow[]): ComponentCounts {
+  const total = { rl: 0, ce: 0, refKl: 0 };
+  for (const row of rows) {
+    const c = rowCounts(row);
+    total.rl += c.rl;
+    total.ce += c.ce;
+    total.refKl += c.refKl;
+  }
+  return total;
+}
+
 /** First-fit decreasing: bins of sample indices, each bin's lengths summing to at most seqLen. */
 export function firstFitDecreasing(lengths: readonly number[], seqLen: number): number[][] {
   const order = lengths.map((_, i) => i).sort((a, b) => lengths[b]! - lengths[a]! || a - b);
@@ -157,17 +169,10 @@ export function packStep(all: readonly TrainingSample[], opts: PackOptions): Pac
       opts,
     ),
   );
-  const counts = { rl: 0, ce: 0, refKl: 0 };
-  for (const row of rows) {
-    const c = rowCounts(row);
-    counts.rl += c.rl;
-    counts.ce += c.ce;
-    counts.refKl += c.refKl;
-  }
   return {
     rows,
     envs,
-    counts,
+    counts: stepCounts(rows),
     tokens: lengths.reduce((a, b) => a + b, 0),
     truncatedSamples: samples.filter((s, i) => s.tokenIds.length > lengths[i]!).length,
   };

@@ -14,9 +14,22 @@
 // rollout as one flat array and the sample builder cuts it at sample boundaries.
 
 import type { ChatMessage, Role } from "../model/chat.ts";
-import type { Task } from "../envs/types.ts";
 
 export type { Role } from "../model/chat.ts";
+
+/** One task of an environment (src/envs/types.ts: what `load` returns). */
+export interface Task {
+  /** Unique within the env (both splits); stable across runs for the same args. */
+  id: string;
+  /** The opening messages: an optional system message (tool instructions) and the user turn. */
+  prompt: ChatMessage[];
+  /** The gold final answer the reward compares against. */
+  answer: string;
+  /** A worked solution in words (OPSD's demonstration hint). */
+  solution?: string;
+  /** Env-specific data the reward or tools need (e.g. the expected program output). */
+  info?: Record<string, unknown>;
+}
 
 export interface Segment {
   role: Role;

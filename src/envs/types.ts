@@ -12,22 +12,12 @@
 
 import type { ZodType } from "zod";
 import type { ChatMessage, ToolSpec } from "../model/chat.ts";
-import type { Rollout } from "../data/types.ts";
+import type { Rollout, Task } from "../data/types.ts";
+
+export type { Task } from "../data/types.ts";
 
 export type Split = "train" | "eval";
 
-export interface Task {
-  /** Unique within the env (both splits); stable across runs for the same args. */
-  id: string;
-  /** The opening messages: an optional system message (tool instructions) and the user turn. */
-  prompt: ChatMessage[];
-  /** The gold final answer the reward compares against. */
-  answer: string;
-  /** A worked solution in words (OPSD's demonstration hint). */
-  solution?: string;
-  /** Env-specific data the reward or tools need (e.g. the expected program output). */
-  info?: Record<string, unknown>;
-}
 
 /** What a tool returns: the observation text the model will see, and whether it reports an
  * error (a Forth "stack underflow" is an observation, counted in metrics, not a failure). */

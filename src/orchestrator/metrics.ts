@@ -12,7 +12,7 @@
 // entropy/*, throughput/*, time/*, off_policy/*, rollouts/*, errors/*, batch/*, optim/*.
 import { appendFileSync, existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { PUBLISHED_MARKER, type PublishedStep, weightsDir } from "../trainer/process.ts";
+import { PUBLISHED_MARKER, type PublishedStep, weightsDir } from "../rundir/paths.ts";
 import { formatTable } from "../eval/table.ts";
 import type { Rollout } from "../data/types.ts";
 

@@ -14,7 +14,7 @@ import { readModelConfig } from "../model/config.ts";
 import { loadNative } from "../native/ffi.ts";
 import { ChatRenderer } from "../model/render.ts";
 import { Tokenizer } from "../model/tokenizer.ts";
-import { writeFileAtomic } from "../trainer/process.ts";
+import { writeFileAtomic } from "../rundir/paths.ts";
 import { type LoadedCheckpoint, latestCheckpoint, readCheckpoint, rewindRunDir } from "../rundir/checkpoint.ts";
 import { Children } from "./children.ts";
 import { planLaunch } from "./launch.ts";

@@ -6,18 +6,35 @@
 // Frozen endpoints are connected once per (base_url, name) and waited for (GET /v1/models answers)
 // before the first rollout, so a teacher that is not up yet reads as "not reachable" at start-up,
 // not as a run of failed rollouts.
-import type { FrozenModel } from "../config/algo.ts";
-import type { ResolvedConfig } from "../config/resolve.ts";
+import type { Algorithm, AlgorithmContext, FrozenClient, LossComponent } from "../algorithms/base.ts";
+import { algorithmName, createAlgorithm } from "../algorithms/registry.ts";
+import type { FrozenModel } from "../algorithms/schemas.ts";
+import { type ResolvedConfig, type ResolvedEnv, runView } from "../config/resolve.ts";
+import type { Task } from "../data/types.ts";
 import { createEnv, loadEnv } from "../envs/index.ts";
+import type { Env } from "../envs/types.ts";
 import { EndpointError } from "../errors.ts";
 import { OpenAIClient } from "../inference/client.ts";
 import { JsonEndpoint } from "../inference/http.ts";
+import type { SamplingClient } from "../inference/types.ts";
 import type { ChatRenderer } from "../model/render.ts";
 import type { Tokenizer } from "../model/tokenizer.ts";
-import { type AlgorithmContext, type FrozenClient } from "../algorithms/base.ts";
-import { algorithmName, createEnvAlgorithms } from "../algorithms/registry.ts";
-import type { TrainEnv } from "./loop.ts";
 import type { PolicyPool } from "./policy.ts";
+
+/** One train env, ready to sample from. */
+export interface TrainEnv {
+  resolved: ResolvedEnv;
+  env: Env;
+  tasks: readonly Task[];
+  algorithm: Algorithm<any>;
+  /** The algorithm's name in audit records (built-in type or custom class type). */
+  algoName: string;
+  lossType: LossComponent;
+  /** The live policy's client, or the env's frozen sampling source. */
+  client: SamplingClient;
+  /** Rollouts from a frozen source never go stale. */
+  frozen: boolean;
+}
 
 export interface SetupOptions {
   config: ResolvedConfig;
@@ -32,8 +49,6 @@ export interface SetupOptions {
   connectTimeoutMs?: number;
 }
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
 /** Waits until GET {base_url}/models answers. */
 async function waitForEndpoint(model: FrozenModel, timeoutMs: number): Promise<void> {
   const endpoint = new JsonEndpoint(model.base_url.replace(/\/+$/, ""), { timeoutMs: 5000, retries: 0, backoffMs: 0, concurrency: 4 });
@@ -45,12 +60,26 @@ async function waitForEndpoint(model: FrozenModel, timeoutMs: number): Promise<v
       return;
     } catch (err) {
       last = (err as Error).message;
-      await sleep(250);
+      await Bun.sleep(250);
     }
   }
   throw new EndpointError(`the frozen model "${model.name}" at ${model.base_url} is not reachable after ${Math.round(timeoutMs / 1000)} s (${last})`, {
     fix: `start it first, e.g. rlx serve --model TEACHER_DIR --port ${new URL(model.base_url).port || 8001}`,
   });
+}
+
+/** One algorithm instance per train env (instances hold per-env state), keyed by env name. */
+export async function createEnvAlgorithms(config: ResolvedConfig, source: string): Promise<{ algorithms: Map<string, Algorithm<any>>; warnings: string[] }> {
+  const algorithms = new Map<string, Algorithm<any>>();
+  const warnings: string[] = [];
+  const run = runView(config);
+  for (const [i, env] of config.orchestrator.train.env.entries()) {
+    const site = { source, path: ["orchestrator", "train", "env", i, "algo"], groupSize: env.group_size, envName: env.name };
+    const created = await createAlgorithm(env.algo, site, run);
+    algorithms.set(env.name, created.algorithm);
+    warnings.push(...created.warnings);
+  }
+  return { algorithms, warnings };
 }
 
 /** Builds every train env's env, tasks, algorithm and sampling client. */

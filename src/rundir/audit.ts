@@ -1,5 +1,5 @@
 // The audit record: one JSON line per trained sample in `rollouts/step_N.jsonl` of the run
-// directory (the orchestrator's writer appends them; docs/algorithms.md documents the format).
+// directory (written whole by writeAudit at each audited step; docs/algorithms.md documents the format).
 // A run can be audited after the fact from these files alone: which tokens were actions, what
 // credit each got, which loss component each fed and with what weight, and the reference and
 // sampling logprobs the losses compared against. Keys are snake_case, like the config and the
@@ -7,6 +7,7 @@
 // the loss mask, ce 0, ref_kl 0); `advantage` is null for algorithms without a scalar credit.
 import { z } from "zod";
 import type { Rollout, TrainingSample } from "../data/types.ts";
+import { auditPath, writeFileAtomic } from "./paths.ts";
 
 const numbers = z.array(z.number());
 
@@ -80,4 +81,9 @@ export function parseAudit(text: string): AuditRecord[] {
     .split("\n")
     .filter((line) => line.trim())
     .map((line) => auditRecordSchema.parse(JSON.parse(line)));
+}
+
+/** Writes rollouts/step_N.jsonl: the audit record of every trained sample of step N. */
+export function writeAudit(runDir: string, step: number, samples: ReadonlyArray<Omit<AuditInput, "step">>): void {
+  writeFileAtomic(auditPath(runDir, step), samples.map((sample) => auditLine({ step, ...sample })).join(""));
 }

@@ -1,7 +1,7 @@
 // Checkpoints (DESIGN §10): `checkpoints/step_N/` holds everything a killed run needs to continue
 // as if it had not stopped: the trainer's float32 weights and AdamW state after step N, and the
-// orchestrator's state as it was when it cut batch N (step, data cursors, RNG, the scored rollouts
-// it had buffered and the groups it had in flight).
+// orchestrator's state as it was when it cut batch N (the step and the sampler's state: a batch
+// takes exactly the groups dispatched for it, so nothing is buffered or in flight at the cut).
 //
 //   checkpoints/step_N/
 //     trainer/model/         HF layout, float32 (exact, whatever dtype the run publishes in)
@@ -21,6 +21,7 @@ import { RlxError } from "../errors.ts";
 import { saveModel } from "../model/hf.ts";
 import type { NativeModel } from "../native/model.ts";
 import type { NativeOptimizer } from "../native/train.ts";
+import { checkpointDir, checkpointsDir, writeFileAtomic } from "./paths.ts";
 
 const FORMAT = 1;
 
@@ -44,8 +45,6 @@ export function isCheckpointStep(step: number, config: CheckpointTimingConfig): 
   return step === config.max_steps || (config.ckpt.interval > 0 && step % config.ckpt.interval === 0);
 }
 
-export const checkpointsDir = (runDir: string) => join(runDir, "checkpoints");
-export const checkpointDir = (runDir: string, step: number) => join(checkpointsDir(runDir), `step_${step}`);
 
 function listFiles(dir: string): string[] {
   return readdirSync(dir, { recursive: true, withFileTypes: true })
@@ -200,8 +199,6 @@ export function rewindRunDir(runDir: string, step: number): void {
           return false; // a line cut by the kill
         }
       });
-    const tmp = `${metrics}.tmp-${process.pid}`;
-    writeFileSync(tmp, kept.map((line) => `${line}\n`).join(""));
-    renameSync(tmp, metrics);
+    writeFileAtomic(metrics, kept.map((line) => `${line}\n`).join(""));
   }
 }

@@ -15,9 +15,10 @@
 // Atomic: the file is written as `step_N.bin.tmp-<pid>` and renamed into place, so the trainer
 // (which polls for the final name) never sees half a batch, and a run killed mid-write leaves only
 // a tmp file that the next start deletes.
-import { readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { RlxError } from "../errors.ts";
 import type { ComponentCounts, PackedRow, PackedSampleInfo, PackedStep } from "../data/pack.ts";
+import { writeFileAtomic } from "./paths.ts";
 
 const MAGIC = "RLXB";
 const FORMAT_VERSION = 1;
@@ -197,14 +198,7 @@ export function decodeStepBatch(bytes: Uint8Array, file = "step file"): StepBatc
 
 /** Writes a step file atomically (tmp + rename). */
 export function writeStepBatch(path: string, batch: StepBatch): void {
-  const tmp = `${path}.tmp-${process.pid}`;
-  try {
-    writeFileSync(tmp, encodeStepBatch(batch));
-    renameSync(tmp, path);
-  } catch (err) {
-    rmSync(tmp, { force: true });
-    throw err;
-  }
+  writeFileAtomic(path, encodeStepBatch(batch));
 }
 
 export function readStepBatch(path: string): StepBatch {

@@ -9,9 +9,8 @@
 //   [eval]     env list, interval, num_examples, k, greedy: held-out tasks between steps
 //   [save]     interval, keep, dtype  resumable checkpoints (`rlx sft --resume`); the final model always goes to <output_dir>/model
 import { z } from "zod";
-import { ConfigError } from "../errors.ts";
+import { ConfigError, configError, keyPath } from "../errors.ts";
 import { envArgsSchema, listEnvs } from "../envs/index.ts";
-import { configError, keyPath } from "../config/errors.ts";
 import { readToml } from "../config/load.ts";
 import { applyOverrides } from "../config/overrides.ts";
 import { configSchema } from "../config/schema.ts";

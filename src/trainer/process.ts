@@ -24,7 +24,7 @@
 // passes the gradient all-reduce, so rank 0 cannot delete it under another rank. The AdamW state
 // is identical on every rank (same summed gradient, same update), so rank 0's checkpoint restores
 // them all.
-import { existsSync, mkdirSync, readdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import type { ResolvedConfig } from "../config/resolve.ts";
 import { RlxError } from "../errors.ts";
@@ -32,26 +32,12 @@ import { loadModel, saveModel } from "../model/hf.ts";
 import { ProcessGroup, type StoreSpec } from "../native/dist.ts";
 import { NativeOptimizer } from "../native/train.ts";
 import { costModelOf } from "./balance.ts";
+import { PUBLISHED_MARKER, type PublishedStep, batchPath, weightsDir, writeFileAtomic } from "../rundir/paths.ts";
 import { readStepBatch } from "../rundir/step_file.ts";
 import { isCheckpointStep, readCheckpoint, writeCheckpoint } from "../rundir/checkpoint.ts";
 import { trainStepOnRank } from "./ranks.ts";
 import { learningRate } from "./schedule.ts";
 import { nativePolicy, trainStep } from "./step.ts";
-
-/** The marker file that makes `weights/step_N/` visible to readers. */
-export const PUBLISHED_MARKER = "published.json";
-
-/** What the marker holds: the metrics of the step that produced these weights. */
-export interface PublishedStep {
-  step: number;
-  /** The orchestrator's half of the step's metrics, passed through from the step file. */
-  orchestrator: Record<string, number>;
-  /** The trainer's: losses, mismatch_kl, entropy, grad norm, ... (src/trainer/step.ts). */
-  metrics: Record<string, number>;
-  perEnv: Record<string, Record<string, number>>;
-  /** Seconds spent waiting for the step file, training, and saving the weights. */
-  timing: { wait: number; train: number; publish: number; checkpoint: number };
-}
 
 export interface TrainerOptions {
   runDir: string;
@@ -67,9 +53,6 @@ export interface TrainerOptions {
   /** Where the ranks meet; required when trainer.world_size > 1. */
   store?: StoreSpec;
 }
-
-export const batchPath = (runDir: string, step: number) => join(runDir, "batches", `step_${step}.bin`);
-export const weightsDir = (runDir: string, step: number) => join(runDir, "weights", `step_${step}`);
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -93,13 +76,6 @@ async function waitForFile(path: string, opts: TrainerOptions): Promise<void> {
       if (!parentAlive(opts.parentPid)) throw new RlxError(`the orchestrator (pid ${opts.parentPid}) is gone; the trainer stops`);
     }
   }
-}
-
-/** Writes `data` as `dir/name` by tmp + rename. */
-export function writeFileAtomic(path: string, data: string | Uint8Array): void {
-  const tmp = `${path}.tmp-${process.pid}`;
-  writeFileSync(tmp, data);
-  renameSync(tmp, path);
 }
 
 /** Keeps the newest `keep` published weight directories. The policy only loads the newest, and the

@@ -11,7 +11,7 @@
 import type { NativeModel } from "../native/model.ts";
 import { METRIC_FIELDS, type NativeOptimizer, type StepMetrics as MetricSums, type StepResult as RowResult, trainStep as trainNativeRow } from "../native/train.ts";
 import type { ComponentCounts, PackedRow, PackedStep } from "../data/pack.ts";
-import { rowCounts } from "../data/pack.ts";
+import { stepCounts } from "../data/pack.ts";
 
 export type { MetricSums, RowResult };
 
@@ -24,11 +24,7 @@ export interface LossSettings {
 }
 
 /** N_x = max(1, member count over the whole step). */
-export interface Denominators {
-  rl: number;
-  ce: number;
-  refKl: number;
-}
+export type Denominators = ComponentCounts;
 
 export interface OptimizerResult {
   gradNorm: number;
@@ -80,13 +76,7 @@ function reduceInPlace(blocks: MetricSums[], reduce: (flat: Float64Array) => voi
 
 /** N_x = max(1, count) from the rows' member counts. */
 export function denominatorsOf(rows: readonly PackedRow[]): Denominators {
-  const total: ComponentCounts = { rl: 0, ce: 0, refKl: 0 };
-  for (const row of rows) {
-    const c = rowCounts(row);
-    total.rl += c.rl;
-    total.ce += c.ce;
-    total.refKl += c.refKl;
-  }
+  const total = stepCounts(rows);
   return { rl: Math.max(1, total.rl), ce: Math.max(1, total.ce), refKl: Math.max(1, total.refKl) };
 }
 

@@ -9,7 +9,7 @@
 // trains one real AdamW step with the custom RLOO example.
 import { describe, expect, test } from "bun:test";
 import { join } from "node:path";
-import { algoSchemas, type AlgoConfig } from "../../src/config/algo.ts";
+import type { AlgoConfig } from "../../src/algorithms/registry.ts";
 import type { NativeModel } from "../../src/native/model.ts";
 import { NativeOptimizer } from "../../src/native/train.ts";
 import { finishGroup, finishRollout } from "../../src/algorithms/base.ts";
@@ -46,12 +46,12 @@ function rollout(seed: number, reward: number): Rollout {
 
 async function grpoSamples(): Promise<TrainingSample[]> {
   const group = [1, 0, 0.5, 0].map((r, i) => rollout(10 + i, r));
-  await finishGroup(new Grpo(algoSchemas.grpo.parse({ type: "grpo" })), group);
+  await finishGroup(new Grpo(Grpo.schema.parse({ type: "grpo" })), group);
   return group.flatMap((r) => rolloutToSamples(r, "rl"));
 }
 
 async function echoSamples(): Promise<TrainingSample[]> {
-  const algo = new Echo(algoSchemas.echo.parse({ type: "echo" }));
+  const algo = new Echo(Echo.schema.parse({ type: "echo" }));
   const group = [1, 0, 0.5, 0].map((r, i) => rollout(10 + i, r)); // the same rollouts as grpoSamples
   for (const r of group) await finishRollout(algo, r);
   await finishGroup(algo, group);
@@ -60,7 +60,7 @@ async function echoSamples(): Promise<TrainingSample[]> {
 
 async function sftSample(): Promise<TrainingSample[]> {
   const r = rollout(30, 1);
-  await finishRollout(new Sft(algoSchemas.sft.parse({ type: "sft", sampling: { source: { name: "t", base_url: "http://127.0.0.1:9/v1" } } })), r);
+  await finishRollout(new Sft(Sft.schema.parse({ type: "sft", sampling: { source: { name: "t", base_url: "http://127.0.0.1:9/v1" } } })), r);
   return rolloutToSamples(r, "ce");
 }
 
@@ -143,7 +143,7 @@ test("the custom RLOO example trains one AdamW step end to end", async () => {
   const m = await tinyModel({ dtype: "f32", seed: 9 });
   using optimizer = NativeOptimizer.create(m);
   const config = { type: "custom", path: join(import.meta.dir, "../../examples/algorithms/rloo.ts"), sampling: { source: "policy" } } as AlgoConfig;
-  const { algorithm } = await createAlgorithm(config, { source: "test", path: ["orchestrator", "algo"] });
+  const { algorithm } = await createAlgorithm(config, { source: "test", path: ["orchestrator", "algo"] }, { policyUrls: [] });
   const group = [1, 0, 0, 1].map((r, i) => rollout(50 + i, r));
   await finishGroup(algorithm, group);
   const { kept } = filterZeroAdvantage(group.flatMap((r) => rolloutToSamples(r, algorithm.kind.actionLossType)));

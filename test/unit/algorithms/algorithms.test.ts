@@ -4,7 +4,6 @@ import { describe, expect, test } from "bun:test";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { algoSchemas } from "../../../src/config/algo.ts";
 import { ConfigError, EndpointError, RlxError } from "../../../src/errors.ts";
 import { type AlgorithmContext, finishGroup, finishRollout, type FrozenClient } from "../../../src/algorithms/base.ts";
 import { Echo } from "../../../src/algorithms/echo.ts";
@@ -38,29 +37,29 @@ describe("grpo", () => {
   test("centers rewards over the trainable rollouts and spreads them over action tokens", async () => {
     const group = [1, 0, 0, 1].map((r) => singleTurn(r));
     const failed = singleTurn(0, 3, 2, { error: "tool crashed" });
-    await finishGroup(new Grpo(algoSchemas.grpo.parse({ type: "grpo" })), [...group, failed]);
+    await finishGroup(new Grpo(Grpo.schema.parse({ type: "grpo" })), [...group, failed]);
     expect(group.map((r) => r.advantage)).toEqual([0.5, -0.5, -0.5, 0.5]);
     expect(group[0]!.advantages).toEqual([0, 0, 0, 0.5, 0.5]);
     expect(failed.advantages).toBeUndefined(); // errors are data, never trained, not in the mean
   });
   test("std normalization and length penalty options", async () => {
     const group = [1, 0, 0, 1].map((r) => singleTurn(r));
-    await finishGroup(new Grpo(algoSchemas.grpo.parse({ type: "grpo", std_normalize: true })), group);
+    await finishGroup(new Grpo(Grpo.schema.parse({ type: "grpo", std_normalize: true })), group);
     expect(group[0]!.advantage).toBeCloseTo(0.5 / (Math.sqrt(1 / 3) + 1e-6), 12);
     const long = [singleTurn(1, 5, 10), singleTurn(1, 5, 20)];
-    await finishGroup(new Grpo(algoSchemas.grpo.parse({ type: "grpo", length_penalty: {} })), long);
+    await finishGroup(new Grpo(Grpo.schema.parse({ type: "grpo", length_penalty: {} })), long);
     expect(long[0]!.advantage).toBeCloseTo(0.0625, 12); // hand-computed in group.test.ts
     expect(long[1]!.advantage).toBeCloseTo(-0.0625, 12);
   });
   test("a uniform group gives exactly zero advantages", async () => {
     const group = [0.7, 0.7, 0.7].map((r) => singleTurn(r));
-    await finishGroup(new Grpo(algoSchemas.grpo.parse({ type: "grpo" })), group);
+    await finishGroup(new Grpo(Grpo.schema.parse({ type: "grpo" })), group);
     for (const r of group) expect(r.advantages).toEqual([0, 0, 0, 0, 0]);
   });
 });
 
 test("max_rl: (r - mean) / mean and its zero-mean case", async () => {
-  const algo = new MaxRl(algoSchemas.max_rl.parse({ type: "max_rl" }));
+  const algo = new MaxRl(MaxRl.schema.parse({ type: "max_rl" }));
   const group = [1, 0, 0, 0].map((r) => singleTurn(r));
   await finishGroup(algo, group);
   expect(group.map((r) => r.advantage)).toEqual([3, -1, -1, -1]);
@@ -79,7 +78,7 @@ describe("echo", () => {
       { role: "user", tokens: 2, messageIndex: 3 },
       { role: "assistant", tokens: 2, sampled: true, messageIndex: 4 },
     ]);
-  const echo = (block: Record<string, unknown> = {}) => new Echo(algoSchemas.echo.parse({ type: "echo", ...block }));
+  const echo = (block: Record<string, unknown> = {}) => new Echo(Echo.schema.parse({ type: "echo", ...block }));
 
   test("weights only content tokens of tool observations after the first model turn", async () => {
     const r = conversation();
@@ -156,7 +155,7 @@ describe("opd", () => {
     vocabSize: async () => 259,
     ...over,
   });
-  const opd = () => new Opd(algoSchemas.opd.parse({ type: "opd", teacher }));
+  const opd = () => new Opd(Opd.schema.parse({ type: "opd", teacher }));
 
   test("teacher prefill logprobs land on the action tokens of each sample, aligned per token", async () => {
     const algo = opd();
@@ -198,7 +197,7 @@ describe("opd", () => {
 });
 
 describe("opsd", () => {
-  const opsd = (block: Record<string, unknown> = {}) => new Opsd(algoSchemas.opsd.parse({ type: "opsd", ...block }));
+  const opsd = (block: Record<string, unknown> = {}) => new Opsd(Opsd.schema.parse({ type: "opsd", ...block }));
   // The renderer wraps the system message in 2 markers; the policy's logprob at position p is -(p+1)/10.
   const renderer = { render: (messages: { content: string }[]) => ({ tokenIds: [900, ...utf8(messages[0]!.content), 901] }) };
   const setupWith = async (algo: Opsd, calls: number[][]) =>
@@ -241,7 +240,7 @@ describe("opsd", () => {
 
 test("sft: no hooks; routing writes ce 1.0 over the teacher's tokens and zeros rl", async () => {
   const r: Rollout = singleTurn(1, 2, 3);
-  await finishRollout(new Sft(algoSchemas.sft.parse({ type: "sft", sampling: { source: teacher } })), r);
+  await finishRollout(new Sft(Sft.schema.parse({ type: "sft", sampling: { source: teacher } })), r);
   expect(r.advantages).toBeUndefined();
   const [sample] = rolloutToSamples(r, Sft.actionLossType);
   expect(sample!.ceWeights).toEqual([0, 0, 1, 1, 1]);

@@ -7,8 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { loadConfig } from "../../../src/config/load.ts";
 import { ConfigError } from "../../../src/errors.ts";
-import { BUILTIN_ALGORITHMS } from "../../../src/algorithms/registry.ts";
-import { algoTraits } from "../../../src/config/algo.ts";
+import { BUILTIN_ALGORITHMS, groupRelativeTypes } from "../../../src/algorithms/registry.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "rlx-rules-"));
 let n = 0;
@@ -29,11 +28,17 @@ const rejects = (algo: string, ...parts: string[]) => {
   for (const part of parts) expect((error as Error).message).toContain(part);
 };
 
-test("the classes and the config layer agree on each type's loss component and group-relativity", () => {
-  for (const [type, cls] of Object.entries(BUILTIN_ALGORITHMS)) {
-    const traits = algoTraits[type as keyof typeof algoTraits];
-    expect([type, cls.type, cls.actionLossType, cls.groupRelative]).toEqual([type, type, traits.loss, traits.groupRelative]);
-  }
+test("each registry entry is its class's type, with the loss component and group-relativity of the design's table", () => {
+  const table = Object.entries(BUILTIN_ALGORITHMS).map(([type, cls]) => [type, cls.type, cls.actionLossType]);
+  expect(table).toEqual([
+    ["grpo", "grpo", "rl"],
+    ["max_rl", "max_rl", "rl"],
+    ["opd", "opd", "ref_kl"],
+    ["opsd", "opsd", "ref_kl"],
+    ["sft", "sft", "ce"],
+    ["echo", "echo", "rl"],
+  ]);
+  expect(groupRelativeTypes()).toEqual(["grpo", "max_rl", "echo"]);
 });
 
 describe("rl and ref_kl algorithms must sample from the live policy", () => {

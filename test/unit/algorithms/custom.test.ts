@@ -4,11 +4,12 @@ import { describe, expect, test } from "bun:test";
 import { copyFileSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { AlgoConfig } from "../../../src/config/algo.ts";
+import type { AlgoConfig } from "../../../src/algorithms/registry.ts";
 import { loadConfig } from "../../../src/config/load.ts";
 import { ConfigError } from "../../../src/errors.ts";
 import { finishGroup } from "../../../src/algorithms/base.ts";
-import { algorithmName, createAlgorithm, createEnvAlgorithms } from "../../../src/algorithms/registry.ts";
+import { algorithmName, createAlgorithm } from "../../../src/algorithms/registry.ts";
+import { createEnvAlgorithms } from "../../../src/orchestrator/setup.ts";
 import { packStep } from "../../../src/data/pack.ts";
 import { filterZeroAdvantage, rolloutToSamples } from "../../../src/algorithms/samples.ts";
 import { trainStep } from "../../../src/trainer/step.ts";
@@ -28,7 +29,7 @@ function plugin(name: string, body: string): string {
 
 describe("the RLOO example", () => {
   test("loads from its file, validates its config, and scores with the leave-one-out baseline", async () => {
-    const { algorithm, warnings } = await createAlgorithm(custom({ scale: 2 }), SITE);
+    const { algorithm, warnings } = await createAlgorithm(custom({ scale: 2 }), SITE, { policyUrls: [] });
     expect(algorithmName(algorithm)).toBe("rloo");
     expect(algorithm.kind.actionLossType).toBe("rl");
     expect(algorithm.config).toMatchObject({ type: "custom", scale: 2, sampling: { source: "policy" } });
@@ -38,11 +39,11 @@ describe("the RLOO example", () => {
     // 1 - mean(0,0,0) = 1; 0 - mean(1,0,0) = -1/3; times scale 2
     expect(group[0]!.advantage).toBeCloseTo(2, 12);
     expect(group[1]!.advantage).toBeCloseTo(-2 / 3, 12);
-    expect((await createAlgorithm(custom(), SITE)).algorithm.config).toMatchObject({ scale: 1 });
+    expect((await createAlgorithm(custom(), SITE, { policyUrls: [] })).algorithm.config).toMatchObject({ scale: 1 });
   });
 
   test("trains one step", async () => {
-    const { algorithm } = await createAlgorithm(custom(), SITE);
+    const { algorithm } = await createAlgorithm(custom(), SITE, { policyUrls: [] });
     const group = [1, 0, 1, 0].map((r) => singleTurn(r, 3, 4));
     await finishGroup(algorithm, group);
     const { kept } = filterZeroAdvantage(group.flatMap((r) => rolloutToSamples(r, algorithm.kind.actionLossType)));
@@ -66,7 +67,7 @@ describe("the RLOO example", () => {
 
 describe("validation, with the path the user typed", () => {
   const fails = async (config: AlgoConfig, ...parts: (string | RegExp)[]) => {
-    const error = await createAlgorithm(config, SITE).then(
+    const error = await createAlgorithm(config, SITE, { policyUrls: [] }).then(
       () => undefined,
       (err: unknown) => err,
     );
@@ -80,13 +81,13 @@ describe("validation, with the path the user typed", () => {
   test("DESIGN §5: an rl or ref_kl class must sample from the live policy", async () => {
     await fails(custom({ sampling: { source: { name: "t", base_url: "http://127.0.0.1:9/v1" } } }), "orchestrator.train.env[1].algo.sampling.source", "rloo trains with the rl loss", '"policy"');
     const ce = plugin("ce.ts", 'export default ({ Algorithm }) => class extends Algorithm { static type = "distill"; static actionLossType = "ce"; };');
-    const frozen = await createAlgorithm(custom({ sampling: { source: { name: "t", base_url: "http://127.0.0.1:9/v1" } } }, ce), SITE);
+    const frozen = await createAlgorithm(custom({ sampling: { source: { name: "t", base_url: "http://127.0.0.1:9/v1" } } }, ce), SITE, { policyUrls: [] });
     expect(algorithmName(frozen.algorithm)).toBe("distill"); // ce may learn from a frozen model
   });
   test("a group-relative class with group_size 1 is a warning", async () => {
-    const { warnings } = await createAlgorithm(custom(), { ...SITE, groupSize: 1 });
+    const { warnings } = await createAlgorithm(custom(), { ...SITE, groupSize: 1 }, { policyUrls: [] });
     expect(warnings).toHaveLength(1);
-    expect(warnings[0]).toContain("group_size is 1");
+    expect(warnings[0]).toContain("orchestrator.train.env[1].algo: rloo with group_size 1 gives every rollout advantage 0");
   });
   test("malformed plug-in files", async () => {
     await fails(custom({}, join(dir, "missing.ts")), "algo.path", "cannot import");
@@ -106,7 +107,7 @@ test("a compiled binary loads a custom algorithm file from disk, outside the rep
     "entry.ts",
     `import { createAlgorithm, algorithmName } from ${JSON.stringify(join(ROOT, "src/algorithms/registry.ts"))};
 const config = { type: "custom", path: process.argv[2], sampling: { source: "policy" }, scale: 3 };
-const { algorithm } = await createAlgorithm(config, { source: "x", path: ["orchestrator", "algo"] });
+const { algorithm } = await createAlgorithm(config, { source: "x", path: ["orchestrator", "algo"] }, { policyUrls: [] });
 const seg = (sampled, ids) => ({ role: sampled ? "assistant" : "user", tokenIds: ids, sampled, messageIndex: sampled ? 1 : 0, sample: 0 });
 const group = [1, 0].map((reward) => ({ id: String(reward), reward, segments: [seg(false, [1]), seg(true, [2, 3])] }));
 await algorithm.scoreGroup(group);

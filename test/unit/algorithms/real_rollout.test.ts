@@ -3,7 +3,6 @@
 // weights exactly the tool output's text, OPSD's hint is the template's system block, and OPD's
 // tokenizer check accepts the policy's own tokenizer.
 import { expect, test } from "bun:test";
-import { algoSchemas } from "../../../src/config/algo.ts";
 import forth, { FORTH_SYSTEM_PROMPT } from "../../../src/envs/forth/index.ts";
 import { createEnv } from "../../../src/envs/index.ts";
 import type { Completion, CompletionRequest, SamplingClient } from "../../../src/inference/types.ts";
@@ -69,7 +68,7 @@ test("echo weights exactly the tool output's content tokens, and the step packs"
   const good = await forthRollout(new Scripted([]), "a", [call("3 4 + ."), "Answer: 7"]);
   const bad = await forthRollout(new Scripted([]), "b", [call("3 4 - ."), "Answer: -1"]);
   expect([good.reward, bad.reward]).toEqual([1, 0]);
-  const echo = new Echo(algoSchemas.echo.parse({ type: "echo" }));
+  const echo = new Echo(Echo.schema.parse({ type: "echo" }));
   await echo.setup(context(new Scripted([])));
   for (const r of [good, bad]) await finishRollout(echo, r);
   await finishGroup(echo, [good, bad]);
@@ -88,7 +87,7 @@ test("echo weights exactly the tool output's content tokens, and the step packs"
 test("opsd renders the hint with the chat template and slices it off the policy's score", async () => {
   const policy = new Scripted([]);
   const r = await forthRollout(policy, "c", [call("3 4 + ."), "Answer: 7"]);
-  const opsd = new Opsd(algoSchemas.opsd.parse({ type: "opsd", demo_key: "solution" }));
+  const opsd = new Opsd(Opsd.schema.parse({ type: "opsd", demo_key: "solution" }));
   await opsd.setup(context(policy));
   await finishRollout(opsd, r);
   const hint = opsd.hintIds(r);

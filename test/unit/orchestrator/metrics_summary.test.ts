@@ -6,7 +6,7 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { MetricsLog } from "../../../src/orchestrator/metrics.ts";
-import type { PublishedStep } from "../../../src/trainer/process.ts";
+import type { PublishedStep } from "../../../src/rundir/paths.ts";
 
 const published = (step: number, orchestrator: Record<string, number>): PublishedStep => ({
   step,

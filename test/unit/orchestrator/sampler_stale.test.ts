@@ -12,8 +12,8 @@ import type { Completion, CompletionRequest, SamplingClient } from "../../../src
 import { byteGenerationConfig, byteTokenizerConfig, byteTokenizerJson, IM_END_ID } from "../../../src/model/byte_tokenizer.ts";
 import { ChatRenderer } from "../../../src/model/render.ts";
 import { Tokenizer } from "../../../src/model/tokenizer.ts";
-import { createEnvAlgorithms } from "../../../src/algorithms/registry.ts";
-import { type LoopOptions, MAX_EMPTY_BATCHES, sampleGroups } from "../../../src/orchestrator/loop.ts";
+import { type CollectContext, MAX_EMPTY_BATCHES, sampleGroups } from "../../../src/orchestrator/collect.ts";
+import { createEnvAlgorithms } from "../../../src/orchestrator/setup.ts";
 import { Progress } from "../../../src/orchestrator/metrics.ts";
 import { TaskSampler } from "../../../src/orchestrator/sampler.ts";
 import { LETTERS_ENV } from "../../e2e/train_helpers.ts";
@@ -47,10 +47,10 @@ async function setup(client: SamplingClient, frozen = false) {
   const tasks = await env.load("train", 0);
   const o = {
     config,
-    runDir: dir,
     envs: [{ resolved, env, tasks, algorithm: algorithms.get("letters")!, algoName: "grpo", lossType: "rl" as const, client, frozen }],
     renderer: new ChatRenderer(tokenizer),
-  } as unknown as LoopOptions;
+    warn: () => {},
+  } as CollectContext;
   const sampler = new TaskSampler([{ name: "letters", ratio: 1, groupSize: 2, tasks }], 0);
   return { o, sampler };
 }

@@ -1,7 +1,6 @@
 // The audit record of rollouts/step_N.jsonl: one line per trained sample, enough to re-derive
 // which tokens trained which component with what credit, read back with its schema.
 import { expect, test } from "bun:test";
-import { algoSchemas } from "../../../src/config/algo.ts";
 import { finishGroup } from "../../../src/algorithms/base.ts";
 import { Grpo } from "../../../src/algorithms/grpo.ts";
 import { assignRefLogprobs } from "../../../src/algorithms/routing.ts";
@@ -11,7 +10,7 @@ import { singleTurn } from "../../fixtures/rollouts.ts";
 
 test("a grpo and an opd sample round-trip through JSONL with exactly the streams they carry", async () => {
   const group = [singleTurn(1, 2, 2, { groupId: "g7", policyVersion: 3 }), singleTurn(0, 2, 2, { groupId: "g7", policyVersion: 3 })];
-  await finishGroup(new Grpo(algoSchemas.grpo.parse({ type: "grpo" })), group);
+  await finishGroup(new Grpo(Grpo.schema.parse({ type: "grpo" })), group);
   const opd = singleTurn(0.5, 2, 2, { env: "search" });
   assignRefLogprobs(opd, [0, -1, -2, -3]);
   opd.advantage = null;

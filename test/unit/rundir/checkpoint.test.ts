@@ -7,7 +7,8 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFil
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { BatchFileError, decodeStepBatch, encodeStepBatch, readStepBatch, writeStepBatch } from "../../../src/rundir/step_file.ts";
-import { checkpointDir, isCheckpointStep, latestCheckpoint, readCheckpoint, rewindRunDir } from "../../../src/rundir/checkpoint.ts";
+import { checkpointDir } from "../../../src/rundir/paths.ts";
+import { isCheckpointStep, latestCheckpoint, readCheckpoint, rewindRunDir } from "../../../src/rundir/checkpoint.ts";
 import { packStep } from "../../../src/data/pack.ts";
 import type { TrainingSample } from "../../../src/data/types.ts";
 
