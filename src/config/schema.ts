@@ -163,7 +163,6 @@ export const configSchema = z.strictObject({
 
   log: z
     .strictObject({
-      level: z.enum(["debug", "info", "warn", "error"]).default("info"),
       /** Write the audit records rollouts/step_N.jsonl every N steps; 0 = never. */
       rollouts_interval: z.number().int().min(0).default(1),
     })

@@ -22,6 +22,7 @@ import type { ChatMessage } from "../model/chat.ts";
 import type { ChatRenderer } from "../model/render.ts";
 import { runRollout } from "../rollout/driver.ts";
 import type { Rollout } from "../data/types.ts";
+import { mean } from "../algorithms/group.ts";
 
 export interface EvalSettings {
   /** Samples per task at `temperature`. */
@@ -102,7 +103,6 @@ export function passMetrics(results: readonly TaskEval[], k: number, threshold: 
   return metrics;
 }
 
-const mean = (values: readonly number[]) => (values.length ? values.reduce((a, b) => a + b, 0) / values.length : 0);
 
 function completionTokens(rollout: Rollout): number {
   return rollout.segments.reduce((n, s) => n + (s.sampled ? s.tokenIds.length : 0), 0);

@@ -28,6 +28,7 @@
 import { type FinishReason, NativeGenerator, type SamplingParams, score } from "../native/generate.ts";
 import type { NativeModel } from "../native/model.ts";
 import { EngineClosedError, InvalidRequestError, QueueFullError } from "./errors.ts";
+import { checkRequest, checkSequences, type Limits, loadSameArchitecture } from "./limits.ts";
 
 /** "drain": running sequences finish on the old weights first; "in-flight": they continue on the new. */
 export type ReloadMode = "in-flight" | "drain";
@@ -160,18 +161,11 @@ export class Engine {
 
   /** Checks a request against the engine's limits; throws InvalidRequestError naming the field. */
   validate(prompt: readonly number[], maxNewTokens: number): void {
-    if (prompt.length === 0) throw new InvalidRequestError("the prompt is empty", "prompt");
-    const vocab = this.vocabSize;
-    const bad = prompt.findIndex((t) => !Number.isInteger(t) || t < 0 || t >= vocab);
-    if (bad >= 0) throw new InvalidRequestError(`prompt token ${bad} is ${prompt[bad]}, outside the vocabulary 0..${vocab - 1}`, "prompt");
-    if (!Number.isInteger(maxNewTokens) || maxNewTokens < 1) throw new InvalidRequestError(`max_tokens must be a positive integer, got ${maxNewTokens}`, "max_tokens");
-    if (prompt.length + maxNewTokens > this.maxModelLen) {
-      throw new InvalidRequestError(
-        `This model's maximum context length is ${this.maxModelLen} tokens. However, you requested ${prompt.length + maxNewTokens} tokens (${prompt.length} in the messages, ${maxNewTokens} in the completion). Please reduce the length of the messages or completion.`,
-        prompt.length >= this.maxModelLen ? "prompt" : "max_tokens",
-        { fix: "shorten the prompt or max_tokens, or start the server with a larger --max-model-len" },
-      );
-    }
+    checkRequest(prompt, maxNewTokens, this.#limits());
+  }
+
+  #limits(): Limits {
+    return { vocabSize: this.vocabSize, maxModelLen: this.maxModelLen };
   }
 
   /** Queues a sequence; resolves when it finishes (or is cancelled). */
@@ -218,12 +212,7 @@ export class Engine {
   /** Prompt logprobs of each sequence under the current weights (element 0 of each is 0). */
   score(sequences: number[][], options: { temperature?: number } = {}): { logprobs: Float32Array[]; version: number } {
     if (this.#closed) throw new EngineClosedError("the inference engine is shutting down");
-    sequences.forEach((seq, i) => {
-      const bad = seq.findIndex((t) => !Number.isInteger(t) || t < 0 || t >= this.vocabSize);
-      if (seq.length === 0) throw new InvalidRequestError(`sequence ${i} is empty`, "prompt");
-      if (bad >= 0) throw new InvalidRequestError(`sequence ${i}: token ${bad} is ${seq[bad]}, outside the vocabulary 0..${this.vocabSize - 1}`, "prompt");
-      if (seq.length > this.maxModelLen) throw new InvalidRequestError(`sequence ${i} has ${seq.length} tokens, more than the maximum context length ${this.maxModelLen}`, "prompt");
-    });
+    checkSequences(sequences, this.#limits());
     if (sequences.length === 0) return { logprobs: [], version: this.#version };
     const { logprobs } = score(this.#model, sequences, { temperature: options.temperature ?? 1 });
     return { logprobs, version: this.#version };
@@ -367,14 +356,7 @@ export class Engine {
     const reload = this.#reloads.shift()!;
     let model: NativeModel | undefined;
     try {
-      model = await this.#loadWeights(reload.dir);
-      const [want, got] = [this.#model.config, model.config];
-      const differs = (Object.keys(want) as (keyof typeof want)[]).find((key) => want[key] !== got[key]);
-      if (differs) {
-        throw new InvalidRequestError(`${reload.dir}: config.json has ${differs} = ${got[differs]}, the served model has ${want[differs]}`, "path", {
-          fix: "publish weights of the same architecture as the served model",
-        });
-      }
+      model = await loadSameArchitecture(reload.dir, this.#model, this.#loadWeights);
       // In-flight: this runs between two decode steps, and the cache and sequences stay.
       if (this.reloadMode === "in-flight") this.#generator.setModel(model);
     } catch (err) {

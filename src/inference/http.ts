@@ -37,7 +37,6 @@ export class Semaphore {
 }
 
 const retryable = (status: number) => status === 429 || status >= 500;
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 export class JsonEndpoint {
   private readonly gate: Semaphore;
@@ -57,7 +56,7 @@ export class JsonEndpoint {
     const target = `${this.url}${path}`;
     let lastError = "";
     for (let attempt = 0; attempt <= this.options.retries; attempt++) {
-      if (attempt > 0) await sleep(Math.min(10_000, this.options.backoffMs * 2 ** (attempt - 1)) * (0.5 + Math.random() / 2));
+      if (attempt > 0) await Bun.sleep(Math.min(10_000, this.options.backoffMs * 2 ** (attempt - 1)) * (0.5 + Math.random() / 2));
       let response: Response;
       try {
         response = await fetch(target, {

@@ -12,13 +12,13 @@
 // entropy/*, throughput/*, time/*, off_policy/*, rollouts/*, errors/*, batch/*, optim/*.
 import { appendFileSync, existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { PUBLISHED_MARKER, type PublishedStep, weightsDir } from "../rundir/paths.ts";
+import { metricsPath, PUBLISHED_MARKER, type PublishedStep, weightsDir } from "../rundir/paths.ts";
 import { formatTable } from "../eval/table.ts";
 import type { Rollout } from "../data/types.ts";
+import { mean } from "../algorithms/group.ts";
 
 export type Metrics = Record<string, number>;
 
-const mean = (values: number[]) => (values.length ? values.reduce((a, b) => a + b, 0) / values.length : 0);
 
 /** Per-env and overall rollout statistics of one step's rollouts (failed ones included in counts only). */
 export function rolloutMetrics(rollouts: readonly Rollout[], envs: readonly string[]): Metrics {
@@ -115,7 +115,7 @@ export class MetricsLog {
     private readonly maxSteps: number,
     private readonly print: (line: string) => void,
   ) {
-    this.path = join(runDir, "metrics.jsonl");
+    this.path = metricsPath(runDir);
   }
 
   /** Appends step `step`'s line (both halves, from the publish marker) and prints its console line. */

@@ -101,7 +101,6 @@ function policyMode(config: ResolvedConfig, requested: InferenceMode): Inference
   return "in-process";
 }
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** Tokens the policy serves beyond seq_len, for scoring prefixed sequences (OPSD's hint). */
 const SCORE_MARGIN = 512;
@@ -159,7 +158,7 @@ async function waitForHealth(baseUrl: string, timeoutMs = 120_000): Promise<void
     try {
       if ((await fetch(url, { signal: AbortSignal.timeout(2000) })).ok) return;
     } catch {}
-    await sleep(200);
+    await Bun.sleep(200);
   }
   throw new RlxError(`the policy server ${baseUrl} did not become healthy within ${timeoutMs / 1000} s`, { fix: "see logs/policy-*.log in the run directory" });
 }

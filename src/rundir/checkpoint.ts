@@ -21,7 +21,7 @@ import { RlxError } from "../errors.ts";
 import { saveModel } from "../model/hf.ts";
 import type { NativeModel } from "../native/model.ts";
 import type { NativeOptimizer } from "../native/train.ts";
-import { checkpointDir, checkpointsDir, writeFileAtomic } from "./paths.ts";
+import { checkpointDir, checkpointsDir, metricsPath, writeFileAtomic } from "./paths.ts";
 
 const FORMAT = 1;
 
@@ -187,7 +187,7 @@ export function rewindRunDir(runDir: string, step: number): void {
       if (name.includes(".tmp-") || (match && Number(match[1]) > step)) rmSync(join(dir, name), { recursive: true, force: true });
     }
   }
-  const metrics = join(runDir, "metrics.jsonl");
+  const metrics = metricsPath(runDir);
   if (existsSync(metrics)) {
     const kept = readFileSync(metrics, "utf8")
       .split("\n")

@@ -31,6 +31,7 @@ import { loadNative } from "../native/ffi.ts";
 import type { NativeModel } from "../native/model.ts";
 import { NativeOptimizer } from "../native/train.ts";
 import { rewindRunDir, writeCheckpoint } from "../rundir/checkpoint.ts";
+import { metricsPath } from "../rundir/paths.ts";
 import { type EnvEval, evalMetrics, evaluate, loadEvalTasks } from "../eval/evaluate.ts";
 import { learningRate } from "../trainer/schedule.ts";
 import { type SftExample, SftBatches } from "./batches.ts";
@@ -143,9 +144,9 @@ export async function runSft(config: SftConfig, options: SftOptions = {}): Promi
   }
   mkdirSync(runDir, { recursive: true });
   writeFileSync(join(runDir, "config.resolved.toml"), stringifyToml(JSON.parse(JSON.stringify(config))));
-  const metricsPath = join(runDir, "metrics.jsonl");
-  if (!resumed) writeFileSync(metricsPath, "");
-  const record = (row: Record<string, number>) => appendFileSync(metricsPath, `${JSON.stringify(row)}\n`);
+  const metrics = metricsPath(runDir);
+  if (!resumed) writeFileSync(metrics, "");
+  const record = (row: Record<string, number>) => appendFileSync(metrics, `${JSON.stringify(row)}\n`);
 
   const model = await loadModel(checkpoint?.modelDir ?? config.model.path, { dtype: config.model.dtype });
   try {

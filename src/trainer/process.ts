@@ -54,7 +54,6 @@ export interface TrainerOptions {
   store?: StoreSpec;
 }
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 function parentAlive(pid: number | undefined): boolean {
   if (pid === undefined) return true;
@@ -70,7 +69,7 @@ async function waitForFile(path: string, opts: TrainerOptions): Promise<void> {
   const poll = opts.pollMs ?? 20;
   let checked = performance.now();
   while (!existsSync(path)) {
-    await sleep(poll);
+    await Bun.sleep(poll);
     if (performance.now() - checked > 500) {
       checked = performance.now();
       if (!parentAlive(opts.parentPid)) throw new RlxError(`the orchestrator (pid ${opts.parentPid}) is gone; the trainer stops`);
