@@ -1,4 +1,4 @@
-// The overlap async RL buys (DESIGN §2, §10): the same `rlx train` run with max_async_level = 0
+// The overlap async RL buys (docs/architecture.md §2, §10): the same `rlx train` run with max_async_level = 0
 // (generate step N+1 only after the trainer published step N) and 1 (generate step N+1 while the
 // trainer trains step N), side by side in one command, rounds alternating. Prints the median step
 // time (steps 2.. of each run; step 1 has no overlap to gain) with its parts, and the ratio.

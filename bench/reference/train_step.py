@@ -2,7 +2,7 @@
 PyTorch user would write it, on the same libtorch and BLAS the shim links.
 
 Run by the harness with Debian's python (/usr/bin/python3, torch 1.13); it prints one JSON line.
-The model and loss are the ones rlx trains (DESIGN.md section 6): a Qwen3-style decoder (RMSNorm,
+The model and loss are the ones rlx trains (docs/architecture.md §6): a Qwen3-style decoder (RMSNorm,
 RoPE, GQA, q/k norm, SwiGLU) over ONE packed row of several samples with block-diagonal causal
 attention and positions restarting per sample, the three loss components (DPPO+KL "rl", "ce",
 "ref_kl") each normalized by its own token count, backward, global grad-norm clipping at 1.0 and

@@ -80,7 +80,7 @@ int rlx_model_set_option(void* model, const char* name, double value);
  *   (> 0; the sampling temperature of each token: logits are divided by it) are required;
  *   ref_logprobs, rl_weights, ce_weights, ref_kl_weights and env_index (int32, -1 = no env) may
  *   be NULL. Absent weights mean rl 1 on loss_mask, ce 0, ref_kl 0.
- * Loss (DESIGN §6): L = sum(l_rl)/N_rl + sum(l_ce)/N_ce + sum(l_ref_kl)/N_ref_kl, members
+ * Loss (docs/architecture.md §6): L = sum(l_rl)/N_rl + sum(l_ce)/N_ce + sum(l_ref_kl)/N_ref_kl, members
  *   rl = loss_mask & rl_w != 0, ce = ce_w != 0 (not gated by loss_mask), ref_kl = ref_kl_w != 0;
  *   the denominators are the caller's max(1, member count) over the whole step (all ranks). */
 #define RLX_LOSS_N_RL 0

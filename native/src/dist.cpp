@@ -35,7 +35,7 @@ bool is_loopback(const std::string& host) { return host == "127.0.0.1" || host =
 
 #if defined(RLX_GLOO)
 // Where Gloo listens: GLOO_SOCKET_IFNAME (as in PyTorch) wins; a loopback or file rendezvous stays
-// on 127.0.0.1 (one machine; the feasibility recipe); otherwise this host's own address.
+// on 127.0.0.1 (one machine); otherwise this host's own address.
 std::shared_ptr<::gloo::transport::Device> gloo_device(const std::string& store, const std::string& address) {
   if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname)
     return c10d::ProcessGroupGloo::createDeviceForInterface(ifname);

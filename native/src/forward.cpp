@@ -6,7 +6,7 @@
 // length as one batched block), so its cost is the sum of the squared sample lengths, not the
 // squared row length, and no T x T mask exists. Grouped-query
 // attention views the R query heads of a kv head as extra rows of one matrix product against that
-// kv head's K, so K and V are never repeated (shared/reference/feasibility.md §4).
+// kv head's K, so K and V are never repeated (docs/architecture.md §7).
 //
 // libtorch 1.13 has no public scaled_dot_product_attention; 2.x builds use it (fused kernels,
 // flash attention on CUDA) unless the model's fused_attention option is off, and 2.4+ uses the

@@ -1,5 +1,5 @@
 // Precompiled header for every translation unit of the shim. ATen only (not torch/torch.h:
-// three times slower to parse, see shared/reference/feasibility.md §5). Built once by build.ts
+// three times slower to parse, docs/architecture.md §7). Built once by build.ts
 // with exactly the flags of the TUs; -Winvalid-pch reports a mismatch.
 #pragma once
 #include <ATen/ATen.h>

@@ -1,5 +1,5 @@
 // The training step: one packed micro-batch in, gradients accumulated into the parameters, the
-// loss of DESIGN §6 (prime-rl's three components, each over its own global token count) and its
+// loss of docs/architecture.md §6 (prime-rl's three components, each over its own global token count) and its
 // metrics out. Also rlx_loss_eval, the same loss over given logprobs (exact test vectors).
 //
 // Why two passes over the LM head: full-vocabulary float32 logits for a whole row do not fit in
@@ -92,7 +92,7 @@ struct LossOutput {
   at::Tensor per_token_T_F;  // metric contributions, no grad
 };
 
-// DESIGN §6 / prime-rl §3.2-3.6, per token, then summed. lp: [T], requires grad.
+// docs/architecture.md §6 / prime-rl's trainer/rl/loss.py, per token, then summed. lp: [T], requires grad.
 LossOutput compute_loss(const at::Tensor& lp, const Streams& s, const LossSettings& cfg, const at::Tensor& entropy) {
   auto lpd = lp.detach();
   auto f = [&](const at::Tensor& b) { return b.to(lp.scalar_type()); };

@@ -1,4 +1,4 @@
-// The Algorithm base class (DESIGN §5). An algorithm fixes three things: which model samples the
+// The Algorithm base class (docs/architecture.md §5). An algorithm fixes three things: which model samples the
 // rollouts (`sampling.source` in its config: the live policy or a frozen endpoint), how credit is
 // assigned per token (its hooks annotate rollouts), and which of the trainer's three loss
 // components consumes the action tokens (`actionLossType`). The trainer never sees an algorithm:

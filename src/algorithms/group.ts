@@ -2,7 +2,8 @@
 // scalar advantages out, index i belonging to rollout i of the group. Kept free of rollouts so the
 // formulas can be read (and tested) on their own; routing.ts spreads the scalars over tokens.
 //
-// Conventions (reference/prime-rl.md §2.1-2.2, papers.md §1, §7):
+// Conventions (prime-rl's orchestrator/algo/grpo.py and max_rl.py; DeepSeekMath arXiv 2402.03300,
+// Dr. GRPO arXiv 2503.20783, MaxRL arXiv 2602.02710):
 //   - centering:  A_i = r_i - mean(r)                                   (Dr. GRPO; prime-rl's grpo)
 //   - std option: A_i / (std(r) + 1e-6), std with Bessel's N-1 correction as verl and the MaxRL
 //     code compute it (DeepSeekMath's GRPO); a singleton group has A = 0 either way.

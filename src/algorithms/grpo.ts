@@ -3,7 +3,7 @@
 //   A_i = r_i - mean_j r_j          over the group's trainable rollouts, broadcast to every action
 //                                   token of rollout i; the rl loss (DPPO + KL) consumes them.
 //
-// Deliberate choices (reference/prime-rl.md §2.1):
+// Deliberate choices (prime-rl's orchestrator/algo/grpo.py):
 //   - no std division by default (Dr. GRPO, as prime-rl ships it); `std_normalize = true` divides
 //     by the group's N-1 std + 1e-6, as DeepSeekMath and verl do (what MaxRL compares against);
 //   - `length_penalty = {}` turns on the linear penalty: rewards are shaped by each rollout's share

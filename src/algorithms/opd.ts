@@ -3,7 +3,7 @@
 // student's own context, and its logprobs become the reference:
 //
 //   ref_lp_t = log p_teacher(y_t | y_<t)         (prompt logprobs of the exact sampled token ids)
-//   l_ref_kl = -(1 - masked) sg(ref_lp - lp) ratio + 1e-3 log(ratio)^2     (trainer, DESIGN §6)
+//   l_ref_kl = -(1 - masked) sg(ref_lp - lp) ratio + 1e-3 log(ratio)^2     (trainer, docs/architecture.md §6)
 //
 // so each action token's advantage is the per-token reverse KL, with discount 0. No scalar credit
 // (advantage = null); group_size only fans out sampling. Deliberate choices:

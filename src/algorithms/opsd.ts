@@ -3,12 +3,12 @@
 // `template` with the task's demonstration is put in front of the sampled sequence, the policy
 // prefills hint + sequence, and the hint's logprobs are sliced off:
 //
-//   ref_lp_t = log pi(y_t | hint, y_<t)        l_ref_kl as for opd (trainer, DESIGN §6)
+//   ref_lp_t = log pi(y_t | hint, y_<t)        l_ref_kl as for opd (trainer, docs/architecture.md §6)
 //
 // The demonstration is `rollout.info[demo_key]`, else the task's `demo_key` field, else
 // `task.info[demo_key]`; a missing one is an error naming the keys that exist. The sample's ids
 // are scored verbatim (never re-rendered), so the join falls on the hint's closing special token.
-// Deviations from the SDFT paper, kept from prime-rl and known risks (papers.md §9): reverse KL
+// Deviations from the SDFT paper, kept from prime-rl and known risks (arXiv 2601.19897, §5): reverse KL
 // with a single-sample estimator instead of the analytic forward KL, and the live policy as
 // teacher, not an EMA of it (the paper reports the live teacher can diverge). Tiny models have
 // little in-context learning, so expect little from OPSD at that scale.

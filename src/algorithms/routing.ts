@@ -2,8 +2,8 @@
 //   - annotation helpers the algorithms call: spread a scalar (or per-action-token) advantage over
 //     a rollout's action tokens, align per-token reference logprobs with a rollout;
 //   - the routing stamp the sample builder applies after the algorithm has run: the action tokens
-//     go into the algorithm's declared loss component (reference/prime-rl.md §1.3).
-// Rollout annotations are full length (every token of every sample, DESIGN §4): 0 off the action
+//     go into the algorithm's declared loss component (as prime-rl's orchestrator/algo/routing.py).
+// Rollout annotations are full length (every token of every sample, docs/architecture.md §4): 0 off the action
 // tokens, so a sample is a plain slice and the trainer never needs a separate index.
 import { RlxError } from "../errors.ts";
 import type { LossComponent } from "./base.ts";

@@ -1,9 +1,9 @@
-// Scored rollout -> training samples (DESIGN §4): the flat, full-length form the packer and the
+// Scored rollout -> training samples (docs/architecture.md §4): the flat, full-length form the packer and the
 // trainer consume. One sample per sample of the rollout (one, unless the extension property
 // broke), each a slice of the rollout's per-token annotations, then the routing stamp puts the
 // action tokens into the algorithm's loss component.
 //
-// Then the zero-advantage filter (on by default, reference/prime-rl.md §4.3): an action token with
+// Then the zero-advantage filter (on by default, as prime-rl's orchestrator does when it cuts a batch): an action token with
 // advantage 0 gets rl weight 0 (it would only add its KL term and its share of N_rl), and a sample
 // left with no member in any component is dropped. It never touches ce or ref_kl members, so
 // distillation samples (no advantages at all) pass through untouched.
@@ -48,7 +48,7 @@ export function rolloutToSamples(rollout: Rollout, actionLoss: LossComponent): T
   });
 }
 
-/** Member tokens per component (DESIGN §6): rl = mask & rlW != 0, ce = ceW != 0, ref_kl = refKlW != 0. */
+/** Member tokens per component (docs/architecture.md §6): rl = mask & rlW != 0, ce = ceW != 0, ref_kl = refKlW != 0. */
 export function memberCounts(sample: TrainingSample): ComponentCounts {
   const counts = { rl: 0, ce: 0, refKl: 0 };
   for (let i = 0; i < sample.tokenIds.length; i++) {

@@ -1,6 +1,6 @@
 // `rlx doctor`: what this machine runs rlx on (libtorch, threads, BLAS, CUDA), a measured float32
 // matmul rate, and each problem found with its fix. The BLAS check matters most: Debian's
-// default reference BLAS is ~30x slower than OpenBLAS (reference/feasibility.md §0).
+// default reference BLAS is ~30x slower than OpenBLAS (docs/architecture.md §7, measured facts).
 import { defineCommand } from "citty";
 import { formatError } from "../errors.ts";
 

@@ -88,7 +88,7 @@ export const configSchema = z.strictObject({
           min_lr: z.number().min(0).default(0),
         })
         .prefault({}),
-      /** The default rl loss (DPPO + KL, reference/prime-rl.md §3.3). */
+      /** The default rl loss (DPPO + KL, as prime-rl's trainer/rl/loss.py; docs/architecture.md §6). */
       loss: z
         .strictObject({
           dppo_mask_low: z.number().min(0).default(0.2),

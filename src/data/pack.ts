@@ -1,5 +1,5 @@
-// Packing a step's training samples into rows for the trainer (DESIGN §4, reference/prime-rl.md
-// §4.4-4.6). Each row is one micro-batch: flat typed arrays the native training call takes as they
+// Packing a step's training samples into rows for the trainer (docs/architecture.md §4; as
+// prime-rl's trainer/batch.py). Each row is one micro-batch: flat typed arrays the native training call takes as they
 // are, with no per-token JS objects on the hot path.
 //
 //   - Samples longer than seq_len are truncated (never split: a split sample would lose its
@@ -64,7 +64,7 @@ export interface PackOptions {
   padTokenId?: number;
 }
 
-/** Member counts of a packed row (DESIGN §6 membership). The first token of each packed sample
+/** Member counts of a packed row (docs/architecture.md §6 membership). The first token of each packed sample
  * is nobody's member: nothing in its sample predicts it, and the trainer drops it too. */
 export function rowCounts(row: PackedRow): ComponentCounts {
   const counts = { rl: 0, ce: 0, refKl: 0 };

@@ -1,4 +1,4 @@
-// The data model of DESIGN §4: rollouts (what environments produce) and training samples (what
+// The data model (docs/architecture.md §4): rollouts (what environments produce) and training samples (what
 // the trainer sees). The environments write rollouts, the algorithms layer annotates them, the
 // sample builder flattens them; all three meet only here, so this file changes rarely.
 //
@@ -97,7 +97,7 @@ export interface Rollout {
   refKlWeights?: number[];
 }
 
-/** The flat form the trainer consumes (DESIGN §4). Every array has the sequence's length. */
+/** The flat form the trainer consumes (docs/architecture.md §4). Every array has the sequence's length. */
 export interface TrainingSample {
   tokenIds: number[];
   /** 1 on sampled (action) tokens. */

@@ -1,4 +1,4 @@
-// The environment interface (DESIGN §9). An environment is a plain object, not a class to
+// The environment interface (docs/architecture.md §9). An environment is a plain object, not a class to
 // extend, so a custom env in a user's `.ts` file needs nothing from rlx's sources to be valid:
 //
 //   export default { id: "my_env", description: "...", args: z.strictObject({...}),

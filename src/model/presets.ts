@@ -3,8 +3,8 @@
 // (src/model/byte_tokenizer.ts). The shim is imported lazily so listing presets never loads libtorch.
 //
 //   tiny        ~3.3M params. Qwen3 layout (q/k norm, no biases): hidden 256, 4 layers, 4 heads,
-//               2 kv heads, head_dim 64, ffn 768, vocab 320. The shape of feasibility.md §4's
-//               prototype, so its measured rates are the baseline. Embeddings untied: with a
+//               2 kv heads, head_dim 64, ffn 768, vocab 320. The shape of the prototype whose
+//               measured rates docs/architecture.md §7 gives, so those are the baseline. Embeddings untied: with a
 //               320-token vocabulary tying saves only 82k parameters, and the untied path is the one
 //               the qwen3-0.6b preset does not exercise, so tests cover both.
 //   small       ~25.5M params. Same layout: hidden 512, 8 layers, 8 heads, 4 kv heads, ffn 1536.

@@ -10,8 +10,8 @@
 //   - Everything in the header is checked before any tensor is used, and each error names the
 //     file, the tensor and the byte offset: a truncated download or a hand-edited header must be a
 //     clear ModelFileError, never garbage weights.
-//   - Writes use synchronous fs calls (feasibility §6: an un-awaited Bun.write followed by an mmap
-//     silently read stale bytes). Tensor data can be given lazily, so a saver fetches one parameter
+//   - Writes use synchronous fs calls (an un-awaited Bun.write followed by an mmap of the same
+//     file was seen to read stale bytes). Tensor data can be given lazily, so a saver fetches one parameter
 //     from the shim at a time instead of holding the whole model in JS memory.
 //   - The header is padded with spaces to a multiple of 8 so the data section starts 8-byte
 //     aligned (and each tensor is aligned to its element size when all share one dtype, the usual

@@ -6,7 +6,7 @@ import { NativeError } from "../errors.ts";
 import { check, native } from "./ffi.ts";
 import type { NativeModel } from "./model.ts";
 
-/** One packed row of T tokens (DESIGN §4); every stream has length T. */
+/** One packed row of T tokens (docs/architecture.md §4); every stream has length T. */
 export interface PackedRow {
   tokenIds: Int32Array;
   /** Lengths of the packed samples, summing to T. */

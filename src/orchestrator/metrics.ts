@@ -1,4 +1,4 @@
-// What a run reports (DESIGN §10): `metrics.jsonl` (one JSON object per step: `step`, `time` and
+// What a run reports (docs/architecture.md §10): `metrics.jsonl` (one JSON object per step: `step`, `time` and
 // every metric, per-env keys like `reward/math`), one console line per step, a progress bar while
 // rollouts are generating, and the summary table at the end.
 //

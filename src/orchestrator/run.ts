@@ -1,4 +1,4 @@
-// `rlx train` as a whole (DESIGN §2): prepares the run directory (fresh, or rewound to a
+// `rlx train` as a whole (docs/architecture.md §2): prepares the run directory (fresh, or rewound to a
 // checkpoint for --resume), writes config.resolved.toml, starts the policy (spawned `rlx serve
 // --policy` servers, external ones, or in-process), sets up every train env and its algorithm,
 // starts the trainer (`rlx trainer`, one per data-parallel rank: src/orchestrator/launch.ts), and

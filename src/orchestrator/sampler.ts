@@ -1,4 +1,4 @@
-// Task sampling for training (DESIGN §10): which env the next group comes from (weighted by
+// Task sampling for training (docs/architecture.md §10): which env the next group comes from (weighted by
 // `ratio`) and which of its tasks it gets (walking the env's train split in a shuffled order).
 //
 // Why built this way: a resumed run must draw exactly the tasks the uninterrupted run would have,

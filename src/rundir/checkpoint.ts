@@ -1,4 +1,4 @@
-// Checkpoints (DESIGN §10): `checkpoints/step_N/` holds everything a killed run needs to continue
+// Checkpoints (docs/architecture.md §10): `checkpoints/step_N/` holds everything a killed run needs to continue
 // as if it had not stopped: the trainer's float32 weights and AdamW state after step N, and the
 // orchestrator's state as it was when it cut batch N (the step and the sampler's state: a batch
 // takes exactly the groups dispatched for it, so nothing is buffered or in flight at the cut).

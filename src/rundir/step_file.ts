@@ -1,5 +1,5 @@
 // The step file: one packed step batch, written by the orchestrator as `batches/step_N.bin` and
-// read by the trainer (DESIGN §2 transport). The layout is documented in docs/run-directory.md:
+// read by the trainer (docs/architecture.md §2 transport). The layout is documented in docs/run-directory.md:
 //
 //   bytes 0-3    magic "RLXB"
 //   bytes 4-7    u32 format version (1)

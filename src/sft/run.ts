@@ -1,5 +1,5 @@
 // `rlx sft`: supervised fine-tuning on a JSONL dataset, on the same native trainer RL uses. The
-// loss is the trainer's `ce` component alone (DESIGN §6: sum of -logprob over target tokens /
+// loss is the trainer's `ce` component alone (docs/architecture.md §6: sum of -logprob over target tokens /
 // the step's target-token count), fed by the ce weight stream that marks what each assistant turn
 // generates (sft_tokens.ts); packing and the step driver are RL's (pack.ts, step.ts). This is
 // how a model made from scratch gets its first skills before RL: with all-zero rewards GRPO has

@@ -1,4 +1,4 @@
-// Rank-aware packing (reference/prime-rl.md §4.5-4.6): a packed step's micro-batches spread over
+// Rank-aware packing (as prime-rl's trainer/batch.py packs micro-batches): a packed step's micro-batches spread over
 // data-parallel ranks by estimated compute, every rank getting the same number of micro-batches.
 //
 //   1. Cost model: cost(row) = a * Σn + b * Σn² over the row's segment lengths n (padding included:

@@ -1,11 +1,11 @@
-// The trainer process (`rlx trainer`, started by `rlx train`; DESIGN §2): loads the model through
+// The trainer process (`rlx trainer`, started by `rlx train`; docs/architecture.md §2): loads the model through
 // the shim, then for each step waits for `batches/step_N.bin`, runs the step driver over it with
 // the scheduled learning rate, publishes the new weights as `weights/step_N/` and, on checkpoint
 // steps, writes `checkpoints/step_N/`.
 //
 // Why a separate process: bun:ffi calls are synchronous, so a training step would freeze the
 // orchestrator's rollouts for its whole duration; as a child it overlaps with rollout generation
-// (the async of DESIGN §5), and a native crash takes down only the trainer, which the
+// (the async RL of docs/architecture.md §10), and a native crash takes down only the trainer, which the
 // orchestrator reports with its last log lines.
 //
 // Publishing: saveModel writes the HF directory atomically (tmp + rename); then the marker

@@ -1,5 +1,5 @@
 // The learning-rate schedule (config `trainer.schedule`), computed in TypeScript and handed to the
-// optimizer step by step (DESIGN §6): a pure function of the step number, so a resumed run gets
+// optimizer step by step (docs/architecture.md §6): a pure function of the step number, so a resumed run gets
 // exactly the rates the uninterrupted run would have, with no scheduler state to checkpoint.
 //
 // Steps are 1-indexed (the first optimizer step is step 1). With W warmup steps, step s <= W runs

@@ -1,4 +1,4 @@
-// One optimizer step over a packed step batch (DESIGN §6): the denominators first, over the whole
+// One optimizer step over a packed step batch (docs/architecture.md §6): the denominators first, over the whole
 // step, then every micro-batch (row) through the policy's training call, accumulating gradients,
 // then one optimizer step; metrics summed per component and per env.
 //

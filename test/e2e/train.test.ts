@@ -49,7 +49,7 @@ function expectSpread(r: AuditRecord): void {
   r.loss_mask.forEach((m, t) => expect(r.advantages[t]!).toBeCloseTo(m ? r.advantage! : 0, 5));
 }
 
-test("every algorithm trains in one run; the run directory holds what DESIGN §10 promises", async () => {
+test("every algorithm trains in one run; the run directory holds what docs/run-directory.md promises", async () => {
   const letters = JSON.stringify(ws.lettersEnv);
   const teacherRef = `{ name = "teacher", base_url = "${teacherUrl}" }`;
   const { path, runDir } = writeConfig(ws, "all", `max_steps = 3

@@ -1,6 +1,6 @@
-// The loss of DESIGN §6 on hand-computed vectors, through rlx_loss_eval (the train step's loss
+// The loss of docs/architecture.md §6 on hand-computed vectors, through rlx_loss_eval (the train step's loss
 // over given logprobs, float64). Reference values are computed here from the formulas in
-// shared/reference/prime-rl.md §3.3-3.6, with the float32 rounding of the input streams.
+// prime-rl's trainer/rl/loss.py, with the float32 rounding of the input streams.
 import { describe, expect, test } from "bun:test";
 import { NativeError } from "../../src/errors.ts";
 import { loadNative } from "../../src/native/ffi.ts";

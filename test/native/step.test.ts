@@ -1,6 +1,6 @@
 // The algorithms layer end to end through the native shim on a tiny float64 transformer: rollouts
 // scored by the real algorithms, turned into samples, packed, and run through the step driver and
-// the native training call. The gradient properties the design promises (DESIGN §6):
+// the native training call. The gradient properties the design promises (docs/architecture.md §6):
 //   - an sft sample packed beside grpo samples does not change the grpo gradient;
 //   - echo's observation tokens do not change the rl term's gradient;
 //   - an explicit all-ones rl stream gives the same loss and gradient as an absent one;

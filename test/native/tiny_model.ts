@@ -74,7 +74,7 @@ export function maxRelDiff(a: Map<string, Float64Array>, b: Map<string, Float64A
   return diff / scale;
 }
 
-/** A training sample in the flat form (DESIGN §4), before packing. */
+/** A training sample in the flat form (docs/architecture.md §4), before packing. */
 export interface Sample {
   tokenIds: number[];
   lossMask: number[];
@@ -88,7 +88,7 @@ export interface Sample {
   env?: number;
 }
 
-/** Packs samples into one row; absent streams get the DESIGN §4 defaults where another sample has them. */
+/** Packs samples into one row; absent streams get the docs/architecture.md §4 defaults where another sample has them. */
 export function pack(samples: Sample[]): PackedRow {
   const T = samples.reduce((n, s) => n + s.tokenIds.length, 0);
   const cat = (get: (s: Sample) => number[] | undefined, fill: (s: Sample) => number) =>

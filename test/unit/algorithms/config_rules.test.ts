@@ -1,4 +1,4 @@
-// DESIGN §5's algorithm rules as a user meets them in a config file, per algorithm type (the CLI
+// The algorithm rules of docs/architecture.md §5, as a user meets them in a config file, per algorithm type (the CLI
 // path of the same errors is in test/unit/config/config.test.ts; the custom-class rules in custom.test.ts;
 // the shared-tokenizer rule, checked at setup, in algorithms.test.ts).
 import { describe, expect, test } from "bun:test";

@@ -78,7 +78,7 @@ describe("validation, with the path the user typed", () => {
     await fails(custom({ bogus: 1 }), "run.toml: orchestrator.train.env[1].algo.bogus: unknown key");
     await fails(custom({ scale: -1 }), "orchestrator.train.env[1].algo.scale", /expected number to be >0/i);
   });
-  test("DESIGN §5: an rl or ref_kl class must sample from the live policy", async () => {
+  test("an rl or ref_kl class must sample from the live policy", async () => {
     await fails(custom({ sampling: { source: { name: "t", base_url: "http://127.0.0.1:9/v1" } } }), "orchestrator.train.env[1].algo.sampling.source", "rloo trains with the rl loss", '"policy"');
     const ce = plugin("ce.ts", 'export default ({ Algorithm }) => class extends Algorithm { static type = "distill"; static actionLossType = "ce"; };');
     const frozen = await createAlgorithm(custom({ sampling: { source: { name: "t", base_url: "http://127.0.0.1:9/v1" } } }, ce), SITE, { policyUrls: [] });

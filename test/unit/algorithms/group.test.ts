@@ -1,4 +1,4 @@
-// The shared group math on hand-computed groups (reference/prime-rl.md §2.1-2.2, §9 checklist).
+// The shared group math on hand-computed groups (prime-rl's orchestrator/algo/grpo.py and max_rl.py, and its tests/unit/orchestrator/test_algorithms.py).
 import { describe, expect, test } from "bun:test";
 import { centered, lengthShaped, maxRl, mean, std, stdNormalized, type RolloutSize } from "../../../src/algorithms/group.ts";
 

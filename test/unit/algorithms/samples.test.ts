@@ -1,4 +1,4 @@
-// Scored rollout -> training samples, and the zero-advantage filter (DESIGN §4, prime-rl.md §4.3).
+// Scored rollout -> training samples, and the zero-advantage filter (docs/architecture.md §4; prime-rl's orchestrator filters the same way).
 import { describe, expect, test } from "bun:test";
 import { assignAdvantage } from "../../../src/algorithms/routing.ts";
 import { filterZeroAdvantage, memberCounts, rolloutToSamples } from "../../../src/algorithms/samples.ts";

@@ -1,4 +1,4 @@
-// Packing (DESIGN §4, prime-rl.md §4.4-4.6): first-fit decreasing, truncation, streams materialized
+// Packing (docs/architecture.md §4; as prime-rl's trainer/batch.py): first-fit decreasing, truncation, streams materialized
 // with the right defaults on both sides of a row boundary, padding at weight 0 in every stream,
 // and the step's member counts.
 import { describe, expect, test } from "bun:test";

@@ -1,4 +1,4 @@
-// Rank-aware packing (src/trainer/balance.ts, prime-rl.md §4.5-4.6): over a table of sample
+// Rank-aware packing (src/trainer/balance.ts, as prime-rl's trainer/batch.py): over a table of sample
 // lengths on 2 and 4 ranks, every rank gets the same number of rows, every sample lands on exactly
 // one rank with its tokens and streams intact, the member counts are unchanged, and the loads meet
 // the documented bound (max - min <= the costliest row). Plus prime-rl's own examples, the cost
