@@ -46,37 +46,73 @@ function torchFromPrefix(source: string, prefix: string): Torch {
 function findTorch(): Torch {
   const env = process.env.LIBTORCH;
   if (env) {
-    if (!existsSync(join(env, "include/torch"))) throw new Error(`LIBTORCH=${env} has no include/torch; point it at a libtorch or torch package directory`);
+    if (!existsSync(join(env, "include/torch")))
+      throw new Error(`LIBTORCH=${env} has no include/torch; point it at a libtorch or torch package directory`);
     return torchFromPrefix(`LIBTORCH=${env}`, env);
   }
   if (existsSync("/usr/include/torch/csrc")) {
-    return { source: "debian libtorch-dev", includes: ["/usr/include/torch/csrc/api/include"], libDir: "/usr/lib/x86_64-linux-gnu", cxx11Abi: null, cuda: false };
+    return {
+      source: "debian libtorch-dev",
+      includes: ["/usr/include/torch/csrc/api/include"],
+      libDir: "/usr/lib/x86_64-linux-gnu",
+      cxx11Abi: null,
+      cuda: false,
+    };
   }
-  const py = Bun.spawnSync(["python3", "-c", "import torch,os;print(os.path.dirname(torch.__file__));print(int(torch._C._GLIBCXX_USE_CXX11_ABI))"], { stdout: "pipe", stderr: "pipe" });
+  const py = Bun.spawnSync(
+    [
+      "python3",
+      "-c",
+      "import torch,os;print(os.path.dirname(torch.__file__));print(int(torch._C._GLIBCXX_USE_CXX11_ABI))",
+    ],
+    { stdout: "pipe", stderr: "pipe" },
+  );
   if (py.exitCode === 0) {
     const [dir, abi] = py.stdout.toString().trim().split("\n");
-    if (dir && existsSync(join(dir, "include/torch"))) return { ...torchFromPrefix(`python torch at ${dir}`, dir), cxx11Abi: Number(abi) };
+    if (dir && existsSync(join(dir, "include/torch")))
+      return { ...torchFromPrefix(`python torch at ${dir}`, dir), cxx11Abi: Number(abi) };
   }
-  throw new Error("no libtorch found: run `bash scripts/setup.sh` (installs Debian's libtorch-dev), or set LIBTORCH to a libtorch directory");
+  throw new Error(
+    "no libtorch found: run `bash scripts/setup.sh` (installs Debian's libtorch-dev), or set LIBTORCH to a libtorch directory",
+  );
 }
 
 function compileFlags(torch: Torch): string[] {
-  const flags = ["-std=c++17", "-O2", "-fPIC", "-fvisibility=hidden", "-Winvalid-pch", "-Wall", "-Wno-unused-parameter", "-Wno-sign-compare"];
+  const flags = [
+    "-std=c++17",
+    "-O2",
+    "-fPIC",
+    "-fvisibility=hidden",
+    "-Winvalid-pch",
+    "-Wall",
+    "-Wno-unused-parameter",
+    "-Wno-sign-compare",
+  ];
   for (const inc of torch.includes) flags.push("-isystem", inc);
   if (torch.cxx11Abi !== null) flags.push(`-D_GLIBCXX_USE_CXX11_ABI=${torch.cxx11Abi}`);
   if (torch.cuda) flags.push("-DRLX_CUDA=1");
-  const glooHeaders = torch.includes.some((inc) => existsSync(join(inc, "gloo"))) || existsSync("/usr/include/gloo/algorithm.h");
+  const glooHeaders =
+    torch.includes.some((inc) => existsSync(join(inc, "gloo"))) || existsSync("/usr/include/gloo/algorithm.h");
   if (glooHeaders) flags.push("-DUSE_C10D_GLOO");
   return flags;
 }
 
 function linkFlags(torch: Torch): string[] {
-  const flags = ["-shared", `-L${torch.libDir}`, `-Wl,-rpath,${torch.libDir}`, "-Wl,--no-as-needed", "-ltorch", "-ltorch_cpu", "-lc10"];
+  const flags = [
+    "-shared",
+    `-L${torch.libDir}`,
+    `-Wl,-rpath,${torch.libDir}`,
+    "-Wl,--no-as-needed",
+    "-ltorch",
+    "-ltorch_cpu",
+    "-lc10",
+  ];
   // CUDA kernels register through static initialisers: keep libtorch_cuda even though no symbol is referenced.
   if (torch.cuda) flags.push("-ltorch_cuda", "-lc10_cuda");
   // Debian's libtorch links libblas.so.3, an alternatives link that may name the reference BLAS
   // (30x slower). Naming OpenMP OpenBLAS as our own dependency loads it first, so it wins.
-  if (torch.source.startsWith("debian") && existsSync(DEBIAN_OPENMP_BLAS)) flags.unshift(`-Wl,-rpath,${dirname(DEBIAN_OPENMP_BLAS)}`), flags.push(DEBIAN_OPENMP_BLAS);
+  if (torch.source.startsWith("debian") && existsSync(DEBIAN_OPENMP_BLAS))
+    (flags.unshift(`-Wl,-rpath,${dirname(DEBIAN_OPENMP_BLAS)}`), flags.push(DEBIAN_OPENMP_BLAS));
   return flags;
 }
 
@@ -89,7 +125,8 @@ async function runParallel(jobs: { cmd: string[]; what: string }[]): Promise<voi
     for (let job = queue.shift(); job; job = queue.shift()) {
       const proc = Bun.spawn(job.cmd, { stdout: "inherit", stderr: "pipe" });
       const [code, err] = [await proc.exited, await new Response(proc.stderr).text()];
-      if (code !== 0) throw new Error(`${job.what} failed:\n$ ${job.cmd.join(" ")}\n${err.split("\n").slice(0, 60).join("\n")}`);
+      if (code !== 0)
+        throw new Error(`${job.what} failed:\n$ ${job.cmd.join(" ")}\n${err.split("\n").slice(0, 60).join("\n")}`);
       if (err.trim()) process.stderr.write(err);
     }
   };
@@ -112,14 +149,24 @@ export async function buildShim(): Promise<string> {
     writeFileSync(stamp, cflags.join(" "));
   }
 
-  const headers = [...readdirSync(SRC).filter((f) => f.endsWith(".h")).map((f) => join(SRC, f)), join(ROOT, "native/include/rlx.h")];
+  const headers = [
+    ...readdirSync(SRC)
+      .filter((f) => f.endsWith(".h"))
+      .map((f) => join(SRC, f)),
+    join(ROOT, "native/include/rlx.h"),
+  ];
   const newestHeader = Math.max(...headers.map(mtime), mtime(pch));
-  const sources = readdirSync(SRC).filter((f) => f.endsWith(".cpp")).sort();
+  const sources = readdirSync(SRC)
+    .filter((f) => f.endsWith(".cpp"))
+    .sort();
   const objects = sources.map((f) => join(BUILD, f.replace(/\.cpp$/, ".o")));
   const jobs = sources
     .map((f, i) => ({ src: join(SRC, f), obj: objects[i]! }))
     .filter(({ src, obj }) => mtime(obj) < Math.max(mtime(src), newestHeader))
-    .map(({ src, obj }) => ({ cmd: ["g++", ...cflags, "-include", pchHeader, "-c", src, "-o", obj], what: `compile ${src}` }));
+    .map(({ src, obj }) => ({
+      cmd: ["g++", ...cflags, "-include", pchHeader, "-c", src, "-o", obj],
+      what: `compile ${src}`,
+    }));
   if (jobs.length) console.log(`[build] compiling ${jobs.length} of ${sources.length} translation units`);
   await runParallel(jobs);
 

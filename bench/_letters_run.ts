@@ -27,10 +27,17 @@ export async function lettersWorkspace(prefix: string): Promise<string> {
 }
 
 /** Runs `rlx train` once; `trainer` and `orchestrator` are extra lines of those config tables. */
-export function lettersRun(dir: string, name: string, shape: LettersShape, extra: { trainer?: string[]; orchestrator?: string[]; args?: string[] } = {}): { wall: number; rows: Row[] } {
+export function lettersRun(
+  dir: string,
+  name: string,
+  shape: LettersShape,
+  extra: { trainer?: string[]; orchestrator?: string[]; args?: string[] } = {},
+): { wall: number; rows: Row[] } {
   const runDir = join(dir, name);
   const config = join(dir, `${name}.toml`);
-  writeFileSync(config, `output_dir = ${JSON.stringify(runDir)}
+  writeFileSync(
+    config,
+    `output_dir = ${JSON.stringify(runDir)}
 max_steps = ${shape.steps}
 model = { path = ${JSON.stringify(join(dir, "tiny"))} }
 [trainer]
@@ -48,11 +55,18 @@ port = ${20000 + Math.floor(Math.random() * 20000)}
 [[orchestrator.train.env]]
 id = ${JSON.stringify(join(dir, "letters.ts"))}
 name = "letters"
-`);
+`,
+  );
   const started = performance.now();
-  const proc = Bun.spawnSync([process.execPath, join(import.meta.dir, "../src/main.ts"), "train", config, ...(extra.args ?? [])], { stdout: "pipe", stderr: "pipe" });
+  const proc = Bun.spawnSync(
+    [process.execPath, join(import.meta.dir, "../src/main.ts"), "train", config, ...(extra.args ?? [])],
+    { stdout: "pipe", stderr: "pipe" },
+  );
   const wall = (performance.now() - started) / 1000;
   if (proc.exitCode !== 0) throw new Error(`rlx train (${name}) failed:\n${proc.stderr.toString()}`);
-  const rows = readFileSync(join(runDir, "metrics.jsonl"), "utf8").trim().split("\n").map((line) => JSON.parse(line) as Row);
+  const rows = readFileSync(join(runDir, "metrics.jsonl"), "utf8")
+    .trim()
+    .split("\n")
+    .map((line) => JSON.parse(line) as Row);
   return { wall, rows: rows.filter((row) => row.step! >= 2) };
 }

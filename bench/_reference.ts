@@ -10,7 +10,9 @@ export function runReference<T>(script: string, args: string[]): T {
   const path = join(import.meta.dir, "reference", script);
   const proc = Bun.spawnSync([PYTHON, path, ...args], { stdout: "pipe", stderr: "pipe" });
   if (proc.exitCode !== 0) {
-    throw new Error(`${PYTHON} ${script} failed (exit ${proc.exitCode}):\n${proc.stderr.toString()}\nset RLX_BENCH_PYTHON to a python with torch`);
+    throw new Error(
+      `${PYTHON} ${script} failed (exit ${proc.exitCode}):\n${proc.stderr.toString()}\nset RLX_BENCH_PYTHON to a python with torch`,
+    );
   }
   const lines = proc.stdout.toString().trim().split("\n");
   return JSON.parse(lines[lines.length - 1]!) as T;
@@ -26,7 +28,8 @@ export function median(values: readonly number[]): number {
 export function printTable(rows: (string | number)[][]): void {
   const cells = rows.map((r) => r.map(String));
   const widths = cells[0]!.map((_, c) => Math.max(...cells.map((r) => r[c]!.length)));
-  const line = (r: string[]) => r.map((cell, c) => (c === 0 ? cell.padEnd(widths[c]!) : cell.padStart(widths[c]!))).join("  ");
+  const line = (r: string[]) =>
+    r.map((cell, c) => (c === 0 ? cell.padEnd(widths[c]!) : cell.padStart(widths[c]!))).join("  ");
   console.log(line(cells[0]!));
   console.log(widths.map((w) => "-".repeat(w)).join("  "));
   for (const r of cells.slice(1)) console.log(line(r));

@@ -28,7 +28,7 @@ const SEQ_LEN = 1024;
 
 function batch(samples: number, vocab: number) {
   let state = 7;
-  const rand = () => ((state = (Math.imul(state, 1664525) + 1013904223) >>> 0) / 2 ** 32);
+  const rand = () => (state = (Math.imul(state, 1664525) + 1013904223) >>> 0) / 2 ** 32;
   const all: TrainingSample[] = Array.from({ length: samples }, (_, i) => {
     const n = 64 + Math.floor(rand() * 448);
     const mask = Array.from({ length: n }, (_, t) => (t >= n / 2 ? 1 : 0));
@@ -46,14 +46,24 @@ function batch(samples: number, vocab: number) {
 }
 
 /** One configuration inside this process: rank < 0 means no group. Prints seconds per step as JSON. */
-async function worker(args: { preset: string; steps: number; samples: number; rank: number; world: number; store: string }) {
+async function worker(args: {
+  preset: string;
+  steps: number;
+  samples: number;
+  rank: number;
+  world: number;
+  store: string;
+}) {
   const config = PRESETS[args.preset]!.config.shim;
   using model = await NativeModel.create(config, { seed: 0 });
   using optimizer = NativeOptimizer.create(model);
   const policy = nativePolicy(model, optimizer);
   const step = batch(args.samples, config.vocab_size);
   const opts = { lr: 1e-4, maxGradNorm: 1, loss: LOSS };
-  using group = args.rank >= 0 ? await ProcessGroup.create({ rank: args.rank, worldSize: args.world, store: { type: "file", path: args.store } }) : null;
+  using group =
+    args.rank >= 0
+      ? await ProcessGroup.create({ rank: args.rank, worldSize: args.world, store: { type: "file", path: args.store } })
+      : null;
   const dp = group ? { group, model, cost: costModelOf(config) } : null;
   const seconds: number[] = [];
   for (let s = 0; s <= args.steps; s++) {
@@ -71,13 +81,25 @@ async function runConfig(name: string, threads: number, world: number, base: Rec
   const dir = mkdtempSync(join(tmpdir(), "rlx-bench-dist-"));
   try {
     const procs = Array.from({ length: world }, (_, rank) =>
-      Bun.spawn([process.execPath, import.meta.path, "--worker", JSON.stringify({ ...base, rank: world > 1 ? rank : -1, world, store: join(dir, "store") })], {
-        env: { ...process.env, RLX_THREADS: String(threads) },
-        stdout: "pipe",
-        stderr: "inherit",
-      }),
+      Bun.spawn(
+        [
+          process.execPath,
+          import.meta.path,
+          "--worker",
+          JSON.stringify({ ...base, rank: world > 1 ? rank : -1, world, store: join(dir, "store") }),
+        ],
+        {
+          env: { ...process.env, RLX_THREADS: String(threads) },
+          stdout: "pipe",
+          stderr: "inherit",
+        },
+      ),
     );
-    const outs = await Promise.all(procs.map(async (p) => ((await p.exited) === 0 ? JSON.parse((await new Response(p.stdout).text()).trim().split("\n").pop()!) : null)));
+    const outs = await Promise.all(
+      procs.map(async (p) =>
+        (await p.exited) === 0 ? JSON.parse((await new Response(p.stdout).text()).trim().split("\n").pop()!) : null,
+      ),
+    );
     if (outs.some((o) => o === null)) throw new Error(`${name} failed`);
     const seconds = Math.max(...outs.map((o) => o.seconds as number));
     return { name, seconds, tokens: outs[0].tokens as number, rows: outs[0].rows as number };
@@ -90,16 +112,27 @@ if (process.argv[2] === "--worker") {
   await worker(JSON.parse(process.argv[3]!));
 } else {
   const ranks = Number(flag("ranks", "2"));
-  const base = { preset: flag("preset", "tiny"), steps: Number(flag("steps", "4")), samples: Number(flag("samples", "48")) };
+  const base = {
+    preset: flag("preset", "tiny"),
+    steps: Number(flag("steps", "4")),
+    samples: Number(flag("samples", "48")),
+  };
   const results = [
     await runConfig(`1 process, ${ranks} threads`, ranks, 1, base),
     await runConfig("1 process, 1 thread", 1, 1, base),
     await runConfig(`${ranks} Gloo ranks, 1 thread each`, 1, ranks, base),
   ];
   const baseline = results[0]!;
-  console.log(`preset ${base.preset}, ${baseline.tokens} tokens in ${baseline.rows} rows of <= ${SEQ_LEN} per step, median of ${base.steps} steps`);
+  console.log(
+    `preset ${base.preset}, ${baseline.tokens} tokens in ${baseline.rows} rows of <= ${SEQ_LEN} per step, median of ${base.steps} steps`,
+  );
   printTable([
     ["configuration", "s/step", "tokens/s", "vs baseline"],
-    ...results.map((r) => [r.name, r.seconds.toFixed(3), Math.round(r.tokens / r.seconds), `${(baseline.seconds / r.seconds).toFixed(2)}x`]),
+    ...results.map((r) => [
+      r.name,
+      r.seconds.toFixed(3),
+      Math.round(r.tokens / r.seconds),
+      `${(baseline.seconds / r.seconds).toFixed(2)}x`,
+    ]),
   ]);
 }

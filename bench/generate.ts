@@ -22,11 +22,22 @@ interface Timing {
   decode: number;
 }
 
-function rlxGenerate(model: NativeModel, batch: number, promptLength: number, newTokens: number, seed: number, group = 1): Timing {
-  const prompts = Array.from({ length: batch }, (_, b) => Int32Array.from({ length: promptLength }, (_, i) => (Math.floor(b / group) * 31 + i * 7) % 259));
+function rlxGenerate(
+  model: NativeModel,
+  batch: number,
+  promptLength: number,
+  newTokens: number,
+  seed: number,
+  group = 1,
+): Timing {
+  const prompts = Array.from({ length: batch }, (_, b) =>
+    Int32Array.from({ length: promptLength }, (_, i) => (Math.floor(b / group) * 31 + i * 7) % 259),
+  );
   using gen = NativeGenerator.create(model, { slots: batch, capacity: promptLength + newTokens });
   const t0 = performance.now();
-  const first = gen.add(prompts.map((prompt, b) => ({ prompt, sampling: { temperature: 1, maxNewTokens: newTokens, seed: seed + b } })));
+  const first = gen.add(
+    prompts.map((prompt, b) => ({ prompt, sampling: { temperature: 1, maxNewTokens: newTokens, seed: seed + b } })),
+  );
   const t1 = performance.now();
   let produced = first.length;
   for (let i = 0; i < newTokens - 1; i++) produced += gen.step().length;
@@ -45,9 +56,22 @@ const group = Number(flag("group", "8"));
 const threads = Number(flag("threads", String(cpus().length)));
 await loadNative(threads);
 const info = await runtimeInfo();
-console.log(`libtorch ${info.torch_version}, BLAS ${info.blas}, ${info.threads} threads; prompt ${promptLength}, ${newTokens} new tokens, ${rounds} rounds\n`);
+console.log(
+  `libtorch ${info.torch_version}, BLAS ${info.blas}, ${info.threads} threads; prompt ${promptLength}, ${newTokens} new tokens, ${rounds} rounds\n`,
+);
 
-const table: (string | number)[][] = [["preset", "batch", "rlx prefill ms", "torch prefill ms", "rlx decode tok/s", "torch decode tok/s", "rlx/torch", `rlx prefill ms, groups of ${group}`]];
+const table: (string | number)[][] = [
+  [
+    "preset",
+    "batch",
+    "rlx prefill ms",
+    "torch prefill ms",
+    "rlx decode tok/s",
+    "torch decode tok/s",
+    "rlx/torch",
+    `rlx prefill ms, groups of ${group}`,
+  ],
+];
 for (const name of presets) {
   const preset = PRESETS[name];
   if (!preset) throw new Error(`unknown preset ${name}`);
@@ -59,8 +83,18 @@ for (const name of presets) {
     const grouped: Timing[] = [];
     for (let r = 0; r < rounds; r++) {
       const ref = runReference<{ prefill_s: number; decode_s: number }>("generate.py", [
-        "--config", shimConfigJson(preset.config.shim), "--batch", String(batch), "--prompt", String(promptLength),
-        "--new", String(newTokens), "--repeats", "1", "--threads", String(threads),
+        "--config",
+        shimConfigJson(preset.config.shim),
+        "--batch",
+        String(batch),
+        "--prompt",
+        String(promptLength),
+        "--new",
+        String(newTokens),
+        "--repeats",
+        "1",
+        "--threads",
+        String(threads),
       ]);
       theirs.push({ prefill: ref.prefill_s, decode: ref.decode_s });
       ours.push(rlxGenerate(model, batch, promptLength, newTokens, r));

@@ -65,10 +65,30 @@ function context(rng: Rng, role: Segment["role"], n: number, messageIndex: numbe
 
 /** A model turn: its generation prompt (context), then the sampled tokens with their logprobs. */
 function turn(rng: Rng, n: number, messageIndex: number): Segment[] {
-  const prompt: Segment = { role: "assistant", tokenIds: tokens(rng, HEAD), sampled: false, isContent: [false, false, false], messageIndex, sample: 0 };
+  const prompt: Segment = {
+    role: "assistant",
+    tokenIds: tokens(rng, HEAD),
+    sampled: false,
+    isContent: [false, false, false],
+    messageIndex,
+    sample: 0,
+  };
   const logprobs = Array.from({ length: n }, () => -2 * rng.next());
   const isContent = Array.from({ length: n }, (_, i) => i < n - 1);
-  return [prompt, { role: "assistant", tokenIds: tokens(rng, n), sampled: true, logprobs, isContent, messageIndex, sample: 0, policyVersion: 0, temperature: 1 }];
+  return [
+    prompt,
+    {
+      role: "assistant",
+      tokenIds: tokens(rng, n),
+      sampled: true,
+      logprobs,
+      isContent,
+      messageIndex,
+      sample: 0,
+      policyVersion: 0,
+      temperature: 1,
+    },
+  ];
 }
 
 interface Shape {
@@ -80,13 +100,22 @@ interface Shape {
 
 const SHAPES: Record<string, Shape> = {
   math: {
-    prompt: (rng) => ({ segments: [context(rng, "user", rng.int(30, 50), 0)], messages: [{ role: "user", content: "What is 17 * 23?" }] }),
-    episode: (rng, first) => ({ segments: turn(rng, rng.int(20, 60), first), messages: [{ role: "assistant", content: "391" }] }),
+    prompt: (rng) => ({
+      segments: [context(rng, "user", rng.int(30, 50), 0)],
+      messages: [{ role: "user", content: "What is 17 * 23?" }],
+    }),
+    episode: (rng, first) => ({
+      segments: turn(rng, rng.int(20, 60), first),
+      messages: [{ role: "assistant", content: "391" }],
+    }),
   },
   tool: {
     prompt: (rng) => ({
       segments: [context(rng, "system", rng.int(650, 750), 0), context(rng, "user", rng.int(250, 340), 1)],
-      messages: [{ role: "system", content: "tools" }, { role: "user", content: "task" }],
+      messages: [
+        { role: "system", content: "tools" },
+        { role: "user", content: "task" },
+      ],
     }),
     episode: (rng, first) => {
       const segments: Segment[] = [];
@@ -97,7 +126,14 @@ const SHAPES: Record<string, Shape> = {
         messages.push({ role: "assistant", content: "call" });
         if (t === 2) break;
         // rest of the assistant's closing scaffold, then the tool output
-        segments.push({ role: "assistant", tokenIds: tokens(rng, 1), sampled: false, isContent: [false], messageIndex: assistant, sample: 0 });
+        segments.push({
+          role: "assistant",
+          tokenIds: tokens(rng, 1),
+          sampled: false,
+          isContent: [false],
+          messageIndex: assistant,
+          sample: 0,
+        });
         segments.push(context(rng, "tool", rng.int(35, 60), assistant + 1));
         messages.push({ role: "tool", content: "output", name: "run" });
       }
@@ -117,9 +153,20 @@ function makeGroups(shapeName: string, shape: Shape, seed: number): Rollout[][] 
       const reward = rng.next() < passRate ? 1 : 0;
       const segments = [...prompt.segments.map((s) => ({ ...s })), ...episode.segments];
       return {
-        id: `s1/g${g}/r${i}`, env: shapeName, taskId: task.id, groupId: `s1/g${g}`, task,
-        messages: [...prompt.messages, ...episode.messages], segments, numSamples: 1, reward, metrics: { correct: reward },
-        stopReason: "done", policyVersion: 0, numTurns: segments.filter((s) => s.sampled).length, info: {},
+        id: `s1/g${g}/r${i}`,
+        env: shapeName,
+        taskId: task.id,
+        groupId: `s1/g${g}`,
+        task,
+        messages: [...prompt.messages, ...episode.messages],
+        segments,
+        numSamples: 1,
+        reward,
+        metrics: { correct: reward },
+        stopReason: "done",
+        policyVersion: 0,
+        numTurns: segments.filter((s) => s.sampled).length,
+        info: {},
       };
     });
   });
@@ -133,7 +180,12 @@ interface Phases {
   kept: number;
 }
 
-async function orchestratorRound(shapeName: string, algorithm: Algorithm<any>, seed: number, runDir: string): Promise<Phases> {
+async function orchestratorRound(
+  shapeName: string,
+  algorithm: Algorithm<any>,
+  seed: number,
+  runDir: string,
+): Promise<Phases> {
   const groups = makeGroups(shapeName, SHAPES[shapeName]!, seed);
   const t0 = performance.now();
   for (const group of groups) {
@@ -142,18 +194,36 @@ async function orchestratorRound(shapeName: string, algorithm: Algorithm<any>, s
   }
   const t1 = performance.now();
   const algo = algorithmName(algorithm);
-  const { kept } = buildSamples(groups, [{ resolved: { name: shapeName }, lossType: algorithm.kind.actionLossType, algoName: algo }], true);
+  const { kept } = buildSamples(
+    groups,
+    [{ resolved: { name: shapeName }, lossType: algorithm.kind.actionLossType, algoName: algo }],
+    true,
+  );
   const t2 = performance.now();
-  const packed = packStep(kept.map((k) => k.sample), { seqLen: seqLen });
+  const packed = packStep(
+    kept.map((k) => k.sample),
+    { seqLen: seqLen },
+  );
   const t3 = performance.now();
   const versions = new Map(groups.flat().map((r) => [r.id, r.policyVersion]));
-  const rows = packed.rows.map((row) => ({ ...row, samples: row.samples.map((s): BatchSample => ({ ...s, policyVersion: versions.get(s.rolloutId) ?? -1 })) }));
-  const metrics = { ...rolloutMetrics(groups.flat(), [shapeName]), "batch/samples": kept.length, "batch/rows": rows.length };
+  const rows = packed.rows.map((row) => ({
+    ...row,
+    samples: row.samples.map((s): BatchSample => ({ ...s, policyVersion: versions.get(s.rolloutId) ?? -1 })),
+  }));
+  const metrics = {
+    ...rolloutMetrics(groups.flat(), [shapeName]),
+    "batch/samples": kept.length,
+    "batch/rows": rows.length,
+  };
   writeStepBatch(join(runDir, "batches", "step_1.bin"), { step: 1, packed: { ...packed, rows }, metrics });
   const t4 = performance.now();
   writeAudit(runDir, 1, kept);
   const t5 = performance.now();
-  return { ms: { score: t1 - t0, build: t2 - t1, pack: t3 - t2, stepFile: t4 - t3, audit: t5 - t4 }, packed, kept: kept.length };
+  return {
+    ms: { score: t1 - t0, build: t2 - t1, pack: t3 - t2, stepFile: t4 - t3, audit: t5 - t4 },
+    packed,
+    kept: kept.length,
+  };
 }
 
 // ---- the trainer baseline ----
@@ -177,7 +247,11 @@ function trainerRound(policy: Policy, packed: PackedStep, trainRows: number): nu
     },
   };
   const rows = trainRows > 0 ? packed.rows.slice(0, trainRows) : packed.rows;
-  const result = trainStep(timed, { ...packed, rows }, { lr: 1e-6, maxGradNorm: 1, loss: LOSS, denominators: denominatorsOf(packed.rows) });
+  const result = trainStep(
+    timed,
+    { ...packed, rows },
+    { lr: 1e-6, maxGradNorm: 1, loss: LOSS, denominators: denominatorsOf(packed.rows) },
+  );
   if (!Number.isFinite(result.metrics.loss)) throw new Error(`trainer loss is not finite (${result.metrics.loss})`);
   const all = packed.rows.reduce((n, r) => n + r.tokenIds.length, 0);
   const trained = rows.reduce((n, r) => n + r.tokenIds.length, 0);
@@ -199,19 +273,39 @@ await loadNative(threads);
 /** A built-in algorithm through the registry's parser and createAlgorithm, as the config layer does.
  * sft must sample from a frozen model; creating it connects nothing (setup would). */
 async function algorithmOf(type: string): Promise<Algorithm<any>> {
-  if (!["grpo", "max_rl", "echo", "sft"].includes(type)) throw new Error(`--algos: ${type} is not one of grpo, max_rl, echo, sft (opd and opsd call a model)`);
+  if (!["grpo", "max_rl", "echo", "sft"].includes(type))
+    throw new Error(`--algos: ${type} is not one of grpo, max_rl, echo, sft (opd and opsd call a model)`);
   const sampling = type === "sft" ? { source: { name: "teacher", base_url: "http://127.0.0.1:9/v1" } } : {};
   const config = parseAlgoConfig({ type, sampling }, { source: "bench", path: ["algo"] });
-  return (await createAlgorithm(config, { source: "bench", path: ["algo"], groupSize: GROUP_SIZE }, { policyUrls: [] })).algorithm;
+  return (await createAlgorithm(config, { source: "bench", path: ["algo"], groupSize: GROUP_SIZE }, { policyUrls: [] }))
+    .algorithm;
 }
 
 const runDir = mkdtempSync(join(tmpdir(), "rlx-bench-orch-"));
 for (const dir of ["batches", "rollouts"]) mkdirSync(join(runDir, dir));
 const preset = PRESETS.tiny!;
-console.log(`${GROUPS} groups x ${GROUP_SIZE} rollouts; seq_len ${seqLen}; ${rounds} rounds x ${orchReps} orchestrator passes, ${rounds} trainer steps (medians); trainer: tiny preset, ${threads} threads, f32`);
-if (trainRows > 0) console.log(`trainer step ms: the first ${trainRows} rows are trained and their time scaled by tokens (all rows / timed rows), plus one optimizer step`);
+console.log(
+  `${GROUPS} groups x ${GROUP_SIZE} rollouts; seq_len ${seqLen}; ${rounds} rounds x ${orchReps} orchestrator passes, ${rounds} trainer steps (medians); trainer: tiny preset, ${threads} threads, f32`,
+);
+if (trainRows > 0)
+  console.log(
+    `trainer step ms: the first ${trainRows} rows are trained and their time scaled by tokens (all rows / timed rows), plus one optimizer step`,
+  );
 
-const table: (string | number)[][] = [["shape", "algorithm", "score ms", "build+filter ms", "pack ms", "step-file ms", "audit ms", "total ms", "trainer step ms", "overhead %"]];
+const table: (string | number)[][] = [
+  [
+    "shape",
+    "algorithm",
+    "score ms",
+    "build+filter ms",
+    "pack ms",
+    "step-file ms",
+    "audit ms",
+    "total ms",
+    "trainer step ms",
+    "overhead %",
+  ],
+];
 try {
   for (const shapeName of shapeNames) {
     if (!SHAPES[shapeName]) throw new Error(`--shapes: unknown shape ${shapeName} (math, tool)`);
@@ -225,16 +319,30 @@ try {
       const phases: Phases["ms"][] = [];
       const stepMs: number[] = [];
       for (let r = 0; r < rounds; r++) {
-        for (let k = 0; k < orchReps; k++) phases.push((await orchestratorRound(shapeName, algorithm, seed, runDir)).ms);
+        for (let k = 0; k < orchReps; k++)
+          phases.push((await orchestratorRound(shapeName, algorithm, seed, runDir)).ms);
         stepMs.push(trainerRound(policy, warm.packed, trainRows));
       }
       const { packed } = warm;
       const timedRows = trainRows > 0 ? Math.min(trainRows, packed.rows.length) : packed.rows.length;
-      console.log(`${shapeName} ${algoName}: ${warm.kept} of ${GROUPS * GROUP_SIZE} samples kept, ${packed.tokens} tokens in ${packed.rows.length} rows (counts rl ${packed.counts.rl}, ce ${packed.counts.ce}); trainer timed ${timedRows} rows`);
+      console.log(
+        `${shapeName} ${algoName}: ${warm.kept} of ${GROUPS * GROUP_SIZE} samples kept, ${packed.tokens} tokens in ${packed.rows.length} rows (counts rl ${packed.counts.rl}, ce ${packed.counts.ce}); trainer timed ${timedRows} rows`,
+      );
       const m = (pick: (p: Phases["ms"]) => number) => median(phases.map(pick));
       const total = m((p) => p.score + p.build + p.pack + p.stepFile + p.audit);
       const step = median(stepMs);
-      table.push([shapeName, algoName, m((p) => p.score).toFixed(1), m((p) => p.build).toFixed(1), m((p) => p.pack).toFixed(1), m((p) => p.stepFile).toFixed(1), m((p) => p.audit).toFixed(1), total.toFixed(1), step.toFixed(0), `${((100 * total) / step).toFixed(2)}%`]);
+      table.push([
+        shapeName,
+        algoName,
+        m((p) => p.score).toFixed(1),
+        m((p) => p.build).toFixed(1),
+        m((p) => p.pack).toFixed(1),
+        m((p) => p.stepFile).toFixed(1),
+        m((p) => p.audit).toFixed(1),
+        total.toFixed(1),
+        step.toFixed(0),
+        `${((100 * total) / step).toFixed(2)}%`,
+      ]);
     }
   }
 } finally {

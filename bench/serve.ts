@@ -37,7 +37,12 @@ const prompt = (c: number) => Array.from({ length: promptLength }, (_, i) => (c 
 function nativeSeconds(model: NativeModel, batch: number, seed: number): number {
   using gen = NativeGenerator.create(model, { slots: batch, capacity: promptLength + newTokens });
   const t0 = performance.now();
-  let produced = gen.add(Array.from({ length: batch }, (_, b) => ({ prompt: prompt(b), sampling: { temperature: 1, maxNewTokens: newTokens, seed: seed + b } }))).length;
+  let produced = gen.add(
+    Array.from({ length: batch }, (_, b) => ({
+      prompt: prompt(b),
+      sampling: { temperature: 1, maxNewTokens: newTokens, seed: seed + b },
+    })),
+  ).length;
   while (produced < batch * newTokens) produced += gen.step().length;
   return (performance.now() - t0) / 1000;
 }
@@ -47,10 +52,19 @@ async function serverSeconds(url: string, concurrent: number, seed: number): Pro
     const response = await fetch(`${url}/v1/completions`, {
       method: "POST",
       headers: { "content-type": "application/json" },
-      body: JSON.stringify({ prompt: prompt(c), max_tokens: newTokens, temperature: 1, seed: seed + c, ignore_eos: true, logprobs: 0, return_tokens_as_token_ids: true }),
+      body: JSON.stringify({
+        prompt: prompt(c),
+        max_tokens: newTokens,
+        temperature: 1,
+        seed: seed + c,
+        ignore_eos: true,
+        logprobs: 0,
+        return_tokens_as_token_ids: true,
+      }),
     });
     const body = (await response.json()) as { usage?: { completion_tokens: number } };
-    if (body.usage?.completion_tokens !== newTokens) throw new Error(`server answered ${response.status}: ${JSON.stringify(body).slice(0, 300)}`);
+    if (body.usage?.completion_tokens !== newTokens)
+      throw new Error(`server answered ${response.status}: ${JSON.stringify(body).slice(0, 300)}`);
   };
   const t0 = performance.now();
   await Promise.all(Array.from({ length: concurrent }, (_, c) => one(c)));
@@ -58,8 +72,17 @@ async function serverSeconds(url: string, concurrent: number, seed: number): Pro
 }
 
 const info = await runtimeInfo();
-console.log(`libtorch ${info.torch_version}, BLAS ${info.blas}, ${info.threads} threads; model ${dir}; prompt ${promptLength}, ${newTokens} new tokens, ${rounds} rounds\n`);
-const serve = await startServe(["--model", dir, "--max-batch", String(maxBatch), "--max-model-len", String(promptLength + newTokens)]);
+console.log(
+  `libtorch ${info.torch_version}, BLAS ${info.blas}, ${info.threads} threads; model ${dir}; prompt ${promptLength}, ${newTokens} new tokens, ${rounds} rounds\n`,
+);
+const serve = await startServe([
+  "--model",
+  dir,
+  "--max-batch",
+  String(maxBatch),
+  "--max-model-len",
+  String(promptLength + newTokens),
+]);
 using model = await loadModel(dir);
 try {
   nativeSeconds(model, 1, 0);
@@ -76,7 +99,14 @@ try {
   }
   const single = rows.find((r) => r.c === 1)?.server ?? rows[0]!.server;
   const table: (string | number)[][] = [["clients", "server tok/s", "vs 1 client", "native tok/s", "server/native"]];
-  for (const r of rows) table.push([r.c, r.server.toFixed(0), `${(r.server / single).toFixed(1)}x`, r.native.toFixed(0), r.server / r.native > 0 ? (r.server / r.native).toFixed(2) : "-"]);
+  for (const r of rows)
+    table.push([
+      r.c,
+      r.server.toFixed(0),
+      `${(r.server / single).toFixed(1)}x`,
+      r.native.toFixed(0),
+      r.server / r.native > 0 ? (r.server / r.native).toFixed(2) : "-",
+    ]);
   printTable(table);
 } finally {
   await serve.stop();

@@ -21,10 +21,23 @@ const inference = flag("inference", "spawn");
 const dir = await lettersWorkspace("rlx-bench-overlap-");
 const shape = { steps, batch, group, tokens };
 const run = (asyncLevel: number, round: number) =>
-  lettersRun(dir, `async${asyncLevel}-r${round}`, shape, { orchestrator: [`max_async_level = ${asyncLevel}`], args: ["--inference", inference] });
+  lettersRun(dir, `async${asyncLevel}-r${round}`, shape, {
+    orchestrator: [`max_async_level = ${asyncLevel}`],
+    args: ["--inference", inference],
+  });
 
-const keys = ["time/step", "time/rollouts", "time/wait_for_policy", "time/train", "time/trainer_wait", "time/reload"] as const;
-const results = new Map<number, { walls: number[]; rows: Row[] }>([[0, { walls: [], rows: [] }], [1, { walls: [], rows: [] }]]);
+const keys = [
+  "time/step",
+  "time/rollouts",
+  "time/wait_for_policy",
+  "time/train",
+  "time/trainer_wait",
+  "time/reload",
+] as const;
+const results = new Map<number, { walls: number[]; rows: Row[] }>([
+  [0, { walls: [], rows: [] }],
+  [1, { walls: [], rows: [] }],
+]);
 for (let round = 0; round < rounds; round++) {
   for (const level of round % 2 ? [1, 0] : [0, 1]) {
     const { wall, rows } = run(level, round);
@@ -34,10 +47,16 @@ for (let round = 0; round < rounds; round++) {
 }
 
 const med = (level: number, key: string) => median(results.get(level)!.rows.map((row) => row[key] ?? 0));
-console.log(`rlx train, tiny model, ${steps} steps of ${batch} rollouts (groups of ${group}, ${tokens} new tokens), policy ${inference}; medians over steps 2..${steps} of ${rounds} round(s)\n`);
+console.log(
+  `rlx train, tiny model, ${steps} steps of ${batch} rollouts (groups of ${group}, ${tokens} new tokens), policy ${inference}; medians over steps 2..${steps} of ${rounds} round(s)\n`,
+);
 printTable([
   ["max_async_level", "wall s", ...keys.map((k) => `${k.slice(5)} s`)],
-  ...[0, 1].map((level) => [level, median(results.get(level)!.walls).toFixed(1), ...keys.map((k) => med(level, k).toFixed(3))]),
+  ...[0, 1].map((level) => [
+    level,
+    median(results.get(level)!.walls).toFixed(1),
+    ...keys.map((k) => med(level, k).toFixed(3)),
+  ]),
 ]);
 console.log(`\nstep time async 0 / async 1: ${(med(0, "time/step") / med(1, "time/step")).toFixed(2)}x`);
 rmSync(dir, { recursive: true, force: true });

@@ -58,7 +58,9 @@ for (let round = 0; round < rounds; round++) {
 }
 
 const med = (i: number, key: string) => median(results[i]!.rows.map((row) => row[key] ?? 0));
-console.log(`rlx train, preset tiny, ${steps} steps of ${batch} rollouts (groups of ${group}, ${tokens} new tokens), one spawned policy server, ${cores} cores; medians over steps 2..${steps} of ${rounds} round(s)\n`);
+console.log(
+  `rlx train, preset tiny, ${steps} steps of ${batch} rollouts (groups of ${group}, ${tokens} new tokens), one spawned policy server, ${cores} cores; medians over steps 2..${steps} of ${rounds} round(s)\n`,
+);
 printTable([
   ["configuration", "threads", "train tok/s", "vs 1 rank", "train s", "step s", "wall s"],
   ...setups.map((setup, i) => [

@@ -26,7 +26,7 @@ const LENGTHS = [700, 300, 512, 1024, 128, 900, 532];
  * of each sample; samples cycle rl, rl + ce (weight 0.1), ref_kl. */
 function makeRow(lengths: number[], seed: number): PackedRow {
   let state = seed >>> 0;
-  const rand = () => ((state = (Math.imul(state, 1664525) + 1013904223) >>> 0) / 2 ** 32);
+  const rand = () => (state = (Math.imul(state, 1664525) + 1013904223) >>> 0) / 2 ** 32;
   const T = lengths.reduce((a, b) => a + b, 0);
   const row: PackedRow = {
     tokenIds: Int32Array.from({ length: T }, () => Math.floor(rand() * 259)),
@@ -67,7 +67,12 @@ function stepFlops(c: ShimModelConfig, lengths: number[]): number {
   return 6 * matmulParams * N + attention;
 }
 
-async function rlxRound(model: NativeModel, optim: NativeOptimizer, row: PackedRow, steps: number): Promise<{ times: number[]; loss: number }> {
+async function rlxRound(
+  model: NativeModel,
+  optim: NativeOptimizer,
+  row: PackedRow,
+  steps: number,
+): Promise<{ times: number[]; loss: number }> {
   const counts = { nRl: 0, nCe: 0, nRefKl: 0 };
   for (let t = 0; t < row.tokenIds.length; t++) {
     if (row.lossMask[t] && row.rlWeights![t]) counts.nRl++;
@@ -100,10 +105,26 @@ await loadNative(threads);
 const autocast = process.argv.includes("--autocast");
 const info = await runtimeInfo();
 const ceiling = await benchMatmul(2048, 5);
-console.log(`libtorch ${info.torch_version}, BLAS ${info.blas}, ${info.threads} threads; matmul ceiling ${ceiling.toFixed(0)} GFLOP/s (f32 2048^2)`);
-console.log(`${autocast ? "bf16 autocast" : "float32"}; one packed row of ${LENGTHS.length} samples, ${LENGTHS.reduce((a, b) => a + b, 0)} tokens; ${rounds} rounds x ${steps} steps per side\n`);
+console.log(
+  `libtorch ${info.torch_version}, BLAS ${info.blas}, ${info.threads} threads; matmul ceiling ${ceiling.toFixed(0)} GFLOP/s (f32 2048^2)`,
+);
+console.log(
+  `${autocast ? "bf16 autocast" : "float32"}; one packed row of ${LENGTHS.length} samples, ${LENGTHS.reduce((a, b) => a + b, 0)} tokens; ${rounds} rounds x ${steps} steps per side\n`,
+);
 
-const table: (string | number)[][] = [["preset", "params", "rlx ms/step", "torch ms/step", "rlx tok/s", "torch tok/s", "rlx/torch", "rlx GFLOP/s", "of ceiling"]];
+const table: (string | number)[][] = [
+  [
+    "preset",
+    "params",
+    "rlx ms/step",
+    "torch ms/step",
+    "rlx tok/s",
+    "torch tok/s",
+    "rlx/torch",
+    "rlx GFLOP/s",
+    "of ceiling",
+  ],
+];
 for (const name of presets) {
   const preset = PRESETS[name];
   if (!preset) throw new Error(`unknown preset ${name}`);
@@ -117,7 +138,16 @@ for (const name of presets) {
   const torchTimes: number[] = [];
   for (let r = 0; r < rounds; r++) {
     const ref = runReference<ReferenceResult>("train_step.py", [
-      "--config", shimConfigJson(config), "--lengths", LENGTHS.join(","), "--steps", String(steps), "--warmup", "1", "--threads", String(threads),
+      "--config",
+      shimConfigJson(config),
+      "--lengths",
+      LENGTHS.join(","),
+      "--steps",
+      String(steps),
+      "--warmup",
+      "1",
+      "--threads",
+      String(threads),
       ...(autocast ? ["--autocast"] : []),
     ]);
     torchTimes.push(...ref.step_s);

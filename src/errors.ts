@@ -46,11 +46,17 @@ function describe(issue: z.core.$ZodIssue): { path: readonly PropertyKey[]; text
     case "unrecognized_keys": {
       const key = issue.keys[0] ?? "?";
       const more = issue.keys.length > 1 ? ` (and ${issue.keys.slice(1).join(", ")})` : "";
-      return { path: [...issue.path, key], text: `unknown key${more}; check the spelling against the schema (src/config/schema.ts)` };
+      return {
+        path: [...issue.path, key],
+        text: `unknown key${more}; check the spelling against the schema (src/config/schema.ts)`,
+      };
     }
     case "invalid_type": {
       const missing = issue.message.includes("received undefined");
-      return { path: issue.path, text: missing ? `required (expected ${issue.expected})` : `expected ${issue.expected}: ${issue.message}` };
+      return {
+        path: issue.path,
+        text: missing ? `required (expected ${issue.expected})` : `expected ${issue.expected}: ${issue.message}`,
+      };
     }
     default:
       return { path: issue.path, text: issue.message };
@@ -58,7 +64,11 @@ function describe(issue: z.core.$ZodIssue): { path: readonly PropertyKey[]; text
 }
 
 /** One error listing every issue, each as `FILE: key.path: what is wrong`. */
-export function configError(issues: readonly z.core.$ZodIssue[], source: string, prefix: readonly PropertyKey[] = []): ConfigError {
+export function configError(
+  issues: readonly z.core.$ZodIssue[],
+  source: string,
+  prefix: readonly PropertyKey[] = [],
+): ConfigError {
   const lines = issues.map((issue) => {
     const { path, text } = describe(issue);
     return `${source}: ${keyPath([...prefix, ...path])}: ${text}`;

@@ -32,7 +32,10 @@ async function main(): Promise<void> {
   const numEval = option("eval", 200);
   const seed = option("seed", 0);
   const [modelDir, outPath] = argv;
-  if (!modelDir || !outPath) throw new ConfigError("usage: dump_add_tasks.ts MODEL_DIR OUT.json [--train N] [--eval N] [--seed S]", { fix: "give a model directory and an output path" });
+  if (!modelDir || !outPath)
+    throw new ConfigError("usage: dump_add_tasks.ts MODEL_DIR OUT.json [--train N] [--eval N] [--seed S]", {
+      fix: "give a model directory and an output path",
+    });
 
   const tokenizer = Tokenizer.load(modelDir);
   const renderer = new ChatRenderer(tokenizer);
@@ -41,14 +44,19 @@ async function main(): Promise<void> {
   const evalTasks = (await env.load("eval", seed)).slice(0, numEval);
   const sampler = new TaskSampler([{ name: "math", ratio: 1, groupSize: 8, tasks: trainTasks }], seed);
   const train = Array.from({ length: numTrain }, () => rendered(renderer, sampler.next().task));
-  writeFileSync(outPath, JSON.stringify({
-    env_args: ENV_ARGS,
-    seed,
-    stop_ids: tokenizer.stopIds,
-    train,
-    eval: evalTasks.map((task) => rendered(renderer, task)),
-  }));
-  console.log(`${outPath}: ${train.length} train draws, ${evalTasks.length} eval tasks, stop ids ${tokenizer.stopIds.join(",")}`);
+  writeFileSync(
+    outPath,
+    JSON.stringify({
+      env_args: ENV_ARGS,
+      seed,
+      stop_ids: tokenizer.stopIds,
+      train,
+      eval: evalTasks.map((task) => rendered(renderer, task)),
+    }),
+  );
+  console.log(
+    `${outPath}: ${train.length} train draws, ${evalTasks.length} eval tasks, stop ids ${tokenizer.stopIds.join(",")}`,
+  );
 }
 
 await main();

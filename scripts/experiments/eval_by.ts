@@ -11,7 +11,9 @@ import { readFileSync } from "node:fs";
 import { formatTable } from "../../src/eval/table.ts";
 import { passMetrics, type TaskEval } from "../../src/eval/evaluate.ts";
 
-interface EvalFile { envs: Array<{ env: string; k: number; results: TaskEval[] }> }
+interface EvalFile {
+  envs: Array<{ env: string; k: number; results: TaskEval[] }>;
+}
 
 const args = process.argv.slice(2);
 const byAt = args.indexOf("--by");
@@ -29,13 +31,35 @@ for (const file of files) {
       groups.set(group, [...(groups.get(group) ?? []), r]);
     }
     for (const [group, results] of [...groups].sort()) {
-      const metrics = passMetrics(results, env.k, 1, results.every((r) => r.greedyReward !== undefined));
-      rows.push({ file, env: env.env, group, tasks: results.length, greedy: metrics["greedy/pass@1"] ?? 0, "pass@1": metrics["pass@1"]!, [`pass@${env.k}`]: metrics[`pass@${env.k}`]! });
+      const metrics = passMetrics(
+        results,
+        env.k,
+        1,
+        results.every((r) => r.greedyReward !== undefined),
+      );
+      rows.push({
+        file,
+        env: env.env,
+        group,
+        tasks: results.length,
+        greedy: metrics["greedy/pass@1"] ?? 0,
+        "pass@1": metrics["pass@1"]!,
+        [`pass@${env.k}`]: metrics[`pass@${env.k}`]!,
+      });
     }
   }
 }
 if (args.includes("--json")) console.log(JSON.stringify(rows));
 else {
   const header = Object.keys(rows[0] ?? {});
-  console.log(formatTable(header, rows.map((row) => header.map((h) => (typeof row[h] === "number" && h !== "tasks" ? (row[h] as number).toFixed(3) : String(row[h]))))));
+  console.log(
+    formatTable(
+      header,
+      rows.map((row) =>
+        header.map((h) =>
+          typeof row[h] === "number" && h !== "tasks" ? (row[h] as number).toFixed(3) : String(row[h]),
+        ),
+      ),
+    ),
+  );
 }

@@ -20,15 +20,27 @@ const at = process.argv.indexOf("--template");
 const hintedOnly = process.argv.includes("--hinted-only");
 const template: string = at > 0 ? process.argv[at + 1]! : Opsd.schema.parse({ type: "opsd" }).template;
 
-interface Row { messages: Array<{ role: string; content: string }>; [key: string]: unknown }
-const rows = readFileSync(input, "utf8").split("\n").filter((line) => line.trim()).map((line) => JSON.parse(line) as Row);
+interface Row {
+  messages: Array<{ role: string; content: string }>;
+  [key: string]: unknown;
+}
+const rows = readFileSync(input, "utf8")
+  .split("\n")
+  .filter((line) => line.trim())
+  .map((line) => JSON.parse(line) as Row);
 const out: string[] = [];
 for (const row of rows) {
   const demonstration = row.messages.findLast((m) => m.role === "assistant")?.content;
   if (!demonstration) throw new Error(`${input}: a row without an assistant turn (task ${String(row.task_id)})`);
-  if (row.messages[0]?.role === "system") throw new Error(`${input}: rows already have a system message; OPSD's hint would be a second one`);
+  if (row.messages[0]?.role === "system")
+    throw new Error(`${input}: rows already have a system message; OPSD's hint would be a second one`);
   if (!hintedOnly) out.push(JSON.stringify(row));
-  out.push(JSON.stringify({ ...row, messages: [{ role: "system", content: template.replaceAll("{demonstration}", demonstration) }, ...row.messages] }));
+  out.push(
+    JSON.stringify({
+      ...row,
+      messages: [{ role: "system", content: template.replaceAll("{demonstration}", demonstration) }, ...row.messages],
+    }),
+  );
 }
 writeFileSync(output, `${out.join("\n")}\n`);
 console.log(`wrote ${out.length} rows (${hintedOnly ? 0 : rows.length} plain, ${rows.length} hinted) to ${output}`);

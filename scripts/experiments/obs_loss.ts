@@ -29,7 +29,11 @@ export interface ObsLoss {
 }
 
 /** Per sequence: indices of the tokens to score (content of `role` messages, never index 0). */
-export function observationTokens(renderer: ChatRenderer, conv: SftConversation, role: string): { tokenIds: number[]; selected: number[] } {
+export function observationTokens(
+  renderer: ChatRenderer,
+  conv: SftConversation,
+  role: string,
+): { tokenIds: number[]; selected: number[] } {
   const r = renderer.render(conv.messages, { tools: conv.tools, addGenerationPrompt: false });
   const selected: number[] = [];
   for (let t = 1; t < r.tokenIds.length; t++) {
@@ -38,7 +42,12 @@ export function observationTokens(renderer: ChatRenderer, conv: SftConversation,
   return { tokenIds: r.tokenIds, selected };
 }
 
-export async function observationLoss(modelDir: string, demosPath: string, role = "tool", maxRows = 0): Promise<ObsLoss> {
+export async function observationLoss(
+  modelDir: string,
+  demosPath: string,
+  role = "tool",
+  maxRows = 0,
+): Promise<ObsLoss> {
   await loadNative();
   const tokenizer = Tokenizer.load(modelDir);
   const renderer = new ChatRenderer(tokenizer);
@@ -50,12 +59,15 @@ export async function observationLoss(modelDir: string, demosPath: string, role 
     const batch = 16; // rows per prefill: bounds activation memory on long demonstrations
     for (let i = 0; i < seqs.length; i += batch) {
       const chunk = seqs.slice(i, i + batch);
-      const { logprobs } = score(model, chunk.map((s) => s.tokenIds));
+      const { logprobs } = score(
+        model,
+        chunk.map((s) => s.tokenIds),
+      );
       chunk.forEach((s, k) => {
         for (const t of s.selected) {
           const nll = -logprobs[k]![t]!;
           const kind = /^[0-9]$/.test(tokenizer.decode([s.tokenIds[t]!])) ? "digit" : "other";
-          for (const key of ["all", kind]) (sums[key]![0] += nll), (sums[key]![1] += 1);
+          for (const key of ["all", kind]) ((sums[key]![0] += nll), (sums[key]![1] += 1));
         }
       });
     }
@@ -64,7 +76,9 @@ export async function observationLoss(modelDir: string, demosPath: string, role 
   }
   const mean = ([sum, n]: [number, number]) => (n > 0 ? sum / n : NaN);
   if (sums.all![1] === 0) {
-    throw new ConfigError(`${demosPath}: no content tokens of role "${role}" in ${rows.length} rows`, { fix: "pass demonstrations whose conversations contain that role (e.g. `rlx env demos forth --split eval`), or another --role" });
+    throw new ConfigError(`${demosPath}: no content tokens of role "${role}" in ${rows.length} rows`, {
+      fix: "pass demonstrations whose conversations contain that role (e.g. `rlx env demos forth --split eval`), or another --role",
+    });
   }
   return {
     rows: rows.length,
@@ -87,11 +101,16 @@ if (import.meta.main) {
   const role = option("role") ?? "tool";
   const n = Number(option("n") ?? 0);
   const [modelDir, demos] = argv;
-  if (!modelDir || !demos) throw new ConfigError("usage: obs_loss.ts MODEL_DIR DEMOS.jsonl [--role tool] [--n ROWS] [--json]", { fix: "give a model directory and a demonstrations JSONL file" });
+  if (!modelDir || !demos)
+    throw new ConfigError("usage: obs_loss.ts MODEL_DIR DEMOS.jsonl [--role tool] [--n ROWS] [--json]", {
+      fix: "give a model directory and a demonstrations JSONL file",
+    });
   const loss = await observationLoss(modelDir, demos, role, n);
   if (json) console.log(JSON.stringify({ model: modelDir, demos, role, ...loss }));
   else {
-    console.log(`${modelDir}  role ${role}: ${loss.rows} rows, ${loss.tokens} tokens, mean nll ${loss.nll.toFixed(4)}` +
-      `  (digits ${loss.digitTokens} tokens ${loss.digitNll.toFixed(4)}, other ${loss.otherTokens} tokens ${loss.otherNll.toFixed(4)})`);
+    console.log(
+      `${modelDir}  role ${role}: ${loss.rows} rows, ${loss.tokens} tokens, mean nll ${loss.nll.toFixed(4)}` +
+        `  (digits ${loss.digitTokens} tokens ${loss.digitNll.toFixed(4)}, other ${loss.otherTokens} tokens ${loss.otherNll.toFixed(4)})`,
+    );
   }
 }

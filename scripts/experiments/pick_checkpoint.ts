@@ -31,11 +31,15 @@ const evals_E = readFileSync(join(runDir, "metrics.jsonl"), "utf8")
   })
   .filter((e) => existsSync(join(e.dir, "config.json")));
 
-const inBand = evals_E.filter((e) => e.pass1 >= low && e.pass1 <= high).sort((a, b) => Math.abs(a.pass1 - target) - Math.abs(b.pass1 - target));
+const inBand = evals_E
+  .filter((e) => e.pass1 >= low && e.pass1 <= high)
+  .sort((a, b) => Math.abs(a.pass1 - target) - Math.abs(b.pass1 - target));
 const best = inBand[0];
 if (!best) {
   const seen = evals_E.map((e) => `${e.step}:${e.pass1}`).join(" ");
-  console.error(`no checkpoint of ${runDir} has greedy pass@1 in [${low}, ${high}] (step:pass@1 = ${seen || "none"}); train longer or save more often`);
+  console.error(
+    `no checkpoint of ${runDir} has greedy pass@1 in [${low}, ${high}] (step:pass@1 = ${seen || "none"}); train longer or save more often`,
+  );
   process.exit(1);
 }
 console.log(`${best.dir}\t${best.pass1}`);

@@ -29,7 +29,12 @@ const schema = z.strictObject({
   ...grpoFields,
   /** Observation roles whose content tokens get CE weight alpha. Setting any role replaces the table. */
   roles: z
-    .strictObject({ system: roleSchema.optional(), user: roleSchema.optional(), assistant: roleSchema.optional(), tool: roleSchema.optional() })
+    .strictObject({
+      system: roleSchema.optional(),
+      user: roleSchema.optional(),
+      assistant: roleSchema.optional(),
+      tool: roleSchema.optional(),
+    })
     .refine((r) => Object.values(r).some(Boolean), "echo needs at least one role enabled")
     .default({ tool: { alpha: 0.1 } }),
   /** Optional keep-mask filter: a .ts file exporting default (rollout, kwargs) => boolean[][], one keep-mask per sample. */
@@ -50,10 +55,14 @@ export class Echo extends Algorithm<EchoConfig> {
     const spec = this.config.filter;
     if (!spec) return;
     const module = await import(resolve(spec.path)).catch((err: Error) => {
-      throw new ConfigError(`echo filter: cannot import ${spec.path}: ${err.message}`, { fix: "filter.path is relative to the directory rlx runs in" });
+      throw new ConfigError(`echo filter: cannot import ${spec.path}: ${err.message}`, {
+        fix: "filter.path is relative to the directory rlx runs in",
+      });
     });
     if (typeof module.default !== "function") {
-      throw new ConfigError(`echo filter ${spec.path}: the default export is not a function`, { fix: "export default (rollout, kwargs) => keepMasks (boolean[][], one per sample)" });
+      throw new ConfigError(`echo filter ${spec.path}: the default export is not a function`, {
+        fix: "export default (rollout, kwargs) => keepMasks (boolean[][], one per sample)",
+      });
     }
     this.filter = module.default as EchoFilter;
   }
@@ -67,7 +76,12 @@ export class Echo extends Algorithm<EchoConfig> {
     for (const seg of rollout.segments) {
       const alpha = this.config.roles[seg.role]?.alpha ?? 0;
       const owner = ownerSample.get(seg.messageIndex) ?? seg.sample;
-      const selected = !seg.sampled && alpha > 0 && seg.messageIndex > firstAction && !actionMessages.has(seg.messageIndex) && owner === seg.sample;
+      const selected =
+        !seg.sampled &&
+        alpha > 0 &&
+        seg.messageIndex > firstAction &&
+        !actionMessages.has(seg.messageIndex) &&
+        owner === seg.sample;
       if (selected) ownerSample.set(seg.messageIndex, seg.sample);
       const content = seg.isContent?.length === seg.tokenIds.length ? seg.isContent : undefined;
       for (let i = 0; i < seg.tokenIds.length; i++) weights_N.push(selected && (content?.[i] ?? true) ? alpha : 0);
@@ -82,12 +96,18 @@ export class Echo extends Algorithm<EchoConfig> {
     const where = `echo filter ${this.config.filter?.path}`;
     const fix = "return one boolean keep-mask per sample of the rollout, each as long as that sample's tokens";
     if (!Array.isArray(masks) || masks.length !== ranges.length) {
-      throw new RlxError(`${where} returned ${Array.isArray(masks) ? masks.length : typeof masks} masks for rollout ${rollout.id}, which has ${ranges.length} sample(s)`, { fix });
+      throw new RlxError(
+        `${where} returned ${Array.isArray(masks) ? masks.length : typeof masks} masks for rollout ${rollout.id}, which has ${ranges.length} sample(s)`,
+        { fix },
+      );
     }
     ranges.forEach(([start, end], k) => {
       const mask = masks[k]!;
       if (!Array.isArray(mask) || mask.length !== end - start) {
-        throw new RlxError(`${where}: mask ${k} of rollout ${rollout.id} has ${Array.isArray(mask) ? mask.length : typeof mask} entries, the sample has ${end - start} tokens`, { fix });
+        throw new RlxError(
+          `${where}: mask ${k} of rollout ${rollout.id} has ${Array.isArray(mask) ? mask.length : typeof mask} entries, the sample has ${end - start} tokens`,
+          { fix },
+        );
       }
       for (let i = start; i < end; i++) if (!mask[i - start]) weights_N[i] = 0;
     });

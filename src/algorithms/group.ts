@@ -82,7 +82,11 @@ export function rolloutSize(rollout: Rollout): RolloutSize {
  * Equal sizes shift every reward by the same amount, so centering gives plain GRPO back; a group
  * with mean reward 0 is not penalized.
  */
-export function lengthShaped(rewards_G: readonly number[], sizes_G: readonly RolloutSize[], w: LengthPenaltyWeights): number[] {
+export function lengthShaped(
+  rewards_G: readonly number[],
+  sizes_G: readonly RolloutSize[],
+  w: LengthPenaltyWeights,
+): number[] {
   const m = mean(rewards_G);
   const most = (pick: (s: RolloutSize) => number) => Math.max(1, ...sizes_G.map(pick));
   const maxOut = most((s) => s.output);
@@ -90,7 +94,10 @@ export function lengthShaped(rewards_G: readonly number[], sizes_G: readonly Rol
   const maxTurns = most((s) => s.turns);
   return rewards_G.map((r, i) => {
     const s = sizes_G[i]!;
-    const frac = (w.num_output_tokens_weight * s.output) / maxOut + (w.num_input_tokens_weight * s.input) / maxIn + (w.num_turns_weight * s.turns) / maxTurns;
+    const frac =
+      (w.num_output_tokens_weight * s.output) / maxOut +
+      (w.num_input_tokens_weight * s.input) / maxIn +
+      (w.num_turns_weight * s.turns) / maxTurns;
     return r - m * frac;
   });
 }

@@ -36,7 +36,10 @@ const schema = z.strictObject({ type: z.literal("grpo"), ...grpoFields });
 type GrpoConfig = z.infer<typeof schema>;
 
 /** GRPO's credit for a group under `config` (GRPO's fields), assigned to each rollout's action tokens. */
-export function assignGrpoAdvantages(config: Pick<GrpoConfig, "std_normalize" | "length_penalty">, group: Rollout[]): void {
+export function assignGrpoAdvantages(
+  config: Pick<GrpoConfig, "std_normalize" | "length_penalty">,
+  group: Rollout[],
+): void {
   let rewards_G = group.map((r) => r.reward);
   const penalty = config.length_penalty;
   if (penalty) rewards_G = lengthShaped(rewards_G, group.map(rolloutSize), penalty);

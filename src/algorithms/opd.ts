@@ -14,7 +14,14 @@
 import { z } from "zod";
 import { ConfigError, EndpointError } from "../errors.ts";
 import type { Rollout } from "../data/types.ts";
-import { Algorithm, type AlgorithmContext, type FrozenClient, type LossComponent, type RuleViolation, type RunView } from "./base.ts";
+import {
+  Algorithm,
+  type AlgorithmContext,
+  type FrozenClient,
+  type LossComponent,
+  type RuleViolation,
+  type RunView,
+} from "./base.ts";
 import { assignRefLogprobs, sampleSequences } from "./routing.ts";
 import { frozenModelSchema, samplingSchema } from "./schemas.ts";
 
@@ -22,7 +29,8 @@ const schema = z.strictObject({ type: z.literal("opd"), sampling: samplingSchema
 type OpdConfig = z.infer<typeof schema>;
 
 /** Text whose tokenization differs between any two tokenizers worth telling apart. */
-export const TOKENIZER_PROBE = "Probe: The quick brown fox jumps over 13 lazy dogs; naïve café, 你好, 🙂\n\tdef f(x): return x**2";
+export const TOKENIZER_PROBE =
+  "Probe: The quick brown fox jumps over 13 lazy dogs; naïve café, 你好, 🙂\n\tdef f(x): return x**2";
 
 /** Refuses a frozen model whose tokenizer is not the policy's: the vocabulary size (when the
  * endpoint reports it) and the token ids of a probe string must agree. */
@@ -30,11 +38,17 @@ export async function checkSameTokenizer(ctx: AlgorithmContext, frozen: FrozenCl
   const fix = "use a teacher with the same tokenizer.json as the policy (the same model family)";
   const vocab = frozen.vocabSize ? await frozen.vocabSize() : undefined;
   if (vocab !== undefined && vocab !== ctx.tokenizer.size) {
-    throw new ConfigError(`${what} has a tokenizer of ${vocab} ids, the policy's has ${ctx.tokenizer.size}: token ids would mean different text`, { fix });
+    throw new ConfigError(
+      `${what} has a tokenizer of ${vocab} ids, the policy's has ${ctx.tokenizer.size}: token ids would mean different text`,
+      { fix },
+    );
   }
   const [theirs, own] = [await frozen.tokenize(TOKENIZER_PROBE), ctx.tokenizer.encodePlain(TOKENIZER_PROBE)];
   if (theirs.length !== own.length || theirs.some((id, i) => id !== own[i])) {
-    throw new ConfigError(`${what} tokenizes a probe string differently from the policy (${theirs.length} vs ${own.length} tokens)`, { fix });
+    throw new ConfigError(
+      `${what} tokenizes a probe string differently from the policy (${theirs.length} vs ${own.length} tokens)`,
+      { fix },
+    );
   }
 }
 
@@ -68,9 +82,12 @@ export class Opd extends Algorithm<OpdConfig> {
     const scores = await this.teacher.score(sequences);
     sequences.forEach((seq, i) => {
       if (scores[i]?.length !== seq.length) {
-        throw new EndpointError(`the opd teacher "${this.config.teacher.name}" returned ${scores[i]?.length ?? 0} prompt logprobs for ${seq.length} tokens`, {
-          fix: "the teacher must return one prompt logprob per token (vLLM prompt_logprobs)",
-        });
+        throw new EndpointError(
+          `the opd teacher "${this.config.teacher.name}" returned ${scores[i]?.length ?? 0} prompt logprobs for ${seq.length} tokens`,
+          {
+            fix: "the teacher must return one prompt logprob per token (vLLM prompt_logprobs)",
+          },
+        );
       }
     });
     assignRefLogprobs(rollout, scores.flat());

@@ -35,12 +35,16 @@ export function findDemonstration(rollout: Rollout, key: string): string {
   const task = rollout.task as unknown as Record<string, unknown>;
   const found = [rollout.info[key], task[key], rollout.task.info?.[key]].find((v) => v !== undefined && v !== null);
   if (typeof found === "string" && found.length) return found;
-  const keys = [...new Set([...Object.keys(rollout.info), ...Object.keys(task), ...Object.keys(rollout.task.info ?? {})])];
+  const keys = [
+    ...new Set([...Object.keys(rollout.info), ...Object.keys(task), ...Object.keys(rollout.task.info ?? {})]),
+  ];
   throw new ConfigError(
     found === undefined
       ? `opsd: task ${rollout.taskId} of env ${rollout.env} has no demonstration under "${key}" (looked in rollout.info, the task, task.info)`
       : `opsd: the demonstration "${key}" of task ${rollout.taskId} (env ${rollout.env}) is not a non-empty string`,
-    { fix: `set demo_key in the env's algo to a field holding the demonstration text; keys present: ${keys.join(", ")}` },
+    {
+      fix: `set demo_key in the env's algo to a field holding the demonstration text; keys present: ${keys.join(", ")}`,
+    },
   );
 }
 
@@ -72,7 +76,9 @@ export class Opsd extends Algorithm<z.infer<typeof schema>> {
     const sliced = sequences.map((seq, i) => {
       const score = scores[i];
       if (score?.length !== hint.length + seq.length) {
-        throw new EndpointError(`opsd: the policy returned ${score?.length ?? 0} prompt logprobs for ${hint.length + seq.length} tokens`);
+        throw new EndpointError(
+          `opsd: the policy returned ${score?.length ?? 0} prompt logprobs for ${hint.length + seq.length} tokens`,
+        );
       }
       return score.slice(hint.length);
     });

@@ -48,7 +48,8 @@ const customSchema = z.looseObject({ type: z.literal("custom"), path: z.string()
 export type BuiltinType = keyof Builtins;
 export type AlgoType = BuiltinType | "custom";
 /** A parsed algo block: one built-in's config, or a custom one's (checked by its class at setup). */
-export type AlgoConfig = { [K in BuiltinType]: z.output<Builtins[K]["schema"]> }[BuiltinType] | z.output<typeof customSchema>;
+export type AlgoConfig =
+  { [K in BuiltinType]: z.output<Builtins[K]["schema"]> }[BuiltinType] | z.output<typeof customSchema>;
 
 export const ALGO_TYPES = [...Object.keys(BUILTIN_ALGORITHMS), "custom"] as AlgoType[];
 
@@ -86,9 +87,12 @@ export interface AlgoSite {
 export function parseAlgoConfig(block: Record<string, unknown>, site: AlgoSite): AlgoConfig {
   const type = block.type as string;
   if (!(ALGO_TYPES as string[]).includes(type)) {
-    throw new ConfigError(`${site.source}: ${keyPath([...site.path, "type"])}: unknown algorithm type "${type}"; known types: ${ALGO_TYPES.join(", ")}`, {
-      fix: 'pick a known type, or type = "custom" with path = "./my_algo.ts"',
-    });
+    throw new ConfigError(
+      `${site.source}: ${keyPath([...site.path, "type"])}: unknown algorithm type "${type}"; known types: ${ALGO_TYPES.join(", ")}`,
+      {
+        fix: 'pick a known type, or type = "custom" with path = "./my_algo.ts"',
+      },
+    );
   }
   const schema: z.ZodType = type === "custom" ? customSchema : BUILTIN_ALGORITHMS[type as BuiltinType].schema;
   const result = schema.safeParse(structuredClone(block));
@@ -114,7 +118,9 @@ export function checkAlgorithm(cls: AlgorithmClass, config: AlgoConfig, site: Al
   if (broken) throw new ConfigError(`${at(broken.key)}: ${broken.message}`, broken.fix ? { fix: broken.fix } : {});
   if (!cls.groupRelative || site.groupSize !== 1) return [];
   const where = site.envName ? `${keyPath(site.path.slice(0, -1))} ("${site.envName}")` : keyPath(site.path);
-  return [`${where}: ${name} with group_size 1 gives every rollout advantage 0, so nothing trains; use group_size >= 2`];
+  return [
+    `${where}: ${name} with group_size 1 gives every rollout advantage 0, so nothing trains; use group_size >= 2`,
+  ];
 }
 
 /** Imports a custom algorithm file and returns its class. */
@@ -125,9 +131,12 @@ export async function loadCustomClass(file: string, site: AlgoSite): Promise<Alg
   try {
     module = await import(resolve(file));
   } catch (err) {
-    throw new ConfigError(`${at}: cannot import "${file}": ${(err as Error).message}`, { fix: "paths are relative to the directory rlx runs in" });
+    throw new ConfigError(`${at}: cannot import "${file}": ${(err as Error).message}`, {
+      fix: "paths are relative to the directory rlx runs in",
+    });
   }
-  if (typeof module.default !== "function") throw new ConfigError(`${at}: "${file}" has no default export function`, { fix: shape });
+  if (typeof module.default !== "function")
+    throw new ConfigError(`${at}: "${file}" has no default export function`, { fix: shape });
   let cls: unknown;
   try {
     cls = (module.default as (kit: AlgorithmKit) => unknown)(algorithmKit);
@@ -135,11 +144,16 @@ export async function loadCustomClass(file: string, site: AlgoSite): Promise<Alg
     throw new ConfigError(`${at}: the default export of "${file}" threw: ${(err as Error).message}`, { fix: shape });
   }
   if (typeof cls !== "function" || !(cls.prototype instanceof Algorithm)) {
-    throw new ConfigError(`${at}: the default export of "${file}" must return a class extending the Algorithm it is given`, { fix: shape });
+    throw new ConfigError(
+      `${at}: the default export of "${file}" must return a class extending the Algorithm it is given`,
+      { fix: shape },
+    );
   }
   const algo = cls as AlgorithmClass;
   if (!LOSS_COMPONENTS.includes(algo.actionLossType)) {
-    throw new ConfigError(`${at}: ${algo.name}.actionLossType is "${algo.actionLossType}"; it must be one of ${LOSS_COMPONENTS.join(", ")}`);
+    throw new ConfigError(
+      `${at}: ${algo.name}.actionLossType is "${algo.actionLossType}"; it must be one of ${LOSS_COMPONENTS.join(", ")}`,
+    );
   }
   return algo;
 }
@@ -148,7 +162,11 @@ export async function loadCustomClass(file: string, site: AlgoSite): Promise<Alg
  * One algorithm instance for one env from its parsed block. Built-ins were checked when the config
  * was resolved; a custom class is loaded here, validates its own fields, and gets the same checks.
  */
-export async function createAlgorithm(config: AlgoConfig, site: AlgoSite, run: RunView): Promise<{ algorithm: Algorithm<any>; warnings: string[] }> {
+export async function createAlgorithm(
+  config: AlgoConfig,
+  site: AlgoSite,
+  run: RunView,
+): Promise<{ algorithm: Algorithm<any>; warnings: string[] }> {
   if (config.type !== "custom") {
     const cls: AlgorithmClass = BUILTIN_ALGORITHMS[config.type];
     return { algorithm: new cls(config), warnings: [] };

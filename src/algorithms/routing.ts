@@ -32,9 +32,12 @@ export function assignAdvantage(rollout: Rollout, value: number | readonly numbe
   const mask = actionMask(rollout);
   const actions = mask.filter(Boolean).length;
   if (typeof value !== "number" && value.length !== actions) {
-    throw new RlxError(`advantages for rollout ${rollout.id} must align with its ${actions} action tokens, got ${value.length} values`, {
-      fix: "give one scalar, or one value per sampled token in order",
-    });
+    throw new RlxError(
+      `advantages for rollout ${rollout.id} must align with its ${actions} action tokens, got ${value.length} values`,
+      {
+        fix: "give one scalar, or one value per sampled token in order",
+      },
+    );
   }
   const advantages_N = new Array<number>(mask.length).fill(0);
   let k = 0;
@@ -58,9 +61,12 @@ export function assignAdvantage(rollout: Rollout, value: number | readonly numbe
 export function assignRefLogprobs(rollout: Rollout, scores_N: readonly number[]): void {
   const mask = actionMask(rollout);
   if (scores_N.length !== mask.length) {
-    throw new RlxError(`reference logprobs for rollout ${rollout.id} must have its length ${mask.length}, got ${scores_N.length}`, {
-      fix: "score every token of every sample of the rollout, in order",
-    });
+    throw new RlxError(
+      `reference logprobs for rollout ${rollout.id} must have its length ${mask.length}, got ${scores_N.length}`,
+      {
+        fix: "score every token of every sample of the rollout, in order",
+      },
+    );
   }
   rollout.refLogprobs = scores_N.map((lp, i) => (mask[i] ? lp : 0));
 }

@@ -27,13 +27,26 @@ export default defineCommand({
       gflops = await benchMatmul(Number(args.size), 5);
       findings.push({ ok: true, what: `libtorch ${rt.torch_version} loaded` });
       if (rt.blas === "reference") {
-        findings.push({ ok: false, what: `BLAS is the reference implementation (${rt.blas_path}): matmul ~30x slower`, fix: "apt-get install -y libopenblas0-openmp, then rebuild (bun build.ts)" });
+        findings.push({
+          ok: false,
+          what: `BLAS is the reference implementation (${rt.blas_path}): matmul ~30x slower`,
+          fix: "apt-get install -y libopenblas0-openmp, then rebuild (bun build.ts)",
+        });
       } else if (rt.blas === "openblas-pthread" && rt.threads > 1) {
-        findings.push({ ok: false, what: "pthread OpenBLAS with several torch threads oversubscribes the cores (2x slower)", fix: "install libopenblas0-openmp, or set RLX_THREADS=1" });
+        findings.push({
+          ok: false,
+          what: "pthread OpenBLAS with several torch threads oversubscribes the cores (2x slower)",
+          fix: "install libopenblas0-openmp, or set RLX_THREADS=1",
+        });
       } else {
         findings.push({ ok: true, what: `BLAS ${rt.blas}` });
       }
-      if (rt.threads < rt.cores) findings.push({ ok: false, what: `${rt.threads} threads on ${rt.cores} cores`, fix: "unset RLX_THREADS (default: one thread per core)" });
+      if (rt.threads < rt.cores)
+        findings.push({
+          ok: false,
+          what: `${rt.threads} threads on ${rt.cores} cores`,
+          fix: "unset RLX_THREADS (default: one thread per core)",
+        });
     } catch (err) {
       findings.push({ ok: false, what: `native shim: ${formatError(err)}`, fix: "bash scripts/setup.sh" });
     }

@@ -9,7 +9,10 @@ import { ConfigError, EnvError } from "../errors.ts";
 import type { Env, EnvDefinition, Split } from "../envs/types.ts";
 
 const envArgs = {
-  args: { type: "string", description: "The env's args as JSON, e.g. '{\"digits\": 3}' (as in [[orchestrator.train.env]] args)" },
+  args: {
+    type: "string",
+    description: "The env's args as JSON, e.g. '{\"digits\": 3}' (as in [[orchestrator.train.env]] args)",
+  },
 } as const;
 
 function integer(value: string | undefined, name: string, fallback: number): number {
@@ -31,7 +34,9 @@ async function openEnv(id: string, argsJson: string | undefined): Promise<{ defi
     try {
       args = JSON.parse(argsJson);
     } catch (err) {
-      throw new ConfigError(`--args is not valid JSON: ${(err as Error).message}`, { fix: `quote it for the shell: --args '{"digits": 3}'` });
+      throw new ConfigError(`--args is not valid JSON: ${(err as Error).message}`, {
+        fix: `quote it for the shell: --args '{"digits": 3}'`,
+      });
     }
   }
   const definition = await loadEnv(id);
@@ -80,7 +85,11 @@ const tool = defineCommand({
   meta: { name: "tool", description: "Run an env's tool and print exactly the observation the model would see" },
   args: {
     id: { type: "positional", required: true, description: "Env id, e.g. forth" },
-    input: { type: "positional", required: false, description: "Value of the tool's one required string argument, e.g. '1 2 + .'" },
+    input: {
+      type: "positional",
+      required: false,
+      description: "Value of the tool's one required string argument, e.g. '1 2 + .'",
+    },
     name: { type: "string", description: "Tool name (default: the env's first tool)" },
     json: { type: "string", description: "The tool's arguments as a JSON object, instead of INPUT" },
     ...envArgs,
@@ -90,7 +99,9 @@ const tool = defineCommand({
     const chosen = args.name ? env.tools.find((t) => t.spec.function.name === args.name) : env.tools[0];
     if (!chosen) {
       const names = env.tools.map((t) => t.spec.function.name).join(", ") || "none";
-      throw new EnvError(`env ${args.id} has no tool ${args.name ? `"${args.name}"` : ""} (tools: ${names})`, { fix: "pick one with --name" });
+      throw new EnvError(`env ${args.id} has no tool ${args.name ? `"${args.name}"` : ""} (tools: ${names})`, {
+        fix: "pick one with --name",
+      });
     }
     let callArgs: Record<string, unknown>;
     if (args.json !== undefined) {
@@ -98,19 +109,31 @@ const tool = defineCommand({
     } else {
       const required = (chosen.spec.function.parameters.required as string[] | undefined) ?? [];
       if (required.length !== 1 || args.input === undefined) {
-        throw new ConfigError(`tool ${chosen.spec.function.name} takes ${JSON.stringify(chosen.spec.function.parameters)}`, { fix: "pass its arguments with --json '{...}'" });
+        throw new ConfigError(
+          `tool ${chosen.spec.function.name} takes ${JSON.stringify(chosen.spec.function.parameters)}`,
+          { fix: "pass its arguments with --json '{...}'" },
+        );
       }
       callArgs = { [required[0]!]: args.input };
     }
     const { runToolCall } = await import("../envs/tools.ts");
-    const observation = await runToolCall(env.tools, { type: "function", function: { name: chosen.spec.function.name, arguments: callArgs } }, { id: "cli", prompt: [], answer: "" });
-    process.stdout.write(observation.message.content.endsWith("\n") ? observation.message.content : `${observation.message.content}\n`);
+    const observation = await runToolCall(
+      env.tools,
+      { type: "function", function: { name: chosen.spec.function.name, arguments: callArgs } },
+      { id: "cli", prompt: [], answer: "" },
+    );
+    process.stdout.write(
+      observation.message.content.endsWith("\n") ? observation.message.content : `${observation.message.content}\n`,
+    );
     if (observation.isError) process.exitCode = 2;
   },
 });
 
 const demos = defineCommand({
-  meta: { name: "demos", description: "Write gold demonstration conversations as chat-messages JSONL (for rlx sft and OPSD)" },
+  meta: {
+    name: "demos",
+    description: "Write gold demonstration conversations as chat-messages JSONL (for rlx sft and OPSD)",
+  },
   args: {
     id: { type: "positional", required: true, description: "Env id or path to a custom env .ts file" },
     out: { type: "string", required: true, description: "Output JSONL file" },
@@ -121,13 +144,21 @@ const demos = defineCommand({
   },
   async run({ args }) {
     const { definition, env } = await openEnv(args.id, args.args);
-    if (!env.demonstrate) throw new EnvError(`env ${definition.id} has no demonstrations`, { fix: "implement demonstrate(task) in the env" });
-    const tasks = (await env.load(split(args.split ?? "train"), integer(args.seed, "seed", 0))).slice(0, integer(args.n, "n", 100));
+    if (!env.demonstrate)
+      throw new EnvError(`env ${definition.id} has no demonstrations`, {
+        fix: "implement demonstrate(task) in the env",
+      });
+    const tasks = (await env.load(split(args.split ?? "train"), integer(args.seed, "seed", 0))).slice(
+      0,
+      integer(args.n, "n", 100),
+    );
     const tools = env.tools.map((t) => t.spec);
     const lines: string[] = [];
     for (const task of tasks) {
       const messages = await env.demonstrate(task);
-      lines.push(JSON.stringify({ messages, ...(tools.length ? { tools } : {}), env: definition.id, task_id: task.id }));
+      lines.push(
+        JSON.stringify({ messages, ...(tools.length ? { tools } : {}), env: definition.id, task_id: task.id }),
+      );
     }
     writeFileSync(args.out, lines.join("\n") + (lines.length ? "\n" : ""));
     console.log(`wrote ${lines.length} demonstrations of ${definition.id} to ${args.out}`);

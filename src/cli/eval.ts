@@ -9,7 +9,13 @@ import { ConfigError, EndpointError } from "../errors.ts";
 import type { SamplingClient } from "../inference/types.ts";
 import type { EnvEval } from "../eval/evaluate.ts";
 
-function number(value: string | undefined, flag: string, fallback: number, check: (n: number) => boolean, expected: string): number {
+function number(
+  value: string | undefined,
+  flag: string,
+  fallback: number,
+  check: (n: number) => boolean,
+  expected: string,
+): number {
   if (value === undefined) return fallback;
   const n = Number(value);
   if (!Number.isFinite(n) || !check(n)) throw new ConfigError(`--${flag} ${value}: expected ${expected}`);
@@ -29,19 +35,32 @@ async function servedModel(baseUrl: string): Promise<string> {
 }
 
 export default defineCommand({
-  meta: { name: "eval", description: "Evaluate a model or an OpenAI-compatible endpoint on environments (pass@k table, --json)" },
+  meta: {
+    name: "eval",
+    description: "Evaluate a model or an OpenAI-compatible endpoint on environments (pass@k table, --json)",
+  },
   args: {
     model: { type: "string", description: "Model directory (HF layout) to evaluate in-process" },
     "base-url": { type: "string", description: "Or an OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1" },
-    tokenizer: { type: "string", description: "With --base-url: a model directory holding the served model's tokenizer (default: --model)" },
-    "served-model": { type: "string", description: "With --base-url: the model name to request (default: the first of GET /models)" },
+    tokenizer: {
+      type: "string",
+      description: "With --base-url: a model directory holding the served model's tokenizer (default: --model)",
+    },
+    "served-model": {
+      type: "string",
+      description: "With --base-url: the model name to request (default: the first of GET /models)",
+    },
     env: { type: "string", description: "Environment id(s), comma-separated (default: math)" },
-    args: { type: "string", description: "The env's args as JSON, e.g. '{\"operations\": [\"+\"]}' (one env only)" },
+    args: { type: "string", description: 'The env\'s args as JSON, e.g. \'{"operations": ["+"]}\' (one env only)' },
     n: { type: "string", description: "Held-out tasks per env; -1 = all (default 64)" },
     k: { type: "string", description: "Samples per task for avg@k / pass@k (default 8)" },
     temperature: { type: "string", description: "Sampling temperature of the k samples (default 1.0)" },
     "max-tokens": { type: "string", description: "Max new tokens per model turn (default 256)" },
-    greedy: { type: "boolean", default: true, description: "Also one greedy sample per task: greedy pass@1 (--no-greedy to skip)" },
+    greedy: {
+      type: "boolean",
+      default: true,
+      description: "Also one greedy sample per task: greedy pass@1 (--no-greedy to skip)",
+    },
     seed: { type: "string", description: "Sampling seed (default 0)" },
     concurrency: { type: "string", description: "Rollouts in flight (default 64)" },
     "max-batch": { type: "string", description: "With --model: sequences decoded together (default 16)" },
@@ -50,18 +69,29 @@ export default defineCommand({
   },
   async run({ args }) {
     if (!args.model && !args["base-url"]) {
-      throw new ConfigError("rlx eval needs a model to evaluate: --model DIR (in-process) or --base-url URL (an OpenAI-compatible server)", {
-        fix: "for example: rlx eval --model models/tiny --env math --n 32 --k 4",
-      });
+      throw new ConfigError(
+        "rlx eval needs a model to evaluate: --model DIR (in-process) or --base-url URL (an OpenAI-compatible server)",
+        {
+          fix: "for example: rlx eval --model models/tiny --env math --n 32 --k 4",
+        },
+      );
     }
-    const envIds = (args.env ?? "math").split(",").map((s) => s.trim()).filter(Boolean);
-    if (args.args !== undefined && envIds.length !== 1) throw new ConfigError(`--args applies to one env, but --env names ${envIds.length}`, { fix: "evaluate one env per command when it needs args" });
+    const envIds = (args.env ?? "math")
+      .split(",")
+      .map((s) => s.trim())
+      .filter(Boolean);
+    if (args.args !== undefined && envIds.length !== 1)
+      throw new ConfigError(`--args applies to one env, but --env names ${envIds.length}`, {
+        fix: "evaluate one env per command when it needs args",
+      });
     let envArgs: Record<string, unknown> = {};
     if (args.args !== undefined) {
       try {
         envArgs = JSON.parse(args.args) as Record<string, unknown>;
       } catch (err) {
-        throw new ConfigError(`--args is not valid JSON: ${(err as Error).message}`, { fix: `quote it for the shell: --args '{"digits": 3}'` });
+        throw new ConfigError(`--args is not valid JSON: ${(err as Error).message}`, {
+          fix: `quote it for the shell: --args '{"digits": 3}'`,
+        });
       }
     }
     const n = number(args.n, "n", 64, (x) => Number.isInteger(x) && (x >= 1 || x === -1), "a positive integer or -1");
@@ -72,7 +102,10 @@ export default defineCommand({
     const concurrency = number(args.concurrency, "concurrency", 64, isCount, "a positive integer");
     const maxBatch = number(args["max-batch"], "max-batch", 16, isCount, "a positive integer");
     const tokenizerDir = args["base-url"] ? (args.tokenizer ?? args.model) : args.model;
-    if (!tokenizerDir) throw new ConfigError("--base-url needs the served model's tokenizer to render prompts", { fix: "pass --tokenizer DIR (a model directory with tokenizer.json and tokenizer_config.json)" });
+    if (!tokenizerDir)
+      throw new ConfigError("--base-url needs the served model's tokenizer to render prompts", {
+        fix: "pass --tokenizer DIR (a model directory with tokenizer.json and tokenizer_config.json)",
+      });
 
     const { evaluate, loadEvalTasks } = await import("../eval/evaluate.ts");
     const { ChatRenderer } = await import("../model/render.ts");
@@ -98,13 +131,32 @@ export default defineCommand({
     const results: EnvEval[] = [];
     try {
       for (const { name, env, tasks } of envs) {
-        const onProgress = process.stderr.isTTY && !args.json ? (done: number, total: number) => process.stderr.write(`\r${name}: ${done}/${total} rollouts`) : undefined;
-        const result = await evaluate(client, renderer, name, env, tasks, { k, temperature, maxTokens, greedy: args.greedy, seed, concurrency, maxContextTokens, onProgress });
+        const onProgress =
+          process.stderr.isTTY && !args.json
+            ? (done: number, total: number) => process.stderr.write(`\r${name}: ${done}/${total} rollouts`)
+            : undefined;
+        const result = await evaluate(client, renderer, name, env, tasks, {
+          k,
+          temperature,
+          maxTokens,
+          greedy: args.greedy,
+          seed,
+          concurrency,
+          maxContextTokens,
+          onProgress,
+        });
         if (onProgress) process.stderr.write("\r\x1b[K");
         if (result.metrics.error_rate === 1) {
-          throw new EndpointError(`every ${name} rollout failed; the first: ${result.firstError}`, { fix: args["base-url"] ? "check the server (GET /health) and --served-model" : "check the model directory and --max-tokens" });
+          throw new EndpointError(`every ${name} rollout failed; the first: ${result.firstError}`, {
+            fix: args["base-url"]
+              ? "check the server (GET /health) and --served-model"
+              : "check the model directory and --max-tokens",
+          });
         }
-        if (result.firstError) console.error(`warning: ${(result.metrics.error_rate! * 100).toFixed(1)}% of ${name} rollouts failed (scored 0); the first: ${result.firstError}`);
+        if (result.firstError)
+          console.error(
+            `warning: ${(result.metrics.error_rate! * 100).toFixed(1)}% of ${name} rollouts failed (scored 0); the first: ${result.firstError}`,
+          );
         results.push(result);
       }
     } finally {
@@ -112,7 +164,11 @@ export default defineCommand({
     }
 
     const source = args["base-url"] ? { base_url: args["base-url"], tokenizer: tokenizerDir } : { model: args.model };
-    const report = { ...source, settings: { n, k, temperature, max_tokens: maxTokens, greedy: args.greedy, seed }, envs: results };
+    const report = {
+      ...source,
+      settings: { n, k, temperature, max_tokens: maxTokens, greedy: args.greedy, seed },
+      envs: results,
+    };
     if (args.out) writeFileSync(args.out, `${JSON.stringify(report, null, 2)}\n`);
     if (args.json) return console.log(JSON.stringify(report));
     const { evalTable } = await import("../eval/table.ts");

@@ -5,7 +5,10 @@ import { defineCommand } from "citty";
 import { ConfigError } from "../errors.ts";
 
 export default defineCommand({
-  meta: { name: "init", description: "Create a random-initialized model directory (HF layout, byte tokenizer) from a preset or config.json" },
+  meta: {
+    name: "init",
+    description: "Create a random-initialized model directory (HF layout, byte tokenizer) from a preset or config.json",
+  },
   args: {
     preset: { type: "string", description: "tiny (~3.3M), small (~25.5M) or qwen3-0.6b (the real Qwen3-0.6B shape)" },
     config: { type: "string", description: "A Hugging Face config.json to build instead of a preset" },
@@ -17,15 +20,26 @@ export default defineCommand({
   },
   async run({ args }) {
     const seed = Number(args.seed);
-    if (!Number.isSafeInteger(seed) || seed < 0) throw new ConfigError(`--seed ${args.seed}: expected a non-negative integer`);
-    if (args.dtype !== "f32" && args.dtype !== "bf16") throw new ConfigError(`--dtype ${args.dtype}: expected f32 or bf16`);
+    if (!Number.isSafeInteger(seed) || seed < 0)
+      throw new ConfigError(`--seed ${args.seed}: expected a non-negative integer`);
+    if (args.dtype !== "f32" && args.dtype !== "bf16")
+      throw new ConfigError(`--dtype ${args.dtype}: expected f32 or bf16`);
     const { initModel } = await import("../model/presets.ts");
-    const result = await initModel({ preset: args.preset, configFile: args.config, out: args.out, seed, dtype: args.dtype, force: args.force });
+    const result = await initModel({
+      preset: args.preset,
+      configFile: args.config,
+      out: args.out,
+      seed,
+      dtype: args.dtype,
+      force: args.force,
+    });
     if (args.json) {
       console.log(JSON.stringify(result));
       return;
     }
-    console.log(`${result.name}: ${result.modelType}, ${result.params.toLocaleString("en-US")} params, ${result.dtype}, seed ${result.seed}`);
+    console.log(
+      `${result.name}: ${result.modelType}, ${result.params.toLocaleString("en-US")} params, ${result.dtype}, seed ${result.seed}`,
+    );
     console.log(`  dir    ${result.dir}`);
     console.log(`  files  ${result.files.join(", ")}`);
     console.log(`  size   ${(result.tensorBytes / 1e6).toFixed(1)} MB of weights`);

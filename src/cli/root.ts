@@ -4,7 +4,11 @@ import { defineCommand } from "citty";
 import pkg from "../../package.json" with { type: "json" };
 
 export const root = defineCommand({
-  meta: { name: "rlx", version: pkg.version, description: "RL post-training for language models: one binary over libtorch" },
+  meta: {
+    name: "rlx",
+    version: pkg.version,
+    description: "RL post-training for language models: one binary over libtorch",
+  },
   subCommands: {
     train: () => import("./train.ts").then((m) => m.default),
     trainer: () => import("./trainer.ts").then((m) => m.default),

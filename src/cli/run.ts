@@ -4,7 +4,10 @@
 import { type CommandDef, runCommand, showUsage } from "citty";
 import { formatError, RlxError } from "../errors.ts";
 
-async function deepest(cmd: CommandDef<any>, rawArgs: string[]): Promise<[CommandDef<any>, CommandDef<any> | undefined]> {
+async function deepest(
+  cmd: CommandDef<any>,
+  rawArgs: string[],
+): Promise<[CommandDef<any>, CommandDef<any> | undefined]> {
   let parent: CommandDef<any> | undefined;
   for (const arg of rawArgs) {
     const subs = typeof cmd.subCommands === "function" ? await cmd.subCommands() : await cmd.subCommands;
@@ -30,7 +33,10 @@ export function repeated(rawArgs: readonly string[], flag: string): string[] {
 export async function runMain(cmd: CommandDef<any>, rawArgs = process.argv.slice(2)): Promise<void> {
   try {
     if (rawArgs.includes("--help") || rawArgs.includes("-h") || rawArgs.length === 0) {
-      const [sub, parent] = await deepest(cmd, rawArgs.filter((a) => !a.startsWith("-")));
+      const [sub, parent] = await deepest(
+        cmd,
+        rawArgs.filter((a) => !a.startsWith("-")),
+      );
       await showUsage(sub, parent);
       return;
     }
@@ -45,7 +51,9 @@ export async function runMain(cmd: CommandDef<any>, rawArgs = process.argv.slice
       console.error(`error: ${formatError(err)}`);
     } else if ((err as Error)?.name === "CLIError") {
       // citty's own argument errors (a missing positional, a bad enum value)
-      console.error(`error: ${(err as Error).message}\n  fix: see \`rlx ${rawArgs.filter((a) => !a.startsWith("-"))[0] ?? ""} --help\``);
+      console.error(
+        `error: ${(err as Error).message}\n  fix: see \`rlx ${rawArgs.filter((a) => !a.startsWith("-"))[0] ?? ""} --help\``,
+      );
     } else {
       console.error(err);
     }

@@ -18,32 +18,52 @@ function intFlag(name: string, value: string, min: number): number {
 }
 
 export default defineCommand({
-  meta: { name: "serve", description: "Serve a model over an OpenAI-compatible HTTP API (completions, chat, prompt logprobs)" },
+  meta: {
+    name: "serve",
+    description: "Serve a model over an OpenAI-compatible HTTP API (completions, chat, prompt logprobs)",
+  },
   args: {
     model: { type: "string", required: true, description: "Model directory (HF layout)" },
     host: { type: "string", default: "127.0.0.1", description: "Address to bind" },
     port: { type: "string", default: "8000", description: "Port (0: any free port)" },
     "max-batch": { type: "string", default: "64", description: "Sequences decoded together (KV-cache slots)" },
-    "max-model-len": { type: "string", description: "Prompt + completion tokens per sequence (default: min(max_position_embeddings, 2048)); the KV cache is max-batch x this" },
-    "max-queue": { type: "string", description: "Requests waiting for a slot before answering 429 (default 16 x max-batch)" },
+    "max-model-len": {
+      type: "string",
+      description:
+        "Prompt + completion tokens per sequence (default: min(max_position_embeddings, 2048)); the KV cache is max-batch x this",
+    },
+    "max-queue": {
+      type: "string",
+      description: "Requests waiting for a slot before answering 429 (default 16 x max-batch)",
+    },
     "served-model-name": { type: "string", description: "The model name clients send (default: --model as given)" },
     dtype: { type: "string", default: "f32", description: "Weights in memory: f32 or bf16" },
     policy: { type: "boolean", description: "Accept POST /update_weights (the live policy of a training run)" },
     "policy-version": { type: "string", default: "0", description: "The version the initial weights report" },
-    "reload-mode": { type: "string", default: "drain", description: "POST /update_weights: drain (running requests finish on the old weights first) or in-flight (swap between decode steps; running requests continue on the new weights)" },
+    "reload-mode": {
+      type: "string",
+      default: "drain",
+      description:
+        "POST /update_weights: drain (running requests finish on the old weights first) or in-flight (swap between decode steps; running requests continue on the new weights)",
+    },
   },
   async run({ args }) {
     if (!existsSync(join(args.model, "config.json"))) {
-      throw new ModelFileError(`--model ${args.model}: no config.json there (not a model directory)`, { fix: "pass a Hugging Face model directory, e.g. one written by `rlx init --preset tiny --out DIR`" });
+      throw new ModelFileError(`--model ${args.model}: no config.json there (not a model directory)`, {
+        fix: "pass a Hugging Face model directory, e.g. one written by `rlx init --preset tiny --out DIR`",
+      });
     }
-    if (args.dtype !== "f32" && args.dtype !== "bf16") throw new ConfigError(`--dtype ${args.dtype}: expected f32 or bf16`);
+    if (args.dtype !== "f32" && args.dtype !== "bf16")
+      throw new ConfigError(`--dtype ${args.dtype}: expected f32 or bf16`);
     const port = intFlag("port", args.port, 0);
     const maxBatch = intFlag("max-batch", args["max-batch"], 1);
-    const maxModelLen = args["max-model-len"] === undefined ? undefined : intFlag("max-model-len", args["max-model-len"], 2);
+    const maxModelLen =
+      args["max-model-len"] === undefined ? undefined : intFlag("max-model-len", args["max-model-len"], 2);
     const maxQueue = args["max-queue"] === undefined ? undefined : intFlag("max-queue", args["max-queue"], 1);
     const version = intFlag("policy-version", args["policy-version"], 0);
     const reloadMode = args["reload-mode"];
-    if (reloadMode !== "drain" && reloadMode !== "in-flight") throw new ConfigError(`--reload-mode ${reloadMode}: expected drain or in-flight`);
+    if (reloadMode !== "drain" && reloadMode !== "in-flight")
+      throw new ConfigError(`--reload-mode ${reloadMode}: expected drain or in-flight`);
     const [{ loadModel }, { Tokenizer }, { Engine }, { startServer }, { exitWithParent }] = await Promise.all([
       import("../model/hf.ts"),
       import("../model/tokenizer.ts"),
@@ -54,15 +74,33 @@ export default defineCommand({
     exitWithParent(); // a policy server of `rlx train` must not outlive a SIGKILLed orchestrator
     const tokenizer = Tokenizer.load(args.model);
     const model = await loadModel(args.model, { dtype: args.dtype });
-    const engine = new Engine(model, { maxBatch, version, reloadMode, ...(maxModelLen === undefined ? {} : { maxModelLen }), ...(maxQueue === undefined ? {} : { maxQueue }) });
+    const engine = new Engine(model, {
+      maxBatch,
+      version,
+      reloadMode,
+      ...(maxModelLen === undefined ? {} : { maxModelLen }),
+      ...(maxQueue === undefined ? {} : { maxQueue }),
+    });
     const modelName = args["served-model-name"] ?? args.model;
-    const server = startServer({ engine, tokenizer, modelName, host: args.host, port, policy: args.policy, onInternalError: (err) => console.error("rlx serve: internal error:", err) });
-    console.log(`rlx serve: ${modelName} on ${server.url}/v1 (max batch ${maxBatch}, max model len ${engine.maxModelLen}${args.policy ? `, policy, ${reloadMode} reloads` : ""})`);
+    const server = startServer({
+      engine,
+      tokenizer,
+      modelName,
+      host: args.host,
+      port,
+      policy: args.policy,
+      onInternalError: (err) => console.error("rlx serve: internal error:", err),
+    });
+    console.log(
+      `rlx serve: ${modelName} on ${server.url}/v1 (max batch ${maxBatch}, max model len ${engine.maxModelLen}${args.policy ? `, policy, ${reloadMode} reloads` : ""})`,
+    );
     let stopping = false;
     const stop = async (signal: string) => {
       if (stopping) return;
       stopping = true;
-      console.log(`rlx serve: ${signal}: draining ${engine.load.running} running and ${engine.load.queued} queued requests`);
+      console.log(
+        `rlx serve: ${signal}: draining ${engine.load.running} running and ${engine.load.queued} queued requests`,
+      );
       await server.drain();
       console.log("rlx serve: stopped");
       process.exit(0);

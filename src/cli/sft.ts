@@ -16,14 +16,20 @@ function duration(seconds: number): string {
 }
 
 export default defineCommand({
-  meta: { name: "sft", description: "Supervised fine-tuning on a JSONL dataset (chat messages or prompt/completion) from a TOML config" },
+  meta: {
+    name: "sft",
+    description: "Supervised fine-tuning on a JSONL dataset (chat messages or prompt/completion) from a TOML config",
+  },
   args: {
     config: { type: "positional", required: true, description: "SFT config (TOML), e.g. configs/sft_math.toml" },
     set: { type: "string", description: "Override a key: --set trainer.steps=100 (repeatable)" },
     "dry-run": { type: "boolean", description: "Print the resolved config and exit; writes nothing" },
     json: { type: "boolean", description: "Print the summary as JSON (step lines go to stderr)" },
     resume: { type: "boolean", description: "Continue the run in output_dir from its last checkpoint" },
-    force: { type: "boolean", description: "Delete a previous run in output_dir (metrics, checkpoints, model) and start over" },
+    force: {
+      type: "boolean",
+      description: "Delete a previous run in output_dir (metrics, checkpoints, model) and start over",
+    },
   },
   async run({ args, rawArgs }) {
     const { loadSftConfig } = await import("../sft/config.ts");
@@ -32,7 +38,10 @@ export default defineCommand({
       console.log(`# resolved ${args.config}\n${stringifyToml(JSON.parse(JSON.stringify(config)))}`);
       return;
     }
-    if (args.resume && args.force) throw new ConfigError("--resume and --force contradict each other", { fix: "--resume continues the run in output_dir; --force deletes it and starts over" });
+    if (args.resume && args.force)
+      throw new ConfigError("--resume and --force contradict each other", {
+        fix: "--resume continues the run in output_dir; --force deletes it and starts over",
+      });
     const { runSft } = await import("../sft/run.ts");
     const summary = await runSft(config, {
       log: (line) => (args.json ? console.error(line) : console.log(line)),
@@ -49,16 +58,24 @@ export default defineCommand({
     const { compareTable, formatTable } = await import("../eval/table.ts");
     const rate = Math.round(summary.tokens / Math.max(summary.trainSeconds, 1e-9));
     console.log("");
-    console.log(formatTable(["sft", ""], [
-      ["steps", String(summary.steps)],
-      ["epochs", summary.epochs.toFixed(2)],
-      ["tokens", summary.tokens.toLocaleString("en-US")],
-      ["nll first -> last", `${summary.firstNll.toFixed(4)} -> ${summary.lastNll.toFixed(4)}`],
-      ["time (training)", `${duration(summary.seconds)} (${duration(summary.trainSeconds)}, ${rate.toLocaleString("en-US")} tok/s)`],
-      ["truncated examples", String(summary.truncatedExamples)],
-      ["model", summary.modelDir],
-      ["metrics", `${summary.outputDir}/metrics.jsonl (rlx report ${summary.outputDir})`],
-    ]));
+    console.log(
+      formatTable(
+        ["sft", ""],
+        [
+          ["steps", String(summary.steps)],
+          ["epochs", summary.epochs.toFixed(2)],
+          ["tokens", summary.tokens.toLocaleString("en-US")],
+          ["nll first -> last", `${summary.firstNll.toFixed(4)} -> ${summary.lastNll.toFixed(4)}`],
+          [
+            "time (training)",
+            `${duration(summary.seconds)} (${duration(summary.trainSeconds)}, ${rate.toLocaleString("en-US")} tok/s)`,
+          ],
+          ["truncated examples", String(summary.truncatedExamples)],
+          ["model", summary.modelDir],
+          ["metrics", `${summary.outputDir}/metrics.jsonl (rlx report ${summary.outputDir})`],
+        ],
+      ),
+    );
     if (summary.evalAfter.length > 0) console.log(`\n${compareTable(summary.evalBefore, summary.evalAfter)}`);
   },
 });

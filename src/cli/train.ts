@@ -15,19 +15,27 @@ export default defineCommand({
   meta: { name: "train", description: "Train a policy with RL on the environments of a TOML config" },
   args: {
     config: { type: "positional", required: true, description: "Run config (TOML), e.g. configs/quickstart.toml" },
-    set: { type: "string", description: "Override a key, typed by the schema: --set trainer.optim.lr=3e-4 (repeatable)" },
+    set: {
+      type: "string",
+      description: "Override a key, typed by the schema: --set trainer.optim.lr=3e-4 (repeatable)",
+    },
     "dry-run": { type: "boolean", description: "Print the resolved config and exit; writes nothing" },
     json: { type: "boolean", description: "With --dry-run: print the resolved config as JSON" },
     resume: { type: "boolean", description: "Continue the run in output_dir from its last checkpoint" },
     "resume-from": { type: "string", description: "Continue from a checkpoint directory of another run" },
     force: { type: "boolean", description: "Delete a previous run in output_dir and start over" },
     nproc: { type: "string", description: "Data-parallel trainer ranks (trainer.world_size); applied after --set" },
-    inference: { type: "string", description: "Without [inference] base_urls: spawn `rlx serve --policy` (spawn) or run the policy in this process (in-process); default auto" },
+    inference: {
+      type: "string",
+      description:
+        "Without [inference] base_urls: spawn `rlx serve --policy` (spawn) or run the policy in this process (in-process); default auto",
+    },
   },
   async run({ args, rawArgs }) {
     const overrides = repeated(rawArgs, "--set");
     if (args.nproc !== undefined) {
-      if (!/^[1-9]\d*$/.test(args.nproc)) throw new ConfigError(`--nproc ${args.nproc}: expected a positive number of trainer ranks`);
+      if (!/^[1-9]\d*$/.test(args.nproc))
+        throw new ConfigError(`--nproc ${args.nproc}: expected a positive number of trainer ranks`);
       overrides.push(`trainer.world_size=${args.nproc}`);
     }
     if (args["dry-run"]) {
@@ -41,7 +49,8 @@ export default defineCommand({
       return;
     }
     const inference = (args.inference ?? "auto") as (typeof INFERENCE)[number];
-    if (!INFERENCE.includes(inference)) throw new ConfigError(`--inference ${args.inference}: expected one of ${INFERENCE.join(", ")}`);
+    if (!INFERENCE.includes(inference))
+      throw new ConfigError(`--inference ${args.inference}: expected one of ${INFERENCE.join(", ")}`);
     const { runTraining } = await import("../orchestrator/run.ts");
     const started = performance.now();
     const result = await runTraining({

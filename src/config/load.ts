@@ -9,7 +9,10 @@ import { type Resolution, type ResolvedConfig, resolveConfig } from "./resolve.t
 import { configSchema } from "./schema.ts";
 
 export function readToml(path: string): Record<string, unknown> {
-  if (!existsSync(path)) throw new ConfigError(`config file not found: ${path}`, { fix: "give the path of a .toml file, e.g. configs/quickstart.toml" });
+  if (!existsSync(path))
+    throw new ConfigError(`config file not found: ${path}`, {
+      fix: "give the path of a .toml file, e.g. configs/quickstart.toml",
+    });
   try {
     return parseToml(readFileSync(path, "utf8")) as Record<string, unknown>;
   } catch (err) {
@@ -34,7 +37,11 @@ export function loadConfig(path: string, overrides: readonly string[] = []): Res
 function defined(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(defined);
   if (value && typeof value === "object") {
-    return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined).map(([k, v]) => [k, defined(v)]));
+    return Object.fromEntries(
+      Object.entries(value)
+        .filter(([, v]) => v !== undefined)
+        .map(([k, v]) => [k, defined(v)]),
+    );
   }
   return value;
 }

@@ -23,7 +23,12 @@ function schemaAt(schema: z.core.$ZodType, path: (string | number)[]): z.core.$Z
   for (const part of path) {
     node = node && unwrap(node);
     if (!node) return undefined;
-    const def = node._zod.def as { type: string; shape?: Record<string, z.core.$ZodType>; element?: z.core.$ZodType; items?: z.core.$ZodType[] };
+    const def = node._zod.def as {
+      type: string;
+      shape?: Record<string, z.core.$ZodType>;
+      element?: z.core.$ZodType;
+      items?: z.core.$ZodType[];
+    };
     if (def.type === "object") node = def.shape?.[String(part)];
     else if (def.type === "array") node = def.element;
     else if (def.type === "tuple" && typeof part === "number") node = def.items?.[part];

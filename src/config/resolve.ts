@@ -34,14 +34,19 @@ const normalizeUrl = (url: string) => url.replace(/\/+$/, "").replace("//localho
  * ones rlx train spawns). */
 export function runView(config: RawConfig): RunView {
   const inf = config.inference;
-  const urls = inf.base_urls.length ? inf.base_urls : Array.from({ length: inf.servers }, (_, i) => `http://${inf.host}:${inf.port + i}/v1`);
+  const urls = inf.base_urls.length
+    ? inf.base_urls
+    : Array.from({ length: inf.servers }, (_, i) => `http://${inf.host}:${inf.port + i}/v1`);
   return { policyUrls: urls.map(normalizeUrl) };
 }
 
 /** A built-in's rules now; a custom file must exist now, its class is checked when it loads. */
 function checkAlgo(algo: AlgoConfig, site: AlgoSite, run: RunView): string[] {
   if (algo.type !== "custom") return checkAlgorithm(BUILTIN_ALGORITHMS[algo.type], algo, site, run);
-  if (!existsSync(algo.path)) throw new ConfigError(`${site.source}: ${keyPath([...site.path, "path"])}: no such file "${algo.path}"`, { fix: "paths are relative to the directory rlx runs in" });
+  if (!existsSync(algo.path))
+    throw new ConfigError(`${site.source}: ${keyPath([...site.path, "path"])}: no such file "${algo.path}"`, {
+      fix: "paths are relative to the directory rlx runs in",
+    });
   return [];
 }
 
@@ -51,7 +56,11 @@ function checkEnvArgs(env: Pick<EnvEntry, "id" | "args">, path: (string | number
     return env.args; // a custom env validates its own args when it loads
   }
   const schema = envArgsSchema(env.id);
-  if (!schema) throw new ConfigError(`${source}: ${keyPath([...path, "id"])}: unknown environment "${env.id}"; built-in: ${listEnvs().join(", ")}`, { fix: "or give the path of a custom env's .ts file" });
+  if (!schema)
+    throw new ConfigError(
+      `${source}: ${keyPath([...path, "id"])}: unknown environment "${env.id}"; built-in: ${listEnvs().join(", ")}`,
+      { fix: "or give the path of a custom env's .ts file" },
+    );
   const result = schema.safeParse(env.args);
   if (!result.success) throw configError(result.error.issues, source, [...path, "args"]);
   return result.data as EnvEntry["args"];
@@ -64,11 +73,19 @@ function checkDeterministic(config: RawConfig, source: string): void {
   const need = (ok: boolean, key: string, why: string) => {
     if (!ok) throw new ConfigError(`${source}: ${key}: deterministic = true needs ${why}`, { fix });
   };
-  need(config.orchestrator.max_async_level === 0, "orchestrator.max_async_level", "0 (with overlap, which weights sample a rollout depends on timing)");
+  need(
+    config.orchestrator.max_async_level === 0,
+    "orchestrator.max_async_level",
+    "0 (with overlap, which weights sample a rollout depends on timing)",
+  );
   need(config.trainer.device === "cpu", "trainer.device", '"cpu"');
   need(config.trainer.world_size === 1, "trainer.world_size", "1 (one trainer process on one thread)");
   need(config.trainer.threads <= 1, "trainer.threads", "0 or 1 (the trainer runs on one thread)");
-  need(config.inference.base_urls.length === 0, "inference.base_urls", "no external servers (the policy runs in rlx train's own process)");
+  need(
+    config.inference.base_urls.length === 0,
+    "inference.base_urls",
+    "no external servers (the policy runs in rlx train's own process)",
+  );
 }
 
 export function resolveConfig(config: RawConfig, source: string): Resolution {
@@ -78,17 +95,25 @@ export function resolveConfig(config: RawConfig, source: string): Resolution {
   const run = runView(config);
   const defaultAlgo = parseAlgoConfig(orch.algo, { source, path: ["orchestrator", "algo"] });
   if (orch.batch_size % orch.group_size !== 0) {
-    throw new ConfigError(`${source}: orchestrator.batch_size: ${orch.batch_size} is not a multiple of orchestrator.group_size ${orch.group_size}`, {
-      fix: "a step holds whole groups; make batch_size a multiple of group_size",
-    });
+    throw new ConfigError(
+      `${source}: orchestrator.batch_size: ${orch.batch_size} is not a multiple of orchestrator.group_size ${orch.group_size}`,
+      {
+        fix: "a step holds whole groups; make batch_size a multiple of group_size",
+      },
+    );
   }
   const names = new Set<string>();
   const envs = orch.train.env.map((env, i): ResolvedEnv => {
     const path = ["orchestrator", "train", "env", i];
     const name = env.name ?? env.id;
-    if (names.has(name)) throw new ConfigError(`${source}: ${keyPath([...path, "name"])}: env name "${name}" is used twice; give each env a unique name`);
+    if (names.has(name))
+      throw new ConfigError(
+        `${source}: ${keyPath([...path, "name"])}: env name "${name}" is used twice; give each env a unique name`,
+      );
     names.add(name);
-    const algo = env.algo ? parseAlgoConfig(env.algo, { source, path: [...path, "algo"] }) : structuredClone(defaultAlgo);
+    const algo = env.algo
+      ? parseAlgoConfig(env.algo, { source, path: [...path, "algo"] })
+      : structuredClone(defaultAlgo);
     const group_size = env.group_size ?? orch.group_size;
     const algoPath = env.algo ? [...path, "algo"] : ["orchestrator", "algo"];
     warnings.push(...checkAlgo(algo, { source, path: algoPath, groupSize: group_size, envName: name }, run));
@@ -103,7 +128,16 @@ export function resolveConfig(config: RawConfig, source: string): Resolution {
       algo,
     };
   });
-  const evalBlock = orch.eval && { ...orch.eval, env: orch.eval.env.map((env, i) => ({ ...env, args: checkEnvArgs(env, ["orchestrator", "eval", "env", i], source) })) };
-  const resolved: ResolvedConfig = { ...config, orchestrator: { ...orch, eval: evalBlock, algo: defaultAlgo, train: { env: envs } } };
+  const evalBlock = orch.eval && {
+    ...orch.eval,
+    env: orch.eval.env.map((env, i) => ({
+      ...env,
+      args: checkEnvArgs(env, ["orchestrator", "eval", "env", i], source),
+    })),
+  };
+  const resolved: ResolvedConfig = {
+    ...config,
+    orchestrator: { ...orch, eval: evalBlock, algo: defaultAlgo, train: { env: envs } },
+  };
   return { config: resolved, warnings };
 }

@@ -48,7 +48,10 @@ export const configSchema = z.strictObject({
 
   trainer: z
     .strictObject({
-      device: z.string().regex(/^(cpu|cuda(:\d+)?)$/, 'expected "cpu" or "cuda[:N]"').default("cpu"),
+      device: z
+        .string()
+        .regex(/^(cpu|cuda(:\d+)?)$/, 'expected "cpu" or "cuda[:N]"')
+        .default("cpu"),
       /** bf16 autocast over float32 master weights. */
       precision: z.enum(["f32", "bf16-autocast"]).default("f32"),
       /** Intra-op threads; 0 = one per core. */
@@ -100,38 +103,37 @@ export const configSchema = z.strictObject({
     })
     .prefault({}),
 
-  orchestrator: z
-    .strictObject({
-      /** Rollouts per training step. */
-      batch_size: positiveInt.default(64),
-      /** Rollouts per task (the group of group-relative algorithms). */
-      group_size: positiveInt.default(8),
-      /** Packed micro-batch row length in tokens; longer samples are truncated. */
-      seq_len: positiveInt.default(2048),
-      /** Steps the orchestrator may run ahead of the trainer's published weights. */
-      max_async_level: z.number().int().min(0).default(1),
-      /** Rollouts sampled by weights older than this many versions are dropped. */
-      max_off_policy_steps: z.number().int().min(0).default(8),
-      temperature: z.number().min(0).max(2).default(1.0),
-      max_tokens: positiveInt.default(256),
-      /** Abort when more than this fraction of the rollouts of the last 5 batches failed (1 = never). */
-      max_failure_rate: z.number().min(0).max(1).default(0.5),
-      /** Remove rl membership of zero-advantage tokens before packing. */
-      filter_zero_advantages: z.boolean().default(true),
-      algo: algoBlock.default({ type: "grpo" }),
-      train: z.strictObject({ env: z.array(envEntry).min(1, "at least one [[orchestrator.train.env]] is needed") }),
-      eval: z
-        .strictObject({
-          env: z.array(evalEntry).min(1),
-          /** Evaluate every N steps (and at the end). */
-          interval: positiveInt.default(10),
-          /** Held-out tasks per env; -1 = all. */
-          num_examples: z.number().int().min(-1).default(64),
-          /** Samples per task for pass@k / avg@k. */
-          k: positiveInt.default(8),
-        })
-        .optional(),
-    }),
+  orchestrator: z.strictObject({
+    /** Rollouts per training step. */
+    batch_size: positiveInt.default(64),
+    /** Rollouts per task (the group of group-relative algorithms). */
+    group_size: positiveInt.default(8),
+    /** Packed micro-batch row length in tokens; longer samples are truncated. */
+    seq_len: positiveInt.default(2048),
+    /** Steps the orchestrator may run ahead of the trainer's published weights. */
+    max_async_level: z.number().int().min(0).default(1),
+    /** Rollouts sampled by weights older than this many versions are dropped. */
+    max_off_policy_steps: z.number().int().min(0).default(8),
+    temperature: z.number().min(0).max(2).default(1.0),
+    max_tokens: positiveInt.default(256),
+    /** Abort when more than this fraction of the rollouts of the last 5 batches failed (1 = never). */
+    max_failure_rate: z.number().min(0).max(1).default(0.5),
+    /** Remove rl membership of zero-advantage tokens before packing. */
+    filter_zero_advantages: z.boolean().default(true),
+    algo: algoBlock.default({ type: "grpo" }),
+    train: z.strictObject({ env: z.array(envEntry).min(1, "at least one [[orchestrator.train.env]] is needed") }),
+    eval: z
+      .strictObject({
+        env: z.array(evalEntry).min(1),
+        /** Evaluate every N steps (and at the end). */
+        interval: positiveInt.default(10),
+        /** Held-out tasks per env; -1 = all. */
+        num_examples: z.number().int().min(-1).default(64),
+        /** Samples per task for pass@k / avg@k. */
+        k: positiveInt.default(8),
+      })
+      .optional(),
+  }),
 
   inference: z
     .strictObject({

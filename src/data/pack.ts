@@ -113,7 +113,11 @@ export function firstFitDecreasing(lengths: readonly number[], seqLen: number): 
 /** A row of zeros for samples of these lengths, padded to a multiple of `padMultiple` (the padding
  * is one more segment), with the given weight streams: every stream 0 (padding's weight), temperature
  * 1, env -1 until the caller copies the samples in. */
-export function emptyRow(lengths: readonly number[], streams: readonly StreamName[], opts: { padMultiple?: number; padTokenId?: number }): PackedRow {
+export function emptyRow(
+  lengths: readonly number[],
+  streams: readonly StreamName[],
+  opts: { padMultiple?: number; padTokenId?: number },
+): PackedRow {
   const used = lengths.reduce((a, b) => a + b, 0);
   const multiple = Math.max(1, opts.padMultiple ?? 1);
   const total = Math.ceil(used / multiple) * multiple;
@@ -131,8 +135,17 @@ export function emptyRow(lengths: readonly number[], streams: readonly StreamNam
   return row;
 }
 
-function buildRow(samples: readonly TrainingSample[], lengths: readonly number[], envIds: Map<string, number>, opts: PackOptions): PackedRow {
-  const row = emptyRow(lengths, STREAMS.filter((name) => samples.some((s) => s[name])), opts);
+function buildRow(
+  samples: readonly TrainingSample[],
+  lengths: readonly number[],
+  envIds: Map<string, number>,
+  opts: PackOptions,
+): PackedRow {
+  const row = emptyRow(
+    lengths,
+    STREAMS.filter((name) => samples.some((s) => s[name])),
+    opts,
+  );
   let offset = 0;
   samples.forEach((sample, k) => {
     const len = lengths[k]!;
@@ -149,7 +162,13 @@ function buildRow(samples: readonly TrainingSample[], lengths: readonly number[]
       if (values) stream.set(values.slice(0, len), offset);
       else stream.fill(STREAM_FILL[name], offset, offset + len);
     }
-    row.samples.push({ rolloutId: sample.rolloutId, env: sample.env, start: offset, length: len, originalLength: sample.tokenIds.length });
+    row.samples.push({
+      rolloutId: sample.rolloutId,
+      env: sample.env,
+      start: offset,
+      length: len,
+      originalLength: sample.tokenIds.length,
+    });
     offset += len;
   });
   return row;

@@ -23,7 +23,10 @@ export interface ExtractedAnswer {
 export function extractAnswer(text: string): ExtractedAnswer | undefined {
   const boxed = lastBoxed(text);
   if (boxed !== undefined) return { answer: boxed.trim(), explicit: true };
-  const lines = text.split("\n").map((line) => line.trim()).filter((line) => line.length > 0);
+  const lines = text
+    .split("\n")
+    .map((line) => line.trim())
+    .filter((line) => line.length > 0);
   for (let i = lines.length - 1; i >= 0; i--) {
     const match = /^(?:final\s+)?answer\s*[:=]\s*(.+)$/i.exec(lines[i]!.replace(/^[*_#\s]+/, ""));
     if (match) return { answer: match[1]!.trim(), explicit: true };
@@ -53,16 +56,24 @@ export function normalizeText(answer: string): string {
 }
 
 /** The model's final reply: the last message, if it is an assistant message without tool calls. */
-export function finalReply(messages: ReadonlyArray<{ role: string; content: string; tool_calls?: unknown[] }>): string | undefined {
+export function finalReply(
+  messages: ReadonlyArray<{ role: string; content: string; tool_calls?: unknown[] }>,
+): string | undefined {
   const last = messages.at(-1);
   if (!last || last.role !== "assistant" || (last.tool_calls && last.tool_calls.length > 0)) return undefined;
   return last.content;
 }
 
 /** Grades a final reply against a gold answer: integers compare as numbers, text after folding. */
-export function gradeReply(reply: string | undefined, gold: string, numeric: boolean): { correct: number; formatted: number; answered: number } {
+export function gradeReply(
+  reply: string | undefined,
+  gold: string,
+  numeric: boolean,
+): { correct: number; formatted: number; answered: number } {
   const extracted = reply === undefined ? undefined : extractAnswer(reply);
   if (!extracted) return { correct: 0, formatted: 0, answered: 0 };
-  const correct = numeric ? parseInteger(extracted.answer) === Number(gold) : normalizeText(extracted.answer) === normalizeText(gold);
+  const correct = numeric
+    ? parseInteger(extracted.answer) === Number(gold)
+    : normalizeText(extracted.answer) === normalizeText(gold);
   return { correct: correct ? 1 : 0, formatted: extracted.explicit ? 1 : 0, answered: 1 };
 }

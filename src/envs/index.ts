@@ -39,7 +39,8 @@ function checkDefinition(value: unknown, path: string): EnvDefinition {
   else {
     if (typeof d.id !== "string" || !d.id) problems.push("`id` must be a non-empty string");
     if (typeof d.description !== "string") problems.push("`description` must be a string");
-    if (d.args !== undefined && typeof (d.args as ZodType).safeParse !== "function") problems.push("`args`, when given, must be a zod schema");
+    if (d.args !== undefined && typeof (d.args as ZodType).safeParse !== "function")
+      problems.push("`args`, when given, must be a zod schema");
     if (typeof d.create !== "function") problems.push("`create(args)` must be a function");
   }
   if (problems.length > 0) {
@@ -55,20 +56,28 @@ export async function loadEnv(idOrPath: string): Promise<EnvDefinition> {
   const builtIn = BUILT_IN[idOrPath];
   if (builtIn) return builtIn;
   if (!isPath(idOrPath)) {
-    throw new ConfigError(`unknown env "${idOrPath}"`, { fix: `use one of ${Object.keys(BUILT_IN).join(", ")}, or a path to a .ts file that default-exports an env` });
+    throw new ConfigError(`unknown env "${idOrPath}"`, {
+      fix: `use one of ${Object.keys(BUILT_IN).join(", ")}, or a path to a .ts file that default-exports an env`,
+    });
   }
   const path = isAbsolute(idOrPath) ? idOrPath : resolve(process.cwd(), idOrPath);
   let module: { default?: unknown };
   try {
     module = (await import(path)) as { default?: unknown };
   } catch (err) {
-    throw new EnvError(`cannot load custom env ${path}: ${(err as Error).message}`, { fix: "check the path and that the file runs with `bun <file>`" });
+    throw new EnvError(`cannot load custom env ${path}: ${(err as Error).message}`, {
+      fix: "check the path and that the file runs with `bun <file>`",
+    });
   }
   return checkDefinition(module.default, path);
 }
 
 /** Validates `args` against the env's schema (defaults filled in) and creates the env. */
-export async function createEnv(definition: EnvDefinition, args: unknown = {}, where = `env ${definition.id}`): Promise<Env> {
+export async function createEnv(
+  definition: EnvDefinition,
+  args: unknown = {},
+  where = `env ${definition.id}`,
+): Promise<Env> {
   if (!definition.args) return definition.create(args ?? {});
   const parsed = definition.args.safeParse(args ?? {});
   if (!parsed.success) {
@@ -77,7 +86,9 @@ export async function createEnv(definition: EnvDefinition, args: unknown = {}, w
       const path = ["args", ...issue.path.map(String), ...(keys.length === 1 ? keys : [])].join(".");
       return `${path}: ${issue.message}`;
     });
-    throw new ConfigError(`${where}: invalid args: ${issues.join("; ")}`, { fix: `see \`rlx env list\` and the ${definition.id} env's schema` });
+    throw new ConfigError(`${where}: invalid args: ${issues.join("; ")}`, {
+      fix: `see \`rlx env list\` and the ${definition.id} env's schema`,
+    });
   }
   return definition.create(parsed.data);
 }

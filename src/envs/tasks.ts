@@ -8,7 +8,14 @@ import { hashString, Rng, splitOf } from "./random.ts";
 import type { Split, Task } from "./types.ts";
 
 /** Draws tasks from `make` until `size` distinct tasks of `split` are found. */
-export function generateSplit(envId: string, split: Split, seed: number, size: number, evalFraction: number, make: (rng: Rng) => Task): Task[] {
+export function generateSplit(
+  envId: string,
+  split: Split,
+  seed: number,
+  size: number,
+  evalFraction: number,
+  make: (rng: Rng) => Task,
+): Task[] {
   const rng = new Rng(hashString(`${envId}:${split}:${seed}`));
   const seen = new Set<string>();
   const tasks: Task[] = [];
@@ -37,7 +44,10 @@ export interface JsonlRow {
 
 /** Reads a JSONL task file and keeps the rows of `split` (a `split` column wins over hashing). */
 export function loadJsonlSplit(path: string, split: Split, evalFraction: number): JsonlRow[] {
-  if (!existsSync(path)) throw new EnvError(`task file ${path} does not exist`, { fix: "check `data_file` in the env's args (paths are relative to the working directory)" });
+  if (!existsSync(path))
+    throw new EnvError(`task file ${path} does not exist`, {
+      fix: "check `data_file` in the env's args (paths are relative to the working directory)",
+    });
   const rows: JsonlRow[] = [];
   const lines = readFileSync(path, "utf8").split("\n");
   lines.forEach((line, index) => {
@@ -47,18 +57,30 @@ export function loadJsonlSplit(path: string, split: Split, evalFraction: number)
     try {
       value = JSON.parse(line) as Record<string, unknown>;
     } catch (err) {
-      throw new EnvError(`${where}: not valid JSON (${(err as Error).message})`, { fix: "each line must be one JSON object" });
+      throw new EnvError(`${where}: not valid JSON (${(err as Error).message})`, {
+        fix: "each line must be one JSON object",
+      });
     }
     if (typeof value.question !== "string" || (typeof value.answer !== "string" && typeof value.answer !== "number")) {
-      throw new EnvError(`${where}: a task row needs "question" (string) and "answer" (string or number)`, { fix: 'write rows like {"question": "...", "answer": "42"}' });
+      throw new EnvError(`${where}: a task row needs "question" (string) and "answer" (string or number)`, {
+        fix: 'write rows like {"question": "...", "answer": "42"}',
+      });
     }
     if (value.split !== undefined && value.split !== "train" && value.split !== "eval") {
-      throw new EnvError(`${where}: "split" must be "train" or "eval", got ${JSON.stringify(value.split)}`, { fix: "drop the column to split by hash" });
+      throw new EnvError(`${where}: "split" must be "train" or "eval", got ${JSON.stringify(value.split)}`, {
+        fix: "drop the column to split by hash",
+      });
     }
     const id = typeof value.id === "string" ? value.id : `row-${hashString(value.question).toString(16)}`;
     const rowSplit = (value.split as Split | undefined) ?? splitOf(id, evalFraction);
     if (rowSplit !== split) return;
-    rows.push({ id, question: value.question, answer: String(value.answer), solution: typeof value.solution === "string" ? value.solution : undefined, split: rowSplit });
+    rows.push({
+      id,
+      question: value.question,
+      answer: String(value.answer),
+      solution: typeof value.solution === "string" ? value.solution : undefined,
+      split: rowSplit,
+    });
   });
   return rows;
 }
@@ -71,5 +93,10 @@ export function sampleTasks<T>(items: T[], seed: number, size: number): T[] {
 
 /** The opening messages of a task: an optional system message, then the user's question. */
 export function promptMessages(system: string | undefined, question: string): ChatMessage[] {
-  return system ? [{ role: "system", content: system }, { role: "user", content: question }] : [{ role: "user", content: question }];
+  return system
+    ? [
+        { role: "system", content: system },
+        { role: "user", content: question },
+      ]
+    : [{ role: "user", content: question }];
 }

@@ -15,7 +15,10 @@ export async function runToolCall(tools: Tool[], call: ToolCall, task: Task): Pr
   const tool = tools.find((t) => t.spec.function.name === name);
   if (!tool) {
     const available = tools.map((t) => t.spec.function.name).join(", ") || "none";
-    return { message: { role: "tool", name, content: `error: unknown tool "${name}" (available: ${available})` }, isError: true };
+    return {
+      message: { role: "tool", name, content: `error: unknown tool "${name}" (available: ${available})` },
+      isError: true,
+    };
   }
   const result = await tool.run(call.function.arguments, task);
   return { message: { role: "tool", name, content: result.output }, isError: result.isError };

@@ -18,7 +18,6 @@ export type { Task } from "../data/types.ts";
 
 export type Split = "train" | "eval";
 
-
 /** What a tool returns: the observation text the model will see, and whether it reports an
  * error (a Forth "stack underflow" is an observation, counted in metrics, not a failure). */
 export interface ToolOutput {

@@ -74,7 +74,9 @@ export interface EnvEval {
 export function lastReply(messages: readonly ChatMessage[]): string {
   const turn = messages.findLast((m) => m.role === "assistant");
   if (!turn) return "";
-  const calls = (turn.tool_calls ?? []).map((call) => `${call.function.name}(${JSON.stringify(call.function.arguments)})`);
+  const calls = (turn.tool_calls ?? []).map(
+    (call) => `${call.function.name}(${JSON.stringify(call.function.arguments)})`,
+  );
   return [turn.content, ...calls].filter((part) => part.length > 0).join("\n");
 }
 
@@ -96,13 +98,17 @@ export function passKs(k: number): number[] {
 }
 
 /** pass@j over tasks for each j of passKs(k) and, with `greedy`, greedy/pass@1 (a greedy reward >= threshold). */
-export function passMetrics(results: readonly TaskEval[], k: number, threshold: number, greedy: boolean): Record<string, number> {
+export function passMetrics(
+  results: readonly TaskEval[],
+  k: number,
+  threshold: number,
+  greedy: boolean,
+): Record<string, number> {
   const metrics: Record<string, number> = {};
   for (const j of passKs(k)) metrics[`pass@${j}`] = mean(results.map((r) => passAtK(k, r.solved, j)));
   if (greedy) metrics["greedy/pass@1"] = mean(results.map((r) => (r.greedyReward! >= threshold ? 1 : 0)));
   return metrics;
 }
-
 
 function completionTokens(rollout: Rollout): number {
   return rollout.segments.reduce((n, s) => n + (s.sampled ? s.tokenIds.length : 0), 0);
@@ -118,7 +124,14 @@ async function pool(count: number, limit: number, run: (i: number) => Promise<vo
 }
 
 /** Evaluates `client` on `tasks` of `env` (named `name` in metrics and rollout ids). */
-export async function evaluate(client: SamplingClient, renderer: ChatRenderer, name: string, env: Env, tasks: readonly Task[], settings: EvalSettings): Promise<EnvEval> {
+export async function evaluate(
+  client: SamplingClient,
+  renderer: ChatRenderer,
+  name: string,
+  env: Env,
+  tasks: readonly Task[],
+  settings: EvalSettings,
+): Promise<EnvEval> {
   const started = performance.now();
   const { k } = settings;
   const greedy = settings.greedy === true;
@@ -143,7 +156,13 @@ export async function evaluate(client: SamplingClient, renderer: ChatRenderer, n
       task,
       client,
       renderer,
-      sampling: { maxTokens: settings.maxTokens, temperature: isGreedy ? 0 : settings.temperature, topP: isGreedy ? 1 : (settings.topP ?? 1), topK: isGreedy ? 0 : (settings.topK ?? 0), seed },
+      sampling: {
+        maxTokens: settings.maxTokens,
+        temperature: isGreedy ? 0 : settings.temperature,
+        topP: isGreedy ? 1 : (settings.topP ?? 1),
+        topK: isGreedy ? 0 : (settings.topK ?? 0),
+        seed,
+      },
       maxContextTokens: settings.maxContextTokens,
       timeoutMs: settings.timeoutMs,
     });
@@ -163,19 +182,33 @@ export async function evaluate(client: SamplingClient, renderer: ChatRenderer, n
       firstReply: r[0] ? lastReply(r[0].messages) : "",
     };
   });
-  const metrics: Record<string, number> = { [`avg@${k}`]: mean(sampled.map((r) => r.reward)), ...passMetrics(results, k, threshold, greedy) };
+  const metrics: Record<string, number> = {
+    [`avg@${k}`]: mean(sampled.map((r) => r.reward)),
+    ...passMetrics(results, k, threshold, greedy),
+  };
   metrics.error_rate = mean(all.map((r) => (r.error === undefined ? 0 : 1)));
   metrics.truncated = mean(all.map((r) => (r.stopReason === "done" || r.stopReason === "error" ? 0 : 1)));
   metrics.completion_tokens = mean(sampled.map(completionTokens));
   const components = new Set(sampled.flatMap((r) => (r.error === undefined ? Object.keys(r.metrics) : [])));
-  for (const c of components) metrics[`metric/${c}`] = mean(sampled.filter((r) => r.error === undefined).map((r) => r.metrics[c] ?? 0));
+  for (const c of components)
+    metrics[`metric/${c}`] = mean(sampled.filter((r) => r.error === undefined).map((r) => r.metrics[c] ?? 0));
   const firstError = all.find((r) => r.error !== undefined)?.error;
-  return { env: name, tasks: tasks.length, k, metrics, results, ...(firstError ? { firstError } : {}), seconds: (performance.now() - started) / 1000 };
+  return {
+    env: name,
+    tasks: tasks.length,
+    k,
+    metrics,
+    results,
+    ...(firstError ? { firstError } : {}),
+    seconds: (performance.now() - started) / 1000,
+  };
 }
 
 /** The env's metrics under `<prefix>/<env>/`, as metrics.jsonl holds them (e.g. eval/math/pass@1). */
 export function evalMetrics(result: EnvEval, prefix = "eval"): Record<string, number> {
-  return Object.fromEntries(Object.entries(result.metrics).map(([key, value]) => [`${prefix}/${result.env}/${key}`, value]));
+  return Object.fromEntries(
+    Object.entries(result.metrics).map(([key, value]) => [`${prefix}/${result.env}/${key}`, value]),
+  );
 }
 
 /** Where an eval's tasks come from: an env (built-in id or .ts path) with its args. */

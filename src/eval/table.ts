@@ -9,7 +9,11 @@ const NUMERIC = /^[-+]?[\d,.]+(e[-+]?\d+)?s?$|^-$/;
 export function formatTable(header: string[], rows: string[][]): string {
   const widths = header.map((h, c) => Math.max(h.length, ...rows.map((r) => (r[c] ?? "").length)));
   const right = header.map((_, c) => c > 0 && rows.length > 0 && rows.every((r) => NUMERIC.test(r[c] ?? "")));
-  const line = (cells: string[]) => cells.map((cell, c) => (right[c] ? cell.padStart(widths[c]!) : cell.padEnd(widths[c]!))).join("  ").trimEnd();
+  const line = (cells: string[]) =>
+    cells
+      .map((cell, c) => (right[c] ? cell.padStart(widths[c]!) : cell.padEnd(widths[c]!)))
+      .join("  ")
+      .trimEnd();
   return [line(header), line(widths.map((w) => "-".repeat(w))), ...rows.map(line)].join("\n");
 }
 
@@ -25,7 +29,17 @@ export function headlineKeys(result: EnvEval): string[] {
 export function evalTable(results: readonly EnvEval[]): string {
   const rows = results.map((r) => {
     const hasGreedy = "greedy/pass@1" in r.metrics;
-    return [r.env, String(r.tasks), String(r.k), num(r.metrics[`avg@${r.k}`]), num(r.metrics["pass@1"]), num(r.metrics[`pass@${r.k}`]), hasGreedy ? num(r.metrics["greedy/pass@1"]) : "-", num(r.metrics.error_rate), `${r.seconds.toFixed(1)}s`];
+    return [
+      r.env,
+      String(r.tasks),
+      String(r.k),
+      num(r.metrics[`avg@${r.k}`]),
+      num(r.metrics["pass@1"]),
+      num(r.metrics[`pass@${r.k}`]),
+      hasGreedy ? num(r.metrics["greedy/pass@1"]) : "-",
+      num(r.metrics.error_rate),
+      `${r.seconds.toFixed(1)}s`,
+    ];
   });
   return formatTable(["env", "tasks", "k", "avg@k", "pass@1", "pass@k", "greedy@1", "errors", "time"], rows);
 }
@@ -35,7 +49,8 @@ export function compareTable(before: readonly EnvEval[], after: readonly EnvEval
   const rows: string[][] = [];
   for (const end of after) {
     const start = before.find((b) => b.env === end.env);
-    for (const key of headlineKeys(end)) rows.push([`${end.env} ${key}`, num(start?.metrics[key]), num(end.metrics[key])]);
+    for (const key of headlineKeys(end))
+      rows.push([`${end.env} ${key}`, num(start?.metrics[key]), num(end.metrics[key])]);
   }
   return formatTable(["eval", "before", "after"], rows);
 }

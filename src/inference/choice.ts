@@ -38,11 +38,20 @@ export function runChoice(ctx: ServeContext, job: ChoiceJob): Promise<ChoiceOut>
   const { spec, onDelta } = job;
   const tokenizer = ctx.tokenizer;
   const stopIds = new Set([...(spec.ignoreEos ? [] : tokenizer.stopIds), ...spec.stopTokenIds]);
-  const tracker = new TextTracker(tokenizer, { skipSpecialTokens: spec.skipSpecialTokens, stopStrings: spec.stopStrings, includeStopStr: spec.includeStopStr });
+  const tracker = new TextTracker(tokenizer, {
+    skipSpecialTokens: spec.skipSpecialTokens,
+    stopStrings: spec.stopStrings,
+    includeStopStr: spec.includeStopStr,
+  });
   const tokens: number[] = [];
   const logprobs: number[] = [];
   let delivered = 0;
-  const delta = (text: string, finishReason: FinishReasonOut | null, stopReason: string | number | null, version: number): ChoiceDelta => {
+  const delta = (
+    text: string,
+    finishReason: FinishReasonOut | null,
+    stopReason: string | number | null,
+    version: number,
+  ): ChoiceDelta => {
     const part = tokens.slice(delivered);
     const from = delivered;
     delivered = tokens.length;
@@ -86,7 +95,9 @@ export function runChoice(ctx: ServeContext, job: ChoiceJob): Promise<ChoiceOut>
   return submitted.then((result) => {
     tracker.finish();
     const last = result.tokens[result.tokens.length - 1];
-    const stopReason = tracker.stopped ?? (result.finish === "stop" && last !== undefined && spec.stopTokenIds.includes(last) ? last : null);
+    const stopReason =
+      tracker.stopped ??
+      (result.finish === "stop" && last !== undefined && spec.stopTokenIds.includes(last) ? last : null);
     const finishReason: FinishReasonOut = tracker.stopped !== null ? "stop" : result.finish;
     if (onDelta) onDelta(delta(tracker.takeDelta(true), finishReason, stopReason, result.version));
     return {

@@ -34,7 +34,10 @@ const MAX_SESSIONS = 10_000;
 /** "token_id:123" (vLLM's return_tokens_as_token_ids) -> 123. */
 function tokenId(token: string, where: string): number {
   const match = /^token_id:(\d+)$/.exec(token);
-  if (!match) throw new EndpointError(`${where}: expected tokens as "token_id:N" (return_tokens_as_token_ids), got ${JSON.stringify(token)}`);
+  if (!match)
+    throw new EndpointError(
+      `${where}: expected tokens as "token_id:N" (return_tokens_as_token_ids), got ${JSON.stringify(token)}`,
+    );
   return Number(match[1]);
 }
 
@@ -45,7 +48,11 @@ export class OpenAIClient implements SamplingClient {
 
   constructor(readonly options: ClientOptions) {
     if (options.baseUrls.length === 0) throw new EndpointError(`no base URL for model ${options.model}`);
-    const http: HttpOptions = { ...DEFAULT_HTTP, ...options, headers: options.apiKey ? { authorization: `Bearer ${options.apiKey}` } : {} };
+    const http: HttpOptions = {
+      ...DEFAULT_HTTP,
+      ...options,
+      headers: options.apiKey ? { authorization: `Bearer ${options.apiKey}` } : {},
+    };
     this.endpoints = options.baseUrls.map((url) => new JsonEndpoint(url.replace(/\/+$/, ""), http));
   }
 
@@ -80,10 +87,14 @@ export class OpenAIClient implements SamplingClient {
     const response = await endpoint.request<CompletionResponse>("/completions", body);
     const choice = response.choices?.[0];
     const where = `${endpoint.url}/completions`;
-    if (!choice?.logprobs?.token_logprobs) throw new EndpointError(`${where}: the response has no logprobs (is this an OpenAI-compatible completions server?)`);
+    if (!choice?.logprobs?.token_logprobs)
+      throw new EndpointError(
+        `${where}: the response has no logprobs (is this an OpenAI-compatible completions server?)`,
+      );
     const tokenIds = choice.token_ids ?? (choice.logprobs.tokens ?? []).map((t) => tokenId(t, where));
     const logprobs = choice.logprobs.token_logprobs.map((lp) => lp ?? 0);
-    if (tokenIds.length !== logprobs.length) throw new EndpointError(`${where}: ${tokenIds.length} tokens but ${logprobs.length} logprobs`);
+    if (tokenIds.length !== logprobs.length)
+      throw new EndpointError(`${where}: ${tokenIds.length} tokens but ${logprobs.length} logprobs`);
     const finishReason: FinishReason = choice.finish_reason === "length" ? "length" : "stop";
     return { tokenIds, logprobs, finishReason, policyVersion: response.policy_version ?? 0 };
   }
@@ -93,12 +104,20 @@ export class OpenAIClient implements SamplingClient {
     return Promise.all(
       sequences.map(async (tokenIds) => {
         const endpoint = this.pick();
-        const body = { model: this.options.model, prompt: tokenIds, max_tokens: 1, temperature: 1.0, prompt_logprobs: 0 };
+        const body = {
+          model: this.options.model,
+          prompt: tokenIds,
+          max_tokens: 1,
+          temperature: 1.0,
+          prompt_logprobs: 0,
+        };
         const response = await endpoint.request<CompletionResponse>("/completions", body);
         const rows = response.choices?.[0]?.prompt_logprobs;
         const where = `${endpoint.url}/completions`;
         if (!rows || rows.length !== tokenIds.length) {
-          throw new EndpointError(`${where}: expected ${tokenIds.length} prompt_logprobs, got ${rows?.length ?? "none"} (the server must support vLLM's prompt_logprobs)`);
+          throw new EndpointError(
+            `${where}: expected ${tokenIds.length} prompt_logprobs, got ${rows?.length ?? "none"} (the server must support vLLM's prompt_logprobs)`,
+          );
         }
         return rows.map((row, i) => {
           if (i === 0 || row === null) return 0;
@@ -114,7 +133,11 @@ export class OpenAIClient implements SamplingClient {
   async tokenize(text: string): Promise<number[]> {
     const endpoint = this.pick();
     const root = endpoint.url.replace(/\/v1$/, "");
-    const response = await new JsonEndpoint(root, endpoint.options).request<{ tokens: number[] }>("/tokenize", { model: this.options.model, prompt: text, add_special_tokens: false });
+    const response = await new JsonEndpoint(root, endpoint.options).request<{ tokens: number[] }>("/tokenize", {
+      model: this.options.model,
+      prompt: text,
+      add_special_tokens: false,
+    });
     return response.tokens;
   }
 
@@ -122,13 +145,35 @@ export class OpenAIClient implements SamplingClient {
    * The served model's card from /v1/models: its context length (vLLM's max_model_len) and, on
    * rlx serve, the tokenizer's id count, the model's vocabulary rows and the weights version.
    */
-  async modelInfo(): Promise<{ id: string; maxModelLen?: number; tokenizerSize?: number; vocabSize?: number; policyVersion?: number }> {
+  async modelInfo(): Promise<{
+    id: string;
+    maxModelLen?: number;
+    tokenizerSize?: number;
+    vocabSize?: number;
+    policyVersion?: number;
+  }> {
     const endpoint = this.pick();
-    type Card = { id: string; max_model_len?: number; tokenizer_size?: number; vocab_size?: number; policy_version?: number };
+    type Card = {
+      id: string;
+      max_model_len?: number;
+      tokenizer_size?: number;
+      vocab_size?: number;
+      policy_version?: number;
+    };
     const response = await endpoint.request<{ data?: Card[] }>("/models");
     const card = response.data?.find((m) => m.id === this.options.model);
-    if (!card) throw new EndpointError(`${endpoint.url}/models does not list the model ${JSON.stringify(this.options.model)} (it lists ${(response.data ?? []).map((m) => JSON.stringify(m.id)).join(", ") || "nothing"})`, { fix: "set the model name to one the server serves" });
-    return { id: card.id, maxModelLen: card.max_model_len, tokenizerSize: card.tokenizer_size, vocabSize: card.vocab_size, policyVersion: card.policy_version };
+    if (!card)
+      throw new EndpointError(
+        `${endpoint.url}/models does not list the model ${JSON.stringify(this.options.model)} (it lists ${(response.data ?? []).map((m) => JSON.stringify(m.id)).join(", ") || "nothing"})`,
+        { fix: "set the model name to one the server serves" },
+      );
+    return {
+      id: card.id,
+      maxModelLen: card.max_model_len,
+      tokenizerSize: card.tokenizer_size,
+      vocabSize: card.vocab_size,
+      policyVersion: card.policy_version,
+    };
   }
 
   /** Number of ids the server's tokenizer can produce (rlx serve says; vLLM does not: undefined). */
@@ -139,7 +184,12 @@ export class OpenAIClient implements SamplingClient {
   /** Policy servers only: load new weights; every server must succeed. */
   async updateWeights(path: string, version: number): Promise<void> {
     await Promise.all(
-      this.endpoints.map((endpoint) => new JsonEndpoint(endpoint.url.replace(/\/v1$/, ""), endpoint.options).request("/update_weights", { path, version })),
+      this.endpoints.map((endpoint) =>
+        new JsonEndpoint(endpoint.url.replace(/\/v1$/, ""), endpoint.options).request("/update_weights", {
+          path,
+          version,
+        }),
+      ),
     );
   }
 }

@@ -15,12 +15,19 @@ import { checkModelName } from "./models.ts";
 export async function handleCompletions(ctx: ServeContext, request: Request): Promise<Response> {
   const params = completionParams(Fields.parse(await request.text()), ctx.engine.vocabSize);
   checkModelName(ctx, params.model);
-  if (params.stream && params.promptLogprobs) throw new InvalidRequestError("prompt_logprobs is not supported with stream: true in rlx serve", "prompt_logprobs");
+  if (params.stream && params.promptLogprobs)
+    throw new InvalidRequestError("prompt_logprobs is not supported with stream: true in rlx serve", "prompt_logprobs");
   const planned = params.prompts.map((p, i) => {
     const tokens = typeof p === "string" ? ctx.tokenizer.encode(p) : p;
     return planPrompt(ctx, tokens, params, params.prompts.length > 1 ? `prompt[${i}]` : "prompt");
   });
-  const promptLogprobs = params.promptLogprobs ? promptLogprobRows(ctx, planned.map((p) => p.tokens), params.tokensAsIds) : null;
+  const promptLogprobs = params.promptLogprobs
+    ? promptLogprobRows(
+        ctx,
+        planned.map((p) => p.tokens),
+        params.tokensAsIds,
+      )
+    : null;
   const promptTokens = planned.reduce((sum, p) => sum + p.tokens.length, 0);
   const abort = new AbortController();
   request.signal.addEventListener("abort", () => abort.abort(), { once: true });
@@ -30,23 +37,49 @@ export async function handleCompletions(ctx: ServeContext, request: Request): Pr
 
   if (params.stream) {
     checkCapacity(ctx, planned.length * params.n);
-    return sseResponse(async (send) => {
-      let completionTokens = 0;
-      const choices = await startChoices(ctx, planned, params, abort, (d) => {
-        completionTokens += d.tokens.length;
-        send({
-          id, object: "text_completion", created, model,
-          choices: [{ index: d.index, text: d.text, logprobs: params.logprobs ? completionLogprobs(d.tokenStrings, d.logprobs, d.textOffsets) : null, finish_reason: d.finishReason, stop_reason: d.stopReason }],
-          policy_version: d.version,
+    return sseResponse(
+      async (send) => {
+        let completionTokens = 0;
+        const choices = await startChoices(ctx, planned, params, abort, (d) => {
+          completionTokens += d.tokens.length;
+          send({
+            id,
+            object: "text_completion",
+            created,
+            model,
+            choices: [
+              {
+                index: d.index,
+                text: d.text,
+                logprobs: params.logprobs ? completionLogprobs(d.tokenStrings, d.logprobs, d.textOffsets) : null,
+                finish_reason: d.finishReason,
+                stop_reason: d.stopReason,
+              },
+            ],
+            policy_version: d.version,
+          });
         });
-      });
-      if (params.includeUsage) send({ id, object: "text_completion", created, model, choices: [], usage: usage(promptTokens, completionTokens), policy_version: servedVersion(choices, ctx.engine.version) });
-    }, () => abort.abort());
+        if (params.includeUsage)
+          send({
+            id,
+            object: "text_completion",
+            created,
+            model,
+            choices: [],
+            usage: usage(promptTokens, completionTokens),
+            policy_version: servedVersion(choices, ctx.engine.version),
+          });
+      },
+      () => abort.abort(),
+    );
   }
 
   const choices = await startChoices(ctx, planned, params, abort);
   return Response.json({
-    id, object: "text_completion", created, model,
+    id,
+    object: "text_completion",
+    created,
+    model,
     choices: choices.map((c) => {
       const prompt = planned[Math.floor(c.index / params.n)]!;
       return {
@@ -60,7 +93,10 @@ export async function handleCompletions(ctx: ServeContext, request: Request): Pr
         policy_version: c.version,
       };
     }),
-    usage: usage(promptTokens, choices.reduce((sum, c) => sum + c.tokens.length, 0)),
+    usage: usage(
+      promptTokens,
+      choices.reduce((sum, c) => sum + c.tokens.length, 0),
+    ),
     system_fingerprint: null,
     policy_version: servedVersion(choices, ctx.engine.version),
   });
@@ -74,6 +110,16 @@ export async function handleCompletions(ctx: ServeContext, request: Request): Pr
 function promptLogprobRows(ctx: ServeContext, prompts: number[][], asIds: boolean): (PromptLogprob | null)[][] {
   const { logprobs } = ctx.engine.score(prompts);
   return prompts.map((tokens, p) =>
-    tokens.map((token, i) => (i === 0 ? null : { [String(token)]: { logprob: logprobs[p]![i]!, rank: null, decoded_token: tokenString(ctx.tokenizer, token, asIds) } })),
+    tokens.map((token, i) =>
+      i === 0
+        ? null
+        : {
+            [String(token)]: {
+              logprob: logprobs[p]![i]!,
+              rank: null,
+              decoded_token: tokenString(ctx.tokenizer, token, asIds),
+            },
+          },
+    ),
   );
 }

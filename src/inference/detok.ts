@@ -60,7 +60,8 @@ export class TextTracker {
 
   /** Text not yet handed out; while running, the last (longest stop - 1) characters stay back. */
   takeDelta(final: boolean): string {
-    const upTo = final || this.stopped !== null ? this.text.length : Math.max(this.#emitted, this.text.length - this.#holdBack);
+    const upTo =
+      final || this.stopped !== null ? this.text.length : Math.max(this.#emitted, this.text.length - this.#holdBack);
     const delta = this.text.slice(this.#emitted, upTo);
     this.#emitted = upTo;
     return delta;

@@ -120,21 +120,35 @@ export class Engine {
   readonly stats = { admitted: 0, steps: 0, generatedTokens: 0, maxRunning: 0 };
 
   constructor(model: NativeModel, options: EngineOptions) {
-    if (!Number.isInteger(options.maxBatch) || options.maxBatch < 1) throw new InvalidRequestError(`maxBatch must be a positive integer, got ${options.maxBatch}`, "max_batch");
+    if (!Number.isInteger(options.maxBatch) || options.maxBatch < 1)
+      throw new InvalidRequestError(`maxBatch must be a positive integer, got ${options.maxBatch}`, "max_batch");
     this.maxBatch = options.maxBatch;
     this.maxModelLen = options.maxModelLen ?? Math.min(model.config.max_position_embeddings, 2048);
-    if (!Number.isInteger(this.maxModelLen) || this.maxModelLen < 2 || this.maxModelLen > model.config.max_position_embeddings) {
-      throw new InvalidRequestError(`maxModelLen must be an integer in 2..${model.config.max_position_embeddings} (the model's max_position_embeddings), got ${this.maxModelLen}`, "max_model_len");
+    if (
+      !Number.isInteger(this.maxModelLen) ||
+      this.maxModelLen < 2 ||
+      this.maxModelLen > model.config.max_position_embeddings
+    ) {
+      throw new InvalidRequestError(
+        `maxModelLen must be an integer in 2..${model.config.max_position_embeddings} (the model's max_position_embeddings), got ${this.maxModelLen}`,
+        "max_model_len",
+      );
     }
     this.maxQueue = options.maxQueue ?? 16 * this.maxBatch;
     this.maxPrefillTokens = options.maxPrefillTokens ?? 8192;
     this.reloadMode = options.reloadMode ?? "drain";
-    if (!RELOAD_MODES.includes(this.reloadMode)) throw new InvalidRequestError(`reloadMode must be one of ${RELOAD_MODES.join(", ")}, got ${this.reloadMode}`, "reload_mode");
+    if (!RELOAD_MODES.includes(this.reloadMode))
+      throw new InvalidRequestError(
+        `reloadMode must be one of ${RELOAD_MODES.join(", ")}, got ${this.reloadMode}`,
+        "reload_mode",
+      );
     this.#version = options.version ?? 0;
     this.#model = model;
     this.#ownsModel = options.ownsModel ?? true;
     this.#generator = NativeGenerator.create(model, { slots: this.maxBatch, capacity: this.maxModelLen });
-    this.#loadWeights = options.loadWeights ?? (async (dir) => (await import("../model/hf.ts")).loadModel(dir, { dtype: model.dtype, device: model.device }));
+    this.#loadWeights =
+      options.loadWeights ??
+      (async (dir) => (await import("../model/hf.ts")).loadModel(dir, { dtype: model.dtype, device: model.device }));
   }
 
   get version(): number {
@@ -170,14 +184,21 @@ export class Engine {
 
   /** Queues a sequence; resolves when it finishes (or is cancelled). */
   submit(request: EngineRequest): Promise<EngineResult> {
-    if (this.#closed) return Promise.reject(new EngineClosedError("the inference engine is shutting down", { fix: "retry against a running server" }));
+    if (this.#closed)
+      return Promise.reject(
+        new EngineClosedError("the inference engine is shutting down", { fix: "retry against a running server" }),
+      );
     try {
       this.validate(request.prompt, request.sampling.maxNewTokens);
     } catch (err) {
       return Promise.reject(err);
     }
     if (this.#queue.length >= this.maxQueue) {
-      return Promise.reject(new QueueFullError(`the request queue is full (${this.maxQueue} waiting, ${this.#running.size} running)`, { fix: "retry with backoff, or start the server with a larger --max-queue" }));
+      return Promise.reject(
+        new QueueFullError(`the request queue is full (${this.maxQueue} waiting, ${this.#running.size} running)`, {
+          fix: "retry with backoff, or start the server with a larger --max-queue",
+        }),
+      );
     }
     // Unseeded requests must not all share seed 0 (they would sample identical tokens).
     const sampling = { ...request.sampling, seed: request.sampling.seed ?? Math.floor(Math.random() * 2 ** 52) };
@@ -199,7 +220,14 @@ export class Engine {
       };
       const signal = request.signal;
       if (signal) {
-        if (signal.aborted) return resolve({ tokens: [], logprobs: [], finish: "abort", version: this.#version, versionEnd: this.#version });
+        if (signal.aborted)
+          return resolve({
+            tokens: [],
+            logprobs: [],
+            finish: "abort",
+            version: this.#version,
+            versionEnd: this.#version,
+          });
         const onAbort = () => this.#cancel(job);
         signal.addEventListener("abort", onAbort, { once: true });
         job.detach = () => signal.removeEventListener("abort", onAbort);

@@ -6,7 +6,14 @@ import { InvalidRequestError } from "./errors.ts";
 
 type Json = Record<string, unknown>;
 
-const describe = (value: unknown) => (value === null ? "null" : Array.isArray(value) ? "an array" : typeof value === "string" ? `the string ${JSON.stringify(value).slice(0, 40)}` : `${typeof value} ${String(value)}`);
+const describe = (value: unknown) =>
+  value === null
+    ? "null"
+    : Array.isArray(value)
+      ? "an array"
+      : typeof value === "string"
+        ? `the string ${JSON.stringify(value).slice(0, 40)}`
+        : `${typeof value} ${String(value)}`;
 
 export class Fields {
   constructor(readonly body: Json) {}
@@ -18,7 +25,8 @@ export class Fields {
     } catch (err) {
       throw new InvalidRequestError(`the request body is not valid JSON: ${(err as Error).message}`, null);
     }
-    if (typeof body !== "object" || body === null || Array.isArray(body)) throw new InvalidRequestError("the request body must be a JSON object", null);
+    if (typeof body !== "object" || body === null || Array.isArray(body))
+      throw new InvalidRequestError("the request body must be a JSON object", null);
     return new Fields(body as Json);
   }
 
@@ -33,10 +41,13 @@ export class Fields {
   number(name: string, fallback: number, range: { min?: number; max?: number; minExclusive?: boolean } = {}): number {
     const value = this.raw(name);
     if (value === undefined) return fallback;
-    if (typeof value !== "number" || !Number.isFinite(value)) throw new InvalidRequestError(`${name} must be a number, got ${describe(value)}`, name);
+    if (typeof value !== "number" || !Number.isFinite(value))
+      throw new InvalidRequestError(`${name} must be a number, got ${describe(value)}`, name);
     const { min, max, minExclusive } = range;
-    if (min !== undefined && (minExclusive ? value <= min : value < min)) throw new InvalidRequestError(`${name} must be ${minExclusive ? ">" : ">="} ${min}, got ${value}`, name);
-    if (max !== undefined && value > max) throw new InvalidRequestError(`${name} must be <= ${max}, got ${value}`, name);
+    if (min !== undefined && (minExclusive ? value <= min : value < min))
+      throw new InvalidRequestError(`${name} must be ${minExclusive ? ">" : ">="} ${min}, got ${value}`, name);
+    if (max !== undefined && value > max)
+      throw new InvalidRequestError(`${name} must be <= ${max}, got ${value}`, name);
     return value;
   }
 
@@ -45,28 +56,32 @@ export class Fields {
   int(name: string, fallback: number | undefined, range: { min?: number; max?: number } = {}): number | undefined {
     const value = this.raw(name);
     if (value === undefined) return fallback;
-    if (typeof value !== "number" || !Number.isInteger(value)) throw new InvalidRequestError(`${name} must be an integer, got ${describe(value)}`, name);
+    if (typeof value !== "number" || !Number.isInteger(value))
+      throw new InvalidRequestError(`${name} must be an integer, got ${describe(value)}`, name);
     return this.number(name, 0, range);
   }
 
   bool(name: string, fallback: boolean): boolean {
     const value = this.raw(name);
     if (value === undefined) return fallback;
-    if (typeof value !== "boolean") throw new InvalidRequestError(`${name} must be true or false, got ${describe(value)}`, name);
+    if (typeof value !== "boolean")
+      throw new InvalidRequestError(`${name} must be true or false, got ${describe(value)}`, name);
     return value;
   }
 
   string(name: string): string | undefined {
     const value = this.raw(name);
     if (value === undefined) return undefined;
-    if (typeof value !== "string") throw new InvalidRequestError(`${name} must be a string, got ${describe(value)}`, name);
+    if (typeof value !== "string")
+      throw new InvalidRequestError(`${name} must be a string, got ${describe(value)}`, name);
     return value;
   }
 
   object(name: string): Json | undefined {
     const value = this.raw(name);
     if (value === undefined) return undefined;
-    if (typeof value !== "object" || Array.isArray(value)) throw new InvalidRequestError(`${name} must be an object, got ${describe(value)}`, name);
+    if (typeof value !== "object" || Array.isArray(value))
+      throw new InvalidRequestError(`${name} must be an object, got ${describe(value)}`, name);
     return value as Json;
   }
 
@@ -75,7 +90,8 @@ export class Fields {
     const value = this.raw(name);
     if (value === undefined) return [];
     if (typeof value === "string") return value === "" ? [] : [value];
-    if (!Array.isArray(value) || value.some((s) => typeof s !== "string")) throw new InvalidRequestError(`${name} must be a string or a list of strings, got ${describe(value)}`, name);
+    if (!Array.isArray(value) || value.some((s) => typeof s !== "string"))
+      throw new InvalidRequestError(`${name} must be a string or a list of strings, got ${describe(value)}`, name);
     return (value as string[]).filter((s) => s !== "");
   }
 
@@ -92,15 +108,19 @@ export class Fields {
    */
   unsupported(name: string, isNeutral: (value: unknown) => boolean, what = "is not supported by rlx serve"): void {
     const value = this.raw(name);
-    if (value !== undefined && !isNeutral(value)) throw new InvalidRequestError(`${name} ${what} (got ${JSON.stringify(value).slice(0, 60)})`, name);
+    if (value !== undefined && !isNeutral(value))
+      throw new InvalidRequestError(`${name} ${what} (got ${JSON.stringify(value).slice(0, 60)})`, name);
   }
 }
 
 export function checkTokenIds(value: unknown, name: string, vocab: number): number[] {
-  if (!Array.isArray(value)) throw new InvalidRequestError(`${name} must be a list of token ids, got ${describe(value)}`, name);
+  if (!Array.isArray(value))
+    throw new InvalidRequestError(`${name} must be a list of token ids, got ${describe(value)}`, name);
   value.forEach((t, i) => {
-    if (typeof t !== "number" || !Number.isInteger(t)) throw new InvalidRequestError(`${name}[${i}] must be an integer token id, got ${describe(t)}`, name);
-    if (t < 0 || t >= vocab) throw new InvalidRequestError(`${name}[${i}] is token id ${t}, outside the vocabulary 0..${vocab - 1}`, name);
+    if (typeof t !== "number" || !Number.isInteger(t))
+      throw new InvalidRequestError(`${name}[${i}] must be an integer token id, got ${describe(t)}`, name);
+    if (t < 0 || t >= vocab)
+      throw new InvalidRequestError(`${name}[${i}] is token id ${t}, outside the vocabulary 0..${vocab - 1}`, name);
   });
   return value as number[];
 }

@@ -12,15 +12,24 @@ export interface PlannedPrompt {
 }
 
 /** Resolves max_tokens for a prompt and checks it fits; `promptParam` names the prompt's field in errors. */
-export function planPrompt(ctx: ServeContext, tokens: number[], spec: SamplingSpec, promptParam: string): PlannedPrompt {
+export function planPrompt(
+  ctx: ServeContext,
+  tokens: number[],
+  spec: SamplingSpec,
+  promptParam: string,
+): PlannedPrompt {
   const maxTokens = spec.maxTokens ?? ctx.engine.maxModelLen - tokens.length;
   if (maxTokens < 1) {
-    throw new InvalidRequestError(`the prompt has ${tokens.length} tokens; the maximum context length is ${ctx.engine.maxModelLen}, which leaves no room to generate`, promptParam);
+    throw new InvalidRequestError(
+      `the prompt has ${tokens.length} tokens; the maximum context length is ${ctx.engine.maxModelLen}, which leaves no room to generate`,
+      promptParam,
+    );
   }
   try {
     ctx.engine.validate(tokens, maxTokens);
   } catch (err) {
-    if (err instanceof InvalidRequestError && err.param === "prompt" && promptParam !== "prompt") throw new InvalidRequestError(err.message, promptParam, err.fix ? { fix: err.fix } : {});
+    if (err instanceof InvalidRequestError && err.param === "prompt" && promptParam !== "prompt")
+      throw new InvalidRequestError(err.message, promptParam, err.fix ? { fix: err.fix } : {});
     throw err;
   }
   return { tokens, maxTokens };
@@ -32,15 +41,28 @@ export function planPrompt(ctx: ServeContext, tokens: number[], spec: SamplingSp
  */
 export function checkCapacity(ctx: ServeContext, count: number): void {
   if (count > ctx.engine.maxQueue) {
-    throw new InvalidRequestError(`the request asks for ${count} sequences (prompts x n); this server queues at most ${ctx.engine.maxQueue}`, "n", { fix: "split the request, or start the server with a larger --max-queue" });
+    throw new InvalidRequestError(
+      `the request asks for ${count} sequences (prompts x n); this server queues at most ${ctx.engine.maxQueue}`,
+      "n",
+      { fix: "split the request, or start the server with a larger --max-queue" },
+    );
   }
   if (!ctx.engine.canAccept(count)) {
-    throw new QueueFullError(`the request queue is full (${ctx.engine.load.queued} waiting for ${ctx.engine.maxBatch} slots)`, { fix: "retry with backoff" });
+    throw new QueueFullError(
+      `the request queue is full (${ctx.engine.load.queued} waiting for ${ctx.engine.maxBatch} slots)`,
+      { fix: "retry with backoff" },
+    );
   }
 }
 
 /** Choice i*n + j is sample j of prompt i (vLLM's order), seeded seed + j when a seed is given. */
-export function startChoices(ctx: ServeContext, prompts: PlannedPrompt[], spec: SamplingSpec, abort: AbortController, onDelta?: (delta: ChoiceDelta) => void): Promise<ChoiceOut[]> {
+export function startChoices(
+  ctx: ServeContext,
+  prompts: PlannedPrompt[],
+  spec: SamplingSpec,
+  abort: AbortController,
+  onDelta?: (delta: ChoiceDelta) => void,
+): Promise<ChoiceOut[]> {
   checkCapacity(ctx, prompts.length * spec.n);
   const running = prompts.flatMap((prompt, i) =>
     Array.from({ length: spec.n }, (_, j) =>

@@ -56,7 +56,8 @@ export class JsonEndpoint {
     const target = `${this.url}${path}`;
     let lastError = "";
     for (let attempt = 0; attempt <= this.options.retries; attempt++) {
-      if (attempt > 0) await Bun.sleep(Math.min(10_000, this.options.backoffMs * 2 ** (attempt - 1)) * (0.5 + Math.random() / 2));
+      if (attempt > 0)
+        await Bun.sleep(Math.min(10_000, this.options.backoffMs * 2 ** (attempt - 1)) * (0.5 + Math.random() / 2));
       let response: Response;
       try {
         response = await fetch(target, {
@@ -67,7 +68,10 @@ export class JsonEndpoint {
         });
       } catch (err) {
         const e = err as Error;
-        lastError = e.name === "TimeoutError" ? `no answer within ${this.options.timeoutMs} ms` : `connection failed: ${e.message}`;
+        lastError =
+          e.name === "TimeoutError"
+            ? `no answer within ${this.options.timeoutMs} ms`
+            : `connection failed: ${e.message}`;
         continue;
       }
       const text = await response.text();
@@ -75,7 +79,9 @@ export class JsonEndpoint {
         try {
           return JSON.parse(text) as T;
         } catch {
-          throw new EndpointError(`${target}: status ${response.status} but the body is not JSON: ${text.slice(0, 200)}`);
+          throw new EndpointError(
+            `${target}: status ${response.status} but the body is not JSON: ${text.slice(0, 200)}`,
+          );
         }
       }
       lastError = `status ${response.status}: ${text.slice(0, 500)}`;

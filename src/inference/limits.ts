@@ -16,8 +16,13 @@ export function checkRequest(prompt: readonly number[], maxNewTokens: number, li
   const { vocabSize, maxModelLen } = limits;
   if (prompt.length === 0) throw new InvalidRequestError("the prompt is empty", "prompt");
   const bad = prompt.findIndex((t) => !Number.isInteger(t) || t < 0 || t >= vocabSize);
-  if (bad >= 0) throw new InvalidRequestError(`prompt token ${bad} is ${prompt[bad]}, outside the vocabulary 0..${vocabSize - 1}`, "prompt");
-  if (!Number.isInteger(maxNewTokens) || maxNewTokens < 1) throw new InvalidRequestError(`max_tokens must be a positive integer, got ${maxNewTokens}`, "max_tokens");
+  if (bad >= 0)
+    throw new InvalidRequestError(
+      `prompt token ${bad} is ${prompt[bad]}, outside the vocabulary 0..${vocabSize - 1}`,
+      "prompt",
+    );
+  if (!Number.isInteger(maxNewTokens) || maxNewTokens < 1)
+    throw new InvalidRequestError(`max_tokens must be a positive integer, got ${maxNewTokens}`, "max_tokens");
   if (prompt.length + maxNewTokens > maxModelLen) {
     throw new InvalidRequestError(
       `This model's maximum context length is ${maxModelLen} tokens. However, you requested ${prompt.length + maxNewTokens} tokens (${prompt.length} in the messages, ${maxNewTokens} in the completion). Please reduce the length of the messages or completion.`,
@@ -33,21 +38,37 @@ export function checkSequences(sequences: readonly (readonly number[])[], limits
   sequences.forEach((seq, i) => {
     const bad = seq.findIndex((t) => !Number.isInteger(t) || t < 0 || t >= vocabSize);
     if (seq.length === 0) throw new InvalidRequestError(`sequence ${i} is empty`, "prompt");
-    if (bad >= 0) throw new InvalidRequestError(`sequence ${i}: token ${bad} is ${seq[bad]}, outside the vocabulary 0..${vocabSize - 1}`, "prompt");
-    if (seq.length > maxModelLen) throw new InvalidRequestError(`sequence ${i} has ${seq.length} tokens, more than the maximum context length ${maxModelLen}`, "prompt");
+    if (bad >= 0)
+      throw new InvalidRequestError(
+        `sequence ${i}: token ${bad} is ${seq[bad]}, outside the vocabulary 0..${vocabSize - 1}`,
+        "prompt",
+      );
+    if (seq.length > maxModelLen)
+      throw new InvalidRequestError(
+        `sequence ${i} has ${seq.length} tokens, more than the maximum context length ${maxModelLen}`,
+        "prompt",
+      );
   });
 }
 
 /** Loads `dir` in full and refuses it (freed) unless its config equals the served model's. */
-export async function loadSameArchitecture(dir: string, served: NativeModel, load: (dir: string) => Promise<NativeModel>): Promise<NativeModel> {
+export async function loadSameArchitecture(
+  dir: string,
+  served: NativeModel,
+  load: (dir: string) => Promise<NativeModel>,
+): Promise<NativeModel> {
   const model = await load(dir);
   const [want, got] = [served.config, model.config];
   const differs = (Object.keys(want) as (keyof typeof want)[]).find((key) => want[key] !== got[key]);
   if (differs) {
     model.free();
-    throw new InvalidRequestError(`${dir}: config.json has ${differs} = ${got[differs]}, the served model has ${want[differs]}`, "path", {
-      fix: "publish weights of the same architecture as the served model",
-    });
+    throw new InvalidRequestError(
+      `${dir}: config.json has ${differs} = ${got[differs]}, the served model has ${want[differs]}`,
+      "path",
+      {
+        fix: "publish weights of the same architecture as the served model",
+      },
+    );
   }
   return model;
 }

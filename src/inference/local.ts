@@ -17,7 +17,10 @@ export class LocalClient implements SamplingClient {
   constructor(readonly engine: Engine) {}
 
   /** Loads an HF model directory and serves it in-process (maxBatch default 16). */
-  static async fromModelDir(dir: string, options: LocalClientOptions & { dtype?: NativeModel["dtype"] } = {}): Promise<LocalClient> {
+  static async fromModelDir(
+    dir: string,
+    options: LocalClientOptions & { dtype?: NativeModel["dtype"] } = {},
+  ): Promise<LocalClient> {
     const { loadModel } = await import("../model/hf.ts");
     const model = await loadModel(dir, { dtype: options.dtype ?? "f32" });
     return new LocalClient(new Engine(model, { maxBatch: 16, ...options, ownsModel: true }));
@@ -50,7 +53,12 @@ export class LocalClient implements SamplingClient {
       ...(request.signal ? { signal: request.signal } : {}),
     });
     if (result.finish === "abort") throw new EngineClosedError("the completion was cancelled");
-    return { tokenIds: result.tokens, logprobs: result.logprobs, finishReason: result.finish, policyVersion: result.version };
+    return {
+      tokenIds: result.tokens,
+      logprobs: result.logprobs,
+      finishReason: result.finish,
+      policyVersion: result.version,
+    };
   }
 
   async score(sequences: number[][]): Promise<number[][]> {

@@ -8,7 +8,10 @@ import type { ServeContext } from "./choice.ts";
 import { nowSeconds } from "./openai.ts";
 
 export function checkModelName(ctx: ServeContext, model: string | undefined): void {
-  if (model !== undefined && model !== ctx.modelName) throw new ModelNotFoundError(`The model \`${model}\` does not exist.`, "model", { fix: `this server serves "${ctx.modelName}"` });
+  if (model !== undefined && model !== ctx.modelName)
+    throw new ModelNotFoundError(`The model \`${model}\` does not exist.`, "model", {
+      fix: `this server serves "${ctx.modelName}"`,
+    });
 }
 
 export function modelList(ctx: ServeContext) {

@@ -46,7 +46,8 @@ export interface ChatParams extends SamplingSpec {
 
 const isZero = (v: unknown) => v === 0;
 const isFalse = (v: unknown) => v === false;
-const isEmpty = (v: unknown) => (Array.isArray(v) && v.length === 0) || (typeof v === "object" && v !== null && Object.keys(v).length === 0);
+const isEmpty = (v: unknown) =>
+  (Array.isArray(v) && v.length === 0) || (typeof v === "object" && v !== null && Object.keys(v).length === 0);
 
 function samplingSpec(f: Fields, vocab: number, chat: boolean): SamplingSpec {
   f.unsupported("presence_penalty", isZero);
@@ -59,12 +60,21 @@ function samplingSpec(f: Fields, vocab: number, chat: boolean): SamplingSpec {
   f.unsupported("length_penalty", (v) => v === 1);
   f.unsupported("bad_words", isEmpty);
   f.unsupported("allowed_token_ids", isEmpty);
-  for (const guided of ["guided_json", "guided_regex", "guided_choice", "guided_grammar", "structured_outputs"]) f.unsupported(guided, () => false, "(guided decoding) is not supported by rlx serve");
-  f.unsupported("response_format", (v) => typeof v === "object" && v !== null && (v as { type?: unknown }).type === "text", "other than {\"type\": \"text\"} is not supported by rlx serve");
+  for (const guided of ["guided_json", "guided_regex", "guided_choice", "guided_grammar", "structured_outputs"])
+    f.unsupported(guided, () => false, "(guided decoding) is not supported by rlx serve");
+  f.unsupported(
+    "response_format",
+    (v) => typeof v === "object" && v !== null && (v as { type?: unknown }).type === "text",
+    'other than {"type": "text"} is not supported by rlx serve',
+  );
   const model = f.string("model");
   const n = f.int("n", 1, { min: 1, max: 128 });
   f.unsupported("best_of", (v) => v === n, "different from n is not supported by rlx serve (no beam search)");
-  const maxTokens = f.int(chat && f.has("max_completion_tokens") ? "max_completion_tokens" : "max_tokens", chat ? undefined : 16, { min: 1 });
+  const maxTokens = f.int(
+    chat && f.has("max_completion_tokens") ? "max_completion_tokens" : "max_tokens",
+    chat ? undefined : 16,
+    { min: 1 },
+  );
   const temperature = f.number("temperature", 1, { min: 0 });
   const topP = f.number("top_p", 1, { min: 0, max: 1, minExclusive: true });
   const topK = f.int("top_k", 0, { min: -1 });
@@ -72,7 +82,8 @@ function samplingSpec(f: Fields, vocab: number, chat: boolean): SamplingSpec {
   const seed = f.int("seed", undefined, { min: -(2 ** 53) + 1, max: 2 ** 53 - 1 });
   const streamOptions = f.object("stream_options");
   const stream = f.bool("stream", false);
-  if (streamOptions !== undefined && !stream) throw new InvalidRequestError("stream_options can only be set when stream is true", "stream_options");
+  if (streamOptions !== undefined && !stream)
+    throw new InvalidRequestError("stream_options can only be set when stream is true", "stream_options");
   const includeUsage = streamOptions?.include_usage === true;
   return {
     model,
@@ -98,7 +109,11 @@ function samplingSpec(f: Fields, vocab: number, chat: boolean): SamplingSpec {
 
 function readPromptLogprobs(f: Fields): boolean {
   const k = f.int("prompt_logprobs", undefined, { min: 0, max: 20 });
-  if (k !== undefined && k > 0) throw new InvalidRequestError(`prompt_logprobs = ${k} asks for top-${k} alternatives; rlx serve returns the prompt token's own logprob only (prompt_logprobs: 0)`, "prompt_logprobs");
+  if (k !== undefined && k > 0)
+    throw new InvalidRequestError(
+      `prompt_logprobs = ${k} asks for top-${k} alternatives; rlx serve returns the prompt token's own logprob only (prompt_logprobs: 0)`,
+      "prompt_logprobs",
+    );
   return k !== undefined;
 }
 
@@ -108,7 +123,11 @@ export function completionParams(f: Fields, vocab: number): CompletionParams {
   f.unsupported("suffix", (v) => v === "", "is not supported by rlx serve");
   const spec = samplingSpec(f, vocab, false);
   const k = f.int("logprobs", undefined, { min: 0, max: 20 });
-  if (k !== undefined && k > 0) throw new InvalidRequestError(`logprobs = ${k} asks for top-${k} alternatives; rlx serve returns the sampled token's own logprob only (logprobs: 0)`, "logprobs");
+  if (k !== undefined && k > 0)
+    throw new InvalidRequestError(
+      `logprobs = ${k} asks for top-${k} alternatives; rlx serve returns the sampled token's own logprob only (logprobs: 0)`,
+      "logprobs",
+    );
   spec.logprobs = k !== undefined;
   return { ...spec, prompts: readPrompts(f.raw("prompt"), vocab) };
 }
@@ -116,38 +135,68 @@ export function completionParams(f: Fields, vocab: number): CompletionParams {
 function readPrompts(prompt: unknown, vocab: number): (number[] | string)[] {
   if (prompt === undefined) throw new InvalidRequestError("prompt is required", "prompt");
   if (typeof prompt === "string") return [prompt];
-  if (!Array.isArray(prompt) || prompt.length === 0) throw new InvalidRequestError("prompt must be a string, a list of strings, a list of token ids, or a list of lists of token ids (non-empty)", "prompt");
+  if (!Array.isArray(prompt) || prompt.length === 0)
+    throw new InvalidRequestError(
+      "prompt must be a string, a list of strings, a list of token ids, or a list of lists of token ids (non-empty)",
+      "prompt",
+    );
   if (prompt.every((p) => typeof p === "number")) return [checkTokenIds(prompt, "prompt", vocab)];
   if (prompt.every((p) => typeof p === "string")) return prompt as string[];
   if (prompt.every((p) => Array.isArray(p))) return prompt.map((p, i) => checkTokenIds(p, `prompt[${i}]`, vocab));
-  throw new InvalidRequestError("prompt mixes types: use one string, a list of strings, a list of token ids, or a list of lists of token ids", "prompt");
+  throw new InvalidRequestError(
+    "prompt mixes types: use one string, a list of strings, a list of token ids, or a list of lists of token ids",
+    "prompt",
+  );
 }
 
 /** POST /v1/chat/completions. */
 export function chatParams(f: Fields, vocab: number): ChatParams {
   f.unsupported("echo", isFalse);
   f.unsupported("continue_final_message", isFalse);
-  f.unsupported("tools", isEmpty, "(tool calling) is not supported by rlx serve; render tools into the prompt and use /v1/completions");
+  f.unsupported(
+    "tools",
+    isEmpty,
+    "(tool calling) is not supported by rlx serve; render tools into the prompt and use /v1/completions",
+  );
   f.unsupported("tool_choice", (v) => v === "none", "is not supported by rlx serve");
   const spec = samplingSpec(f, vocab, true);
   spec.logprobs = f.bool("logprobs", false);
   const top = f.int("top_logprobs", undefined, { min: 0, max: 20 });
-  if (top !== undefined && top > 0) throw new InvalidRequestError(`top_logprobs = ${top}: rlx serve returns the sampled token's own logprob only (top_logprobs: 0)`, "top_logprobs");
-  if (top !== undefined && !spec.logprobs) throw new InvalidRequestError("top_logprobs needs logprobs: true", "top_logprobs");
+  if (top !== undefined && top > 0)
+    throw new InvalidRequestError(
+      `top_logprobs = ${top}: rlx serve returns the sampled token's own logprob only (top_logprobs: 0)`,
+      "top_logprobs",
+    );
+  if (top !== undefined && !spec.logprobs)
+    throw new InvalidRequestError("top_logprobs needs logprobs: true", "top_logprobs");
   const templateArgs = f.object("chat_template_kwargs") ?? {};
-  return { ...spec, messages: readMessages(f.raw("messages")), addGenerationPrompt: f.bool("add_generation_prompt", true), templateArgs };
+  return {
+    ...spec,
+    messages: readMessages(f.raw("messages")),
+    addGenerationPrompt: f.bool("add_generation_prompt", true),
+    templateArgs,
+  };
 }
 
 const ROLES = new Set<string>(["system", "user", "assistant", "tool", "developer"]);
 
 function readMessages(value: unknown): ChatMessage[] {
-  if (!Array.isArray(value) || value.length === 0) throw new InvalidRequestError("messages must be a non-empty list of {role, content}", "messages");
+  if (!Array.isArray(value) || value.length === 0)
+    throw new InvalidRequestError("messages must be a non-empty list of {role, content}", "messages");
   return value.map((m, i) => {
     const where = `messages[${i}]`;
-    if (typeof m !== "object" || m === null || Array.isArray(m)) throw new InvalidRequestError(`${where} must be an object with role and content`, "messages");
+    if (typeof m !== "object" || m === null || Array.isArray(m))
+      throw new InvalidRequestError(`${where} must be an object with role and content`, "messages");
     const { role, content, name } = m as Record<string, unknown>;
-    if (typeof role !== "string" || !ROLES.has(role)) throw new InvalidRequestError(`${where}.role must be one of ${[...ROLES].join(", ")}, got ${JSON.stringify(role)}`, "messages");
-    const message: ChatMessage = { role: (role === "developer" ? "system" : role) as Role, content: readContent(content, where) };
+    if (typeof role !== "string" || !ROLES.has(role))
+      throw new InvalidRequestError(
+        `${where}.role must be one of ${[...ROLES].join(", ")}, got ${JSON.stringify(role)}`,
+        "messages",
+      );
+    const message: ChatMessage = {
+      role: (role === "developer" ? "system" : role) as Role,
+      content: readContent(content, where),
+    };
     if (typeof name === "string") message.name = name;
     return message;
   });
@@ -160,7 +209,11 @@ function readContent(content: unknown, where: string): string {
     return content
       .map((part, j) => {
         const p = part as { type?: unknown; text?: unknown } | null;
-        if (p?.type !== "text" || typeof p.text !== "string") throw new InvalidRequestError(`${where}.content[${j}]: only {"type": "text", "text": ...} parts are supported (rlx serves text models)`, "messages");
+        if (p?.type !== "text" || typeof p.text !== "string")
+          throw new InvalidRequestError(
+            `${where}.content[${j}]: only {"type": "text", "text": ...} parts are supported (rlx serves text models)`,
+            "messages",
+          );
         return p.text;
       })
       .join("");

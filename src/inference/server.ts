@@ -47,12 +47,18 @@ type Handler = (ctx: ServeContext, request: Request) => Promise<Response> | Resp
 export function startServer(options: ServerOptions): RunningServer {
   const ctx: ServeContext = { engine: options.engine, tokenizer: options.tokenizer, modelName: options.modelName };
   let draining = false;
-  const generating = (handler: Handler): Handler => (c, request) => {
-    if (draining) throw new EngineClosedError("the server is shutting down");
-    return handler(c, request);
-  };
+  const generating =
+    (handler: Handler): Handler =>
+    (c, request) => {
+      if (draining) throw new EngineClosedError("the server is shutting down");
+      return handler(c, request);
+    };
   const routes: Record<string, { method: string; handler: Handler }> = {
-    "/health": { method: "GET", handler: () => (draining ? errorResponse(503, "the server is shutting down") : new Response(null, { status: 200 })) },
+    "/health": {
+      method: "GET",
+      handler: () =>
+        draining ? errorResponse(503, "the server is shutting down") : new Response(null, { status: 200 }),
+    },
     "/v1/models": { method: "GET", handler: (c) => Response.json(modelList(c)) },
     "/v1/completions": { method: "POST", handler: generating(handleCompletions) },
     "/v1/chat/completions": { method: "POST", handler: generating(handleChat) },
@@ -60,7 +66,9 @@ export function startServer(options: ServerOptions): RunningServer {
     "/detokenize": { method: "POST", handler: handleDetokenize },
     "/update_weights": {
       method: "POST",
-      handler: options.policy ? generating(handleUpdateWeights) : () => errorResponse(404, "this server does not accept weight updates (start rlx serve with --policy)"),
+      handler: options.policy
+        ? generating(handleUpdateWeights)
+        : () => errorResponse(404, "this server does not accept weight updates (start rlx serve with --policy)"),
     },
   };
 
@@ -72,7 +80,8 @@ export function startServer(options: ServerOptions): RunningServer {
       const path = new URL(request.url).pathname.replace(/\/+$/, "") || "/";
       const route = routes[path];
       if (!route) return errorResponse(404, `no route ${path} (rlx serve has ${Object.keys(routes).join(", ")})`);
-      if (request.method !== route.method) return errorResponse(405, `${path} takes ${route.method}, not ${request.method}`);
+      if (request.method !== route.method)
+        return errorResponse(405, `${path} takes ${route.method}, not ${request.method}`);
       try {
         return await route.handler(ctx, request);
       } catch (err) {
@@ -98,8 +107,10 @@ export function startServer(options: ServerOptions): RunningServer {
 async function handleUpdateWeights(ctx: ServeContext, request: Request): Promise<Response> {
   const f = Fields.parse(await request.text());
   const path = f.string("path") ?? f.string("model_path");
-  if (path === undefined) throw new InvalidRequestError("path is required (a model directory in Hugging Face layout)", "path");
-  if (!existsSync(path) || !statSync(path).isDirectory()) throw new InvalidRequestError(`path ${path} is not a directory`, "path");
+  if (path === undefined)
+    throw new InvalidRequestError("path is required (a model directory in Hugging Face layout)", "path");
+  if (!existsSync(path) || !statSync(path).isDirectory())
+    throw new InvalidRequestError(`path ${path} is not a directory`, "path");
   const version = f.int("version", ctx.engine.version + 1, { min: 0 });
   try {
     await ctx.engine.reloadWeights(path, version);

@@ -35,5 +35,7 @@ export function sseResponse(produce: (send: Send) => Promise<void>, onCancel: ()
       onCancel();
     },
   });
-  return new Response(stream, { headers: { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive" } });
+  return new Response(stream, {
+    headers: { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive" },
+  });
 }

@@ -98,7 +98,14 @@ export function byteTokenizerJson(): Record<string, unknown> {
 export function byteTokenizerConfig(): Record<string, unknown> {
   const addedTokensDecoder: Record<string, unknown> = {};
   for (const [id, content] of SPECIALS) {
-    addedTokensDecoder[String(id)] = { content, lstrip: false, normalized: false, rstrip: false, single_word: false, special: true };
+    addedTokensDecoder[String(id)] = {
+      content,
+      lstrip: false,
+      normalized: false,
+      rstrip: false,
+      single_word: false,
+      special: true,
+    };
   }
   return {
     tokenizer_class: "PreTrainedTokenizerFast",
@@ -138,7 +145,7 @@ export const CHATML_TEMPLATE = [
   "{%- if messages[0].role == 'system' %}{{- messages[0].content + '\n\n' }}{%- endif %}",
   "{{- '# Tools\n\nThese functions are available. Their signatures, one JSON object per line:\n<tools>' }}",
   "{%- for tool in tools %}{{- '\n' + (tool | tojson) }}{%- endfor %}",
-  "{{- '\n</tools>\n\nTo call a function, reply with a JSON object holding its name and arguments inside <tool_call></tool_call> tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n' }}",
+  '{{- \'\n</tools>\n\nTo call a function, reply with a JSON object holding its name and arguments inside <tool_call></tool_call> tags:\n<tool_call>\n{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call><|im_end|>\n\' }}',
   "{%- elif messages[0].role == 'system' %}",
   "{{- '<|im_start|>system\n' + messages[0].content + '<|im_end|>\n' }}",
   "{%- endif %}",
@@ -154,7 +161,7 @@ export const CHATML_TEMPLATE = [
   "{%- for call in message.tool_calls %}",
   "{%- if call.function is defined %}{%- set fn = call.function %}{%- else %}{%- set fn = call %}{%- endif %}",
   "{%- if message.content or not loop.first %}{{- '\n' }}{%- endif %}",
-  "{{- '<tool_call>\n{\"name\": \"' + fn.name + '\", \"arguments\": ' }}",
+  '{{- \'<tool_call>\n{"name": "\' + fn.name + \'", "arguments": \' }}',
   "{%- if fn.arguments is string %}{{- fn.arguments }}{%- else %}{{- fn.arguments | tojson }}{%- endif %}",
   "{{- '}\n</tool_call>' }}",
   "{%- endfor %}",

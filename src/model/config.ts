@@ -34,7 +34,11 @@ export interface ModelConfig {
   source: Record<string, unknown>;
 }
 
-const ARCHITECTURES: Record<ModelType, string> = { llama: "LlamaForCausalLM", qwen2: "Qwen2ForCausalLM", qwen3: "Qwen3ForCausalLM" };
+const ARCHITECTURES: Record<ModelType, string> = {
+  llama: "LlamaForCausalLM",
+  qwen2: "Qwen2ForCausalLM",
+  qwen3: "Qwen3ForCausalLM",
+};
 const DEFAULT_MAX_POSITIONS: Record<ModelType, number> = { llama: 2048, qwen2: 32768, qwen3: 32768 };
 
 /** The HF class name for a family, as config.json `architectures` spells it. */
@@ -45,7 +49,9 @@ export function architectureOf(modelType: ModelType): string {
 /** Parses a config.json object; `file` names it in errors. */
 export function parseModelConfig(json: unknown, file: string): ModelConfig {
   if (typeof json !== "object" || json === null || Array.isArray(json)) {
-    throw new ModelFileError(`${file}: expected a JSON object`, { fix: "use the config.json of a Hugging Face model directory" });
+    throw new ModelFileError(`${file}: expected a JSON object`, {
+      fix: "use the config.json of a Hugging Face model directory",
+    });
   }
   const raw = json as Record<string, unknown>;
   const refuse = (key: string, what: string): never => {
@@ -54,21 +60,25 @@ export function parseModelConfig(json: unknown, file: string): ModelConfig {
     });
   };
   const modelType = String(raw.model_type ?? "");
-  if (/moe|mixtral|deepseek/i.test(modelType)) refuse("model_type", `mixture-of-experts models are not supported ("${modelType}")`);
+  if (/moe|mixtral|deepseek/i.test(modelType))
+    refuse("model_type", `mixture-of-experts models are not supported ("${modelType}")`);
   for (const key of ["num_experts", "num_local_experts"]) {
     if (positive(raw[key])) refuse(key, `${raw[key]}: mixture-of-experts models are not supported`);
   }
-  if (!(modelType in ARCHITECTURES)) refuse("model_type", `"${modelType}" is not supported (supported: llama, qwen2, qwen3)`);
+  if (!(modelType in ARCHITECTURES))
+    refuse("model_type", `"${modelType}" is not supported (supported: llama, qwen2, qwen3)`);
   const type = modelType as ModelType;
 
   const int = (key: string, fallback?: number): number => {
     const value = raw[key] ?? fallback;
     if (value === undefined) refuse(key, "required key is missing");
-    if (typeof value !== "number" || !Number.isInteger(value) || value <= 0) refuse(key, `expected a positive integer, got ${JSON.stringify(value)}`);
+    if (typeof value !== "number" || !Number.isInteger(value) || value <= 0)
+      refuse(key, `expected a positive integer, got ${JSON.stringify(value)}`);
     return value as number;
   };
   const num = (key: string, value: unknown): number => {
-    if (typeof value !== "number" || !(value > 0)) refuse(key, `expected a positive number, got ${JSON.stringify(value)}`);
+    if (typeof value !== "number" || !(value > 0))
+      refuse(key, `expected a positive number, got ${JSON.stringify(value)}`);
     return value as number;
   };
   const bool = (key: string, fallback: boolean): boolean => {
@@ -81,7 +91,8 @@ export function parseModelConfig(json: unknown, file: string): ModelConfig {
   const heads = int("num_attention_heads");
   const kvHeads = int("num_key_value_heads", heads);
   if (heads % kvHeads !== 0) refuse("num_key_value_heads", `${kvHeads} does not divide num_attention_heads ${heads}`);
-  if (raw.head_dim == null && hidden % heads !== 0) refuse("head_dim", `missing, and hidden_size ${hidden} is not a multiple of num_attention_heads ${heads}`);
+  if (raw.head_dim == null && hidden % heads !== 0)
+    refuse("head_dim", `missing, and hidden_size ${hidden} is not a multiple of num_attention_heads ${heads}`);
   const headDim = int("head_dim", hidden / heads);
 
   const act = raw.hidden_act ?? "silu";
@@ -92,17 +103,25 @@ export function parseModelConfig(json: unknown, file: string): ModelConfig {
     refuse("layer_types", "only full_attention layers are supported");
   }
   const declaredBias = bool("attention_bias", false);
-  if (declaredBias && type !== "qwen2") refuse("attention_bias", `true adds an o_proj bias, which rlx does not build for ${type}`);
+  if (declaredBias && type !== "qwen2")
+    refuse("attention_bias", `true adds an o_proj bias, which rlx does not build for ${type}`);
 
   // rope: transformers <= 4 has rope_theta + rope_scaling; 5 has rope_parameters {rope_type, rope_theta}.
   const ropeParams = isObject(raw.rope_parameters) ? raw.rope_parameters : undefined;
-  for (const [key, rope] of [["rope_scaling", raw.rope_scaling], ["rope_parameters", ropeParams]] as const) {
+  for (const [key, rope] of [
+    ["rope_scaling", raw.rope_scaling],
+    ["rope_parameters", ropeParams],
+  ] as const) {
     if (rope == null) continue;
     if (!isObject(rope)) refuse(key, `expected an object or null, got ${JSON.stringify(rope)}`);
     const ropeType = (rope as Record<string, unknown>).rope_type ?? (rope as Record<string, unknown>).type ?? "default";
-    if (ropeType !== "default") refuse(`${key}.rope_type`, `"${String(ropeType)}" RoPE scaling is not supported (only plain RoPE)`);
+    if (ropeType !== "default")
+      refuse(`${key}.rope_type`, `"${String(ropeType)}" RoPE scaling is not supported (only plain RoPE)`);
   }
-  const ropeTheta = num(ropeParams?.rope_theta !== undefined ? "rope_parameters.rope_theta" : "rope_theta", ropeParams?.rope_theta ?? raw.rope_theta ?? 10000);
+  const ropeTheta = num(
+    ropeParams?.rope_theta !== undefined ? "rope_parameters.rope_theta" : "rope_theta",
+    ropeParams?.rope_theta ?? raw.rope_theta ?? 10000,
+  );
 
   const shim: ShimModelConfig = {
     vocab_size: int("vocab_size"),
@@ -127,13 +146,17 @@ export function parseModelConfig(json: unknown, file: string): ModelConfig {
 export function readModelConfig(dir: string): ModelConfig {
   const file = join(dir, "config.json");
   if (!existsSync(file)) {
-    throw new ModelFileError(`${file}: not found`, { fix: "point at a Hugging Face model directory, or make one with `rlx init`" });
+    throw new ModelFileError(`${file}: not found`, {
+      fix: "point at a Hugging Face model directory, or make one with `rlx init`",
+    });
   }
   let json: unknown;
   try {
     json = JSON.parse(readFileSync(file, "utf8"));
   } catch (err) {
-    throw new ModelFileError(`${file}: not valid JSON (${(err as Error).message})`, { fix: "restore the file from the model's source" });
+    throw new ModelFileError(`${file}: not valid JSON (${(err as Error).message})`, {
+      fix: "restore the file from the model's source",
+    });
   }
   return parseModelConfig(json, file);
 }
@@ -171,13 +194,18 @@ export function hfConfigObject(config: ModelConfig, dtype: SavedDtype): Record<s
   // Qwen2 modeling code hard-wires its q/k/v biases; the key only exists for Llama and Qwen3.
   if (modelType === "qwen2") delete out.attention_bias;
   else out.attention_bias = false;
-  if (isObject(out.rope_parameters)) out.rope_parameters = { ...out.rope_parameters, rope_type: "default", rope_theta: shim.rope_theta };
+  if (isObject(out.rope_parameters))
+    out.rope_parameters = { ...out.rope_parameters, rope_type: "default", rope_theta: shim.rope_theta };
   delete out.dtype;
   return out;
 }
 
 /** Builds a ModelConfig from a normalized architecture (presets, `rlx init --config`). */
-export function modelConfigFromShim(modelType: ModelType, shim: ShimModelConfig, extra: Record<string, unknown> = {}): ModelConfig {
+export function modelConfigFromShim(
+  modelType: ModelType,
+  shim: ShimModelConfig,
+  extra: Record<string, unknown> = {},
+): ModelConfig {
   const expected = { attention_bias: modelType === "qwen2", qk_norm: modelType === "qwen3" };
   if (shim.attention_bias !== expected.attention_bias || shim.qk_norm !== expected.qk_norm) {
     throw new ModelFileError(

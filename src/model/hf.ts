@@ -17,7 +17,13 @@ import { basename, dirname, join } from "node:path";
 import { ModelFileError } from "../errors.ts";
 import { type DType, NativeModel } from "../native/model.ts";
 import { hfConfigObject, type ModelConfig, readModelConfig, type SavedDtype } from "./config.ts";
-import { readSafetensorsDir, type SafetensorsDtype, type TensorToWrite, tensorBytes, writeSafetensorsDir } from "./safetensors.ts";
+import {
+  readSafetensorsDir,
+  type SafetensorsDtype,
+  type TensorToWrite,
+  tensorBytes,
+  writeSafetensorsDir,
+} from "./safetensors.ts";
 
 /** Files copied from a source directory on save, when present. */
 export const TOKENIZER_FILES = [
@@ -54,7 +60,10 @@ export interface LoadOptions {
 export async function loadModel(dir: string, options: LoadOptions = {}): Promise<NativeModel> {
   const config = readModelConfig(dir);
   const tensors = readSafetensorsDir(dir);
-  const model = await NativeModel.create(config.shim, { dtype: options.dtype ?? "f32", device: options.device ?? "cpu" });
+  const model = await NativeModel.create(config.shim, {
+    dtype: options.dtype ?? "f32",
+    device: options.device ?? "cpu",
+  });
   try {
     const fix = { fix: "the weights do not belong to this config.json; re-download or re-save the model" };
     const expected = new Set<string>();
@@ -63,16 +72,26 @@ export async function loadModel(dir: string, options: LoadOptions = {}): Promise
       const view = tensors.get(name);
       if (!view) throw new ModelFileError(`${dir}: tensor ${name} is missing (config.json implies it)`, fix);
       if (view.shape.join() !== shape.join()) {
-        throw new ModelFileError(`${view.file}: tensor ${name} has shape [${view.shape.join(", ")}], config.json implies [${shape.join(", ")}]`, fix);
+        throw new ModelFileError(
+          `${view.file}: tensor ${name} has shape [${view.shape.join(", ")}], config.json implies [${shape.join(", ")}]`,
+          fix,
+        );
       }
       const dtype = FILE_DTYPE[view.dtype];
-      if (!dtype) throw new ModelFileError(`${view.file}: tensor ${name} is ${view.dtype}; weights must be F32, BF16, F16 or F64`, fix);
+      if (!dtype)
+        throw new ModelFileError(
+          `${view.file}: tensor ${name} is ${view.dtype}; weights must be F32, BF16, F16 or F64`,
+          fix,
+        );
       model.setParam(name, view.data, dtype, view.shape);
     }
     for (const [name, view] of tensors) {
       if (expected.has(name) || IGNORED.test(name)) continue;
       if (name === "lm_head.weight" && config.shim.tie_word_embeddings) continue;
-      throw new ModelFileError(`${view.file}: unexpected tensor ${name} (not part of the model config.json describes)`, fix);
+      throw new ModelFileError(
+        `${view.file}: unexpected tensor ${name} (not part of the model config.json describes)`,
+        fix,
+      );
     }
     return model;
   } catch (err) {
@@ -107,12 +126,16 @@ export interface SavedModel {
 /** Writes the model to `dir` atomically (replacing what is there) in Hugging Face layout. */
 export function saveModel(model: NativeModel, dir: string, options: SaveOptions): SavedModel {
   const config = options.config ?? (options.sourceDir ? readModelConfig(options.sourceDir) : undefined);
-  if (!config) throw new ModelFileError(`saving ${dir}: no config`, { fix: "pass sourceDir (the model's directory) or config" });
+  if (!config)
+    throw new ModelFileError(`saving ${dir}: no config`, { fix: "pass sourceDir (the model's directory) or config" });
   for (const [key, value] of Object.entries(config.shim)) {
     if (model.config[key as keyof typeof model.config] !== value) {
-      throw new ModelFileError(`saving ${dir}: config.json says ${key} = ${value}, the model has ${model.config[key as keyof typeof model.config]}`, {
-        fix: "save with the config the model was built from",
-      });
+      throw new ModelFileError(
+        `saving ${dir}: config.json says ${key} = ${value}, the model has ${model.config[key as keyof typeof model.config]}`,
+        {
+          fix: "save with the config the model was built from",
+        },
+      );
     }
   }
   const { st, hf } = SAVE_DTYPE[options.dtype];
@@ -120,7 +143,9 @@ export function saveModel(model: NativeModel, dir: string, options: SaveOptions)
   rmSync(tmp, { recursive: true, force: true });
   mkdirSync(tmp, { recursive: true });
   try {
-    const tensors: TensorToWrite[] = model.params().map(({ name, shape }) => ({ name, dtype: st, shape, data: () => model.getParam(name, options.dtype) }));
+    const tensors: TensorToWrite[] = model
+      .params()
+      .map(({ name, shape }) => ({ name, dtype: st, shape, data: () => model.getParam(name, options.dtype) }));
     writeSafetensorsDir(tmp, tensors, options.shardBytes ?? 5e9);
     writeFileSync(join(tmp, "config.json"), JSON.stringify(hfConfigObject(config, hf), null, 2) + "\n");
     for (const name of options.sourceDir ? TOKENIZER_FILES : []) {
@@ -129,7 +154,11 @@ export function saveModel(model: NativeModel, dir: string, options: SaveOptions)
     }
     options.writeExtra?.(tmp);
     replaceDir(tmp, dir);
-    return { dir, files: readdirSync(dir).sort(), tensorBytes: tensors.reduce((sum, t) => sum + tensorBytes(st, t.shape), 0) };
+    return {
+      dir,
+      files: readdirSync(dir).sort(),
+      tensorBytes: tensors.reduce((sum, t) => sum + tensorBytes(st, t.shape), 0),
+    };
   } catch (err) {
     rmSync(tmp, { recursive: true, force: true });
     throw err;

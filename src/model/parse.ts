@@ -28,25 +28,27 @@ function parseCall(body: string, closed: boolean): ToolCall | string {
   } catch (err) {
     return `tool call is not valid JSON (${(err as Error).message})`;
   }
-  if (!value || typeof value !== "object" || Array.isArray(value)) return "tool call must be a JSON object with \"name\" and \"arguments\"";
+  if (!value || typeof value !== "object" || Array.isArray(value))
+    return 'tool call must be a JSON object with "name" and "arguments"';
   const { name, arguments: args } = value as { name?: unknown; arguments?: unknown };
-  if (typeof name !== "string" || name.length === 0) return "tool call has no \"name\" string";
+  if (typeof name !== "string" || name.length === 0) return 'tool call has no "name" string';
   let parsedArgs: unknown = args ?? {};
   if (typeof parsedArgs === "string") {
     try {
       parsedArgs = JSON.parse(parsedArgs);
     } catch {
-      return "tool call \"arguments\" is a string that is not JSON";
+      return 'tool call "arguments" is a string that is not JSON';
     }
   }
-  if (!parsedArgs || typeof parsedArgs !== "object" || Array.isArray(parsedArgs)) return "tool call \"arguments\" must be a JSON object";
+  if (!parsedArgs || typeof parsedArgs !== "object" || Array.isArray(parsedArgs))
+    return 'tool call "arguments" must be a JSON object';
   return { type: "function", function: { name, arguments: parsedArgs as Record<string, unknown> } };
 }
 
 /** `stopStrings`: spellings of stop tokens to strip from the end (e.g. "<|im_end|>"). */
 export function parseAssistant(text: string, stopStrings: string[] = []): ParsedAssistant {
   let body = text;
-  for (let stripped = true; stripped; ) {
+  for (let stripped = true; stripped;) {
     stripped = false;
     for (const stop of stopStrings) {
       if (stop && body.endsWith(stop)) {
@@ -58,7 +60,10 @@ export function parseAssistant(text: string, stopStrings: string[] = []): Parsed
   let reasoning: string | undefined;
   const thinkEnd = body.indexOf("</think>");
   if (thinkEnd !== -1) {
-    reasoning = body.slice(0, thinkEnd).replace(/^\s*<think>/, "").trim();
+    reasoning = body
+      .slice(0, thinkEnd)
+      .replace(/^\s*<think>/, "")
+      .trim();
     body = body.slice(thinkEnd + "</think>".length);
   }
   const blocks: ParsedAssistant["blocks"] = [];

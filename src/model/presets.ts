@@ -113,7 +113,8 @@ export function countParams(shim: ShimModelConfig): number {
   const h = shim.hidden_size;
   const q = shim.num_attention_heads * shim.head_dim;
   const kv = shim.num_key_value_heads * shim.head_dim;
-  const attention = h * q + 2 * h * kv + q * h + (shim.attention_bias ? q + 2 * kv : 0) + (shim.qk_norm ? 2 * shim.head_dim : 0);
+  const attention =
+    h * q + 2 * h * kv + q * h + (shim.attention_bias ? q + 2 * kv : 0) + (shim.qk_norm ? 2 * shim.head_dim : 0);
   const layer = attention + 3 * h * shim.intermediate_size + 2 * h;
   const embeddings = shim.vocab_size * h * (shim.tie_word_embeddings ? 1 : 2);
   return embeddings + shim.num_hidden_layers * layer + h;
@@ -150,16 +151,23 @@ export interface InitResult {
  */
 export async function initModel(options: InitOptions): Promise<InitResult> {
   if ((options.preset === undefined) === (options.configFile === undefined)) {
-    throw new ConfigError("give exactly one of --preset and --config", { fix: `presets: ${Object.keys(PRESETS).join(", ")}` });
+    throw new ConfigError("give exactly one of --preset and --config", {
+      fix: `presets: ${Object.keys(PRESETS).join(", ")}`,
+    });
   }
   const config = options.preset !== undefined ? getPreset(options.preset).config : readConfigFile(options.configFile!);
   if (config.shim.vocab_size < BYTE_TOKENIZER_SIZE) {
-    throw new ConfigError(`vocab_size ${config.shim.vocab_size} is smaller than the byte tokenizer's ${BYTE_TOKENIZER_SIZE} tokens`, {
-      fix: `set vocab_size to at least ${BYTE_TOKENIZER_SIZE} (${paddedVocabSize(BYTE_TOKENIZER_SIZE)} keeps matmuls aligned)`,
-    });
+    throw new ConfigError(
+      `vocab_size ${config.shim.vocab_size} is smaller than the byte tokenizer's ${BYTE_TOKENIZER_SIZE} tokens`,
+      {
+        fix: `set vocab_size to at least ${BYTE_TOKENIZER_SIZE} (${paddedVocabSize(BYTE_TOKENIZER_SIZE)} keeps matmuls aligned)`,
+      },
+    );
   }
   if (existsSync(options.out) && readdirSync(options.out).length > 0 && !options.force) {
-    throw new ConfigError(`${options.out} exists and is not empty`, { fix: "choose another --out, or pass --force to replace it" });
+    throw new ConfigError(`${options.out} exists and is not empty`, {
+      fix: "choose another --out, or pass --force to replace it",
+    });
   }
   const { NativeModel } = await import("../native/model.ts");
   const { saveModel } = await import("./hf.ts");

@@ -136,8 +136,17 @@ export class ChatRenderer {
    * messages, the generation prompt), or null when the template does not extend its previous
    * rendering (it rewrote an earlier turn), in which case the caller re-renders from scratch.
    */
-  bridge(prevText: string, messages: ChatMessage[], assistantIndex: number, stopText: string, options: RenderOptions): { text: string; tokens: AttributedTokens } | null {
-    const upToAssistant = this.tryText(messages.slice(0, assistantIndex + 1), { ...options, addGenerationPrompt: false });
+  bridge(
+    prevText: string,
+    messages: ChatMessage[],
+    assistantIndex: number,
+    stopText: string,
+    options: RenderOptions,
+  ): { text: string; tokens: AttributedTokens } | null {
+    const upToAssistant = this.tryText(messages.slice(0, assistantIndex + 1), {
+      ...options,
+      addGenerationPrompt: false,
+    });
     if (upToAssistant === undefined || !upToAssistant.startsWith(prevText)) return null;
     const stopAt = upToAssistant.lastIndexOf(stopText);
     if (stopAt < prevText.length) return null;
@@ -170,10 +179,21 @@ export class ChatRenderer {
     return boundary;
   }
 
-  private pushMessageSpans(spans: Span[], messages: ChatMessage[], i: number, text: string, start: number, end: number, closed: RenderOptions): void {
+  private pushMessageSpans(
+    spans: Span[],
+    messages: ChatMessage[],
+    i: number,
+    text: string,
+    start: number,
+    end: number,
+    closed: RenderOptions,
+  ): void {
     const message = messages[i]!;
     const ranges: Array<[number, number]> = [];
-    for (const [field, sentinel] of [["reasoning_content", REASONING_SENTINEL], ["content", CONTENT_SENTINEL]] as const) {
+    for (const [field, sentinel] of [
+      ["reasoning_content", REASONING_SENTINEL],
+      ["content", CONTENT_SENTINEL],
+    ] as const) {
       const value = message[field];
       if (!value) continue;
       const range = this.locate(messages, i, field, sentinel, value, text, end, ranges.at(-1)?.[1] ?? start, closed);
@@ -189,13 +209,24 @@ export class ChatRenderer {
   }
 
   /** The [start, end) of a message field's value inside its text, searched from `after`. */
-  private locate(messages: ChatMessage[], i: number, field: "content" | "reasoning_content", sentinel: string, value: string, text: string, end: number, after: number, closed: RenderOptions): [number, number] | null {
+  private locate(
+    messages: ChatMessage[],
+    i: number,
+    field: "content" | "reasoning_content",
+    sentinel: string,
+    value: string,
+    text: string,
+    end: number,
+    after: number,
+    closed: RenderOptions,
+  ): [number, number] | null {
     const probe = [...messages.slice(0, i), { ...messages[i]!, [field]: sentinel }];
     const rendered = this.tryText(probe, closed);
     const at = rendered?.indexOf(sentinel) ?? -1;
     for (const candidate of new Set([value, value.trim(), value.replace(/^\n+/, "").trimEnd()])) {
       if (!candidate) continue;
-      if (at >= after && at + candidate.length <= end && text.startsWith(candidate, at)) return [at, at + candidate.length];
+      if (at >= after && at + candidate.length <= end && text.startsWith(candidate, at))
+        return [at, at + candidate.length];
       const found = text.indexOf(candidate, after);
       if (found !== -1 && found + candidate.length <= end) return [found, found + candidate.length];
     }

@@ -82,7 +82,8 @@ export function readSafetensors(path: string): SafetensorsFile {
   } catch (err) {
     fail(path, `bad header JSON in bytes 8..${dataStart}: ${(err as Error).message}`);
   }
-  if (typeof header !== "object" || header === null || Array.isArray(header)) fail(path, "header at byte 8 is not a JSON object");
+  if (typeof header !== "object" || header === null || Array.isArray(header))
+    fail(path, "header at byte 8 is not a JSON object");
 
   const metadata: Record<string, string> = {};
   const tensors = new Map<string, TensorView>();
@@ -101,13 +102,21 @@ export function readSafetensors(path: string): SafetensorsFile {
     if (!Array.isArray(shape) || !shape.every((d) => Number.isInteger(d) && d >= 0)) {
       fail(path, `${where}: bad shape ${JSON.stringify(shape)}`);
     }
-    if (!Array.isArray(offsets) || offsets.length !== 2 || !offsets.every((o) => Number.isInteger(o) && o >= 0) || offsets[0] > offsets[1]) {
+    if (
+      !Array.isArray(offsets) ||
+      offsets.length !== 2 ||
+      !offsets.every((o) => Number.isInteger(o) && o >= 0) ||
+      offsets[0] > offsets[1]
+    ) {
       fail(path, `${where}: bad data_offsets ${JSON.stringify(offsets)}`);
     }
     const [begin, end] = offsets as [number, number];
     const needed = (shape as number[]).reduce((a, b) => a * b, 1) * DTYPE_BYTES[dtype as SafetensorsDtype];
     if (end - begin !== needed) {
-      fail(path, `${where}: data_offsets [${begin}, ${end}] hold ${end - begin} bytes, but ${dtype} ${JSON.stringify(shape)} needs ${needed}`);
+      fail(
+        path,
+        `${where}: data_offsets [${begin}, ${end}] hold ${end - begin} bytes, but ${dtype} ${JSON.stringify(shape)} needs ${needed}`,
+      );
     }
     if (end > dataLength) {
       fail(path, `truncated: ${where} data ends at byte ${dataStart + end}, past the end of the file (${size} bytes)`);
@@ -170,10 +179,15 @@ function encodeHeader(tensors: readonly TensorToWrite[], metadata: Record<string
 }
 
 /** Writes a safetensors file, tensors in name order, `__metadata__` {"format": "pt", ...metadata}. */
-export function writeSafetensors(path: string, tensors: readonly TensorToWrite[], metadata: Record<string, string> = {}): void {
+export function writeSafetensors(
+  path: string,
+  tensors: readonly TensorToWrite[],
+  metadata: Record<string, string> = {},
+): void {
   const ordered = [...tensors].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   for (let i = 1; i < ordered.length; i++) {
-    if (ordered[i]!.name === ordered[i - 1]!.name) throw new ModelFileError(`${path}: tensor ${ordered[i]!.name} given twice`);
+    if (ordered[i]!.name === ordered[i - 1]!.name)
+      throw new ModelFileError(`${path}: tensor ${ordered[i]!.name} given twice`);
   }
   const fd = openSync(path, "w");
   try {
@@ -182,7 +196,9 @@ export function writeSafetensors(path: string, tensors: readonly TensorToWrite[]
       const data = typeof t.data === "function" ? t.data() : t.data;
       const expected = tensorBytes(t.dtype, t.shape);
       if (data.byteLength !== expected) {
-        throw new ModelFileError(`${path}: tensor ${t.name}: got ${data.byteLength} bytes, ${t.dtype} ${JSON.stringify(t.shape)} needs ${expected}`);
+        throw new ModelFileError(
+          `${path}: tensor ${t.name}: got ${data.byteLength} bytes, ${t.dtype} ${JSON.stringify(t.shape)} needs ${expected}`,
+        );
       }
       writeAll(fd, data);
     }
@@ -224,7 +240,8 @@ export function readSafetensorsDir(dir: string): Map<string, TensorView> {
   if (typeof weightMap !== "object" || weightMap === null) fail(indexPath, "weight_map: missing or not an object");
   const byShard = new Map<string, string[]>();
   for (const [name, shard] of Object.entries(weightMap as Record<string, unknown>)) {
-    if (typeof shard !== "string" || shard.includes("/")) fail(indexPath, `weight_map.${name}: bad shard file name ${JSON.stringify(shard)}`);
+    if (typeof shard !== "string" || shard.includes("/"))
+      fail(indexPath, `weight_map.${name}: bad shard file name ${JSON.stringify(shard)}`);
     byShard.set(shard as string, [...(byShard.get(shard as string) ?? []), name]);
   }
   const all = new Map<string, TensorView>();
@@ -279,6 +296,9 @@ export function writeSafetensorsDir(dir: string, tensors: readonly TensorToWrite
     return file;
   });
   const totalSize = ordered.reduce((sum, t) => sum + tensorBytes(t.dtype, t.shape), 0);
-  writeFileSync(join(dir, INDEX_FILE), JSON.stringify({ metadata: { total_size: totalSize }, weight_map: weightMap }, null, 2) + "\n");
+  writeFileSync(
+    join(dir, INDEX_FILE),
+    JSON.stringify({ metadata: { total_size: totalSize }, weight_map: weightMap }, null, 2) + "\n",
+  );
   return [...files, INDEX_FILE];
 }

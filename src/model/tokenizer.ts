@@ -25,7 +25,8 @@ interface HfPipeline {
 /** A special token in tokenizer_config.json is either a string or `{ content: string, ... }`. */
 function tokenString(value: unknown): string | undefined {
   if (typeof value === "string") return value;
-  if (value && typeof value === "object" && typeof (value as Json).content === "string") return (value as Json).content as string;
+  if (value && typeof value === "object" && typeof (value as Json).content === "string")
+    return (value as Json).content as string;
   return undefined;
 }
 
@@ -39,7 +40,9 @@ function readJson(path: string, required: boolean): Json | undefined {
   try {
     return JSON.parse(readFileSync(path, "utf8")) as Json;
   } catch (err) {
-    throw new ModelFileError(`cannot parse ${path}: ${(err as Error).message}`, { fix: "restore the file from the model's original release" });
+    throw new ModelFileError(`cannot parse ${path}: ${(err as Error).message}`, {
+      fix: "restore the file from the model's original release",
+    });
   }
 }
 
@@ -63,7 +66,11 @@ export class Tokenizer {
     this.pipeline = this.hf as unknown as HfPipeline;
     const added = new Map<string, number>();
     const special = new Set<number>();
-    for (const token of (tokenizerJson.added_tokens ?? []) as Array<{ id: number; content: string; special: boolean }>) {
+    for (const token of (tokenizerJson.added_tokens ?? []) as Array<{
+      id: number;
+      content: string;
+      special: boolean;
+    }>) {
       added.set(token.content, token.id);
       if (token.special) special.add(token.id);
     }
@@ -83,7 +90,8 @@ export class Tokenizer {
     const eos = this.templateTokens.eos_token;
     if (eos !== undefined && added.has(eos)) stops.add(added.get(eos)!);
     const genEos = generationConfig.eos_token_id;
-    for (const id of Array.isArray(genEos) ? genEos : genEos === undefined || genEos === null ? [] : [genEos]) stops.add(Number(id));
+    for (const id of Array.isArray(genEos) ? genEos : genEos === undefined || genEos === null ? [] : [genEos])
+      stops.add(Number(id));
     this.stopIds = [...stops];
     const template = chatTemplate ?? config.chat_template;
     // Some configs hold a list of named templates; the one named "default" is the chat template.
@@ -121,7 +129,10 @@ export class Tokenizer {
     const pieces = pre_tokenizer ? pre_tokenizer(normalized, { section_index: 0 }) : [normalized];
     return model(pieces).map((token) => {
       const id = model.tokens_to_ids.get(token) ?? model.unk_token_id;
-      if (id === undefined) throw new ModelFileError(`tokenizer has no id for piece ${JSON.stringify(token)} and no unk token`, { fix: "check the model's tokenizer.json" });
+      if (id === undefined)
+        throw new ModelFileError(`tokenizer has no id for piece ${JSON.stringify(token)} and no unk token`, {
+          fix: "check the model's tokenizer.json",
+        });
       return id;
     });
   }

@@ -69,7 +69,15 @@ export class ProcessGroup {
     }
     const address = opts.store.type === "tcp" ? opts.store.host : opts.store.path;
     const port = opts.store.type === "tcp" ? opts.store.port : 0;
-    const handle = lib.rlx_dist_create(cstr(backend), cstr(opts.store.type), cstr(address), port, opts.rank, opts.worldSize, Math.round(timeout));
+    const handle = lib.rlx_dist_create(
+      cstr(backend),
+      cstr(opts.store.type),
+      cstr(address),
+      port,
+      opts.rank,
+      opts.worldSize,
+      Math.round(timeout),
+    );
     if (handle === null) {
       const message = String(lib.rlx_last_error());
       const fix = message.includes("built without")
@@ -109,7 +117,10 @@ export class ProcessGroup {
 
   /** Throws unless every rank holds bit-identical parameters. */
   verifyParams(model: NativeModel): void {
-    this.#call(native().rlx_dist_verify_params(this.handle, model.handle), "load the same weights on every rank, or broadcastParams from rank 0");
+    this.#call(
+      native().rlx_dist_verify_params(this.handle, model.handle),
+      "load the same weights on every rank, or broadcastParams from rank 0",
+    );
   }
 
   barrier(): void {
@@ -128,7 +139,10 @@ export class ProcessGroup {
     this.free();
   }
 
-  #call(result: number, fix = "end every rank and restart them from the last checkpoint (rlx train --resume); the failing rank's log says why it stopped"): void {
+  #call(
+    result: number,
+    fix = "end every rank and restart them from the last checkpoint (rlx train --resume); the failing rank's log says why it stopped",
+  ): void {
     if (result === -1) throw new NativeError(String(native().rlx_last_error()), { fix });
   }
 }

@@ -32,7 +32,9 @@ async function shimPath(): Promise<string> {
 
 function passiveOpenMP(): void {
   if (process.env.OMP_WAIT_POLICY) return;
-  const libc = dlopen("libc.so.6", { setenv: { args: [FFIType.cstring, FFIType.cstring, FFIType.i32], returns: FFIType.i32 } });
+  const libc = dlopen("libc.so.6", {
+    setenv: { args: [FFIType.cstring, FFIType.cstring, FFIType.i32], returns: FFIType.i32 },
+  });
   libc.symbols.setenv(Buffer.from("OMP_WAIT_POLICY\0"), Buffer.from("PASSIVE\0"), 0);
   libc.close();
 }
@@ -52,7 +54,9 @@ export async function loadNative(threads = Number(process.env.RLX_THREADS ?? 0))
   }
   const abi = lib.rlx_abi_version();
   if (abi !== ABI_VERSION) {
-    throw new NativeError(`native shim ABI ${abi} does not match this build's ${ABI_VERSION}`, { fix: "rebuild: `bun build.ts`" });
+    throw new NativeError(`native shim ABI ${abi} does not match this build's ${ABI_VERSION}`, {
+      fix: "rebuild: `bun build.ts`",
+    });
   }
   check(lib, lib.rlx_set_threads(threads > 0 ? threads : cpus().length));
   loaded = lib;

@@ -112,7 +112,22 @@ export class NativeGenerator {
     });
     const out = this.#outputs(n);
     const lib = native();
-    check(lib, lib.rlx_gen_add(this.handle, n, prompts, lengths, sampling, stops, stopCounts, out.slots, out.tokens, out.logprobs, out.finish));
+    check(
+      lib,
+      lib.rlx_gen_add(
+        this.handle,
+        n,
+        prompts,
+        lengths,
+        sampling,
+        stops,
+        stopCounts,
+        out.slots,
+        out.tokens,
+        out.logprobs,
+        out.finish,
+      ),
+    );
     return this.#read(out, n);
   }
 
@@ -120,7 +135,10 @@ export class NativeGenerator {
   step(): GenToken[] {
     const out = this.#outputs(this.slots);
     const lib = native();
-    const count = check(lib, lib.rlx_gen_step(this.handle, out.slots, out.tokens, out.logprobs, out.finish, this.slots));
+    const count = check(
+      lib,
+      lib.rlx_gen_step(this.handle, out.slots, out.tokens, out.logprobs, out.finish, this.slots),
+    );
     return this.#read(out, count);
   }
 
@@ -141,7 +159,12 @@ export class NativeGenerator {
   }
 
   #outputs(n: number): GenOutputs {
-    return { slots: new Int32Array(n), tokens: new Int32Array(n), logprobs: new Float32Array(n), finish: new Int32Array(n) };
+    return {
+      slots: new Int32Array(n),
+      tokens: new Int32Array(n),
+      logprobs: new Float32Array(n),
+      finish: new Int32Array(n),
+    };
   }
 
   #read(out: GenOutputs, count: number): GenToken[] {
@@ -165,18 +188,25 @@ export function generate(
   options: { slots?: number } = {},
 ): Completion[] {
   const settings = prompts.map((_, i) => (Array.isArray(sampling) ? sampling[i] : sampling));
-  if (settings.some((s) => s === undefined)) throw new NativeError(`generate: ${prompts.length} prompts but ${(sampling as SamplingParams[]).length} sampling settings`);
+  if (settings.some((s) => s === undefined))
+    throw new NativeError(
+      `generate: ${prompts.length} prompts but ${(sampling as SamplingParams[]).length} sampling settings`,
+    );
   const capacity = Math.max(2, ...prompts.map((p, i) => p.length + settings[i]!.maxNewTokens));
   const slots = Math.max(1, Math.min(options.slots ?? prompts.length, prompts.length));
-  const results: { tokens: number[]; logprobs: number[]; finish: FinishReason | null }[] = prompts.map(() => ({ tokens: [], logprobs: [], finish: null }));
-  const owner = new Map<number, number>();  // slot -> prompt index
+  const results: { tokens: number[]; logprobs: number[]; finish: FinishReason | null }[] = prompts.map(() => ({
+    tokens: [],
+    logprobs: [],
+    finish: null,
+  }));
+  const owner = new Map<number, number>(); // slot -> prompt index
   using gen = NativeGenerator.create(model, { slots, capacity });
   const record = (produced: GenToken[]) => {
     for (const t of produced) {
       const r = results[owner.get(t.slot)!]!;
       r.tokens.push(t.token);
       r.logprobs.push(t.logprob);
-      if (t.finish) r.finish = t.finish, owner.delete(t.slot);
+      if (t.finish) ((r.finish = t.finish), owner.delete(t.slot));
     }
   };
   let next = 0;
@@ -205,29 +235,50 @@ export interface ScoreOptions {
  * Prefill logprobs of each token of each sequence under the model: element t is
  * log p(token t | tokens before it); element 0 has no prediction and is 0.
  */
-export function score(model: NativeModel, sequences: ArrayLike<number>[], options: ScoreOptions = {}): { logprobs: Float32Array[]; entropy?: Float32Array[] } {
+export function score(
+  model: NativeModel,
+  sequences: ArrayLike<number>[],
+  options: ScoreOptions = {},
+): { logprobs: Float32Array[]; entropy?: Float32Array[] } {
   const lengths = Int32Array.from(sequences, (s) => s.length);
   const total = lengths.reduce((a, b) => a + b, 0);
   const ids = new Int32Array(total);
   let at = 0;
-  for (const s of sequences) ids.set(tokenArray(s), at), (at += s.length);
+  for (const s of sequences) (ids.set(tokenArray(s), at), (at += s.length));
   let temps: Float32Array | null = null;
   if (options.temperature !== undefined) {
     temps = new Float32Array(total);
     if (typeof options.temperature === "number") temps.fill(options.temperature);
     else {
-      if (options.temperature.length !== sequences.length) throw new NativeError("score: one temperature array per sequence is needed");
+      if (options.temperature.length !== sequences.length)
+        throw new NativeError("score: one temperature array per sequence is needed");
       at = 0;
       options.temperature.forEach((t, i) => {
-        if (t.length !== lengths[i]) throw new NativeError(`score: temperatures of sequence ${i} have ${t.length} entries, the sequence has ${lengths[i]}`);
-        temps!.set(t, at), (at += t.length);
+        if (t.length !== lengths[i])
+          throw new NativeError(
+            `score: temperatures of sequence ${i} have ${t.length} entries, the sequence has ${lengths[i]}`,
+          );
+        (temps!.set(t, at), (at += t.length));
       });
     }
   }
   const logprobs = new Float32Array(total);
   const entropy = options.entropy ? new Float32Array(total) : null;
   const lib = native();
-  check(lib, lib.rlx_score(model.handle, total, ids, lengths, sequences.length, temps, options.rowTokens ?? 4096, logprobs, entropy));
+  check(
+    lib,
+    lib.rlx_score(
+      model.handle,
+      total,
+      ids,
+      lengths,
+      sequences.length,
+      temps,
+      options.rowTokens ?? 4096,
+      logprobs,
+      entropy,
+    ),
+  );
   const split = (flat: Float32Array) => {
     let start = 0;
     return Array.from(lengths, (n) => flat.subarray(start, (start += n)));

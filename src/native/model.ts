@@ -44,8 +44,19 @@ export function cstr(s: string): Buffer {
 }
 
 const CONFIG_KEYS: (keyof ShimModelConfig)[] = [
-  "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
-  "head_dim", "rms_norm_eps", "rope_theta", "max_position_embeddings", "tie_word_embeddings", "attention_bias", "qk_norm",
+  "vocab_size",
+  "hidden_size",
+  "intermediate_size",
+  "num_hidden_layers",
+  "num_attention_heads",
+  "num_key_value_heads",
+  "head_dim",
+  "rms_norm_eps",
+  "rope_theta",
+  "max_position_embeddings",
+  "tie_word_embeddings",
+  "attention_bias",
+  "qk_norm",
 ];
 
 /** The flat JSON the shim parses: exactly the ShimModelConfig keys (extra keys on the object are dropped). */
@@ -68,12 +79,18 @@ export class NativeModel {
   }
 
   /** A randomly initialized model (normal std 0.02, norms 1) from seed; load weights with setParam. */
-  static async create(config: ShimModelConfig, options: { dtype?: DType; device?: string; seed?: number } = {}): Promise<NativeModel> {
+  static async create(
+    config: ShimModelConfig,
+    options: { dtype?: DType; device?: string; seed?: number } = {},
+  ): Promise<NativeModel> {
     const lib = await loadNative();
     const dtype = options.dtype ?? "f32";
     const device = options.device ?? "cpu";
     const seed = BigInt(options.seed ?? 0);
-    const handle = check(lib, lib.rlx_model_create(cstr(shimConfigJson(config)), DTYPE_CODE[dtype], cstr(device), seed));
+    const handle = check(
+      lib,
+      lib.rlx_model_create(cstr(shimConfigJson(config)), DTYPE_CODE[dtype], cstr(device), seed),
+    );
     return new NativeModel(handle as Pointer, config, dtype, device);
   }
 
@@ -103,9 +120,21 @@ export class NativeModel {
   setParam(name: string, data: Bytes, dtype: DType, shape: number[]): void {
     const numel = shape.reduce((a, b) => a * b, 1);
     if (data.byteLength !== numel * DTYPE_BYTES[dtype]) {
-      throw new NativeError(`setParam("${name}"): shape [${shape.join(", ")}] as ${dtype} needs ${numel * DTYPE_BYTES[dtype]} bytes, got ${data.byteLength}`);
+      throw new NativeError(
+        `setParam("${name}"): shape [${shape.join(", ")}] as ${dtype} needs ${numel * DTYPE_BYTES[dtype]} bytes, got ${data.byteLength}`,
+      );
     }
-    check(this.lib, this.lib.rlx_model_set_param(this.handle, cstr(name), data, DTYPE_CODE[dtype], BigInt64Array.from(shape.map(BigInt)), shape.length));
+    check(
+      this.lib,
+      this.lib.rlx_model_set_param(
+        this.handle,
+        cstr(name),
+        data,
+        DTYPE_CODE[dtype],
+        BigInt64Array.from(shape.map(BigInt)),
+        shape.length,
+      ),
+    );
   }
 
   /** A parameter's values as raw bytes of `dtype` (default: the model's dtype). */

@@ -36,8 +36,23 @@ export interface LossSettings {
 
 /** RLX_M_* in rlx.h order: sums over tokens, so blocks of several micro-batches add. */
 export const METRIC_FIELDS = [
-  "loss", "rlSum", "rlCount", "ceSum", "ceCount", "refKlSum", "refKlCount", "mismatchKlSum", "mismatchKlCount",
-  "entropySum", "entropyCount", "maskedLow", "maskedHigh", "refKlMasked", "refKlAdvSum", "nllSum", "tokens",
+  "loss",
+  "rlSum",
+  "rlCount",
+  "ceSum",
+  "ceCount",
+  "refKlSum",
+  "refKlCount",
+  "mismatchKlSum",
+  "mismatchKlCount",
+  "entropySum",
+  "entropyCount",
+  "maskedLow",
+  "maskedHigh",
+  "refKlMasked",
+  "refKlAdvSum",
+  "nllSum",
+  "tokens",
 ] as const;
 export type MetricField = (typeof METRIC_FIELDS)[number];
 export type StepMetrics = Record<MetricField, number>;
@@ -72,8 +87,10 @@ function requireLength(name: string, arr: ArrayLike<number> | undefined, T: numb
 
 function checkRow(row: PackedRow): number {
   const T = row.tokenIds.length;
-  for (const key of ["lossMask", "advantages", "inferenceLogprobs", "temperatures"] as const) requireLength(key, row[key], T);
-  for (const key of ["refLogprobs", "rlWeights", "ceWeights", "refKlWeights", "envIndex"] as const) requireLength(key, row[key], T, true);
+  for (const key of ["lossMask", "advantages", "inferenceLogprobs", "temperatures"] as const)
+    requireLength(key, row[key], T);
+  for (const key of ["refLogprobs", "rlWeights", "ceWeights", "refKlWeights", "envIndex"] as const)
+    requireLength(key, row[key], T, true);
   return T;
 }
 
@@ -83,11 +100,29 @@ export function trainStep(model: NativeModel, row: PackedRow, loss: LossSettings
   if (row.envIndex === undefined && nEnvs !== 0) throw new NativeError("nEnvs > 0 needs envIndex");
   const out = new Float64Array(METRIC_FIELDS.length * (1 + nEnvs));
   const lib = native();
-  check(lib, lib.rlx_train_step(
-    model.handle, T, row.tokenIds, row.sampleLengths, row.sampleLengths.length, row.lossMask, row.advantages,
-    row.inferenceLogprobs, row.temperatures, row.refLogprobs ?? null, row.rlWeights ?? null, row.ceWeights ?? null,
-    row.refKlWeights ?? null, row.envIndex ?? null, nEnvs, lossConfig(loss), out, out.length,
-  ));
+  check(
+    lib,
+    lib.rlx_train_step(
+      model.handle,
+      T,
+      row.tokenIds,
+      row.sampleLengths,
+      row.sampleLengths.length,
+      row.lossMask,
+      row.advantages,
+      row.inferenceLogprobs,
+      row.temperatures,
+      row.refLogprobs ?? null,
+      row.rlWeights ?? null,
+      row.ceWeights ?? null,
+      row.refKlWeights ?? null,
+      row.envIndex ?? null,
+      nEnvs,
+      lossConfig(loss),
+      out,
+      out.length,
+    ),
+  );
   return metricsOf(out, nEnvs);
 }
 
@@ -97,14 +132,31 @@ export type LossEvalRow = Omit<PackedRow, "tokenIds" | "sampleLengths" | "temper
 export function lossEval(row: LossEvalRow, loss: LossSettings, nEnvs = 0): StepResult & { grad: Float64Array } {
   const T = row.logprobs.length;
   for (const key of ["lossMask", "advantages", "inferenceLogprobs"] as const) requireLength(key, row[key], T);
-  for (const key of ["refLogprobs", "rlWeights", "ceWeights", "refKlWeights", "envIndex"] as const) requireLength(key, row[key], T, true);
+  for (const key of ["refLogprobs", "rlWeights", "ceWeights", "refKlWeights", "envIndex"] as const)
+    requireLength(key, row[key], T, true);
   const out = new Float64Array(METRIC_FIELDS.length * (1 + nEnvs));
   const grad = new Float64Array(T);
   const lib = native();
-  check(lib, lib.rlx_loss_eval(
-    T, row.logprobs, row.lossMask, row.advantages, row.inferenceLogprobs, row.refLogprobs ?? null, row.rlWeights ?? null,
-    row.ceWeights ?? null, row.refKlWeights ?? null, row.envIndex ?? null, nEnvs, lossConfig(loss), out, out.length, grad,
-  ));
+  check(
+    lib,
+    lib.rlx_loss_eval(
+      T,
+      row.logprobs,
+      row.lossMask,
+      row.advantages,
+      row.inferenceLogprobs,
+      row.refLogprobs ?? null,
+      row.rlWeights ?? null,
+      row.ceWeights ?? null,
+      row.refKlWeights ?? null,
+      row.envIndex ?? null,
+      nEnvs,
+      lossConfig(loss),
+      out,
+      out.length,
+      grad,
+    ),
+  );
   return { ...metricsOf(out, nEnvs), grad };
 }
 
@@ -132,7 +184,10 @@ export class NativeOptimizer {
 
   static create(model: NativeModel, s: AdamWSettings = {}): NativeOptimizer {
     const lib = native();
-    const handle = check(lib, lib.rlx_optim_create(model.handle, s.beta1 ?? 0.9, s.beta2 ?? 0.999, s.eps ?? 1e-8, s.weightDecay ?? 0.01));
+    const handle = check(
+      lib,
+      lib.rlx_optim_create(model.handle, s.beta1 ?? 0.9, s.beta2 ?? 0.999, s.eps ?? 1e-8, s.weightDecay ?? 0.01),
+    );
     return new NativeOptimizer(handle as Pointer);
   }
 

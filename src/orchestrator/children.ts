@@ -122,7 +122,11 @@ export class Children {
         const how = proc.signalCode ? `was killed by ${proc.signalCode}` : `exited with code ${code}`;
         const last = child.lastLines();
         const who = spec.describe ? `the ${spec.name} process (${spec.describe})` : `the ${spec.name} process`;
-        this.rejectFailure(new ChildError(`${who} ${how}${last ? `; its last lines:\n${indent(last)}` : ""}`, { fix: `the whole log is ${logPath}` }));
+        this.rejectFailure(
+          new ChildError(`${who} ${how}${last ? `; its last lines:\n${indent(last)}` : ""}`, {
+            fix: `the whole log is ${logPath}`,
+          }),
+        );
       });
     });
     return child;

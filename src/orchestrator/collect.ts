@@ -48,7 +48,13 @@ export interface Collected {
 }
 
 /** Rollouts for step N until a batch has something to train (or MAX_EMPTY_BATCHES say it never will). */
-export async function collectStep(step: number, o: CollectContext, sampler: TaskSampler, progress: Progress, failures: FailureWindow): Promise<Collected> {
+export async function collectStep(
+  step: number,
+  o: CollectContext,
+  sampler: TaskSampler,
+  progress: Progress,
+  failures: FailureWindow,
+): Promise<Collected> {
   const frozenEnvs = new Set(o.envs.filter((e) => e.frozen).map((e) => e.resolved.name));
   let dropped = 0;
   for (let empty = 0; ; empty++) {
@@ -59,20 +65,29 @@ export async function collectStep(step: number, o: CollectContext, sampler: Task
     if (built.kept.length > 0) return { ...built, groups: sampled.groups, dropped, emptyRetries: empty, frozenEnvs };
     const rollouts = sampled.groups.flat();
     const failed = rollouts.filter((r) => r.error);
-    const why = failed.length === rollouts.length
-      ? `every rollout failed (first error: ${failed[0]?.error})`
-      : `every advantage was 0 (rewards never differed within a group: mean reward ${(rolloutMetrics(rollouts, []).reward ?? 0).toFixed(3)}, ${failed.length}/${rollouts.length} rollouts failed)`;
+    const why =
+      failed.length === rollouts.length
+        ? `every rollout failed (first error: ${failed[0]?.error})`
+        : `every advantage was 0 (rewards never differed within a group: mean reward ${(rolloutMetrics(rollouts, []).reward ?? 0).toFixed(3)}, ${failed.length}/${rollouts.length} rollouts failed)`;
     if (empty + 1 >= MAX_EMPTY_BATCHES) {
-      throw new RlxError(`step ${step}: ${MAX_EMPTY_BATCHES} batches in a row had nothing to train; the last one because ${why}`, {
-        fix: `group-relative algorithms (${groupRelativeTypes().join(", ")}) need group_size >= 2 and rewards that differ within a group: warm the model up (rlx sft), make tasks easier (env args), or check the failing endpoint`,
-      });
+      throw new RlxError(
+        `step ${step}: ${MAX_EMPTY_BATCHES} batches in a row had nothing to train; the last one because ${why}`,
+        {
+          fix: `group-relative algorithms (${groupRelativeTypes().join(", ")}) need group_size >= 2 and rewards that differ within a group: warm the model up (rlx sft), make tasks easier (env args), or check the failing endpoint`,
+        },
+      );
     }
     o.warn(`step ${step}: nothing to train in this batch (${why}); sampling again`);
   }
 }
 
 /** Groups for step N totalling at least batch_size rollouts, none of them stale. */
-export async function sampleGroups(step: number, o: CollectContext, sampler: TaskSampler, progress: Progress): Promise<{ groups: Rollout[][]; dropped: number }> {
+export async function sampleGroups(
+  step: number,
+  o: CollectContext,
+  sampler: TaskSampler,
+  progress: Progress,
+): Promise<{ groups: Rollout[][]; dropped: number }> {
   const minVersion = step - 1 - o.config.orchestrator.max_off_policy_steps;
   const groups: Rollout[][] = [];
   let dropped = 0;
@@ -92,9 +107,12 @@ export async function sampleGroups(step: number, o: CollectContext, sampler: Tas
       if (!env.frozen && versions.length > 0 && Math.min(...versions) < minVersion) {
         dropped += group.length;
         if (dropped >= MAX_EMPTY_BATCHES * o.config.orchestrator.batch_size) {
-          throw new RlxError(`step ${step}: ${dropped} rollouts in a row were sampled by weights older than version ${minVersion} (max_off_policy_steps ${o.config.orchestrator.max_off_policy_steps}); the last by version ${Math.min(...versions)}`, {
-            fix: "the policy is not serving the weights the trainer publishes: check the policy servers' logs (POST /update_weights)",
-          });
+          throw new RlxError(
+            `step ${step}: ${dropped} rollouts in a row were sampled by weights older than version ${minVersion} (max_off_policy_steps ${o.config.orchestrator.max_off_policy_steps}); the last by version ${Math.min(...versions)}`,
+            {
+              fix: "the policy is not serving the weights the trainer publishes: check the policy servers' logs (POST /update_weights)",
+            },
+          );
         }
         continue;
       }
@@ -120,7 +138,13 @@ async function runGroup(draw: Draw, o: CollectContext, progress: Progress): Prom
         task: draw.task,
         client: train.client,
         renderer: o.renderer,
-        sampling: { maxTokens: env.max_tokens, temperature: env.temperature, topP: 1, topK: 0, seed: hashString(`${o.config.seed}:${id}`) },
+        sampling: {
+          maxTokens: env.max_tokens,
+          temperature: env.temperature,
+          topP: 1,
+          topK: 0,
+          seed: hashString(`${o.config.seed}:${id}`),
+        },
         maxContextTokens: o.config.orchestrator.seq_len,
       });
       await failAsData([rollout], "scoreRollout", () => finishRollout(train.algorithm, rollout));
@@ -146,17 +170,27 @@ async function failAsData(rollouts: Rollout[], hook: string, run: () => Promise<
 }
 
 /** Training samples of the trainable rollouts, routed per env's algorithm, zero advantages filtered. */
-export function buildSamples(groups: Rollout[][], envs: ReadonlyArray<{ resolved: { name: string }; lossType: LossComponent; algoName: string }>, filter: boolean): Omit<Collected, "groups" | "dropped" | "emptyRetries" | "frozenEnvs"> {
+export function buildSamples(
+  groups: Rollout[][],
+  envs: ReadonlyArray<{ resolved: { name: string }; lossType: LossComponent; algoName: string }>,
+  filter: boolean,
+): Omit<Collected, "groups" | "dropped" | "emptyRetries" | "frozenEnvs"> {
   const all: KeptSample[] = [];
   for (const rollout of groups.flat()) {
     if (!isTrainable(rollout)) continue;
     const env = envs.find((e) => e.resolved.name === rollout.env)!;
-    rolloutToSamples(rollout, env.lossType).forEach((sample, sampleIndex) => all.push({ rollout, sample, sampleIndex, algo: env.algoName }));
+    rolloutToSamples(rollout, env.lossType).forEach((sample, sampleIndex) =>
+      all.push({ rollout, sample, sampleIndex, algo: env.algoName }),
+    );
   }
   if (!filter) return { kept: all, filteredSamples: 0, zeroedTokens: 0 };
   const result = filterZeroAdvantage(all.map((k) => k.sample));
   const kept = new Set(result.kept);
-  return { kept: all.filter((k) => kept.has(k.sample)), filteredSamples: result.dropped, zeroedTokens: result.zeroedTokens };
+  return {
+    kept: all.filter((k) => kept.has(k.sample)),
+    filteredSamples: result.dropped,
+    zeroedTokens: result.zeroedTokens,
+  };
 }
 
 /** One warning per env whose rollouts failed this step: how many, and the first error. */
@@ -165,16 +199,26 @@ export function warnFailures(step: number, rollouts: Rollout[], warn: (line: str
   for (const r of rollouts) if (r.error) failed.set(r.env, [...(failed.get(r.env) ?? []), r]);
   for (const [env, list] of failed) {
     const total = rollouts.filter((r) => r.env === env).length;
-    warn(`step ${step}: ${list.length}/${total} rollouts of ${env} failed (excluded from training); first: ${list[0]!.error}`);
+    warn(
+      `step ${step}: ${list.length}/${total} rollouts of ${env} failed (excluded from training); first: ${list[0]!.error}`,
+    );
   }
 }
 
-const sampledTokens = (rollouts: Rollout[]) => rollouts.reduce((n, r) => n + r.segments.reduce((m, s) => m + (s.sampled ? s.tokenIds.length : 0), 0), 0);
+const sampledTokens = (rollouts: Rollout[]) =>
+  rollouts.reduce((n, r) => n + r.segments.reduce((m, s) => m + (s.sampled ? s.tokenIds.length : 0), 0), 0);
 
 /** The orchestrator's half of a step's metrics line (rollout tokens per second over `seconds`). */
-export function collectedMetrics(step: number, collected: Collected, envNames: string[], seconds: number): Record<string, number> {
+export function collectedMetrics(
+  step: number,
+  collected: Collected,
+  envNames: string[],
+  seconds: number,
+): Record<string, number> {
   const rollouts = collected.groups.flat();
-  const offPolicy = rollouts.filter((r) => !r.error && !collected.frozenEnvs.has(r.env)).map((r) => step - 1 - r.policyVersion);
+  const offPolicy = rollouts
+    .filter((r) => !r.error && !collected.frozenEnvs.has(r.env))
+    .map((r) => step - 1 - r.policyVersion);
   return {
     ...rolloutMetrics(rollouts, envNames),
     "off_policy/mean": offPolicy.length ? offPolicy.reduce((a, b) => a + b, 0) / offPolicy.length : 0,

@@ -24,7 +24,9 @@ export class FailureWindow {
     const errors = new Map(this.batches.flatMap((b) => [...b.first]));
     throw new RlxError(
       `step ${step}: ${failed} of the last ${total} rollouts failed (${((100 * failed) / total).toFixed(0)}%, more than orchestrator.max_failure_rate = ${this.maxRate}); ${[...errors].map(([env, error]) => `${env}: ${error}`).join("; ")}`,
-      { fix: "fix what the errors name (an endpoint down, a context limit, an env bug), or raise orchestrator.max_failure_rate to train through it" },
+      {
+        fix: "fix what the errors name (an endpoint down, a context limit, an env bug), or raise orchestrator.max_failure_rate to train through it",
+      },
     );
   }
 }

@@ -43,8 +43,12 @@ export function localRanks(config: ResolvedConfig): number[] {
   const { world_size: world, dist } = config.trainer;
   const ranks = dist.local_ranks.length > 0 ? dist.local_ranks : Array.from({ length: world }, (_, r) => r);
   const bad = ranks.find((r) => r >= world);
-  if (bad !== undefined) throw new ConfigError(`trainer.dist.local_ranks: rank ${bad} is not below world_size ${world}`, { fix: "list ranks 0..world_size-1" });
-  if (new Set(ranks).size !== ranks.length) throw new ConfigError(`trainer.dist.local_ranks lists a rank twice: [${ranks.join(", ")}]`);
+  if (bad !== undefined)
+    throw new ConfigError(`trainer.dist.local_ranks: rank ${bad} is not below world_size ${world}`, {
+      fix: "list ranks 0..world_size-1",
+    });
+  if (new Set(ranks).size !== ranks.length)
+    throw new ConfigError(`trainer.dist.local_ranks lists a rank twice: [${ranks.join(", ")}]`);
   return ranks;
 }
 
@@ -69,9 +73,12 @@ function freePort(host: string): number {
 function chooseStore(config: ResolvedConfig, runDir: string, allHere: boolean): StoreSpec {
   const dist = config.trainer.dist;
   if (!allHere && (dist.store !== "tcp" || dist.master_port === 0)) {
-    throw new ConfigError("trainer.dist.local_ranks starts only some ranks here, so the others need a fixed rendezvous", {
-      fix: 'set trainer.dist.store = "tcp", master_addr to this node\'s address and a master_port every node can reach',
-    });
+    throw new ConfigError(
+      "trainer.dist.local_ranks starts only some ranks here, so the others need a fixed rendezvous",
+      {
+        fix: 'set trainer.dist.store = "tcp", master_addr to this node\'s address and a master_port every node can reach',
+      },
+    );
   }
   if (dist.store === "file") {
     // a fresh name per launch: c10d would read an earlier launch's keys from an old file
@@ -112,9 +119,20 @@ export function planLaunch(config: ResolvedConfig, o: LaunchOptions): Launch {
   const ranks = localRanks(config);
   const threads = threadShare(config, ranks.length, o.policyProcesses, o.cores);
   const env: Record<string, string> = threads.trainer !== undefined ? { RLX_THREADS: String(threads.trainer) } : {};
-  const base = ["trainer", "--run-dir", o.runDir, "--parent-pid", String(process.pid), ...(o.resumeFrom ? ["--resume-from", o.resumeFrom] : [])];
+  const base = [
+    "trainer",
+    "--run-dir",
+    o.runDir,
+    "--parent-pid",
+    String(process.pid),
+    ...(o.resumeFrom ? ["--resume-from", o.resumeFrom] : []),
+  ];
   const serverThreads = threads.server;
-  if (world === 1) return { trainers: [{ name: "trainer", args: base, env, mayExit: true }], ...(serverThreads ? { serverThreads } : {}) };
+  if (world === 1)
+    return {
+      trainers: [{ name: "trainer", args: base, env, mayExit: true }],
+      ...(serverThreads ? { serverThreads } : {}),
+    };
   const store = chooseStore(config, o.runDir, ranks.length === world);
   const trainers = ranks.map((rank) => ({
     name: `trainer-${rank}`,

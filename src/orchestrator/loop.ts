@@ -68,7 +68,12 @@ export async function runTrainLoop(o: LoopOptions): Promise<LoopResult> {
   const lag = Math.min(orch.max_async_level, orch.max_off_policy_steps);
   const envNames = o.envs.map((e) => e.resolved.name);
   const sampler = new TaskSampler(
-    o.envs.map((e) => ({ name: e.resolved.name, ratio: e.resolved.ratio, groupSize: e.resolved.group_size, tasks: e.tasks })),
+    o.envs.map((e) => ({
+      name: e.resolved.name,
+      ratio: e.resolved.ratio,
+      groupSize: e.resolved.group_size,
+      tasks: e.tasks,
+    })),
     config.seed,
     o.resume?.sampler,
   );
@@ -76,10 +81,16 @@ export async function runTrainLoop(o: LoopOptions): Promise<LoopResult> {
   const print = progress.around(o.print);
   const warn = progress.around(o.warn);
   const metrics = new MetricsLog(runDir, envNames, config.max_steps, print);
-  if (o.resume) for (const step of metrics.recover(o.resume.step)) warn(`step ${step}: metrics line rebuilt from its publish marker (the run was stopped before logging it)`);
+  if (o.resume)
+    for (const step of metrics.recover(o.resume.step))
+      warn(`step ${step}: metrics line rebuilt from its publish marker (the run was stopped before logging it)`);
   const evaluator = o.evaluator;
-  const watcher = new WeightWatcher(runDir, o.policy, o.resume?.step ?? 0, (step, published, extra) => metrics.publish(step, published, extra), async (version) =>
-    evaluator?.due(version) ? evaluator.run() : {},
+  const watcher = new WeightWatcher(
+    runDir,
+    o.policy,
+    o.resume?.step ?? 0,
+    (step, published, extra) => metrics.publish(step, published, extra),
+    async (version) => (evaluator?.due(version) ? evaluator.run() : {}),
   );
   const failures = new FailureWindow(orch.max_failure_rate);
   const guard = <T>(work: Promise<T>) => Promise.race([work, o.failure]);
@@ -103,10 +114,18 @@ export async function runTrainLoop(o: LoopOptions): Promise<LoopResult> {
       // 4. pack, write the step file (with this step's metrics, and the state the checkpoint of
       //    this step needs), and the audit records
       const packStart = performance.now();
-      const packed = packStep(collected.kept.map((k) => k.sample), { seqLen: orch.seq_len });
+      const packed = packStep(
+        collected.kept.map((k) => k.sample),
+        { seqLen: orch.seq_len },
+      );
       const versions = new Map(collected.groups.flat().map((r) => [r.id, r.policyVersion]));
-      const rows = packed.rows.map((row) => ({ ...row, samples: row.samples.map((s): BatchSample => ({ ...s, policyVersion: versions.get(s.rolloutId) ?? -1 })) }));
-      const state: OrchestratorState | undefined = isCheckpointStep(step, config) ? { format: 1, step, sampler: sampler.snapshot() } : undefined;
+      const rows = packed.rows.map((row) => ({
+        ...row,
+        samples: row.samples.map((s): BatchSample => ({ ...s, policyVersion: versions.get(s.rolloutId) ?? -1 })),
+      }));
+      const state: OrchestratorState | undefined = isCheckpointStep(step, config)
+        ? { format: 1, step, sampler: sampler.snapshot() }
+        : undefined;
       const stepMetrics = {
         ...collectedMetrics(step, collected, envNames, rolloutSeconds),
         "batch/rows": packed.rows.length,
@@ -114,7 +133,12 @@ export async function runTrainLoop(o: LoopOptions): Promise<LoopResult> {
         "time/wait_for_policy": waitForPolicy,
         "time/pack": (performance.now() - packStart) / 1000,
       };
-      writeStepBatch(batchPath(runDir, step), { step, packed: { ...packed, rows }, metrics: stepMetrics, ...(state ? { state } : {}) });
+      writeStepBatch(batchPath(runDir, step), {
+        step,
+        packed: { ...packed, rows },
+        metrics: stepMetrics,
+        ...(state ? { state } : {}),
+      });
       const auditEvery = config.log.rollouts_interval;
       if (auditEvery > 0 && step % auditEvery === 0) writeAudit(runDir, step, collected.kept);
       warnFailures(step, collected.groups.flat(), warn);

@@ -19,7 +19,6 @@ import { mean } from "../algorithms/group.ts";
 
 export type Metrics = Record<string, number>;
 
-
 /** Per-env and overall rollout statistics of one step's rollouts (failed ones included in counts only). */
 export function rolloutMetrics(rollouts: readonly Rollout[], envs: readonly string[]): Metrics {
   const out: Metrics = {};
@@ -52,7 +51,11 @@ const RENAMED: Record<string, string> = {
   micro_batches: "batch/micro_batches",
   tokens: "batch/train_tokens",
 };
-const COMPONENTS = [["rl", "rl"], ["ce", "ce"], ["ref_kl", "ref_kl"]] as const;
+const COMPONENTS = [
+  ["rl", "rl"],
+  ["ce", "ce"],
+  ["ref_kl", "ref_kl"],
+] as const;
 
 /** The trainer's half of a step's line, from the publish marker. */
 export function trainerMetrics(published: PublishedStep): Metrics {
@@ -61,7 +64,8 @@ export function trainerMetrics(published: PublishedStep): Metrics {
   for (const [env, m] of Object.entries(published.perEnv)) {
     out[`mismatch_kl/${env}`] = m.mismatch_kl ?? 0;
     out[`entropy/${env}`] = m.entropy ?? 0;
-    for (const [component] of COMPONENTS) if ((m[`count/${component}`] ?? 0) > 0) out[`loss/${component}/${env}`] = m[`loss/${component}`] ?? 0;
+    for (const [component] of COMPONENTS)
+      if ((m[`count/${component}`] ?? 0) > 0) out[`loss/${component}/${env}`] = m[`loss/${component}`] ?? 0;
   }
   out["time/trainer_wait"] = published.timing.wait;
   out["time/publish"] = published.timing.publish;
@@ -78,7 +82,9 @@ const num = (v: number | undefined, digits = 3) => {
 /** One console line per step: step, reward per env, each loss component, mismatch_kl, entropy, speed, staleness. */
 export function consoleLine(step: number, maxSteps: number, m: Metrics, envs: readonly string[]): string {
   const rewards = envs.map((env) => `${env} ${num(m[`reward/${env}`])}`).join(" ");
-  const losses = COMPONENTS.filter(([c]) => (m[`count/${c}`] ?? 0) > 0).map(([c, label]) => `${label} ${num(m[`loss/${c}`], 4)}`);
+  const losses = COMPONENTS.filter(([c]) => (m[`count/${c}`] ?? 0) > 0).map(
+    ([c, label]) => `${label} ${num(m[`loss/${c}`], 4)}`,
+  );
   const errors = m["errors/count"] ? ` | errors ${m["errors/count"]}` : "";
   return [
     `step ${step}/${maxSteps}`,
@@ -121,7 +127,14 @@ export class MetricsLog {
   /** Appends step `step`'s line (both halves, from the publish marker) and prints its console line. */
   publish(step: number, published: PublishedStep, extra: Metrics = {}): Metrics {
     const now = performance.now();
-    const row = { step, time: Date.now() / 1000, ...published.orchestrator, ...trainerMetrics(published), ...extra, "time/step": (now - this.lastLineAt) / 1000 };
+    const row = {
+      step,
+      time: Date.now() / 1000,
+      ...published.orchestrator,
+      ...trainerMetrics(published),
+      ...extra,
+      "time/step": (now - this.lastLineAt) / 1000,
+    };
     this.lastLineAt = now;
     appendFileSync(this.path, `${JSON.stringify(row)}\n`);
     this.rows.push(row);
@@ -143,14 +156,18 @@ export class MetricsLog {
   recover(throughStep: number): number[] {
     const logged = new Set<number>();
     if (existsSync(this.path)) {
-      for (const line of readFileSync(this.path, "utf8").split("\n")) if (line.trim()) logged.add((JSON.parse(line) as { step: number }).step);
+      for (const line of readFileSync(this.path, "utf8").split("\n"))
+        if (line.trim()) logged.add((JSON.parse(line) as { step: number }).step);
     }
     const recovered: number[] = [];
     for (let step = 1; step <= throughStep; step++) {
       const marker = join(weightsDir(this.runDir, step), PUBLISHED_MARKER);
       if (logged.has(step) || !existsSync(marker)) continue;
       const published = JSON.parse(readFileSync(marker, "utf8")) as PublishedStep;
-      appendFileSync(this.path, `${JSON.stringify({ step, time: Date.now() / 1000, ...published.orchestrator, ...trainerMetrics(published) })}\n`);
+      appendFileSync(
+        this.path,
+        `${JSON.stringify({ step, time: Date.now() / 1000, ...published.orchestrator, ...trainerMetrics(published) })}\n`,
+      );
       recovered.push(step);
     }
     return recovered;
@@ -167,7 +184,8 @@ export class MetricsLog {
     const span = Math.max(1, Math.min(3, Math.floor(this.rows.length / 2)));
     const head = this.rows.slice(0, span);
     const tail = this.rows.slice(-span);
-    const steps = (rows: typeof this.rows) => (rows.length > 1 ? `steps ${rows[0]!.step}-${rows.at(-1)!.step}` : `step ${rows[0]!.step}`);
+    const steps = (rows: typeof this.rows) =>
+      rows.length > 1 ? `steps ${rows[0]!.step}-${rows.at(-1)!.step}` : `step ${rows[0]!.step}`;
     const meanOf = (rows: typeof this.rows, key: string) => {
       const values = rows.map((r) => r[key]).filter((v): v is number => v !== undefined);
       return values.length ? num(mean(values)) : "-";
@@ -175,7 +193,13 @@ export class MetricsLog {
     const total = (key: string) => String(this.rows.reduce((n, r) => n + (r[key] ?? 0), 0));
     const table = formatTable(
       ["env", `reward, ${steps(head)}`, `reward, ${steps(tail)}`, "rollouts", "errors"],
-      this.envs.map((env) => [env, meanOf(head, `reward/${env}`), meanOf(tail, `reward/${env}`), total(`rollouts/${env}`), total(`errors/${env}`)]),
+      this.envs.map((env) => [
+        env,
+        meanOf(head, `reward/${env}`),
+        meanOf(tail, `reward/${env}`),
+        total(`rollouts/${env}`),
+        total(`errors/${env}`),
+      ]),
     );
     const time = (key: string) => mean(this.rows.map((r) => r[key] ?? 0)).toFixed(2);
     const timing = [
@@ -188,14 +212,21 @@ export class MetricsLog {
     if (evals.length < 2) return `${table}\n\n${timing}`;
     const first = evals[0]!;
     const last = evals.at(-1)!;
-    const keys = Object.keys(last).filter((key) => /^eval\/.+\/(avg@\d+|pass@\d+|greedy\/pass@1)$/.test(key) && key in first);
-    const evalTable = formatTable(["held-out eval", `step ${first.step}`, `step ${last.step}`], keys.map((key) => [key.slice("eval/".length), num(first[key]), num(last[key])]));
+    const keys = Object.keys(last).filter(
+      (key) => /^eval\/.+\/(avg@\d+|pass@\d+|greedy\/pass@1)$/.test(key) && key in first,
+    );
+    const evalTable = formatTable(
+      ["held-out eval", `step ${first.step}`, `step ${last.step}`],
+      keys.map((key) => [key.slice("eval/".length), num(first[key]), num(last[key])]),
+    );
     return `${table}\n\n${evalTable}\n\n${timing}`;
   }
 
   /** Every logged line that holds eval results (the step-0 note included), in order. */
   private get evals(): Array<Metrics & { step: number }> {
-    return [...this.notes, ...this.rows].filter((r) => Object.keys(r).some((k) => k.startsWith("eval/"))).sort((a, b) => a.step - b.step);
+    return [...this.notes, ...this.rows]
+      .filter((r) => Object.keys(r).some((k) => k.startsWith("eval/")))
+      .sort((a, b) => a.step - b.step);
   }
 }
 
@@ -248,6 +279,8 @@ export class Progress {
     if (!this.tty || !this.active || this.total === 0) return;
     const width = 24;
     const filled = this.total ? Math.round((this.done / this.total) * width) : 0;
-    process.stderr.write(`\r\x1b[2K${this.label} [${"#".repeat(filled)}${".".repeat(width - filled)}] ${this.done}/${this.total} rollouts`);
+    process.stderr.write(
+      `\r\x1b[2K${this.label} [${"#".repeat(filled)}${".".repeat(width - filled)}] ${this.done}/${this.total} rollouts`,
+    );
   }
 }

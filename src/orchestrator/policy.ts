@@ -45,7 +45,11 @@ export class InProcessPolicy implements PolicyPool {
   private constructor(readonly client: LocalClient) {}
 
   /** `maxModelLen` bounds prompt + completion tokens (the run's seq_len). */
-  static async create(modelDir: string, version: number, options: { maxBatch: number; maxModelLen: number; reloadMode?: ReloadMode }): Promise<InProcessPolicy> {
+  static async create(
+    modelDir: string,
+    version: number,
+    options: { maxBatch: number; maxModelLen: number; reloadMode?: ReloadMode },
+  ): Promise<InProcessPolicy> {
     return new InProcessPolicy(await LocalClient.fromModelDir(modelDir, { ...options, version }));
   }
 

@@ -67,7 +67,9 @@ function prepareRunDir(runDir: string, o: TrainOptions): LoadedCheckpoint | unde
     const ownRun = !relative(join(runDir, "checkpoints"), checkpoint.dir).startsWith("..");
     if (ownRun) rewindRunDir(runDir, checkpoint.step);
     else if (holdsRun) {
-      throw new ConfigError(`--resume-from: output_dir ${runDir} already holds another run`, { fix: "give the resumed run its own output_dir (--set output_dir=...)" });
+      throw new ConfigError(`--resume-from: output_dir ${runDir} already holds another run`, {
+        fix: "give the resumed run its own output_dir (--set output_dir=...)",
+      });
     }
     return checkpoint;
   }
@@ -85,7 +87,9 @@ function prepareRunDir(runDir: string, o: TrainOptions): LoadedCheckpoint | unde
 function orchestratorState(checkpoint: LoadedCheckpoint): OrchestratorState {
   const state = checkpoint.orchestratorState as Partial<OrchestratorState>;
   if (state?.format !== 1 || state.step !== checkpoint.step || !state.sampler) {
-    throw new RlxError(`${checkpoint.dir}/orchestrator.json is not an orchestrator state of step ${checkpoint.step}`, { fix: "resume from another checkpoint" });
+    throw new RlxError(`${checkpoint.dir}/orchestrator.json is not an orchestrator state of step ${checkpoint.step}`, {
+      fix: "resume from another checkpoint",
+    });
   }
   return state as OrchestratorState;
 }
@@ -97,10 +101,12 @@ function orchestratorState(checkpoint: LoadedCheckpoint): OrchestratorState {
  */
 function policyMode(config: ResolvedConfig, requested: InferenceMode): InferenceMode {
   if (!config.deterministic) return requested;
-  if (requested === "spawn") throw new ConfigError("--inference spawn: a deterministic run keeps the policy in this process", { fix: "drop --inference spawn, or set deterministic = false" });
+  if (requested === "spawn")
+    throw new ConfigError("--inference spawn: a deterministic run keeps the policy in this process", {
+      fix: "drop --inference spawn, or set deterministic = false",
+    });
   return "in-process";
 }
-
 
 /** Tokens the policy serves beyond seq_len, for scoring prefixed sequences (OPSD's hint). */
 const SCORE_MARGIN = 512;
@@ -109,7 +115,14 @@ const SCORE_MARGIN = 512;
 const POLICY_NAME = "policy";
 
 /** Starts the policy: external servers, spawned `rlx serve --policy` servers, or in-process. */
-async function startPolicy(config: ResolvedConfig, modelDir: string, version: number, mode: InferenceMode, children: Children, threads?: number): Promise<PolicyPool> {
+async function startPolicy(
+  config: ResolvedConfig,
+  modelDir: string,
+  version: number,
+  mode: InferenceMode,
+  children: Children,
+  threads?: number,
+): Promise<PolicyPool> {
   const inf = config.inference;
   if (inf.base_urls.length > 0) {
     const policy = new RemotePolicy(inf.base_urls, await servedModelName(inf.base_urls[0]!), 0);
@@ -118,7 +131,10 @@ async function startPolicy(config: ResolvedConfig, modelDir: string, version: nu
   }
   // Rollouts never exceed seq_len (the rollout driver stops there); the margin is for sequences
   // the policy only scores, such as OPSD's demonstration hint prepended to a rollout.
-  const maxModelLen = Math.min(config.orchestrator.seq_len + SCORE_MARGIN, readModelConfig(modelDir).shim.max_position_embeddings);
+  const maxModelLen = Math.min(
+    config.orchestrator.seq_len + SCORE_MARGIN,
+    readModelConfig(modelDir).shim.max_position_embeddings,
+  );
   if (mode === "in-process") {
     // One intra-op thread here: the trainer child computes at the same time on the other cores,
     // and this process's OpenMP threads cannot be made to wait passively once it has started.
@@ -131,9 +147,24 @@ async function startPolicy(config: ResolvedConfig, modelDir: string, version: nu
     children.spawn({
       name: `policy-${i}`,
       args: [
-        "serve", "--model", resolve(modelDir), "--served-model-name", POLICY_NAME, "--policy", "--policy-version", String(version),
-        "--host", inf.host, "--port", String(port), "--max-batch", String(inf.max_batch), "--max-model-len", String(maxModelLen),
-        "--reload-mode", inf.reload,
+        "serve",
+        "--model",
+        resolve(modelDir),
+        "--served-model-name",
+        POLICY_NAME,
+        "--policy",
+        "--policy-version",
+        String(version),
+        "--host",
+        inf.host,
+        "--port",
+        String(port),
+        "--max-batch",
+        String(inf.max_batch),
+        "--max-model-len",
+        String(maxModelLen),
+        "--reload-mode",
+        inf.reload,
       ],
       env: { RLX_PARENT_PID: String(process.pid), ...(threads ? { RLX_THREADS: String(threads) } : {}) },
     });
@@ -145,9 +176,14 @@ async function startPolicy(config: ResolvedConfig, modelDir: string, version: nu
 
 /** The model an external server serves (the first of its GET /v1/models). */
 async function servedModelName(baseUrl: string): Promise<string> {
-  const list = await new JsonEndpoint(baseUrl.replace(/\/+$/, ""), { ...DEFAULT_HTTP, retries: 3 }).request<{ data?: Array<{ id: string }> }>("/models");
+  const list = await new JsonEndpoint(baseUrl.replace(/\/+$/, ""), { ...DEFAULT_HTTP, retries: 3 }).request<{
+    data?: Array<{ id: string }>;
+  }>("/models");
   const id = list.data?.[0]?.id;
-  if (!id) throw new RlxError(`${baseUrl}/models lists no model`, { fix: "check [inference] base_urls: each must be an OpenAI-compatible server ending in /v1" });
+  if (!id)
+    throw new RlxError(`${baseUrl}/models lists no model`, {
+      fix: "check [inference] base_urls: each must be an OpenAI-compatible server ending in /v1",
+    });
   return id;
 }
 
@@ -160,7 +196,9 @@ async function waitForHealth(baseUrl: string, timeoutMs = 120_000): Promise<void
     } catch {}
     await Bun.sleep(200);
   }
-  throw new RlxError(`the policy server ${baseUrl} did not become healthy within ${timeoutMs / 1000} s`, { fix: "see logs/policy-*.log in the run directory" });
+  throw new RlxError(`the policy server ${baseUrl} did not become healthy within ${timeoutMs / 1000} s`, {
+    fix: "see logs/policy-*.log in the run directory",
+  });
 }
 
 export async function runTraining(o: TrainOptions): Promise<TrainResult> {
@@ -172,9 +210,16 @@ export async function runTraining(o: TrainOptions): Promise<TrainResult> {
   const resumeState = checkpoint && orchestratorState(checkpoint);
   if (resumeState && resumeState.step >= config.max_steps) {
     // killed after its last checkpoint: only metrics lines may be missing
-    const metrics = new MetricsLog(runDir, config.orchestrator.train.env.map((e) => e.name), config.max_steps, o.print);
+    const metrics = new MetricsLog(
+      runDir,
+      config.orchestrator.train.env.map((e) => e.name),
+      config.max_steps,
+      o.print,
+    );
     metrics.recover(resumeState.step);
-    o.info(`the run already trained its ${config.max_steps} steps (checkpoint ${checkpoint!.dir}); raise max_steps (--set max_steps=N) to train further`);
+    o.info(
+      `the run already trained its ${config.max_steps} steps (checkpoint ${checkpoint!.dir}); raise max_steps (--set max_steps=N) to train further`,
+    );
     return { summary: metrics.summary(), metrics, runDir, config };
   }
   mkdirSync(join(runDir, "logs"), { recursive: true });
@@ -193,12 +238,19 @@ export async function runTraining(o: TrainOptions): Promise<TrainResult> {
   try {
     // the trainer first: its start-up (libtorch, the model) overlaps the policy's and the envs'
     const mode = policyMode(config, o.inference ?? "auto");
-    const policyProcesses = config.inference.base_urls.length > 0 ? 0 : mode === "in-process" ? 1 : config.inference.servers;
-    const launch = planLaunch(config, { runDir, policyProcesses, ...(checkpoint ? { resumeFrom: checkpoint.dir } : {}) });
+    const policyProcesses =
+      config.inference.base_urls.length > 0 ? 0 : mode === "in-process" ? 1 : config.inference.servers;
+    const launch = planLaunch(config, {
+      runDir,
+      policyProcesses,
+      ...(checkpoint ? { resumeFrom: checkpoint.dir } : {}),
+    });
     for (const trainer of launch.trainers) children.spawn(trainer);
     if (config.trainer.world_size > 1) {
       const threads = launch.trainers[0]?.env?.RLX_THREADS ?? "default";
-      o.info(`trainer: ${launch.trainers.length} of ${config.trainer.world_size} ranks started here (${threads} threads each), meeting at ${launch.store?.type === "tcp" ? `${launch.store.host}:${launch.store.port}` : launch.store?.path}`);
+      o.info(
+        `trainer: ${launch.trainers.length} of ${config.trainer.world_size} ranks started here (${threads} threads each), meeting at ${launch.store?.type === "tcp" ? `${launch.store.host}:${launch.store.port}` : launch.store?.path}`,
+      );
     }
     const modelDir = checkpoint?.modelDir ?? config.model.path;
     const version = checkpoint?.step ?? 0;
@@ -207,8 +259,21 @@ export async function runTraining(o: TrainOptions): Promise<TrainResult> {
     const renderer = new ChatRenderer(tokenizer);
     const envs = await setupTrainEnvs({ config, source, policy, tokenizer, renderer, info: o.info, warn: o.warn });
     const evaluator = await TrainEval.create(config, policy, renderer);
-    o.info(`run ${runDir}: ${envs.map((e) => `${e.resolved.name} (${e.algoName})`).join(", ")}; ${checkpoint ? `resuming after step ${checkpoint.step}` : "starting at step 1"} of ${config.max_steps}`);
-    const result = await runTrainLoop({ config, runDir, envs, policy, renderer, failure: children.failure, ...(resumeState ? { resume: resumeState } : {}), ...(evaluator ? { evaluator } : {}), print: o.print, warn: o.warn });
+    o.info(
+      `run ${runDir}: ${envs.map((e) => `${e.resolved.name} (${e.algoName})`).join(", ")}; ${checkpoint ? `resuming after step ${checkpoint.step}` : "starting at step 1"} of ${config.max_steps}`,
+    );
+    const result = await runTrainLoop({
+      config,
+      runDir,
+      envs,
+      policy,
+      renderer,
+      failure: children.failure,
+      ...(resumeState ? { resume: resumeState } : {}),
+      ...(evaluator ? { evaluator } : {}),
+      print: o.print,
+      warn: o.warn,
+    });
     return { ...result, runDir, config };
   } finally {
     process.off("SIGINT", onInt);

@@ -69,14 +69,27 @@ export class TaskSampler {
   private state: SamplerState;
   private readonly epochs = new Map<string, { epoch: number; order: Uint32Array }>();
 
-  constructor(envs: SamplerEnv[], private readonly seed: number, state?: SamplerState) {
+  constructor(
+    envs: SamplerEnv[],
+    private readonly seed: number,
+    state?: SamplerState,
+  ) {
     for (const env of envs) {
-      if (env.tasks.length === 0) throw new RlxError(`env "${env.name}" has no train tasks`, { fix: "check the env's args (dataset path, size)" });
+      if (env.tasks.length === 0)
+        throw new RlxError(`env "${env.name}" has no train tasks`, {
+          fix: "check the env's args (dataset path, size)",
+        });
     }
     this.envs = envs;
     const total = envs.reduce((sum, env) => sum + env.ratio / env.groupSize, 0);
     this.weights = envs.map((env) => env.ratio / env.groupSize / total);
-    this.state = state ? structuredClone(state) : { cursors: Object.fromEntries(envs.map((env) => [env.name, 0])), rng: hashString(`sampler:${seed}`), groups: 0 };
+    this.state = state
+      ? structuredClone(state)
+      : {
+          cursors: Object.fromEntries(envs.map((env) => [env.name, 0])),
+          rng: hashString(`sampler:${seed}`),
+          groups: 0,
+        };
     for (const env of envs) this.state.cursors[env.name] ??= 0;
   }
 
@@ -110,7 +123,10 @@ export class TaskSampler {
 
   private env(name: string): SamplerEnv {
     const env = this.envs.find((e) => e.name === name);
-    if (!env) throw new RlxError(`the sampler has no env "${name}"`, { fix: "a checkpoint from a run with other envs cannot be resumed with this config" });
+    if (!env)
+      throw new RlxError(`the sampler has no env "${name}"`, {
+        fix: "a checkpoint from a run with other envs cannot be resumed with this config",
+      });
     return env;
   }
 

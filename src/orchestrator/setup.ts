@@ -51,7 +51,12 @@ export interface SetupOptions {
 
 /** Waits until GET {base_url}/models answers. */
 async function waitForEndpoint(model: FrozenModel, timeoutMs: number): Promise<void> {
-  const endpoint = new JsonEndpoint(model.base_url.replace(/\/+$/, ""), { timeoutMs: 5000, retries: 0, backoffMs: 0, concurrency: 4 });
+  const endpoint = new JsonEndpoint(model.base_url.replace(/\/+$/, ""), {
+    timeoutMs: 5000,
+    retries: 0,
+    backoffMs: 0,
+    concurrency: 4,
+  });
   const deadline = performance.now() + timeoutMs;
   let last = "";
   while (performance.now() < deadline) {
@@ -63,18 +68,29 @@ async function waitForEndpoint(model: FrozenModel, timeoutMs: number): Promise<v
       await Bun.sleep(250);
     }
   }
-  throw new EndpointError(`the frozen model "${model.name}" at ${model.base_url} is not reachable after ${Math.round(timeoutMs / 1000)} s (${last})`, {
-    fix: `start it first, e.g. rlx serve --model TEACHER_DIR --port ${new URL(model.base_url).port || 8001}`,
-  });
+  throw new EndpointError(
+    `the frozen model "${model.name}" at ${model.base_url} is not reachable after ${Math.round(timeoutMs / 1000)} s (${last})`,
+    {
+      fix: `start it first, e.g. rlx serve --model TEACHER_DIR --port ${new URL(model.base_url).port || 8001}`,
+    },
+  );
 }
 
 /** One algorithm instance per train env (instances hold per-env state), keyed by env name. */
-export async function createEnvAlgorithms(config: ResolvedConfig, source: string): Promise<{ algorithms: Map<string, Algorithm<any>>; warnings: string[] }> {
+export async function createEnvAlgorithms(
+  config: ResolvedConfig,
+  source: string,
+): Promise<{ algorithms: Map<string, Algorithm<any>>; warnings: string[] }> {
   const algorithms = new Map<string, Algorithm<any>>();
   const warnings: string[] = [];
   const run = runView(config);
   for (const [i, env] of config.orchestrator.train.env.entries()) {
-    const site = { source, path: ["orchestrator", "train", "env", i, "algo"], groupSize: env.group_size, envName: env.name };
+    const site = {
+      source,
+      path: ["orchestrator", "train", "env", i, "algo"],
+      groupSize: env.group_size,
+      envName: env.name,
+    };
     const created = await createAlgorithm(env.algo, site, run);
     algorithms.set(env.name, created.algorithm);
     warnings.push(...created.warnings);
@@ -90,7 +106,9 @@ export async function setupTrainEnvs(o: SetupOptions): Promise<TrainEnv[]> {
     let client = connections.get(key);
     if (!client) {
       const apiKey = model.api_key_var ? process.env[model.api_key_var] : undefined;
-      client = waitForEndpoint(model, o.connectTimeoutMs ?? 60_000).then(() => new OpenAIClient({ model: model.name, baseUrls: [model.base_url], ...(apiKey ? { apiKey } : {}) }));
+      client = waitForEndpoint(model, o.connectTimeoutMs ?? 60_000).then(
+        () => new OpenAIClient({ model: model.name, baseUrls: [model.base_url], ...(apiKey ? { apiKey } : {}) }),
+      );
       connections.set(key, client);
     }
     return client;
@@ -109,7 +127,10 @@ export async function setupTrainEnvs(o: SetupOptions): Promise<TrainEnv[]> {
       connect,
       tokenizer: o.tokenizer,
       renderer: o.renderer,
-      logger: { info: (line) => o.info(`${resolved.name}: ${line}`), warn: (line) => o.warn(`${resolved.name}: ${line}`) },
+      logger: {
+        info: (line) => o.info(`${resolved.name}: ${line}`),
+        warn: (line) => o.warn(`${resolved.name}: ${line}`),
+      },
     };
     await algorithm.setup(ctx);
     const source = algorithm.config.sampling.source;

@@ -22,14 +22,30 @@ export class TrainEval {
   ) {}
 
   /** The evaluator of a config, or undefined without `[orchestrator.eval]`. */
-  static async create(config: ResolvedConfig, policy: PolicyPool, renderer: ChatRenderer): Promise<TrainEval | undefined> {
+  static async create(
+    config: ResolvedConfig,
+    policy: PolicyPool,
+    renderer: ChatRenderer,
+  ): Promise<TrainEval | undefined> {
     const block = config.orchestrator.eval;
     if (!block) return undefined;
     const orch = config.orchestrator;
     const envs = await Promise.all(
       block.env.map(async (entry) => ({
-        ...(await loadEvalTasks({ ...(entry.name ? { name: entry.name } : {}), id: entry.id, args: entry.args, numExamples: block.num_examples, seed: config.seed })),
-        settings: { k: block.k, temperature: entry.temperature ?? orch.temperature, maxTokens: entry.max_tokens ?? orch.max_tokens, seed: config.seed, maxContextTokens: orch.seq_len },
+        ...(await loadEvalTasks({
+          ...(entry.name ? { name: entry.name } : {}),
+          id: entry.id,
+          args: entry.args,
+          numExamples: block.num_examples,
+          seed: config.seed,
+        })),
+        settings: {
+          k: block.k,
+          temperature: entry.temperature ?? orch.temperature,
+          maxTokens: entry.max_tokens ?? orch.max_tokens,
+          seed: config.seed,
+          maxContextTokens: orch.seq_len,
+        },
       })),
     );
     return new TrainEval(envs, block.interval, config.max_steps, policy, renderer);

@@ -48,7 +48,9 @@ export class WeightWatcher {
     try {
       const markers: PublishedStep[] = [];
       for (let step = this.published + 1; existsSync(join(weightsDir(this.runDir, step), PUBLISHED_MARKER)); step++) {
-        markers.push(JSON.parse(readFileSync(join(weightsDir(this.runDir, step), PUBLISHED_MARKER), "utf8")) as PublishedStep);
+        markers.push(
+          JSON.parse(readFileSync(join(weightsDir(this.runDir, step), PUBLISHED_MARKER), "utf8")) as PublishedStep,
+        );
       }
       const newest = markers.at(-1);
       if (!newest) return;

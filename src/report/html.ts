@@ -15,7 +15,8 @@ const ORDER = ["reward", "eval", "loss", "mismatch_kl", "entropy", "throughput",
 
 export function readMetrics(runDir: string): Row[] {
   const path = join(runDir, "metrics.jsonl");
-  if (!existsSync(path)) throw new RlxError(`no metrics.jsonl in ${runDir}`, { fix: "give the output_dir of an rlx train run" });
+  if (!existsSync(path))
+    throw new RlxError(`no metrics.jsonl in ${runDir}`, { fix: "give the output_dir of an rlx train run" });
   const rows: Row[] = [];
   readFileSync(path, "utf8")
     .split("\n")
@@ -25,7 +26,9 @@ export function readMetrics(runDir: string): Row[] {
         const row = JSON.parse(line) as Row;
         if (typeof row.step === "number") rows.push(row);
       } catch {
-        throw new RlxError(`${path}:${i + 1}: not a JSON object`, { fix: "a line was cut by a crash? delete it and run the report again" });
+        throw new RlxError(`${path}:${i + 1}: not a JSON object`, {
+          fix: "a line was cut by a crash? delete it and run the report again",
+        });
       }
     });
   return rows;
@@ -50,8 +53,10 @@ export function families(rows: Row[]): Map<string, Series[]> {
   return new Map([...out].sort(([a], [b]) => rank(a) - rank(b) || a.localeCompare(b)));
 }
 
-const escape = (s: string) => s.replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]!);
-const fmt = (v: number) => (Math.abs(v) >= 1000 || (Math.abs(v) < 0.01 && v !== 0) ? v.toExponential(2) : Number(v.toFixed(3)).toString());
+const escape = (s: string) =>
+  s.replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]!);
+const fmt = (v: number) =>
+  Math.abs(v) >= 1000 || (Math.abs(v) < 0.01 && v !== 0) ? v.toExponential(2) : Number(v.toFixed(3)).toString();
 
 function chart(title: string, series: Series[]): string {
   const [W, H, L, R, T, B] = [560, 240, 60, 12, 24, 28];
@@ -64,10 +69,15 @@ function chart(title: string, series: Series[]): string {
   const lines = series.map((s, i) => {
     const color = COLORS[i % COLORS.length]!;
     const d = s.points.map(([x, y], j) => `${j ? "L" : "M"}${sx(x).toFixed(1)},${sy(y).toFixed(1)}`).join("");
-    const dots = s.points.length === 1 ? `<circle cx="${sx(s.points[0]![0])}" cy="${sy(s.points[0]![1])}" r="3" fill="${color}"/>` : "";
+    const dots =
+      s.points.length === 1
+        ? `<circle cx="${sx(s.points[0]![0])}" cy="${sy(s.points[0]![1])}" r="3" fill="${color}"/>`
+        : "";
     return `<path d="${d}" fill="none" stroke="${color}" stroke-width="1.5"/>${dots}`;
   });
-  const legend = series.map((s, i) => `<span style="color:${COLORS[i % COLORS.length]}">&#9632; ${escape(s.name)}</span>`).join(" ");
+  const legend = series
+    .map((s, i) => `<span style="color:${COLORS[i % COLORS.length]}">&#9632; ${escape(s.name)}</span>`)
+    .join(" ");
   const axes =
     `<line x1="${L}" y1="${H - B}" x2="${W - R}" y2="${H - B}" stroke="#888"/><line x1="${L}" y1="${T}" x2="${L}" y2="${H - B}" stroke="#888"/>` +
     `<text x="${L - 4}" y="${sy(y1) + 4}" text-anchor="end">${fmt(y1)}</text><text x="${L - 4}" y="${sy(y0)}" text-anchor="end">${fmt(y0)}</text>` +

@@ -62,7 +62,7 @@ function raceDeadline<T>(work: Promise<T> | T, deadline: number): Promise<T> {
 
 /** Splits attributed tokens into segments, one per run of tokens of the same message. */
 function appendRendered(rollout: Rollout, tokens: AttributedTokens, sample: number): void {
-  for (let i = 0; i < tokens.tokenIds.length; ) {
+  for (let i = 0; i < tokens.tokenIds.length;) {
     const messageIndex = tokens.messageIndex[i]!;
     let end = i;
     while (end < tokens.tokenIds.length && tokens.messageIndex[end] === messageIndex) end++;
@@ -80,12 +80,20 @@ function appendRendered(rollout: Rollout, tokens: AttributedTokens, sample: numb
 
 function checkCompletion(completion: Completion): void {
   if (completion.logprobs.length !== completion.tokenIds.length) {
-    throw new Error(`sampling client returned ${completion.tokenIds.length} tokens but ${completion.logprobs.length} logprobs`);
+    throw new Error(
+      `sampling client returned ${completion.tokenIds.length} tokens but ${completion.logprobs.length} logprobs`,
+    );
   }
-  if (completion.logprobs.some((lp) => !Number.isFinite(lp) || lp > 1e-6)) throw new Error("sampling client returned a logprob that is not finite and <= 0");
+  if (completion.logprobs.some((lp) => !Number.isFinite(lp) || lp > 1e-6))
+    throw new Error("sampling client returned a logprob that is not finite and <= 0");
 }
 
-async function drive(req: RolloutRequest, rollout: Rollout, counters: Record<string, number>, deadline: number): Promise<void> {
+async function drive(
+  req: RolloutRequest,
+  rollout: Rollout,
+  counters: Record<string, number>,
+  deadline: number,
+): Promise<void> {
   const { env, renderer, task } = req;
   const tokenizer = renderer.tokenizer;
   const maxContext = req.maxContextTokens ?? Number.POSITIVE_INFINITY;
@@ -105,18 +113,24 @@ async function drive(req: RolloutRequest, rollout: Rollout, counters: Record<str
 
   for (let turn = 0; ; turn++) {
     const room = maxContext - sequence.length;
-    if (room <= 0) throw new RolloutLimit(`context limit: the prompt has ${sequence.length} tokens, max_context_tokens is ${maxContext}`);
+    if (room <= 0)
+      throw new RolloutLimit(
+        `context limit: the prompt has ${sequence.length} tokens, max_context_tokens is ${maxContext}`,
+      );
     const { seed } = req.sampling;
-    const completion = await raceDeadline(req.client.complete({
-      promptIds: sequence,
-      maxTokens: Math.min(req.sampling.maxTokens, room),
-      temperature: req.sampling.temperature,
-      topP: req.sampling.topP,
-      topK: req.sampling.topK,
-      stop: tokenizer.stopIds,
-      seed: seed === undefined ? undefined : seed + turn,
-      session: rollout.id,
-    }), deadline);
+    const completion = await raceDeadline(
+      req.client.complete({
+        promptIds: sequence,
+        maxTokens: Math.min(req.sampling.maxTokens, room),
+        temperature: req.sampling.temperature,
+        topP: req.sampling.topP,
+        topK: req.sampling.topK,
+        stop: tokenizer.stopIds,
+        seed: seed === undefined ? undefined : seed + turn,
+        session: rollout.id,
+      }),
+      deadline,
+    );
     checkCompletion(completion);
     finishReasons.push(completion.finishReason);
     if (rollout.numTurns === 0) rollout.policyVersion = completion.policyVersion;
@@ -160,7 +174,10 @@ async function drive(req: RolloutRequest, rollout: Rollout, counters: Record<str
     const nextOptions = { ...options, addGenerationPrompt: !lastTurn };
     const stopId = completion.tokenIds.at(-1);
     const stopText = stopId === undefined ? undefined : tokenizer.tokenString(stopId);
-    const bridged = stopText && tokenizer.stopIds.includes(stopId!) ? renderer.bridge(templateText, messages, assistantIndex, stopText, nextOptions) : null;
+    const bridged =
+      stopText && tokenizer.stopIds.includes(stopId!)
+        ? renderer.bridge(templateText, messages, assistantIndex, stopText, nextOptions)
+        : null;
     if (bridged) {
       appendRendered(rollout, bridged.tokens, sample);
       sequence = [...sequence, ...bridged.tokens.tokenIds];
@@ -204,10 +221,18 @@ export async function runRollout(req: RolloutRequest): Promise<Rollout> {
     const { reward, metrics } = req.env.reward(req.task, rollout);
     if (!Number.isFinite(reward)) throw new Error(`env ${req.envId} returned a non-finite reward (${reward})`);
     rollout.reward = reward;
-    rollout.metrics = { ...counters, num_turns: rollout.numTurns, truncated: rollout.stopReason === "done" ? 0 : 1, ...metrics };
+    rollout.metrics = {
+      ...counters,
+      num_turns: rollout.numTurns,
+      truncated: rollout.stopReason === "done" ? 0 : 1,
+      ...metrics,
+    };
   } catch (err) {
     const message = err instanceof Error ? err.message : String(err);
-    rollout.error = err instanceof RolloutLimit && req.timeoutMs !== undefined && message.includes("timed out") ? `${message} (timeout ${req.timeoutMs} ms)` : message;
+    rollout.error =
+      err instanceof RolloutLimit && req.timeoutMs !== undefined && message.includes("timed out")
+        ? `${message} (timeout ${req.timeoutMs} ms)`
+        : message;
     rollout.stopReason = "error";
     rollout.reward = 0;
     rollout.numSamples = 1 + ((rollout.info.extensionBreaks as unknown[] | undefined)?.length ?? 0);

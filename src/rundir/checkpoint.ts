@@ -45,7 +45,6 @@ export function isCheckpointStep(step: number, config: CheckpointTimingConfig): 
   return step === config.max_steps || (config.ckpt.interval > 0 && step % config.ckpt.interval === 0);
 }
 
-
 function listFiles(dir: string): string[] {
   return readdirSync(dir, { recursive: true, withFileTypes: true })
     .filter((entry) => entry.isFile())
@@ -99,7 +98,8 @@ function completeSteps(runDir: string): number[] {
 /** Deletes all but the newest `keep` checkpoints. */
 export function pruneCheckpoints(runDir: string, keep: number): void {
   const steps = completeSteps(runDir);
-  for (const step of steps.slice(0, Math.max(0, steps.length - keep))) rmSync(checkpointDir(runDir, step), { recursive: true, force: true });
+  for (const step of steps.slice(0, Math.max(0, steps.length - keep)))
+    rmSync(checkpointDir(runDir, step), { recursive: true, force: true });
 }
 
 /** Problems with a checkpoint directory, or [] when it is whole. */
@@ -117,7 +117,8 @@ export function checkCheckpoint(dir: string): string[] {
   for (const [file, size] of Object.entries(manifest.files)) {
     const path = join(dir, file);
     if (!existsSync(path)) problems.push(`${file} is missing`);
-    else if (statSync(path).size !== size) problems.push(`${file} has ${statSync(path).size} bytes, the manifest says ${size}`);
+    else if (statSync(path).size !== size)
+      problems.push(`${file} has ${statSync(path).size} bytes, the manifest says ${size}`);
   }
   for (const required of ["orchestrator.json", "trainer/optimizer.bin", "trainer/model/config.json"]) {
     if (!(required in manifest.files)) problems.push(`${required} is not in the manifest`);
@@ -129,7 +130,10 @@ export function checkCheckpoint(dir: string): string[] {
  * The newest whole checkpoint of a run, or undefined. Partial ones (tmp directories left by a
  * kill, or damaged ones) are reported through `warn` and skipped; tmp directories are deleted.
  */
-export function latestCheckpoint(runDir: string, warn: (message: string) => void): { step: number; dir: string } | undefined {
+export function latestCheckpoint(
+  runDir: string,
+  warn: (message: string) => void,
+): { step: number; dir: string } | undefined {
   const dir = checkpointsDir(runDir);
   if (!existsSync(dir)) return undefined;
   for (const name of readdirSync(dir)) {
@@ -158,7 +162,9 @@ export interface LoadedCheckpoint {
 export function readCheckpoint(dir: string): LoadedCheckpoint {
   const problems = checkCheckpoint(dir);
   if (problems.length > 0) {
-    throw new CheckpointError(`${dir} is not a usable checkpoint: ${problems.join("; ")}`, { fix: "resume from another checkpoint (--resume picks the newest whole one)" });
+    throw new CheckpointError(`${dir} is not a usable checkpoint: ${problems.join("; ")}`, {
+      fix: "resume from another checkpoint (--resume picks the newest whole one)",
+    });
   }
   const manifest = JSON.parse(readFileSync(join(dir, "manifest.json"), "utf8")) as Manifest;
   return {
@@ -184,7 +190,8 @@ export function rewindRunDir(runDir: string, step: number): void {
     if (!existsSync(dir)) continue;
     for (const name of readdirSync(dir)) {
       const match = STEP_FILE.exec(name);
-      if (name.includes(".tmp-") || (match && Number(match[1]) > step)) rmSync(join(dir, name), { recursive: true, force: true });
+      if (name.includes(".tmp-") || (match && Number(match[1]) > step))
+        rmSync(join(dir, name), { recursive: true, force: true });
     }
   }
   const metrics = metricsPath(runDir);

@@ -24,7 +24,18 @@ const MAGIC = "RLXB";
 const FORMAT_VERSION = 1;
 const PREAMBLE = 16;
 
-type ArrayName = "tokenIds" | "sampleLengths" | "lossMask" | "advantages" | "inferenceLogprobs" | "temperatures" | "envIndex" | "refLogprobs" | "rlWeights" | "ceWeights" | "refKlWeights";
+type ArrayName =
+  | "tokenIds"
+  | "sampleLengths"
+  | "lossMask"
+  | "advantages"
+  | "inferenceLogprobs"
+  | "temperatures"
+  | "envIndex"
+  | "refLogprobs"
+  | "rlWeights"
+  | "ceWeights"
+  | "refKlWeights";
 type DType = "i32" | "u8" | "f32";
 
 const ARRAYS: Record<ArrayName, DType> = {
@@ -57,7 +68,14 @@ export interface BatchSample extends PackedSampleInfo {
 
 interface RowHeader {
   tokens: number;
-  samples: Array<{ rollout_id: string; env: string; start: number; length: number; original_length: number; policy_version: number }>;
+  samples: Array<{
+    rollout_id: string;
+    env: string;
+    start: number;
+    length: number;
+    original_length: number;
+    policy_version: number;
+  }>;
   arrays: Partial<Record<ArrayName, ArrayRef>>;
 }
 
@@ -142,9 +160,16 @@ export function encodeStepBatch(batch: StepBatch): Uint8Array {
   return out;
 }
 
-function view(buffer: ArrayBuffer, start: number, ref: ArrayRef, file: string, what: string): Int32Array | Uint8Array | Float32Array {
+function view(
+  buffer: ArrayBuffer,
+  start: number,
+  ref: ArrayRef,
+  file: string,
+  what: string,
+): Int32Array | Uint8Array | Float32Array {
   const size = ref.dtype === "u8" ? 1 : 4;
-  if (start + ref.offset + ref.length * size > buffer.byteLength) throw new BatchFileError(`${file}: ${what} runs past the end of the file (truncated?)`);
+  if (start + ref.offset + ref.length * size > buffer.byteLength)
+    throw new BatchFileError(`${file}: ${what} runs past the end of the file (truncated?)`);
   if (ref.dtype === "i32") return new Int32Array(buffer, start + ref.offset, ref.length);
   if (ref.dtype === "u8") return new Uint8Array(buffer, start + ref.offset, ref.length);
   return new Float32Array(buffer, start + ref.offset, ref.length);
@@ -156,13 +181,19 @@ export function decodeStepBatch(bytes: Uint8Array, file = "step file"): StepBatc
   const buffer = new ArrayBuffer(bytes.byteLength);
   new Uint8Array(buffer).set(bytes);
   if (bytes.byteLength < PREAMBLE || Buffer.from(buffer, 0, 4).toString("ascii") !== MAGIC) {
-    throw new BatchFileError(`${file}: not an rlx step file (bad magic)`, { fix: "step files are written by `rlx train`; delete stray files in batches/" });
+    throw new BatchFileError(`${file}: not an rlx step file (bad magic)`, {
+      fix: "step files are written by `rlx train`; delete stray files in batches/",
+    });
   }
   const dv = new DataView(buffer);
   const version = dv.getUint32(4, true);
-  if (version !== FORMAT_VERSION) throw new BatchFileError(`${file}: step file format ${version}, this rlx reads ${FORMAT_VERSION}`, { fix: "run the trainer and orchestrator from the same rlx build" });
+  if (version !== FORMAT_VERSION)
+    throw new BatchFileError(`${file}: step file format ${version}, this rlx reads ${FORMAT_VERSION}`, {
+      fix: "run the trainer and orchestrator from the same rlx build",
+    });
   const headerBytes = dv.getUint32(8, true);
-  if (PREAMBLE + headerBytes > bytes.byteLength) throw new BatchFileError(`${file}: header runs past the end of the file (truncated?)`);
+  if (PREAMBLE + headerBytes > bytes.byteLength)
+    throw new BatchFileError(`${file}: header runs past the end of the file (truncated?)`);
   const header = JSON.parse(Buffer.from(buffer, PREAMBLE, headerBytes).toString("utf8")) as Header;
   const dataStart = PREAMBLE + headerBytes;
   const rows = header.rows.map((rh, r) => {
@@ -173,9 +204,13 @@ export function decodeStepBatch(bytes: Uint8Array, file = "step file"): StepBatc
         if (OPTIONAL.has(name)) continue;
         throw new BatchFileError(`${file}: row ${r} has no ${name}`);
       }
-      if (ref.dtype !== ARRAYS[name]) throw new BatchFileError(`${file}: row ${r} ${name} is ${ref.dtype}, expected ${ARRAYS[name]}`);
+      if (ref.dtype !== ARRAYS[name])
+        throw new BatchFileError(`${file}: row ${r} ${name} is ${ref.dtype}, expected ${ARRAYS[name]}`);
       const expected = name === "sampleLengths" ? ref.length : rh.tokens;
-      if (ref.length !== expected) throw new BatchFileError(`${file}: row ${r} ${name} has ${ref.length} entries, the row has ${rh.tokens} tokens`);
+      if (ref.length !== expected)
+        throw new BatchFileError(
+          `${file}: row ${r} ${name} has ${ref.length} entries, the row has ${rh.tokens} tokens`,
+        );
       arrays[name] = view(buffer, dataStart, ref, file, `row ${r} ${name}`);
     }
     const samples: BatchSample[] = rh.samples.map((s) => ({
@@ -190,7 +225,13 @@ export function decodeStepBatch(bytes: Uint8Array, file = "step file"): StepBatc
   });
   return {
     step: header.step,
-    packed: { rows, envs: header.envs, counts: header.counts, tokens: header.tokens, truncatedSamples: header.truncated_samples },
+    packed: {
+      rows,
+      envs: header.envs,
+      counts: header.counts,
+      tokens: header.tokens,
+      truncatedSamples: header.truncated_samples,
+    },
     ...(header.state === undefined ? {} : { state: header.state }),
     ...(header.metrics === undefined ? {} : { metrics: header.metrics }),
   };

@@ -63,10 +63,19 @@ export class SftBatches {
   /** Continues from a state read off another batcher over the same examples and options. */
   restore(state: BatchCursorState): void {
     const { epoch, position } = state;
-    if (!Number.isInteger(epoch) || epoch < 0 || !Number.isInteger(position) || position < 0 || position > this.examples.length) {
-      throw new RlxError(`the data cursor {epoch ${epoch}, position ${position}} does not fit a dataset of ${this.examples.length} examples`, {
-        fix: "resume with the data the run was started with",
-      });
+    if (
+      !Number.isInteger(epoch) ||
+      epoch < 0 ||
+      !Number.isInteger(position) ||
+      position < 0 ||
+      position > this.examples.length
+    ) {
+      throw new RlxError(
+        `the data cursor {epoch ${epoch}, position ${position}} does not fit a dataset of ${this.examples.length} examples`,
+        {
+          fix: "resume with the data the run was started with",
+        },
+      );
     }
     this.#state = { epoch, position };
     this.#order = this.#epochOrder(epoch);

@@ -59,7 +59,10 @@ export const sftConfigSchema = z.strictObject({
       seq_len: positiveInt.default(2048),
       threads: runTrainer.threads,
       precision: runTrainer.precision,
-      optim: runTrainer.optim.unwrap().extend({ lr: z.number().positive().default(1e-5) }).prefault({}),
+      optim: runTrainer.optim
+        .unwrap()
+        .extend({ lr: z.number().positive().default(1e-5) })
+        .prefault({}),
       schedule: runTrainer.schedule,
     })
     .prefault({}),
@@ -101,7 +104,11 @@ function checkEvalEnvs(config: SftConfig, source: string): void {
     const path = ["eval", "env", i];
     if (/\.(ts|js|mts|mjs)$/.test(env.id)) return;
     const schema = envArgsSchema(env.id);
-    if (!schema) throw new ConfigError(`${source}: ${keyPath([...path, "id"])}: unknown environment "${env.id}"; built-in: ${listEnvs().join(", ")}`, { fix: "or give the path of a custom env's .ts file" });
+    if (!schema)
+      throw new ConfigError(
+        `${source}: ${keyPath([...path, "id"])}: unknown environment "${env.id}"; built-in: ${listEnvs().join(", ")}`,
+        { fix: "or give the path of a custom env's .ts file" },
+      );
     const parsed = schema.safeParse(env.args);
     if (!parsed.success) throw configError(parsed.error.issues, source, [...path, "args"]);
     env.args = parsed.data as Record<string, unknown>;
@@ -122,7 +129,9 @@ export function loadSftConfig(path: string, overrides: readonly string[] = []): 
   const { path: files, repeat } = parsed.data.data;
   const fileCount = typeof files === "string" ? 1 : files.length;
   if (repeat && repeat.length !== fileCount) {
-    throw new ConfigError(`${source}: data.repeat has ${repeat.length} counts for ${fileCount} data file(s)`, { fix: "give one count per entry of data.path, in the same order" });
+    throw new ConfigError(`${source}: data.repeat has ${repeat.length} counts for ${fileCount} data file(s)`, {
+      fix: "give one count per entry of data.path, in the same order",
+    });
   }
   return parsed.data;
 }

@@ -24,7 +24,8 @@ export interface SftConversation {
 }
 
 const ROLES: readonly Role[] = ["system", "user", "assistant", "tool"];
-const FIX = 'rows look like {"messages": [{"role": "user", "content": "..."}, {"role": "assistant", "content": "..."}]} or {"prompt": "...", "completion": "..."}';
+const FIX =
+  'rows look like {"messages": [{"role": "user", "content": "..."}, {"role": "assistant", "content": "..."}]} or {"prompt": "...", "completion": "..."}';
 
 function fail(where: string, problem: string): never {
   throw new EnvError(`${where}: ${problem}`, { fix: FIX });
@@ -33,10 +34,13 @@ function fail(where: string, problem: string): never {
 function message(value: unknown, where: string, field: string): ChatMessage {
   if (!value || typeof value !== "object" || Array.isArray(value)) fail(where, `${field} is not a message object`);
   const m = value as Record<string, unknown>;
-  if (!ROLES.includes(m.role as Role)) fail(where, `${field}.role must be one of ${ROLES.join(", ")}, got ${JSON.stringify(m.role)}`);
+  if (!ROLES.includes(m.role as Role))
+    fail(where, `${field}.role must be one of ${ROLES.join(", ")}, got ${JSON.stringify(m.role)}`);
   const hasCalls = Array.isArray(m.tool_calls) && m.tool_calls.length > 0;
-  if (typeof m.content !== "string" && !(m.content == null && hasCalls)) fail(where, `${field}.content must be a string`);
-  if (m.tool_calls !== undefined && (m.role !== "assistant" || !Array.isArray(m.tool_calls))) fail(where, `${field}.tool_calls must be a list on an assistant message`);
+  if (typeof m.content !== "string" && !(m.content == null && hasCalls))
+    fail(where, `${field}.content must be a string`);
+  if (m.tool_calls !== undefined && (m.role !== "assistant" || !Array.isArray(m.tool_calls)))
+    fail(where, `${field}.tool_calls must be a list on an assistant message`);
   return { ...(m as unknown as ChatMessage), content: (m.content as string | null) ?? "" };
 }
 
@@ -66,11 +70,15 @@ export function parseRow(line: string, where: string): SftConversation {
     const completion = messages(row.completion, where, "completion", "assistant");
     conversation = { messages: [...prompt, ...completion], tools, targetsFrom: prompt.length, where, env };
   } else {
-    fail(where, `a row needs "messages", or "prompt" and "completion" (it has ${Object.keys(row).join(", ") || "no keys"})`);
+    fail(
+      where,
+      `a row needs "messages", or "prompt" and "completion" (it has ${Object.keys(row).join(", ") || "no keys"})`,
+    );
   }
   const targets = conversation.messages.slice(conversation.targetsFrom).filter((m) => m.role === "assistant").length;
   if (targets === 0) fail(where, "no assistant message to train on");
-  if (conversation.messages[0]?.role === "assistant" && conversation.targetsFrom === 0) fail(where, "the conversation starts with an assistant message; nothing prompts it");
+  if (conversation.messages[0]?.role === "assistant" && conversation.targetsFrom === 0)
+    fail(where, "the conversation starts with an assistant message; nothing prompts it");
   return conversation;
 }
 
@@ -78,7 +86,10 @@ export function parseRow(line: string, where: string): SftConversation {
 export function readSftRows(paths: readonly string[]): SftConversation[] {
   const rows: SftConversation[] = [];
   for (const path of paths) {
-    if (!existsSync(path)) throw new EnvError(`dataset file ${path} does not exist`, { fix: "check data.path (relative to the directory rlx runs in); `rlx env demos ID --out FILE` writes one" });
+    if (!existsSync(path))
+      throw new EnvError(`dataset file ${path} does not exist`, {
+        fix: "check data.path (relative to the directory rlx runs in); `rlx env demos ID --out FILE` writes one",
+      });
     const lines = readFileSync(path, "utf8").split("\n");
     lines.forEach((line, i) => {
       if (line.trim()) rows.push(parseRow(line, `${path}:${i + 1}`));

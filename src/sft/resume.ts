@@ -46,7 +46,11 @@ export function dataFingerprint(examples: readonly SftExample[], config: SftConf
 export const RUN_FILES = ["metrics.jsonl", "checkpoints"];
 
 /** Checks output_dir against --resume / --force before anything is written; returns the checkpoint to continue from. */
-export function checkRunDir(runDir: string, options: SftOptions, warn: (line: string) => void): LoadedCheckpoint | undefined {
+export function checkRunDir(
+  runDir: string,
+  options: SftOptions,
+  warn: (line: string) => void,
+): LoadedCheckpoint | undefined {
   if (options.resume) {
     const latest = latestCheckpoint(runDir, warn);
     if (!latest) {
@@ -68,17 +72,25 @@ export function checkRunDir(runDir: string, options: SftOptions, warn: (line: st
 export function sftState(checkpoint: LoadedCheckpoint, data: DataFingerprint, totalSteps: number): SftState {
   const state = checkpoint.orchestratorState as Partial<SftState> | null;
   if (state?.format !== 1 || state.kind !== "sft" || state.step !== checkpoint.step || !state.batches || !state.data) {
-    throw new ConfigError(`${checkpoint.dir}/orchestrator.json is not an rlx sft state of step ${checkpoint.step}`, { fix: "resume an rlx sft run (rlx train runs resume with rlx train --resume)" });
+    throw new ConfigError(`${checkpoint.dir}/orchestrator.json is not an rlx sft state of step ${checkpoint.step}`, {
+      fix: "resume an rlx sft run (rlx train runs resume with rlx train --resume)",
+    });
   }
   for (const key of ["examples", "hash", "seed", "shuffle"] as const) {
     if (state.data[key] !== data[key]) {
-      throw new ConfigError(`--resume: the data differs from the checkpointed run's (${key}: ${state.data[key]} then, ${data[key]} now), so its order cannot continue`, {
-        fix: "resume with the config and data files the run started with (config.resolved.toml in output_dir), or start over with --force",
-      });
+      throw new ConfigError(
+        `--resume: the data differs from the checkpointed run's (${key}: ${state.data[key]} then, ${data[key]} now), so its order cannot continue`,
+        {
+          fix: "resume with the config and data files the run started with (config.resolved.toml in output_dir), or start over with --force",
+        },
+      );
     }
   }
   if (state.step >= totalSteps) {
-    throw new ConfigError(`--resume: checkpoint ${checkpoint.dir} is at step ${state.step}, and this config trains ${totalSteps} steps`, { fix: "raise trainer.steps (--set trainer.steps=N) to train further" });
+    throw new ConfigError(
+      `--resume: checkpoint ${checkpoint.dir} is at step ${state.step}, and this config trains ${totalSteps} steps`,
+      { fix: "raise trainer.steps (--set trainer.steps=N) to train further" },
+    );
   }
   return state as SftState;
 }

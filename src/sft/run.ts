@@ -76,37 +76,51 @@ export function prepareExamples(renderer: ChatRenderer, paths: string[], seqLen:
     const { tokenIds, ceWeights } = tokenizeConversation(renderer, conv);
     // A row's first token is never predicted, and tokens past seq_len are cut off.
     if (!ceWeights.slice(1, seqLen).some((w) => w !== 0)) {
-      throw new EnvError(`${conv.where}: no target token within the first ${seqLen} tokens (the row has ${tokenIds.length}), so it cannot train`, {
-        fix: "raise trainer.seq_len, or shorten the row's prompt",
-      });
+      throw new EnvError(
+        `${conv.where}: no target token within the first ${seqLen} tokens (the row has ${tokenIds.length}), so it cannot train`,
+        {
+          fix: "raise trainer.seq_len, or shorten the row's prompt",
+        },
+      );
     }
     return { id: conv.where, env: conv.env, tokenIds, ceWeights };
   });
 }
 
 /** Optimizer steps in `epochs` passes over the data at this batch size (a dry run of the batcher). */
-export function stepsForEpochs(examples: readonly SftExample[], options: ConstructorParameters<typeof SftBatches>[1], epochs: number): number {
+export function stepsForEpochs(
+  examples: readonly SftExample[],
+  options: ConstructorParameters<typeof SftBatches>[1],
+  epochs: number,
+): number {
   const batches = new SftBatches(examples, options);
   let steps = 0;
-  while (batches.epochs < epochs - 1e-9) batches.next(), steps++;
+  while (batches.epochs < epochs - 1e-9) (batches.next(), steps++);
   return Math.max(1, steps);
 }
 
-async function evalAll(model: NativeModel, renderer: ChatRenderer, config: SftConfig, envs: Awaited<ReturnType<typeof loadEvalTasks>>[]): Promise<EnvEval[]> {
+async function evalAll(
+  model: NativeModel,
+  renderer: ChatRenderer,
+  config: SftConfig,
+  envs: Awaited<ReturnType<typeof loadEvalTasks>>[],
+): Promise<EnvEval[]> {
   const settings = config.eval!;
   const client = LocalClient.fromModel(model, { maxBatch: 32 });
   try {
     const results: EnvEval[] = [];
     for (const [i, { name, env, tasks }] of envs.entries()) {
       const entry = settings.env[i]!;
-      results.push(await evaluate(client, renderer, name, env, tasks, {
-        k: entry.k ?? settings.k,
-        temperature: entry.temperature ?? settings.temperature,
-        maxTokens: entry.max_tokens ?? settings.max_tokens,
-        greedy: settings.greedy,
-        seed: config.seed,
-        maxContextTokens: client.engine.maxModelLen,
-      }));
+      results.push(
+        await evaluate(client, renderer, name, env, tasks, {
+          k: entry.k ?? settings.k,
+          temperature: entry.temperature ?? settings.temperature,
+          maxTokens: entry.max_tokens ?? settings.max_tokens,
+          greedy: settings.greedy,
+          seed: config.seed,
+          maxContextTokens: client.engine.maxModelLen,
+        }),
+      );
     }
     return results;
   } finally {
@@ -126,21 +140,41 @@ export async function runSft(config: SftConfig, options: SftOptions = {}): Promi
   await loadNative(t.threads);
   const renderer = new ChatRenderer(Tokenizer.load(config.model.path));
   const examples = prepareExamples(renderer, dataPaths(config), t.seq_len);
-  const batchOptions = { batchTokens: t.batch_tokens, seqLen: t.seq_len, seed: config.seed, shuffle: config.data.shuffle };
+  const batchOptions = {
+    batchTokens: t.batch_tokens,
+    seqLen: t.seq_len,
+    seed: config.seed,
+    shuffle: config.data.shuffle,
+  };
   const totalSteps = t.steps ?? stepsForEpochs(examples, batchOptions, t.epochs);
   const data = dataFingerprint(examples, config);
   const resumed = checkpoint && sftState(checkpoint, data, totalSteps);
   const truncatedExamples = examples.filter((e) => e.tokenIds.length > t.seq_len).length;
   const dataTokens = examples.reduce((n, e) => n + e.tokenIds.length, 0);
-  const evalEnvs = config.eval ? await Promise.all(config.eval.env.map((e) => loadEvalTasks({ id: e.id, name: e.name, args: e.args, numExamples: config.eval!.num_examples, seed: config.seed }))) : [];
-  log(`sft: ${examples.length} examples (${dataTokens.toLocaleString("en-US")} tokens, ${truncatedExamples} longer than seq_len ${t.seq_len}), ${totalSteps} steps of ${t.batch_tokens} tokens`);
+  const evalEnvs = config.eval
+    ? await Promise.all(
+        config.eval.env.map((e) =>
+          loadEvalTasks({
+            id: e.id,
+            name: e.name,
+            args: e.args,
+            numExamples: config.eval!.num_examples,
+            seed: config.seed,
+          }),
+        ),
+      )
+    : [];
+  log(
+    `sft: ${examples.length} examples (${dataTokens.toLocaleString("en-US")} tokens, ${truncatedExamples} longer than seq_len ${t.seq_len}), ${totalSteps} steps of ${t.batch_tokens} tokens`,
+  );
 
   // Nothing in output_dir changes until the config, the data and the checkpoint have all checked out.
   if (checkpoint) {
     rewindRunDir(runDir, checkpoint.step);
     log(`sft: resuming after step ${checkpoint.step} from ${checkpoint.dir}`);
   } else if (options.force) {
-    for (const name of [...RUN_FILES, "model", "config.resolved.toml"]) rmSync(join(runDir, name), { recursive: true, force: true });
+    for (const name of [...RUN_FILES, "model", "config.resolved.toml"])
+      rmSync(join(runDir, name), { recursive: true, force: true });
   }
   mkdirSync(runDir, { recursive: true });
   writeFileSync(join(runDir, "config.resolved.toml"), stringifyToml(JSON.parse(JSON.stringify(config))));
@@ -152,7 +186,12 @@ export async function runSft(config: SftConfig, options: SftOptions = {}): Promi
   try {
     if (t.precision === "bf16-autocast") model.setOption("autocast_bf16", true);
     const optim = t.optim;
-    using optimizer = NativeOptimizer.create(model, { beta1: optim.betas[0], beta2: optim.betas[1], eps: optim.eps, weightDecay: optim.weight_decay });
+    using optimizer = NativeOptimizer.create(model, {
+      beta1: optim.betas[0],
+      beta2: optim.betas[1],
+      eps: optim.eps,
+      weightDecay: optim.weight_decay,
+    });
     if (checkpoint) optimizer.loadState(checkpoint.optimizerState());
     const policy = nativePolicy(model, optimizer);
     const batches = new SftBatches(examples, batchOptions);
@@ -161,8 +200,22 @@ export async function runSft(config: SftConfig, options: SftOptions = {}): Promi
       if (evalEnvs.length === 0) return [];
       const started = performance.now();
       const results = await evalAll(model, renderer, config, evalEnvs);
-      record({ step, ...Object.assign({}, ...results.map((r) => evalMetrics(r))), "time/eval": (performance.now() - started) / 1000 });
-      log(`eval  step ${step}: ${results.map((r) => `${r.env} ${Object.entries(r.metrics).filter(([k]) => /pass@1$|^avg@/.test(k)).map(([k, v]) => `${k} ${v.toFixed(3)}`).join(" ")}`).join(" | ")}`);
+      record({
+        step,
+        ...Object.assign({}, ...results.map((r) => evalMetrics(r))),
+        "time/eval": (performance.now() - started) / 1000,
+      });
+      log(
+        `eval  step ${step}: ${results
+          .map(
+            (r) =>
+              `${r.env} ${Object.entries(r.metrics)
+                .filter(([k]) => /pass@1$|^avg@/.test(k))
+                .map(([k, v]) => `${k} ${v.toFixed(3)}`)
+                .join(" ")}`,
+          )
+          .join(" | ")}`,
+      );
       return results;
     };
 
@@ -177,31 +230,76 @@ export async function runSft(config: SftConfig, options: SftOptions = {}): Promi
     for (let step = (resumed?.step ?? 0) + 1; step <= totalSteps; step++) {
       const packed = batches.nextPacked();
       const lr = learningRate(step, optim.lr, t.schedule, totalSteps);
-      const result = trainStep(policy, packed, { lr, maxGradNorm: optim.max_norm, loss: { dppo_mask_low: 0.2, dppo_mask_high: 0.2, adv_tau: 1, kl_tau: 1e-3 } });
+      const result = trainStep(policy, packed, {
+        lr,
+        maxGradNorm: optim.max_norm,
+        loss: { dppo_mask_low: 0.2, dppo_mask_high: 0.2, adv_tau: 1, kl_tau: 1e-3 },
+      });
       const m = result.metrics;
       tokens += packed.tokens;
       trainSeconds += m.seconds!;
       lastNll = m.nll!;
       if (step === 1) firstNll = lastNll;
       const perEnv = Object.fromEntries(Object.entries(result.perEnv).map(([env, e]) => [`nll/${env}`, e.nll!]));
-      record({ step, epoch: batches.epochs, "loss/ce": m["loss/ce"]!, nll: m.nll!, ...(Object.keys(perEnv).length > 1 ? perEnv : {}), "count/ce": m["count/ce"]!, lr, grad_norm: m.grad_norm!, skipped: m.skipped!, tokens: packed.tokens, truncated: packed.truncatedSamples, "throughput/tokens_per_s": m.tokens_per_s!, "time/step": m.seconds! });
-      log(`step ${String(step).padStart(width)}/${totalSteps} | nll ${m.nll!.toFixed(4)} | lr ${fmtLr(lr)} | grad ${m.grad_norm!.toFixed(2)}${m.skipped ? " (skipped: not finite)" : ""} | ${packed.tokens} tok | ${Math.round(m.tokens_per_s!)} tok/s | ${m.seconds!.toFixed(2)} s | epoch ${batches.epochs.toFixed(2)}`);
+      record({
+        step,
+        epoch: batches.epochs,
+        "loss/ce": m["loss/ce"]!,
+        nll: m.nll!,
+        ...(Object.keys(perEnv).length > 1 ? perEnv : {}),
+        "count/ce": m["count/ce"]!,
+        lr,
+        grad_norm: m.grad_norm!,
+        skipped: m.skipped!,
+        tokens: packed.tokens,
+        truncated: packed.truncatedSamples,
+        "throughput/tokens_per_s": m.tokens_per_s!,
+        "time/step": m.seconds!,
+      });
+      log(
+        `step ${String(step).padStart(width)}/${totalSteps} | nll ${m.nll!.toFixed(4)} | lr ${fmtLr(lr)} | grad ${m.grad_norm!.toFixed(2)}${m.skipped ? " (skipped: not finite)" : ""} | ${packed.tokens} tok | ${Math.round(m.tokens_per_s!)} tok/s | ${m.seconds!.toFixed(2)} s | epoch ${batches.epochs.toFixed(2)}`,
+      );
       if (config.eval && (step % config.eval.interval === 0 || step === totalSteps)) evalAfter = await runEval(step);
       // After the step's eval, so a checkpoint's metrics (kept on resume) include the eval of its step.
       // The last step is checkpointed too, so a finished run trains further with --resume --set trainer.steps=N.
       if (config.save.interval > 0 && (step % config.save.interval === 0 || step === totalSteps)) {
         const state: SftState = {
-          format: 1, kind: "sft", step, batches: batches.state, data, tokens, trainSeconds, seconds: (performance.now() - started) / 1000, firstNll, lastNll,
+          format: 1,
+          kind: "sft",
+          step,
+          batches: batches.state,
+          data,
+          tokens,
+          trainSeconds,
+          seconds: (performance.now() - started) / 1000,
+          firstNll,
+          lastNll,
           evalBefore: evalBefore.map((e) => ({ ...e, results: [] })),
         };
         const keep = config.save.keep === 0 ? Number.POSITIVE_INFINITY : config.save.keep;
-        log(`saved ${writeCheckpoint(runDir, step, { model, optimizer, sourceDir: config.model.path, orchestratorState: state, keep })}`);
+        log(
+          `saved ${writeCheckpoint(runDir, step, { model, optimizer, sourceDir: config.model.path, orchestratorState: state, keep })}`,
+        );
       }
     }
     const seconds = (performance.now() - started) / 1000;
     const modelDir = join(runDir, "model");
     saveModel(model, modelDir, { dtype: config.save.dtype, sourceDir: config.model.path });
-    return { steps: totalSteps, seconds, trainSeconds, tokens, examples: examples.length, epochs: batches.epochs, truncatedExamples, firstNll, lastNll, modelDir, outputDir: runDir, evalBefore, evalAfter };
+    return {
+      steps: totalSteps,
+      seconds,
+      trainSeconds,
+      tokens,
+      examples: examples.length,
+      epochs: batches.epochs,
+      truncatedExamples,
+      firstNll,
+      lastNll,
+      modelDir,
+      outputDir: runDir,
+      evalBefore,
+      evalAfter,
+    };
   } finally {
     model.free();
   }

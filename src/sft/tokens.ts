@@ -25,7 +25,13 @@ export interface SftTokens {
 }
 
 /** The [start, end) character range of the assistant turn at `index` that the model generates. */
-function targetRange(renderer: ChatRenderer, conv: SftConversation, index: number, text: string, stops: string[]): [number, number] {
+function targetRange(
+  renderer: ChatRenderer,
+  conv: SftConversation,
+  index: number,
+  text: string,
+  stops: string[],
+): [number, number] {
   const options: RenderOptions = { tools: conv.tools, addGenerationPrompt: true };
   const prompt = renderer.text(conv.messages.slice(0, index), options);
   // The conversation right after this turn was generated: the turn is its last message.
@@ -36,9 +42,12 @@ function targetRange(renderer: ChatRenderer, conv: SftConversation, index: numbe
   const stopEnds = stops.map((stop) => asGenerated.indexOf(stop, from) + stop.length).filter((e) => e > from);
   const end = stopEnds.length > 0 ? Math.min(...stopEnds) : asGenerated.length; // no stop token: the whole turn
   if (!asGenerated.startsWith(prompt) || !text.startsWith(asGenerated.slice(0, end))) {
-    throw new EnvError(`${conv.where}: the chat template renders the turns up to assistant message ${index} differently once later turns follow (it rewrites earlier turns), so what the model generated in that turn cannot be located`, {
-      fix: "put each assistant turn in its own row (prompt = the turns before it, completion = the turn)",
-    });
+    throw new EnvError(
+      `${conv.where}: the chat template renders the turns up to assistant message ${index} differently once later turns follow (it rewrites earlier turns), so what the model generated in that turn cannot be located`,
+      {
+        fix: "put each assistant turn in its own row (prompt = the turns before it, completion = the turn)",
+      },
+    );
   }
   return [prompt.length, end];
 }
@@ -62,12 +71,18 @@ function splitSpans(spans: Span[], cuts: number[]): Span[] {
 /** Renders a conversation and weights its target tokens. */
 export function tokenizeConversation(renderer: ChatRenderer, conv: SftConversation): SftTokens {
   const attributed = renderer.attribute(conv.messages, { tools: conv.tools, addGenerationPrompt: false });
-  const stops = renderer.tokenizer.stopIds.map((id) => renderer.tokenizer.tokenString(id) ?? "").filter((s) => s.length > 0);
+  const stops = renderer.tokenizer.stopIds
+    .map((id) => renderer.tokenizer.tokenString(id) ?? "")
+    .filter((s) => s.length > 0);
   const ranges: Array<[number, number]> = [];
   conv.messages.forEach((m, i) => {
-    if (i >= conv.targetsFrom && m.role === "assistant") ranges.push(targetRange(renderer, conv, i, attributed.text, stops));
+    if (i >= conv.targetsFrom && m.role === "assistant")
+      ranges.push(targetRange(renderer, conv, i, attributed.text, stops));
   });
-  const pieces = splitSpans(attributed.spans, ranges.flat().sort((a, b) => a - b));
+  const pieces = splitSpans(
+    attributed.spans,
+    ranges.flat().sort((a, b) => a - b),
+  );
   const out: SftTokens = { tokenIds: [], ceWeights: [] };
   for (const piece of pieces) {
     if (piece.end <= piece.start) continue;

@@ -72,12 +72,27 @@ export interface RankPlan {
 /** A row of the given samples of `row` (indices into row.samples), repacked in that order. */
 export function sliceRow(row: PackedRow, picks: readonly number[], opts: BalanceOptions = {}): PackedRow {
   const chosen = picks.map((k) => row.samples[k]!);
-  const out = emptyRow(chosen.map((s) => s.length), STREAMS.filter((name) => row[name]), opts);
+  const out = emptyRow(
+    chosen.map((s) => s.length),
+    STREAMS.filter((name) => row[name]),
+    opts,
+  );
   let offset = 0;
   for (const s of chosen) {
     const from = s.start;
     const to = s.start + s.length;
-    for (const name of ["tokenIds", "lossMask", "advantages", "inferenceLogprobs", "temperatures", "envIndex", "refLogprobs", "rlWeights", "ceWeights", "refKlWeights"] as const) {
+    for (const name of [
+      "tokenIds",
+      "lossMask",
+      "advantages",
+      "inferenceLogprobs",
+      "temperatures",
+      "envIndex",
+      "refLogprobs",
+      "rlWeights",
+      "ceWeights",
+      "refKlWeights",
+    ] as const) {
       const src = row[name];
       if (src) out[name]!.set(src.subarray(from, to), offset);
     }
@@ -140,7 +155,8 @@ function sortSets(s: Solution): Solution {
 
 /** Equal-cardinality Karmarkar–Karp over `costs.length` (a multiple of W) items, then swaps. */
 export function balancedPartition(costs: readonly number[], worldSize: number): number[][] {
-  if (costs.length % worldSize !== 0) throw new Error(`balancedPartition: ${costs.length} items do not split evenly over ${worldSize} ranks`);
+  if (costs.length % worldSize !== 0)
+    throw new Error(`balancedPartition: ${costs.length} items do not split evenly over ${worldSize} ranks`);
   const order = costs.map((_, i) => i).sort((x, y) => costs[y]! - costs[x]! || x - y);
   let pool: Solution[] = [];
   for (let g = 0; g < order.length; g += worldSize) {
@@ -192,7 +208,8 @@ function refineBySwaps(sets: { load: number; items: number[] }[], costs: readonl
 
 /** A step's rows over worldSize ranks: aligned, balanced, the same count on every rank. */
 export function balanceStep(step: PackedStep, worldSize: number, cost: CostModel, opts: BalanceOptions = {}): RankPlan {
-  if (!Number.isInteger(worldSize) || worldSize < 1) throw new Error(`worldSize must be a positive integer, got ${worldSize}`);
+  if (!Number.isInteger(worldSize) || worldSize < 1)
+    throw new Error(`worldSize must be a positive integer, got ${worldSize}`);
   const { rows, splits, dummies } = alignRows(step.rows, worldSize, cost, opts);
   const costs = rows.map((row) => rowCost(row, cost));
   const parts = balancedPartition(costs, worldSize);

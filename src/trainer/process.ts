@@ -54,7 +54,6 @@ export interface TrainerOptions {
   store?: StoreSpec;
 }
 
-
 function parentAlive(pid: number | undefined): boolean {
   if (pid === undefined) return true;
   try {
@@ -72,7 +71,8 @@ async function waitForFile(path: string, opts: TrainerOptions): Promise<void> {
     await Bun.sleep(poll);
     if (performance.now() - checked > 500) {
       checked = performance.now();
-      if (!parentAlive(opts.parentPid)) throw new RlxError(`the orchestrator (pid ${opts.parentPid}) is gone; the trainer stops`);
+      if (!parentAlive(opts.parentPid))
+        throw new RlxError(`the orchestrator (pid ${opts.parentPid}) is gone; the trainer stops`);
     }
   }
 }
@@ -86,16 +86,28 @@ function pruneWeights(runDir: string, keep: number, protect: number): void {
     .filter((m): m is RegExpExecArray => m !== null)
     .map((m) => Number(m[1]))
     .sort((a, b) => b - a);
-  for (const step of steps.slice(keep)) if (step !== protect) rmSync(weightsDir(runDir, step), { recursive: true, force: true });
+  for (const step of steps.slice(keep))
+    if (step !== protect) rmSync(weightsDir(runDir, step), { recursive: true, force: true });
 }
 
 /** Joins the ranks' group: blocks until all have joined, or throws after trainer.dist.timeout_s. */
 async function joinGroup(opts: TrainerOptions, rank: number): Promise<ProcessGroup> {
   const t = opts.config.trainer;
-  if (!opts.store) throw new RlxError(`trainer.world_size is ${t.world_size}, but rank ${rank} was given no store to meet the others at`, { fix: "start the ranks with rlx train, or pass --store" });
-  if (!Number.isInteger(rank) || rank < 0 || rank >= t.world_size) throw new RlxError(`rank ${rank} is not in 0..${t.world_size - 1} (trainer.world_size ${t.world_size})`);
+  if (!opts.store)
+    throw new RlxError(
+      `trainer.world_size is ${t.world_size}, but rank ${rank} was given no store to meet the others at`,
+      { fix: "start the ranks with rlx train, or pass --store" },
+    );
+  if (!Number.isInteger(rank) || rank < 0 || rank >= t.world_size)
+    throw new RlxError(`rank ${rank} is not in 0..${t.world_size - 1} (trainer.world_size ${t.world_size})`);
   const backend = t.dist.backend === "auto" ? (t.device.startsWith("cuda") ? "nccl" : "gloo") : t.dist.backend;
-  return ProcessGroup.create({ rank, worldSize: t.world_size, store: opts.store, timeoutMs: t.dist.timeout_s * 1000, backend });
+  return ProcessGroup.create({
+    rank,
+    worldSize: t.world_size,
+    store: opts.store,
+    timeoutMs: t.dist.timeout_s * 1000,
+    backend,
+  });
 }
 
 /** Throws unless every rank restored the same optimizer state (weights: verifyParams). */
@@ -106,7 +118,9 @@ function verifyOptimizerState(group: ProcessGroup, image: Uint8Array): void {
   group.allreduce(low, "min");
   group.allreduce(high, "max");
   if (low[0] !== high[0]) {
-    throw new RlxError(`rank ${group.rank} of ${group.worldSize}: the ranks restored different optimizer states`, { fix: "every rank must read the same checkpoint (a filesystem every node sees)" });
+    throw new RlxError(`rank ${group.rank} of ${group.worldSize}: the ranks restored different optimizer states`, {
+      fix: "every rank must read the same checkpoint (a filesystem every node sees)",
+    });
   }
 }
 
@@ -128,7 +142,12 @@ export async function runTrainer(opts: TrainerOptions): Promise<void> {
   using model = await loadModel(sourceDir, { dtype: "f32", device: t.device });
   if (t.precision === "bf16-autocast") model.setOption("autocast_bf16", true);
   const [beta1, beta2] = t.optim.betas;
-  using optimizer = NativeOptimizer.create(model, { beta1, beta2, eps: t.optim.eps, weightDecay: t.optim.weight_decay });
+  using optimizer = NativeOptimizer.create(model, {
+    beta1,
+    beta2,
+    eps: t.optim.eps,
+    weightDecay: t.optim.weight_decay,
+  });
   if (restored) optimizer.loadState(restored.optimizerState());
   if (group) {
     group.verifyParams(model);
@@ -136,20 +155,29 @@ export async function runTrainer(opts: TrainerOptions): Promise<void> {
   }
   const policy = nativePolicy(model, optimizer);
   const dp = group ? { group, model, cost: costModelOf(model.config) } : null;
-  log(`${who}: ${sourceDir} loaded, training steps ${startStep}..${config.max_steps}${group ? ` (${group.worldSize} ranks, ${group.backend})` : ""}`);
+  log(
+    `${who}: ${sourceDir} loaded, training steps ${startStep}..${config.max_steps}${group ? ` (${group.worldSize} ranks, ${group.backend})` : ""}`,
+  );
 
   for (let step = startStep; step <= config.max_steps; step++) {
     const waitStart = performance.now();
     const file = batchPath(runDir, step);
     await waitForFile(file, opts);
     const batch = readStepBatch(file);
-    if (batch.step !== step) throw new RlxError(`${file} holds step ${batch.step}`, { fix: "the run directory is inconsistent; resume from a checkpoint" });
+    if (batch.step !== step)
+      throw new RlxError(`${file} holds step ${batch.step}`, {
+        fix: "the run directory is inconsistent; resume from a checkpoint",
+      });
     const trainStart = performance.now();
     const lr = learningRate(step, t.optim.lr, t.schedule, config.max_steps);
     const stepOptions = { lr, maxGradNorm: t.optim.max_norm, loss: t.loss };
-    const result = dp ? trainStepOnRank(dp, policy, batch.packed, stepOptions) : trainStep(policy, batch.packed, stepOptions);
+    const result = dp
+      ? trainStepOnRank(dp, policy, batch.packed, stepOptions)
+      : trainStep(policy, batch.packed, stepOptions);
     if (!lead) {
-      log(`${who}: step ${step} loss ${result.metrics.loss?.toFixed(4)} micro_batches ${result.metrics.micro_batches} ${((performance.now() - trainStart) / 1000).toFixed(2)}s`);
+      log(
+        `${who}: step ${step} loss ${result.metrics.loss?.toFixed(4)} micro_batches ${result.metrics.micro_batches} ${((performance.now() - trainStart) / 1000).toFixed(2)}s`,
+      );
       continue;
     }
 
@@ -158,8 +186,15 @@ export async function runTrainer(opts: TrainerOptions): Promise<void> {
     saveModel(model, dir, { dtype: config.model.dtype, sourceDir });
     const checkpointStart = performance.now();
     if (isCheckpointStep(step, config)) {
-      if (batch.state === undefined) throw new RlxError(`${file} has no orchestrator state, but step ${step} is a checkpoint step`);
-      writeCheckpoint(runDir, step, { model, optimizer, sourceDir, orchestratorState: batch.state, keep: config.ckpt.keep });
+      if (batch.state === undefined)
+        throw new RlxError(`${file} has no orchestrator state, but step ${step} is a checkpoint step`);
+      writeCheckpoint(runDir, step, {
+        model,
+        optimizer,
+        sourceDir,
+        orchestratorState: batch.state,
+        keep: config.ckpt.keep,
+      });
     }
     const done = performance.now();
     const marker: PublishedStep = {
@@ -167,7 +202,12 @@ export async function runTrainer(opts: TrainerOptions): Promise<void> {
       orchestrator: batch.metrics ?? {},
       metrics: result.metrics,
       perEnv: result.perEnv,
-      timing: { wait: (trainStart - waitStart) / 1000, train: (publishStart - trainStart) / 1000, publish: (checkpointStart - publishStart) / 1000, checkpoint: (done - checkpointStart) / 1000 },
+      timing: {
+        wait: (trainStart - waitStart) / 1000,
+        train: (publishStart - trainStart) / 1000,
+        publish: (checkpointStart - publishStart) / 1000,
+        checkpoint: (done - checkpointStart) / 1000,
+      },
     };
     // The checkpoint comes before the marker: once the orchestrator sees step N published, a
     // checkpoint due at N is already on disk, so a kill after that point never loses it.
@@ -175,6 +215,8 @@ export async function runTrainer(opts: TrainerOptions): Promise<void> {
     rmSync(file, { force: true });
     pruneWeights(runDir, config.orchestrator.max_async_level + 3, step);
     const m = result.metrics;
-    log(`${who}: step ${step} loss ${m.loss?.toFixed(4)} grad_norm ${m.grad_norm?.toFixed(3)} lr ${lr.toExponential(2)} tokens ${m.tokens} ${marker.timing.train.toFixed(2)}s`);
+    log(
+      `${who}: step ${step} loss ${m.loss?.toFixed(4)} grad_norm ${m.grad_norm?.toFixed(3)} lr ${lr.toExponential(2)} tokens ${m.tokens} ${marker.timing.train.toFixed(2)}s`,
+    );
   }
 }

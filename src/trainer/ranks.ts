@@ -18,7 +18,14 @@ import { RlxError } from "../errors.ts";
 import { type BalanceOptions, balanceStep, type CostModel } from "./balance.ts";
 import type { PackedRow, PackedStep } from "../data/pack.ts";
 import { rowCounts } from "../data/pack.ts";
-import { type Denominators, denominatorsOf, type Policy, type StepOptions, type StepResult, trainStep } from "./step.ts";
+import {
+  type Denominators,
+  denominatorsOf,
+  type Policy,
+  type StepOptions,
+  type StepResult,
+  trainStep,
+} from "./step.ts";
 
 /** The collectives a rank needs (src/native/dist.ts ProcessGroup has them). */
 export interface RankGroup {
@@ -38,7 +45,13 @@ export interface DataParallel {
 }
 
 /** This rank's rows of a step: the same plan on every rank, its own share of it. */
-export function rankRows(step: PackedStep, rank: number, worldSize: number, cost: CostModel, opts: BalanceOptions = {}) {
+export function rankRows(
+  step: PackedStep,
+  rank: number,
+  worldSize: number,
+  cost: CostModel,
+  opts: BalanceOptions = {},
+) {
   const plan = balanceStep(step, worldSize, cost, opts);
   return { rows: plan.ranks[rank]!, plan };
 }

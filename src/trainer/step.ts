@@ -9,7 +9,13 @@
 // The driver talks to a `Policy`, not to the shim: unit tests run it against a pure-TypeScript
 // policy, the end-to-end test and the trainer process against the native model (`nativePolicy` below).
 import type { NativeModel } from "../native/model.ts";
-import { METRIC_FIELDS, type NativeOptimizer, type StepMetrics as MetricSums, type StepResult as RowResult, trainStep as trainNativeRow } from "../native/train.ts";
+import {
+  METRIC_FIELDS,
+  type NativeOptimizer,
+  type StepMetrics as MetricSums,
+  type StepResult as RowResult,
+  trainStep as trainNativeRow,
+} from "../native/train.ts";
 import type { ComponentCounts, PackedRow, PackedStep } from "../data/pack.ts";
 import { stepCounts } from "../data/pack.ts";
 
@@ -134,7 +140,15 @@ export function trainStep(policy: Policy, step: PackedStep, opts: StepOptions): 
 export function nativePolicy(model: NativeModel, optimizer: NativeOptimizer): Policy {
   return {
     trainRow(row, numEnvs, n, loss) {
-      const settings = { nRl: n.rl, nCe: n.ce, nRefKl: n.refKl, dppoMaskLow: loss.dppo_mask_low, dppoMaskHigh: loss.dppo_mask_high, advTau: loss.adv_tau, klTau: loss.kl_tau };
+      const settings = {
+        nRl: n.rl,
+        nCe: n.ce,
+        nRefKl: n.refKl,
+        dppoMaskLow: loss.dppo_mask_low,
+        dppoMaskHigh: loss.dppo_mask_high,
+        advTau: loss.adv_tau,
+        klTau: loss.kl_tau,
+      };
       return trainNativeRow(model, row, settings, numEnvs);
     },
     optimizerStep(lr, maxGradNorm) {

@@ -12,13 +12,27 @@ import { microModelDir } from "../fixtures/serve_model.ts";
 const ROOT = join(import.meta.dir, "../..");
 
 async function rlx(args: string[]) {
-  const proc = Bun.spawn([process.execPath, join(ROOT, "src/main.ts"), ...args], { cwd: ROOT, stdout: "pipe", stderr: "pipe" });
-  const [out, err, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+  const proc = Bun.spawn([process.execPath, join(ROOT, "src/main.ts"), ...args], {
+    cwd: ROOT,
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  const [out, err, code] = await Promise.all([
+    new Response(proc.stdout).text(),
+    new Response(proc.stderr).text(),
+    proc.exited,
+  ]);
   return { code, out, err };
 }
 
 interface Report {
-  envs: Array<{ env: string; tasks: number; k: number; metrics: Record<string, number>; results: Array<{ taskId: string; rewards: number[]; firstReply: string }> }>;
+  envs: Array<{
+    env: string;
+    tasks: number;
+    k: number;
+    metrics: Record<string, number>;
+    results: Array<{ taskId: string; rewards: number[]; firstReply: string }>;
+  }>;
 }
 
 let dir: string;
@@ -38,7 +52,10 @@ afterAll(async () => {
 const COMMON = ["--env", "math", "--n", "4", "--max-tokens", "24", "--json"];
 
 test("in-process and served evals agree completion for completion (greedy and seeded sampling)", async () => {
-  for (const flags of [["--temperature", "0", "--k", "1", "--no-greedy"], ["--temperature", "1", "--k", "3", "--seed", "5"]]) {
+  for (const flags of [
+    ["--temperature", "0", "--k", "1", "--no-greedy"],
+    ["--temperature", "1", "--k", "3", "--seed", "5"],
+  ]) {
     const local = await rlx(["eval", "--model", model, ...COMMON, ...flags]);
     const served = await rlx(["eval", "--base-url", `${server.url}/v1`, "--tokenizer", model, ...COMMON, ...flags]);
     expect(local.code).toBe(0);
@@ -76,7 +93,21 @@ test("table output, --out file, two envs (one a custom env file)", async () => {
   const out = join(dir, "eval.json");
   const short = join(dir, "short.ts");
   writeFileSync(short, SHORT_ENV);
-  const run = await rlx(["eval", "--model", model, "--env", `math,${short}`, "--n", "2", "--k", "2", "--max-tokens", "8", "--out", out]);
+  const run = await rlx([
+    "eval",
+    "--model",
+    model,
+    "--env",
+    `math,${short}`,
+    "--n",
+    "2",
+    "--k",
+    "2",
+    "--max-tokens",
+    "8",
+    "--out",
+    out,
+  ]);
   expect(run.code).toBe(0);
   expect(run.out).toMatch(/^env\s+tasks\s+k\s+avg@k\s+pass@1\s+pass@k\s+greedy@1\s+errors\s+time\n/);
   expect(run.out).toMatch(/\nmath\s+2\s+2\s+/);
@@ -85,7 +116,9 @@ test("table output, --out file, two envs (one a custom env file)", async () => {
   const report = JSON.parse(readFileSync(out, "utf8")) as Report & { settings: Record<string, unknown> };
   expect(report.envs.map((e) => e.env)).toEqual(["math", "short"]);
   expect(report.settings).toMatchObject({ n: 2, k: 2, max_tokens: 8, greedy: true });
-  expect(Object.keys(report.envs[0]!.metrics)).toEqual(expect.arrayContaining(["avg@2", "pass@1", "pass@2", "greedy/pass@1", "error_rate"]));
+  expect(Object.keys(report.envs[0]!.metrics)).toEqual(
+    expect.arrayContaining(["avg@2", "pass@1", "pass@2", "greedy/pass@1", "error_rate"]),
+  );
 }, 120_000);
 
 test("clear errors: no model, an endpoint nobody answers, bad flags", async () => {
@@ -96,7 +129,19 @@ test("clear errors: no model, an endpoint nobody answers, bad flags", async () =
   const noList = await rlx(["eval", "--base-url", dead, "--tokenizer", model, "--n", "1", "--k", "1"]);
   expect(noList.code).toBe(1);
   expect(noList.err).toContain(`${dead}/models`);
-  const noAnswers = await rlx(["eval", "--base-url", dead, "--served-model", "m", "--tokenizer", model, "--n", "1", "--k", "1"]);
+  const noAnswers = await rlx([
+    "eval",
+    "--base-url",
+    dead,
+    "--served-model",
+    "m",
+    "--tokenizer",
+    model,
+    "--n",
+    "1",
+    "--k",
+    "1",
+  ]);
   expect(noAnswers.code).toBe(1);
   expect(noAnswers.err).toMatch(/every math rollout failed; the first: .*connection failed/);
   const noTokenizer = await rlx(["eval", "--base-url", dead]);

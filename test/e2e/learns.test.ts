@@ -28,22 +28,31 @@ const STEPS = 12;
 const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
 
 test("GRPO from scratch (calibration recipe: groups of 8 at temperature 1, AdamW 1e-4): the reward rises", async () => {
-  const { path, runDir } = writeConfig(ws, "learns", [
-    `max_steps = ${STEPS}\nseed = 0`,
-    "[trainer.optim]\nlr = 1e-4\nweight_decay = 0.0",
-    "[orchestrator]\nbatch_size = 128\ngroup_size = 8\nseq_len = 512\nmax_tokens = 16",
-    `[[orchestrator.train.env]]\nid = ${JSON.stringify(ws.lettersEnv)}\nname = "letters"`,
-    `[inference]\nport = ${freePort()}\nmax_batch = 128`,
-  ].join("\n"));
+  const { path, runDir } = writeConfig(
+    ws,
+    "learns",
+    [
+      `max_steps = ${STEPS}\nseed = 0`,
+      "[trainer.optim]\nlr = 1e-4\nweight_decay = 0.0",
+      "[orchestrator]\nbatch_size = 128\ngroup_size = 8\nseq_len = 512\nmax_tokens = 16",
+      `[[orchestrator.train.env]]\nid = ${JSON.stringify(ws.lettersEnv)}\nname = "letters"`,
+      `[inference]\nport = ${freePort()}\nmax_batch = 128`,
+    ].join("\n"),
+  );
   const run = await rlx(["train", path]).done;
   expect(run.err).not.toContain("error:");
   expect(run.code).toBe(0);
 
-  const rewards_S = readMetrics(runDir).filter((r) => "reward" in r).map((r) => r.reward!);
+  const rewards_S = readMetrics(runDir)
+    .filter((r) => "reward" in r)
+    .map((r) => r.reward!);
   expect(rewards_S).toHaveLength(STEPS);
   const report = `rewards by step: ${rewards_S.map((r) => r.toFixed(3)).join(" ")}`;
   console.log(report);
   // The last three steps beat the first three by a margin, and the climb is not one lucky step.
   expect(mean(rewards_S.slice(-3)) - mean(rewards_S.slice(0, 3)), report).toBeGreaterThanOrEqual(0.08);
-  expect(rewards_S.slice(-3).every((r) => r > Math.max(...rewards_S.slice(0, 3))), report).toBe(true);
+  expect(
+    rewards_S.slice(-3).every((r) => r > Math.max(...rewards_S.slice(0, 3))),
+    report,
+  ).toBe(true);
 }, 180_000);

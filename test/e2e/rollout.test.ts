@@ -42,9 +42,18 @@ const COMPACT_CHATML = [
 
 // A micro Qwen3-layout model over the byte vocabulary: big enough to memorize one conversation.
 const CONFIG = {
-  model_type: "qwen3", vocab_size: 320, hidden_size: 64, intermediate_size: 256, num_hidden_layers: 2,
-  num_attention_heads: 4, num_key_value_heads: 2, head_dim: 16, rms_norm_eps: 1e-6, rope_theta: 10000,
-  max_position_embeddings: 4096, tie_word_embeddings: true,
+  model_type: "qwen3",
+  vocab_size: 320,
+  hidden_size: 64,
+  intermediate_size: 256,
+  num_hidden_layers: 2,
+  num_attention_heads: 4,
+  num_key_value_heads: 2,
+  head_dim: 16,
+  rms_norm_eps: 1e-6,
+  rope_theta: 10000,
+  max_position_embeddings: 4096,
+  tie_word_embeddings: true,
 };
 
 let dir: string;
@@ -81,8 +90,13 @@ function fineTune(messages: ChatMessage[]): number {
   });
   const nCe = ceWeights.reduce((a, b) => a + b, 0);
   const row = {
-    tokenIds: Int32Array.from(rendered.tokenIds), sampleLengths: Int32Array.from([T]), lossMask: new Uint8Array(T),
-    advantages: new Float32Array(T), inferenceLogprobs: new Float32Array(T), temperatures: new Float32Array(T).fill(1), ceWeights,
+    tokenIds: Int32Array.from(rendered.tokenIds),
+    sampleLengths: Int32Array.from([T]),
+    lossMask: new Uint8Array(T),
+    advantages: new Float32Array(T),
+    inferenceLogprobs: new Float32Array(T),
+    temperatures: new Float32Array(T).fill(1),
+    ceWeights,
   };
   using optimizer = NativeOptimizer.create(model, { weightDecay: 0 });
   let loss = Number.POSITIVE_INFINITY;
@@ -141,7 +155,13 @@ describe("rollout against a tiny real model", () => {
   test("a multi-turn forth episode gives a well-formed record whose logprobs the model reproduces", async () => {
     const client = new Recording(new LocalSamplingClient(model, 4));
     const rollout = await runRollout({
-      id: "e2e", groupId: "g", envId: "forth", env, task, client, renderer,
+      id: "e2e",
+      groupId: "g",
+      envId: "forth",
+      env,
+      task,
+      client,
+      renderer,
       sampling: { maxTokens: 160, temperature: 0, topP: 1, topK: 0 },
     });
     expect(rollout.error).toBeUndefined();
@@ -158,7 +178,8 @@ describe("rollout against a tiny real model", () => {
     const [prefill] = await client.score([sequence]);
     let at = 0;
     for (const segment of rollout.segments) {
-      if (segment.sampled) segment.logprobs!.forEach((lp, i) => expect(Math.abs(prefill![at + i]! - lp)).toBeLessThan(1e-3));
+      if (segment.sampled)
+        segment.logprobs!.forEach((lp, i) => expect(Math.abs(prefill![at + i]! - lp)).toBeLessThan(1e-3));
       at += segment.tokenIds.length;
     }
   }, 60_000);
@@ -167,7 +188,13 @@ describe("rollout against a tiny real model", () => {
     for (const seed of [1, 2]) {
       const client = new Recording(new LocalSamplingClient(model, 0));
       const rollout = await runRollout({
-        id: `t1-${seed}`, groupId: "g", envId: "forth", env, task, client, renderer,
+        id: `t1-${seed}`,
+        groupId: "g",
+        envId: "forth",
+        env,
+        task,
+        client,
+        renderer,
         sampling: { maxTokens: 96, temperature: 1, topP: 0.95, topK: 0, seed },
       });
       expect(rollout.error).toBeUndefined();
@@ -177,12 +204,33 @@ describe("rollout against a tiny real model", () => {
   }, 60_000);
 
   test("a rollout whose tool throws is recorded as an error, not a crash", async () => {
-    const broken: Env = { ...env, tools: [{ spec: env.tools[0]!.spec, run: () => { throw new Error("interpreter process died"); } }] };
+    const broken: Env = {
+      ...env,
+      tools: [
+        {
+          spec: env.tools[0]!.spec,
+          run: () => {
+            throw new Error("interpreter process died");
+          },
+        },
+      ],
+    };
     const rollout = await runRollout({
-      id: "broken", groupId: "g", envId: "forth", env: broken, task, client: new LocalSamplingClient(model), renderer,
+      id: "broken",
+      groupId: "g",
+      envId: "forth",
+      env: broken,
+      task,
+      client: new LocalSamplingClient(model),
+      renderer,
       sampling: { maxTokens: 160, temperature: 0, topP: 1, topK: 0 },
     });
-    expect([rollout.error, rollout.stopReason, rollout.reward, rollout.metrics.error]).toEqual(["interpreter process died", "error", 0, 1]);
+    expect([rollout.error, rollout.stopReason, rollout.reward, rollout.metrics.error]).toEqual([
+      "interpreter process died",
+      "error",
+      0,
+      1,
+    ]);
     expect(rollout.numTurns).toBe(1);
     expect(rollout.segments.filter((s) => s.sampled)[0]!.logprobs!.length).toBeGreaterThan(0);
   }, 60_000);

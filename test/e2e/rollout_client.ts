@@ -21,7 +21,12 @@ export class LocalSamplingClient implements SamplingClient {
       seed: request.seed ?? 0,
       stopTokenIds: request.stop,
     });
-    return { tokenIds: completion!.tokens, logprobs: completion!.logprobs, finishReason: completion!.finish, policyVersion: this.policyVersion };
+    return {
+      tokenIds: completion!.tokens,
+      logprobs: completion!.logprobs,
+      finishReason: completion!.finish,
+      policyVersion: this.policyVersion,
+    };
   }
 
   async score(sequences: number[][]): Promise<number[][]> {

@@ -24,7 +24,16 @@ const MODEL = "micro";
 
 beforeAll(async () => {
   dir = await microModelDir({ seed: 3 });
-  serve = await startServe(["--model", dir, "--served-model-name", MODEL, "--max-batch", "64", "--max-model-len", "256"]);
+  serve = await startServe([
+    "--model",
+    dir,
+    "--served-model-name",
+    MODEL,
+    "--max-batch",
+    "64",
+    "--max-model-len",
+    "256",
+  ]);
   client = new OpenAI({ baseURL: `${serve.url}/v1`, apiKey: "unused", maxRetries: 0 });
   model = await loadModel(dir);
   tokenizer = Tokenizer.load(dir);
@@ -37,7 +46,11 @@ afterAll(async () => {
 
 /** POST JSON, expect 200, return the body (for vLLM fields the openai types do not know). */
 async function post(path: string, body: Record<string, unknown>): Promise<any> {
-  const response = await fetch(`${serve.url}${path}`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ model: MODEL, ...body }) });
+  const response = await fetch(`${serve.url}${path}`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ model: MODEL, ...body }),
+  });
   const json = await response.json();
   if (response.status !== 200) throw new Error(`${path}: ${response.status} ${JSON.stringify(json)}`);
   return json;
@@ -48,31 +61,56 @@ const PROMPTS = [[72, 101, 108, 108, 111], [1, 2, 3], Array.from({ length: 40 },
 
 describe("completions", () => {
   test("text prompt with logprobs: one logprob per token, usage counts the tokens", async () => {
-    const out = await client.completions.create({ model: MODEL, prompt: "Hello there", max_tokens: 12, logprobs: 0, seed: 1 });
+    const out = await client.completions.create({
+      model: MODEL,
+      prompt: "Hello there",
+      max_tokens: 12,
+      logprobs: 0,
+      seed: 1,
+    });
     const choice = out.choices[0]!;
     expect(out.object).toBe("text_completion");
     expect(choice.finish_reason).toBe("length");
     expect(choice.logprobs!.token_logprobs!.length).toBe(12);
     expect(choice.logprobs!.token_logprobs!.every((lp) => lp <= 0 && Number.isFinite(lp))).toBe(true);
-    expect(out.usage).toEqual({ prompt_tokens: tokenizer.encode("Hello there").length, completion_tokens: 12, total_tokens: tokenizer.encode("Hello there").length + 12 });
+    expect(out.usage).toEqual({
+      prompt_tokens: tokenizer.encode("Hello there").length,
+      completion_tokens: 12,
+      total_tokens: tokenizer.encode("Hello there").length + 12,
+    });
     expect((out as any).policy_version).toBe(0);
   });
 
   test("sampling logprobs equal the trainer's logprobs for the same tokens (mismatch_kl < 1e-6)", async () => {
-    for (const [temperature, top_p, top_k] of [[1, 1, -1], [0.7, 0.9, 20], [0, 1, -1]] as const) {
-      const out = await post("/v1/completions", { prompt: PROMPTS, max_tokens: 24, temperature, top_p, top_k, seed: 11, logprobs: 0, return_tokens_as_token_ids: true });
+    for (const [temperature, top_p, top_k] of [
+      [1, 1, -1],
+      [0.7, 0.9, 20],
+      [0, 1, -1],
+    ] as const) {
+      const out = await post("/v1/completions", {
+        prompt: PROMPTS,
+        max_tokens: 24,
+        temperature,
+        top_p,
+        top_k,
+        seed: 11,
+        logprobs: 0,
+        return_tokens_as_token_ids: true,
+      });
       for (const choice of out.choices) {
         const prompt = PROMPTS[choice.index]!;
         const completion = ids(choice.logprobs.tokens);
         const lps: number[] = choice.logprobs.token_logprobs;
         const T = prompt.length + completion.length;
-        const t = temperature || 1;  // greedy reports temperature-1 logprobs
+        const t = temperature || 1; // greedy reports temperature-1 logprobs
         const row = {
           tokenIds: Int32Array.from([...prompt, ...completion]),
           sampleLengths: Int32Array.of(T),
           lossMask: Uint8Array.from({ length: T }, (_, i) => (i >= prompt.length ? 1 : 0)),
           advantages: new Float32Array(T),
-          inferenceLogprobs: Float32Array.from({ length: T }, (_, i) => (i >= prompt.length ? lps[i - prompt.length]! : 0)),
+          inferenceLogprobs: Float32Array.from({ length: T }, (_, i) =>
+            i >= prompt.length ? lps[i - prompt.length]! : 0,
+          ),
           temperatures: new Float32Array(T).fill(t),
         };
         const { all } = trainStep(model, row, { nRl: completion.length, nCe: 1, nRefKl: 1 });
@@ -100,14 +138,21 @@ describe("completions", () => {
   });
 
   test("seeds reproduce outputs; another seed gives another output", async () => {
-    const run = (seed: number) => client.completions.create({ model: MODEL, prompt: "seeded", max_tokens: 16, temperature: 1, seed });
+    const run = (seed: number) =>
+      client.completions.create({ model: MODEL, prompt: "seeded", max_tokens: 16, temperature: 1, seed });
     const [a, b, c] = await Promise.all([run(5), run(5), run(6)]);
     expect(b.choices[0]!.text).toBe(a.choices[0]!.text);
     expect(c.choices[0]!.text).not.toBe(a.choices[0]!.text);
   });
 
   test("n > 1: n choices with their own indices and samples, usage sums them", async () => {
-    const out = await client.completions.create({ model: MODEL, prompt: ["one", "two"], n: 3, max_tokens: 10, seed: 2 });
+    const out = await client.completions.create({
+      model: MODEL,
+      prompt: ["one", "two"],
+      n: 3,
+      max_tokens: 10,
+      seed: 2,
+    });
     expect(out.choices.map((c) => c.index).sort()).toEqual([0, 1, 2, 3, 4, 5]);
     expect(new Set(out.choices.slice(0, 3).map((c) => c.text)).size).toBeGreaterThan(1);
     expect(out.usage!.completion_tokens).toBe(60);
@@ -115,20 +160,40 @@ describe("completions", () => {
   });
 
   test("stop strings cut the text before the stop; stop token ids end the tokens at the stop token", async () => {
-    const base = await post("/v1/completions", { prompt: [65, 66], max_tokens: 32, seed: 9, logprobs: 0, return_tokens_as_token_ids: true });
+    const base = await post("/v1/completions", {
+      prompt: [65, 66],
+      max_tokens: 32,
+      seed: 9,
+      logprobs: 0,
+      return_tokens_as_token_ids: true,
+    });
     const text: string = base.choices[0].text;
     const tokens = ids(base.choices[0].logprobs.tokens);
     const at = [...text].findIndex((ch, i) => i >= 1 && ch !== "\uFFFD");
     expect(at).toBeGreaterThan(0);
     const stop = [...text][at]!;
-    const cut = await client.completions.create({ model: MODEL, prompt: [65, 66], max_tokens: 32, seed: 9, stop: [stop, "never-appears"] });
+    const cut = await client.completions.create({
+      model: MODEL,
+      prompt: [65, 66],
+      max_tokens: 32,
+      seed: 9,
+      stop: [stop, "never-appears"],
+    });
     expect(cut.choices[0]!.text).toBe(text.slice(0, text.indexOf(stop)));
     expect(cut.choices[0]!.finish_reason).toBe("stop");
     expect((cut.choices[0] as any).stop_reason).toBe(stop);
 
     const stopId = tokens[4]!;
     const first = tokens.indexOf(stopId);
-    const byId = await post("/v1/completions", { prompt: [65, 66], max_tokens: 32, seed: 9, logprobs: 0, return_tokens_as_token_ids: true, stop_token_ids: [stopId], ignore_eos: true });
+    const byId = await post("/v1/completions", {
+      prompt: [65, 66],
+      max_tokens: 32,
+      seed: 9,
+      logprobs: 0,
+      return_tokens_as_token_ids: true,
+      stop_token_ids: [stopId],
+      ignore_eos: true,
+    });
     expect(ids(byId.choices[0].logprobs.tokens)).toEqual(tokens.slice(0, first + 1));
     expect(byId.choices[0].finish_reason).toBe("stop");
     expect(byId.choices[0].stop_reason).toBe(stopId);
@@ -137,12 +202,16 @@ describe("completions", () => {
   test("streaming: the deltas add up to the non-streamed text, the last chunk has the finish reason", async () => {
     const request = { model: MODEL, prompt: "stream me", max_tokens: 20, seed: 4 };
     const whole = await client.completions.create(request);
-    const stream = await client.completions.create({ ...request, stream: true, stream_options: { include_usage: true } });
+    const stream = await client.completions.create({
+      ...request,
+      stream: true,
+      stream_options: { include_usage: true },
+    });
     let text = "";
     let finish: string | null = null;
     let usage;
     for await (const chunk of stream) {
-      for (const c of chunk.choices) (text += c.text), (finish = c.finish_reason ?? finish);
+      for (const c of chunk.choices) ((text += c.text), (finish = c.finish_reason ?? finish));
       if (chunk.usage) usage = chunk.usage;
     }
     expect(text).toBe(whole.choices[0]!.text);
@@ -158,7 +227,13 @@ describe("chat completions", () => {
   ];
 
   test("rendered with the chat template; streamed deltas equal the whole message", async () => {
-    const whole = await client.chat.completions.create({ model: MODEL, messages, max_tokens: 16, seed: 8, logprobs: true });
+    const whole = await client.chat.completions.create({
+      model: MODEL,
+      messages,
+      max_tokens: 16,
+      seed: 8,
+      logprobs: true,
+    });
     const choice = whole.choices[0]!;
     expect(whole.object).toBe("chat.completion");
     expect(choice.message.role).toBe("assistant");
@@ -167,7 +242,13 @@ describe("chat completions", () => {
     expect(choice.logprobs!.content!.length).toBe(whole.usage!.completion_tokens);
     if (choice.finish_reason === "stop") expect(choice.message.content).not.toContain("<|im_end|>");
 
-    const stream = await client.chat.completions.create({ model: MODEL, messages, max_tokens: 16, seed: 8, stream: true });
+    const stream = await client.chat.completions.create({
+      model: MODEL,
+      messages,
+      max_tokens: 16,
+      seed: 8,
+      stream: true,
+    });
     let content = "";
     let role;
     for await (const chunk of stream) {
@@ -186,7 +267,15 @@ describe("chat completions", () => {
 });
 
 test("64 concurrent requests complete correctly, and faster than 64 sequential ones", async () => {
-  const request = (i: number) => post("/v1/completions", { prompt: [10 + i, 20, 30], max_tokens: 8, seed: 100 + i, logprobs: 0, return_tokens_as_token_ids: true, ignore_eos: true });
+  const request = (i: number) =>
+    post("/v1/completions", {
+      prompt: [10 + i, 20, 30],
+      max_tokens: 8,
+      seed: 100 + i,
+      logprobs: 0,
+      return_tokens_as_token_ids: true,
+      ignore_eos: true,
+    });
   let t0 = performance.now();
   const sequential: any[] = [];
   for (let i = 0; i < 64; i++) sequential.push(await request(i));
@@ -194,7 +283,9 @@ test("64 concurrent requests complete correctly, and faster than 64 sequential o
   t0 = performance.now();
   const concurrent = await Promise.all(Array.from({ length: 64 }, (_, i) => request(i)));
   const concurrentMs = performance.now() - t0;
-  console.log(`64 requests x 8 tokens: sequential ${sequentialMs.toFixed(0)} ms, concurrent ${concurrentMs.toFixed(0)} ms, ratio ${(sequentialMs / concurrentMs).toFixed(1)}x`);
+  console.log(
+    `64 requests x 8 tokens: sequential ${sequentialMs.toFixed(0)} ms, concurrent ${concurrentMs.toFixed(0)} ms, ratio ${(sequentialMs / concurrentMs).toFixed(1)}x`,
+  );
   concurrent.forEach((out, i) => {
     expect(out.choices[0].logprobs.tokens.length).toBe(8);
     expect(out.choices[0].logprobs.tokens).toEqual(sequential[i].choices[0].logprobs.tokens);
@@ -205,7 +296,10 @@ test("SIGTERM drains: streams in flight finish, then the process exits 0", async
   const other = await startServe(["--model", dir, "--max-batch", "4", "--max-model-len", "256"]);
   const streams = await Promise.all(
     Array.from({ length: 3 }, async (_, i) => {
-      const response = await fetch(`${other.url}/v1/completions`, { method: "POST", body: JSON.stringify({ prompt: [i + 1], max_tokens: 120, stream: true, ignore_eos: true }) });
+      const response = await fetch(`${other.url}/v1/completions`, {
+        method: "POST",
+        body: JSON.stringify({ prompt: [i + 1], max_tokens: 120, stream: true, ignore_eos: true }),
+      });
       const reader = response.body!.getReader();
       const first = await reader.read();
       return { reader, text: new TextDecoder().decode(first.value) };

@@ -15,7 +15,12 @@ export interface ServeProcess {
 }
 
 export async function startServe(args: string[], timeoutMs = 30_000): Promise<ServeProcess> {
-  const proc = Bun.spawn([process.execPath, join(ROOT, "src/main.ts"), "serve", "--port", "0", ...args], { cwd: ROOT, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+  const proc = Bun.spawn([process.execPath, join(ROOT, "src/main.ts"), "serve", "--port", "0", ...args], {
+    cwd: ROOT,
+    stdin: "ignore",
+    stdout: "pipe",
+    stderr: "pipe",
+  });
   let text = "";
   const pump = async (stream: ReadableStream<Uint8Array>) => {
     const decoder = new TextDecoder();
@@ -28,7 +33,8 @@ export async function startServe(args: string[], timeoutMs = 30_000): Promise<Se
   while (url === undefined) {
     const match = /on (http:\/\/[^\s]+)\/v1/.exec(text);
     if (match) url = match[1];
-    else if (proc.exitCode !== null || Date.now() > deadline) throw new Error(`rlx serve did not start (exit ${proc.exitCode}):\n${text}`);
+    else if (proc.exitCode !== null || Date.now() > deadline)
+      throw new Error(`rlx serve did not start (exit ${proc.exitCode}):\n${text}`);
     else await Bun.sleep(20);
   }
   return {

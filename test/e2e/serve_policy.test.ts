@@ -25,7 +25,19 @@ beforeAll(async () => {
     await microModelDir({ seed: 10 + step, dir: weights(step) });
     models.set(step, await loadModel(weights(step)));
   }
-  serve = await startServe(["--model", weights(0), "--served-model-name", "policy", "--policy", "--max-batch", "4", "--max-model-len", "128", "--max-queue", "6"]);
+  serve = await startServe([
+    "--model",
+    weights(0),
+    "--served-model-name",
+    "policy",
+    "--policy",
+    "--max-batch",
+    "4",
+    "--max-model-len",
+    "128",
+    "--max-queue",
+    "6",
+  ]);
 });
 
 afterAll(async () => {
@@ -33,8 +45,17 @@ afterAll(async () => {
   if (serve) expect(await serve.stop()).toBe(0);
 });
 
-const client = () => new OpenAIClient({ model: "policy", baseUrls: [`${serve.url}/v1`], backoffMs: 5, retries: 50, timeoutMs: 30_000 });
-const request = (i: number) => ({ promptIds: [3, 1 + (i % 250), 4], maxTokens: 12, temperature: 1, topP: 1, topK: 0, stop: [], seed: i });
+const client = () =>
+  new OpenAIClient({ model: "policy", baseUrls: [`${serve.url}/v1`], backoffMs: 5, retries: 50, timeoutMs: 30_000 });
+const request = (i: number) => ({
+  promptIds: [3, 1 + (i % 250), 4],
+  maxTokens: 12,
+  temperature: 1,
+  topP: 1,
+  topK: 0,
+  stop: [],
+  seed: i,
+});
 
 function expectVersionLogprobs(c: Completion, i: number): void {
   const prompt = request(i).promptIds;
@@ -64,7 +85,7 @@ test("/update_weights mid-load: no request fails, versions are reported and matc
   await Promise.all(workers);
   for (const list of seen) {
     const versions = list.map((c) => c.policyVersion);
-    expect(versions).toEqual([...versions].sort((a, b) => a - b));  // never goes back
+    expect(versions).toEqual([...versions].sort((a, b) => a - b)); // never goes back
   }
   const versions = new Set(seen.flat().map((c) => c.policyVersion));
   expect(versions.has(0) && versions.has(2)).toBe(true);
@@ -78,7 +99,10 @@ test("the client's retries ride out 429 backpressure from a full queue", async (
 }, 60_000);
 
 test("a weights path that does not load is a 400 naming path; the old weights keep serving", async () => {
-  const response = await fetch(`${serve.url}/update_weights`, { method: "POST", body: JSON.stringify({ path: join(run, "missing"), version: 9 }) });
+  const response = await fetch(`${serve.url}/update_weights`, {
+    method: "POST",
+    body: JSON.stringify({ path: join(run, "missing"), version: 9 }),
+  });
   expect(response.status).toBe(400);
   expect(((await response.json()) as { param: string }).param).toBe("path");
   const c = await client().complete(request(1));

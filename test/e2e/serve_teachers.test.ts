@@ -24,10 +24,30 @@ beforeAll(async () => {
   const odd = `${dirs[0]}-odd`;
   cpSync(dirs[0]!, odd, { recursive: true });
   const json = JSON.parse(readFileSync(`${odd}/tokenizer.json`, "utf8"));
-  json.added_tokens.push({ id: 259, content: "<|extra|>", single_word: false, lstrip: false, rstrip: false, normalized: false, special: true });
+  json.added_tokens.push({
+    id: 259,
+    content: "<|extra|>",
+    single_word: false,
+    lstrip: false,
+    rstrip: false,
+    normalized: false,
+    special: true,
+  });
   writeFileSync(`${odd}/tokenizer.json`, JSON.stringify(json));
   dirs.push(odd);
-  for (const [i, dir] of dirs.entries()) servers.push(await startServe(["--model", dir, "--served-model-name", `teacher${i}`, "--max-batch", "4", "--max-model-len", "128"]));
+  for (const [i, dir] of dirs.entries())
+    servers.push(
+      await startServe([
+        "--model",
+        dir,
+        "--served-model-name",
+        `teacher${i}`,
+        "--max-batch",
+        "4",
+        "--max-model-len",
+        "128",
+      ]),
+    );
   student = Tokenizer.load(dirs[0]!);
 });
 
@@ -35,11 +55,15 @@ afterAll(async () => {
   for (const s of servers) expect(await s.stop()).toBe(0);
 });
 
-const teacher = (i: number) => new OpenAIClient({ model: `teacher${i}`, baseUrls: [`${servers[i]!.url}/v1`], retries: 2, backoffMs: 10 });
+const teacher = (i: number) =>
+  new OpenAIClient({ model: `teacher${i}`, baseUrls: [`${servers[i]!.url}/v1`], retries: 2, backoffMs: 10 });
 const context = { tokenizer: { size: 0, encodePlain: () => [] } } as unknown as AlgorithmContext;
 
 test("two teachers at two URLs score with their own weights, concurrently", async () => {
-  const sequences = [[5, 6, 7, 8, 9], [100, 101, 102]];
+  const sequences = [
+    [5, 6, 7, 8, 9],
+    [100, 101, 102],
+  ];
   const [a, b] = await Promise.all([teacher(0).score(sequences), teacher(1).score(sequences)]);
   for (const [i, got] of [a!, b!].entries()) {
     using model = await loadModel(dirs[i]!);
@@ -56,5 +80,7 @@ test("opd's tokenizer check passes for same-tokenizer teachers and refuses anoth
   await checkSameTokenizer(ctx, teacher(0), "teacher0");
   await checkSameTokenizer(ctx, teacher(1), "teacher1");
   expect(await teacher(2).vocabSize()).toBe(student.size + 1);
-  await expect(checkSameTokenizer(ctx, teacher(2), "teacher2")).rejects.toThrow(/teacher2 has a tokenizer of 260 ids, the policy's has 259/);
+  await expect(checkSameTokenizer(ctx, teacher(2), "teacher2")).rejects.toThrow(
+    /teacher2 has a tokenizer of 260 ids, the policy's has 259/,
+  );
 });

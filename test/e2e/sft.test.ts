@@ -18,7 +18,11 @@ const ROOT = join(import.meta.dir, "../..");
 const ARGS = '{"operations": ["+"]}';
 
 function rlx(args: string[]) {
-  const proc = Bun.spawnSync([process.execPath, join(ROOT, "src/main.ts"), ...args], { cwd: ROOT, stdout: "pipe", stderr: "pipe" });
+  const proc = Bun.spawnSync([process.execPath, join(ROOT, "src/main.ts"), ...args], {
+    cwd: ROOT,
+    stdout: "pipe",
+    stderr: "pipe",
+  });
   return { code: proc.exitCode, out: proc.stdout.toString(), err: proc.stderr.toString() };
 }
 
@@ -38,37 +42,73 @@ beforeAll(async () => {
 test("rlx sft: step lines, a summary with eval before/after, a run directory, and a model that solves what it was taught", () => {
   const out = join(dir, "run");
   const config = join(dir, "sft.toml");
-  writeFileSync(config, [
-    `output_dir = "${out}"`,
-    `[model]\npath = "${model}"`,
-    `[data]\npath = "${demos}"`,
-    "[trainer]\nsteps = 60\nbatch_tokens = 1024\nseq_len = 512",
-    "[trainer.optim]\nlr = 1e-2",
-    `[eval]\nenv = [{ id = "math", args = ${ARGS.replaceAll(":", " =").replaceAll('"operations"', "operations")} }]\nnum_examples = 2\nmax_tokens = 40\ninterval = 30`,
-  ].join("\n"));
+  writeFileSync(
+    config,
+    [
+      `output_dir = "${out}"`,
+      `[model]\npath = "${model}"`,
+      `[data]\npath = "${demos}"`,
+      "[trainer]\nsteps = 60\nbatch_tokens = 1024\nseq_len = 512",
+      "[trainer.optim]\nlr = 1e-2",
+      `[eval]\nenv = [{ id = "math", args = ${ARGS.replaceAll(":", " =").replaceAll('"operations"', "operations")} }]\nnum_examples = 2\nmax_tokens = 40\ninterval = 30`,
+    ].join("\n"),
+  );
   const run = rlx(["sft", config, "--set", "save.interval=30"]);
   expect(run.err).toBe("");
   expect(run.code).toBe(0);
   const lines = run.out.split("\n");
-  expect(lines.filter((l) => /^step +\d+\/60 \| nll \d+\.\d{4} \| lr 1\.0e-2 \| grad \d+\.\d+ \| \d+ tok \| \d+ tok\/s \| \d+\.\d+ s \| epoch \d+\.\d\d$/.test(l))).toHaveLength(60);
+  expect(
+    lines.filter((l) =>
+      /^step +\d+\/60 \| nll \d+\.\d{4} \| lr 1\.0e-2 \| grad \d+\.\d+ \| \d+ tok \| \d+ tok\/s \| \d+\.\d+ s \| epoch \d+\.\d\d$/.test(
+        l,
+      ),
+    ),
+  ).toHaveLength(60);
   expect(run.out).toMatch(/eval {2}step 0: math avg@1 0\.000 pass@1 0\.000 greedy\/pass@1 0\.000/);
   expect(run.out).toMatch(/math greedy\/pass@1 +0\.000 +1\.000/);
   expect(run.out).toContain(join(out, "model"));
 
-  const rows = readFileSync(join(out, "metrics.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l) as Record<string, number>);
+  const rows = readFileSync(join(out, "metrics.jsonl"), "utf8")
+    .trim()
+    .split("\n")
+    .map((l) => JSON.parse(l) as Record<string, number>);
   expect(rows.filter((r) => "nll" in r).map((r) => r.step)).toEqual(Array.from({ length: 60 }, (_, i) => i + 1));
-  expect(rows.filter((r) => "eval/math/greedy/pass@1" in r).map((r) => [r.step, r["eval/math/greedy/pass@1"]])).toEqual([[0, 0], [30, expect.any(Number)], [60, 1]]);
+  expect(rows.filter((r) => "eval/math/greedy/pass@1" in r).map((r) => [r.step, r["eval/math/greedy/pass@1"]])).toEqual(
+    [
+      [0, 0],
+      [30, expect.any(Number)],
+      [60, 1],
+    ],
+  );
   const nll = rows.filter((r) => "nll" in r).map((r) => r.nll!);
   expect(nll.at(-1)!).toBeLessThan(nll[0]! / 20);
   expect(existsSync(join(out, "config.resolved.toml"))).toBe(true);
   // a resumable checkpoint (rlx train's layout: test/e2e/sft_resume.test.ts resumes one)
-  for (const file of ["manifest.json", "orchestrator.json", "trainer/optimizer.bin", "trainer/model/model.safetensors"]) expect(existsSync(join(out, "checkpoints/step_30", file))).toBe(true);
+  for (const file of ["manifest.json", "orchestrator.json", "trainer/optimizer.bin", "trainer/model/model.safetensors"])
+    expect(existsSync(join(out, "checkpoints/step_30", file))).toBe(true);
   expect(existsSync(join(out, "checkpoints", "step_60", "manifest.json"))).toBe(true); // the last step too: the run can be extended
 
   // The saved model is a plain HF directory: rlx eval loads it and agrees with the in-loop eval.
-  const evaluated = rlx(["eval", "--model", join(out, "model"), "--env", "math", "--args", ARGS, "--n", "2", "--k", "2", "--max-tokens", "40", "--json"]);
+  const evaluated = rlx([
+    "eval",
+    "--model",
+    join(out, "model"),
+    "--env",
+    "math",
+    "--args",
+    ARGS,
+    "--n",
+    "2",
+    "--k",
+    "2",
+    "--max-tokens",
+    "40",
+    "--json",
+  ]);
   expect(evaluated.code).toBe(0);
-  const report = JSON.parse(evaluated.out) as { envs: Array<{ metrics: Record<string, number>; results: Array<{ greedyReward: number }> }> };
+  const report = JSON.parse(evaluated.out) as {
+    envs: Array<{ metrics: Record<string, number>; results: Array<{ greedyReward: number }> }>;
+  };
   expect(report.envs[0]!.metrics["greedy/pass@1"]).toBe(1);
   expect(report.envs[0]!.results.map((r) => r.greedyReward)).toEqual([1, 1]);
 }, 120_000);
@@ -84,12 +124,15 @@ test("the first step's loss is the mean -logprob of the target tokens, as prefil
 
   const examples = prepareExamples(new ChatRenderer(Tokenizer.load(model)), [demos], 512);
   using reference = await loadModel(model);
-  const { logprobs } = score(reference, examples.map((e) => e.tokenIds));
+  const { logprobs } = score(
+    reference,
+    examples.map((e) => e.tokenIds),
+  );
   let sum = 0;
   let count = 0;
   examples.forEach((e, i) => {
     e.ceWeights.forEach((w, t) => {
-      if (w && t > 0) (sum -= logprobs[i]![t]!), count++;
+      if (w && t > 0) ((sum -= logprobs[i]![t]!), count++);
     });
   });
   expect(count).toBe(examples.reduce((n, e) => n + e.ceWeights.filter(Boolean).length, 0));
@@ -102,7 +145,10 @@ test("rlx sft: a bad config or dataset row fails before training, naming the key
   const bad = join(dir, "bad.jsonl");
   writeFileSync(bad, '{"prompt": "q", "completion": "a"}\n{"prompt": "q"}\n');
   const config = join(dir, "bad.toml");
-  writeFileSync(config, `output_dir = "${join(dir, "bad-run")}"\n[model]\npath = "${model}"\n[data]\npath = "${bad}"\n`);
+  writeFileSync(
+    config,
+    `output_dir = "${join(dir, "bad-run")}"\n[model]\npath = "${model}"\n[data]\npath = "${bad}"\n`,
+  );
   const row = rlx(["sft", config]);
   expect(row.code).toBe(1);
   expect(row.err).toContain(`${bad}:2: a row needs "messages", or "prompt" and "completion"`);

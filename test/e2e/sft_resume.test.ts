@@ -25,7 +25,9 @@ beforeAll(async () => {
   data = join(dir, "sums.jsonl");
   // 24 rows of 40-60 byte tokens at 200 tokens a step: about 6 steps an epoch, so the resumed
   // part of the run crosses several epoch boundaries (each a fresh seeded order).
-  const rows = Array.from({ length: 24 }, (_, i) => JSON.stringify({ prompt: `${i} + ${i * 7} =${" ".repeat(i % 5)}`, completion: String(i * 8) }));
+  const rows = Array.from({ length: 24 }, (_, i) =>
+    JSON.stringify({ prompt: `${i} + ${i * 7} =${" ".repeat(i % 5)}`, completion: String(i * 8) }),
+  );
   writeFileSync(data, `${rows.join("\n")}\n`);
 });
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -33,16 +35,19 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 function writeConfig(name: string): { path: string; out: string } {
   const out = join(dir, name);
   const path = join(dir, `${name}.toml`);
-  writeFileSync(path, [
-    `output_dir = "${out}"`,
-    "seed = 5",
-    `[model]\npath = "${model}"`,
-    `[data]\npath = "${data}"`,
-    `[trainer]\nsteps = ${STEPS}\nbatch_tokens = 200\nseq_len = 128\nthreads = 1`,
-    "[trainer.optim]\nlr = 3e-3",
-    '[trainer.schedule]\ntype = "cosine"\nwarmup_steps = 4\nmin_lr = 3e-4',
-    `[save]\ninterval = ${INTERVAL}`,
-  ].join("\n"));
+  writeFileSync(
+    path,
+    [
+      `output_dir = "${out}"`,
+      "seed = 5",
+      `[model]\npath = "${model}"`,
+      `[data]\npath = "${data}"`,
+      `[trainer]\nsteps = ${STEPS}\nbatch_tokens = 200\nseq_len = 128\nthreads = 1`,
+      "[trainer.optim]\nlr = 3e-3",
+      '[trainer.schedule]\ntype = "cosine"\nwarmup_steps = 4\nmin_lr = 3e-4',
+      `[save]\ninterval = ${INTERVAL}`,
+    ].join("\n"),
+  );
   return { path, out };
 }
 
@@ -54,7 +59,13 @@ test("a run killed (SIGKILL) after its first checkpoint and resumed matches the 
   const uninterrupted = rlx(["sft", whole.path]);
 
   const first = rlx(["sft", killed.path]);
-  await untilWhileRunning(first, () => existsSync(join(killed.out, `checkpoints/step_${INTERVAL}/manifest.json`)), 60_000, "the first checkpoint", 1);
+  await untilWhileRunning(
+    first,
+    () => existsSync(join(killed.out, `checkpoints/step_${INTERVAL}/manifest.json`)),
+    60_000,
+    "the first checkpoint",
+    1,
+  );
   first.proc.kill("SIGKILL");
   await first.done;
   expect(existsSync(join(killed.out, "model"))).toBe(false); // it did not get to the end
@@ -80,7 +91,8 @@ test("a run killed (SIGKILL) after its first checkpoint and resumed matches the 
   // bitwise: every step's loss, learning rate, gradient norm, token count and epoch position
   for (const [i, row] of got.entries()) {
     const want = expected[i]!;
-    for (const key of ["nll", "loss/ce", "lr", "grad_norm", "tokens", "count/ce", "epoch"]) expect([row.step, key, row[key]]).toEqual([want.step, key, want[key]]);
+    for (const key of ["nll", "loss/ce", "lr", "grad_norm", "tokens", "count/ce", "epoch"])
+      expect([row.step, key, row[key]]).toEqual([want.step, key, want[key]]);
   }
   expect(got.at(-1)!.epoch!).toBeGreaterThan(got[from - 1]!.epoch! + 2);
 
@@ -89,17 +101,35 @@ test("a run killed (SIGKILL) after its first checkpoint and resumed matches the 
   expect(bytes(killed.out, "model/model.safetensors").equals(bytes(whole.out, "model/model.safetensors"))).toBe(true);
   const last = STEPS; // the final step is checkpointed as well as every INTERVAL-th
   for (const file of ["trainer/model/model.safetensors", "trainer/optimizer.bin"]) {
-    expect([file, bytes(killed.out, `checkpoints/step_${last}/${file}`).equals(bytes(whole.out, `checkpoints/step_${last}/${file}`))]).toEqual([file, true]);
+    expect([
+      file,
+      bytes(killed.out, `checkpoints/step_${last}/${file}`).equals(
+        bytes(whole.out, `checkpoints/step_${last}/${file}`),
+      ),
+    ]).toEqual([file, true]);
   }
   // the loop's state too (data cursor, tokens, nll), all but its wall-clock times
   const state = (out: string) => {
-    const { seconds: _wall, trainSeconds: _train, ...rest } = JSON.parse(bytes(out, `checkpoints/step_${last}/orchestrator.json`).toString()) as Record<string, unknown>;
+    const {
+      seconds: _wall,
+      trainSeconds: _train,
+      ...rest
+    } = JSON.parse(bytes(out, `checkpoints/step_${last}/orchestrator.json`).toString()) as Record<string, unknown>;
     return rest;
   };
   expect(state(killed.out)).toEqual(state(whole.out));
-  expect(state(killed.out)).toMatchObject({ kind: "sft", step: last, batches: { epoch: expect.any(Number), position: expect.any(Number) } });
+  expect(state(killed.out)).toMatchObject({
+    kind: "sft",
+    step: last,
+    batches: { epoch: expect.any(Number), position: expect.any(Number) },
+  });
   // save.keep 0 keeps every checkpoint; no tmp directory is left
-  const every = [...new Set([...Array.from({ length: Math.floor(STEPS / INTERVAL) }, (_, i) => `step_${(i + 1) * INTERVAL}`), `step_${STEPS}`])].sort();
+  const every = [
+    ...new Set([
+      ...Array.from({ length: Math.floor(STEPS / INTERVAL) }, (_, i) => `step_${(i + 1) * INTERVAL}`),
+      `step_${STEPS}`,
+    ]),
+  ].sort();
   expect(readdirSync(join(killed.out, "checkpoints")).sort()).toEqual(every);
 
   // the summary stays true across the resume: first nll of step 1, tokens of all steps

@@ -11,7 +11,19 @@ import { join } from "node:path";
 import { loadConfig } from "../../src/config/load.ts";
 import { initModel } from "../../src/model/presets.ts";
 import type { AuditRecord } from "../../src/rundir/audit.ts";
-import { freePort, processesMentioning, ROOT, readAudit, readMetrics, rlx, type Running, until, type Workspace, workspace, writeConfig } from "./train_helpers.ts";
+import {
+  freePort,
+  processesMentioning,
+  ROOT,
+  readAudit,
+  readMetrics,
+  rlx,
+  type Running,
+  until,
+  type Workspace,
+  workspace,
+  writeConfig,
+} from "./train_helpers.ts";
 
 let ws: Workspace;
 let teacher: Running;
@@ -22,12 +34,27 @@ beforeAll(async () => {
   const teacherDir = join(ws.dir, "teacher");
   await initModel({ preset: "tiny", out: teacherDir, seed: 1, dtype: "f32" });
   const port = freePort();
-  teacher = rlx(["serve", "--model", teacherDir, "--port", String(port), "--served-model-name", "teacher", "--max-model-len", "256"]);
+  teacher = rlx([
+    "serve",
+    "--model",
+    teacherDir,
+    "--port",
+    String(port),
+    "--served-model-name",
+    "teacher",
+    "--max-model-len",
+    "256",
+  ]);
   teacherUrl = `http://127.0.0.1:${port}/v1`;
-  await until(() => {
-    const probe = Bun.spawnSync(["curl", "-sf", `${teacherUrl}/models`]);
-    return probe.exitCode === 0;
-  }, 30_000, "the teacher server", 100);
+  await until(
+    () => {
+      const probe = Bun.spawnSync(["curl", "-sf", `${teacherUrl}/models`]);
+      return probe.exitCode === 0;
+    },
+    30_000,
+    "the teacher server",
+    100,
+  );
 });
 
 afterAll(async () => {
@@ -52,7 +79,10 @@ function expectSpread(r: AuditRecord): void {
 test("every algorithm trains in one run; the run directory holds what docs/run-directory.md promises", async () => {
   const letters = JSON.stringify(ws.lettersEnv);
   const teacherRef = `{ name = "teacher", base_url = "${teacherUrl}" }`;
-  const { path, runDir } = writeConfig(ws, "all", `max_steps = 3
+  const { path, runDir } = writeConfig(
+    ws,
+    "all",
+    `max_steps = 3
 [trainer.optim]
 lr = 1e-4
 [orchestrator]
@@ -93,7 +123,8 @@ algo = { type = "sft", sampling = { source = ${teacherRef} } }
 id = ${letters}
 name = "opd"
 algo = { type = "opd", teacher = ${teacherRef} }
-`);
+`,
+  );
   const { code, out, err } = await rlx(["train", path]).done;
   expect(err).not.toContain("error:");
   expect(code).toBe(0);
@@ -102,18 +133,36 @@ algo = { type = "opd", teacher = ${teacherRef} }
 
   // the resolved config: every env's algorithm spelled out, loadable as a config again
   const resolved = loadConfig(join(runDir, "config.resolved.toml")).config;
-  expect(resolved.orchestrator.train.env.map((e) => `${e.name}:${e.algo.type}`)).toEqual(["grpo:grpo", "max_rl:max_rl", "opsd:opsd", "echo:echo", "sft:sft", "opd:opd"]);
+  expect(resolved.orchestrator.train.env.map((e) => `${e.name}:${e.algo.type}`)).toEqual([
+    "grpo:grpo",
+    "max_rl:max_rl",
+    "opsd:opsd",
+    "echo:echo",
+    "sft:sft",
+    "opd:opd",
+  ]);
 
   // metrics: the base model's eval (step 0), then one line per step with per-env rewards and
   // every loss component fed; evals at steps 2 (the interval) and 3 (the end)
   const [base, ...rows] = readMetrics(runDir);
   expect(base!.step).toBe(0);
   expect(rows.map((r) => r.step)).toEqual([1, 2, 3]);
-  for (const row of [base!, rows[1]!, rows[2]!]) for (const key of ["avg@2", "pass@1", "pass@2", "error_rate"]) expect(row[`eval/math/${key}`]).toBeGreaterThanOrEqual(0);
+  for (const row of [base!, rows[1]!, rows[2]!])
+    for (const key of ["avg@2", "pass@1", "pass@2", "error_rate"])
+      expect(row[`eval/math/${key}`]).toBeGreaterThanOrEqual(0);
   expect(rows[0]!["eval/math/avg@2"]).toBeUndefined();
-  for (const env of ["grpo", "max_rl", "opsd", "echo", "sft", "opd"]) expect(rows.some((r) => typeof r[`reward/${env}`] === "number")).toBe(true);
+  for (const env of ["grpo", "max_rl", "opsd", "echo", "sft", "opd"])
+    expect(rows.some((r) => typeof r[`reward/${env}`] === "number")).toBe(true);
   for (const component of ["rl", "ce", "ref_kl"]) expect(rows.some((r) => r[`count/${component}`]! > 0)).toBe(true);
-  for (const key of ["mismatch_kl", "entropy", "loss", "optim/grad_norm", "throughput/train_tokens_per_s", "time/rollouts", "off_policy/max"]) {
+  for (const key of [
+    "mismatch_kl",
+    "entropy",
+    "loss",
+    "optim/grad_norm",
+    "throughput/train_tokens_per_s",
+    "time/rollouts",
+    "off_policy/max",
+  ]) {
     for (const row of rows) expect(Number.isFinite(row[key])).toBe(true);
   }
 
@@ -124,7 +173,11 @@ algo = { type = "opd", teacher = ${teacherRef} }
     expect(of(env).length).toBeGreaterThan(0);
     for (const r of of(env)) expect(r.algo).toBe(env);
   }
-  for (const [env, credit] of [["grpo", (r: number, m: number) => r - m], ["echo", (r: number, m: number) => r - m], ["max_rl", (r: number, m: number) => (m > 0 ? (r - m) / m : 0)]] as const) {
+  for (const [env, credit] of [
+    ["grpo", (r: number, m: number) => r - m],
+    ["echo", (r: number, m: number) => r - m],
+    ["max_rl", (r: number, m: number) => (m > 0 ? (r - m) / m : 0)],
+  ] as const) {
     for (const group of byGroup(of(env)).values()) {
       if (group.length < 2) continue; // a member whose rollout failed is not in the record
       const m = mean(group.map((r) => r.reward));
@@ -166,9 +219,20 @@ algo = { type = "opd", teacher = ${teacherRef} }
 
 test("configs/debug.toml on a random model: math rewards are almost all 0, so batches come up empty and the run says why", async () => {
   const runDir = join(ws.dir, "debug");
-  const { code, err } = await rlx(["train", join(ROOT, "configs/debug.toml"), "--set", `model.path=${ws.model}`, "--set", `output_dir=${runDir}`, "--inference", "in-process"]).done;
+  const { code, err } = await rlx([
+    "train",
+    join(ROOT, "configs/debug.toml"),
+    "--set",
+    `model.path=${ws.model}`,
+    "--set",
+    `output_dir=${runDir}`,
+    "--inference",
+    "in-process",
+  ]).done;
   expect(code).toBe(1);
-  expect(err).toMatch(/error: step \d: 10 batches in a row had nothing to train; the last one because every advantage was 0 \(rewards never differed within a group/);
+  expect(err).toMatch(
+    /error: step \d: 10 batches in a row had nothing to train; the last one because every advantage was 0 \(rewards never differed within a group/,
+  );
   expect(err).toContain("fix: group-relative algorithms (grpo, max_rl, echo) need group_size >= 2");
   await until(() => processesMentioning(runDir).length === 0, 5000, "the trainer to exit");
 }, 60_000);

@@ -4,7 +4,16 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { existsSync, rmSync } from "node:fs";
 import { join } from "node:path";
-import { freePort, processesMentioning, rlx, until, untilWhileRunning, type Workspace, workspace, writeConfig } from "./train_helpers.ts";
+import {
+  freePort,
+  processesMentioning,
+  rlx,
+  until,
+  untilWhileRunning,
+  type Workspace,
+  workspace,
+  writeConfig,
+} from "./train_helpers.ts";
 
 let ws: Workspace;
 beforeAll(async () => {
@@ -13,7 +22,10 @@ beforeAll(async () => {
 afterAll(() => rmSync(ws.dir, { recursive: true, force: true }));
 
 function config(name: string, extra = "") {
-  return writeConfig(ws, name, `max_steps = 50
+  return writeConfig(
+    ws,
+    name,
+    `max_steps = 50
 ${extra}
 [orchestrator]
 batch_size = 4
@@ -25,7 +37,8 @@ port = ${freePort()}
 [[orchestrator.train.env]]
 id = ${JSON.stringify(ws.lettersEnv)}
 name = "letters"
-`);
+`,
+  );
 }
 
 /** Processes of this file's runs: every command line names the workspace (model, run dir). */
@@ -34,7 +47,13 @@ const leftovers = () => processesMentioning(ws.dir);
 test("Ctrl-C stops the trainer and the policy server, and exits 130", async () => {
   const { path, runDir } = config("ctrl_c");
   const run = rlx(["train", path]);
-  await untilWhileRunning(run, () => existsSync(join(runDir, "weights/step_1/published.json")), 60_000, "step 1 to be published", 20);
+  await untilWhileRunning(
+    run,
+    () => existsSync(join(runDir, "weights/step_1/published.json")),
+    60_000,
+    "step 1 to be published",
+    20,
+  );
   expect(leftovers().length).toBe(3); // orchestrator, trainer, policy server
   run.proc.kill("SIGINT");
   const { code, err } = await run.done;
@@ -46,7 +65,13 @@ test("Ctrl-C stops the trainer and the policy server, and exits 130", async () =
 test("a SIGKILLed orchestrator leaves no trainer or policy server behind", async () => {
   const { path, runDir } = config("kill9");
   const run = rlx(["train", path]);
-  await untilWhileRunning(run, () => existsSync(join(runDir, "weights/step_1/published.json")), 60_000, "step 1 to be published", 20);
+  await untilWhileRunning(
+    run,
+    () => existsSync(join(runDir, "weights/step_1/published.json")),
+    60_000,
+    "step 1 to be published",
+    20,
+  );
   expect(leftovers().length).toBe(3);
   run.proc.kill("SIGKILL");
   await run.done;
@@ -56,7 +81,13 @@ test("a SIGKILLed orchestrator leaves no trainer or policy server behind", async
 test("a trainer that dies fails the run at once with its last lines; the policy server goes too", async () => {
   const { path, runDir } = config("crash");
   const run = rlx(["train", path]);
-  await untilWhileRunning(run, () => existsSync(join(runDir, "weights/step_1/published.json")), 60_000, "step 1 to be published", 20);
+  await untilWhileRunning(
+    run,
+    () => existsSync(join(runDir, "weights/step_1/published.json")),
+    60_000,
+    "step 1 to be published",
+    20,
+  );
   for (const pid of processesMentioning(`trainer --run-dir ${runDir}`)) process.kill(pid, "SIGKILL");
   const { code, err } = await run.done;
   expect(code).toBe(1);
@@ -70,6 +101,8 @@ test("a trainer that cannot start says why in the run's error", async () => {
   const { path } = config("no_cuda", 'trainer = { device = "cuda" }');
   const { code, err } = await rlx(["train", path, "--inference", "in-process"]).done;
   expect(code).toBe(1);
-  expect(err).toMatch(/the trainer process exited with code 1; its last lines:\n(.*\n)*.*device "cuda" asked for, but this libtorch has no CUDA/);
+  expect(err).toMatch(
+    /the trainer process exited with code 1; its last lines:\n(.*\n)*.*device "cuda" asked for, but this libtorch has no CUDA/,
+  );
   await until(() => leftovers().length === 0, 10_000, "every child to exit", 50);
 }, 60_000);

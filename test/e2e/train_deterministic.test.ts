@@ -19,7 +19,10 @@ const digest = (path: string) => createHash("sha256").update(readFileSync(path))
 const timing = (key: string) => key === "time" || key.startsWith("time/") || key.startsWith("throughput/");
 
 async function run(name: string): Promise<{ weights: string[]; metrics: Record<string, number>[] }> {
-  const { path, runDir } = writeConfig(ws, name, `max_steps = ${STEPS}
+  const { path, runDir } = writeConfig(
+    ws,
+    name,
+    `max_steps = ${STEPS}
 deterministic = true
 [trainer.optim]
 lr = 3e-3
@@ -38,12 +41,17 @@ id = ${JSON.stringify(ws.lettersEnv)}
 [[orchestrator.train.env]]
 id = ${JSON.stringify(ws.lettersEnv)}
 name = "letters"
-`);
+`,
+  );
   const { code, err } = await rlx(["train", path]).done;
   expect(err).not.toContain("error:");
   expect(code).toBe(0);
-  const weights = Array.from({ length: STEPS }, (_, i) => digest(join(runDir, "weights", `step_${i + 1}`, "model.safetensors")));
-  const metrics = readMetrics(runDir).map((row) => Object.fromEntries(Object.entries(row).filter(([key]) => !timing(key))));
+  const weights = Array.from({ length: STEPS }, (_, i) =>
+    digest(join(runDir, "weights", `step_${i + 1}`, "model.safetensors")),
+  );
+  const metrics = readMetrics(runDir).map((row) =>
+    Object.fromEntries(Object.entries(row).filter(([key]) => !timing(key))),
+  );
   return { weights, metrics };
 }
 

@@ -54,7 +54,10 @@ export async function workspace(): Promise<Workspace> {
 export function writeConfig(ws: Workspace, name: string, body: string): { path: string; runDir: string } {
   const runDir = join(ws.dir, name);
   const path = join(ws.dir, `${name}.toml`);
-  writeFileSync(path, `output_dir = ${JSON.stringify(runDir)}\nmodel = { path = ${JSON.stringify(ws.model)} }\n${body}`);
+  writeFileSync(
+    path,
+    `output_dir = ${JSON.stringify(runDir)}\nmodel = { path = ${JSON.stringify(ws.model)} }\n${body}`,
+  );
   return { path, runDir };
 }
 
@@ -66,7 +69,12 @@ export interface Running {
 
 /** Starts `rlx ARGS` (from source) in `cwd`. */
 export function rlx(args: string[], cwd = ROOT): Running {
-  const proc = Bun.spawn([process.execPath, join(ROOT, "src/main.ts"), ...args], { cwd, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+  const proc = Bun.spawn([process.execPath, join(ROOT, "src/main.ts"), ...args], {
+    cwd,
+    stdin: "ignore",
+    stdout: "pipe",
+    stderr: "pipe",
+  });
   const done = (async () => {
     const [out, err] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text()]);
     return { code: await proc.exited, out, err };
@@ -99,7 +107,10 @@ export function processesMentioning(text: string): number[] {
   return ps
     .split("\n")
     .map((line) => /^\s*(\d+)\s+(\S+)\s+(.*)$/.exec(line))
-    .filter((m): m is RegExpExecArray => m !== null && m[3]!.includes(text) && !m[2]!.startsWith("Z") && Number(m[1]) !== process.pid)
+    .filter(
+      (m): m is RegExpExecArray =>
+        m !== null && m[3]!.includes(text) && !m[2]!.startsWith("Z") && Number(m[1]) !== process.pid,
+    )
     .map((m) => Number(m[1]));
 }
 
@@ -113,7 +124,13 @@ export async function until(check: () => boolean, timeoutMs: number, what: strin
 }
 
 /** Like `until`, but fails with the run's output if the run exits first (or is stopped on timeout). */
-export async function untilWhileRunning(run: Running, check: () => boolean, timeoutMs: number, what: string, everyMs = 5): Promise<void> {
+export async function untilWhileRunning(
+  run: Running,
+  check: () => boolean,
+  timeoutMs: number,
+  what: string,
+  everyMs = 5,
+): Promise<void> {
   let exited: { code: number; out: string; err: string } | undefined;
   void run.done.then((result) => (exited = result));
   const deadline = performance.now() + timeoutMs;

@@ -8,7 +8,17 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { existsSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { cpus } from "node:os";
 import { join } from "node:path";
-import { freePort, processesMentioning, readMetrics, rlx, until, untilWhileRunning, type Workspace, workspace, writeConfig } from "./train_helpers.ts";
+import {
+  freePort,
+  processesMentioning,
+  readMetrics,
+  rlx,
+  until,
+  untilWhileRunning,
+  type Workspace,
+  workspace,
+  writeConfig,
+} from "./train_helpers.ts";
 
 let ws: Workspace;
 beforeAll(async () => {
@@ -18,7 +28,10 @@ afterAll(() => rmSync(ws.dir, { recursive: true, force: true }));
 
 /** A configs/debug.toml-sized run over the letters env (math rewards are all 0 on a random model). */
 function config(name: string, port: number, extra = "") {
-  return writeConfig(ws, name, `${extra}
+  return writeConfig(
+    ws,
+    name,
+    `${extra}
 [trainer]
 world_size = 2
 [trainer.optim]
@@ -34,14 +47,19 @@ port = ${port}
 [[orchestrator.train.env]]
 id = ${JSON.stringify(ws.lettersEnv)}
 name = "letters"
-`);
+`,
+  );
 }
 
 /** Processes of this file's runs (orchestrators, trainer ranks, servers): all name the workspace. */
 const leftovers = () => processesMentioning(ws.dir);
 const published = (runDir: string, step: number) => existsSync(join(runDir, `weights/step_${step}/published.json`));
-const rankPids = (runDir: string, rank: number) => processesMentioning(`trainer --run-dir ${runDir} `).filter((pid) => readFileSync(`/proc/${pid}/cmdline`, "utf8").includes(`--rank\0${rank}\0`));
-const stepLines = (log: string) => [...log.matchAll(/: step (\d+) loss (\S+)/g)].map((m) => [Number(m[1]), Number(m[2])]);
+const rankPids = (runDir: string, rank: number) =>
+  processesMentioning(`trainer --run-dir ${runDir} `).filter((pid) =>
+    readFileSync(`/proc/${pid}/cmdline`, "utf8").includes(`--rank\0${rank}\0`),
+  );
+const stepLines = (log: string) =>
+  [...log.matchAll(/: step (\d+) loss (\S+)/g)].map((m) => [Number(m[1]), Number(m[2])]);
 
 /** The policy_version each server reports, polled until `stop` resolves. */
 async function watchVersions(ports: number[], stop: Promise<unknown>): Promise<number[][]> {
@@ -52,7 +70,9 @@ async function watchVersions(ports: number[], stop: Promise<unknown>): Promise<n
     await Promise.all(
       ports.map(async (port, i) => {
         try {
-          const list = (await (await fetch(`http://127.0.0.1:${port}/v1/models`, { signal: AbortSignal.timeout(500) })).json()) as { data: Array<{ policy_version?: number }> };
+          const list = (await (
+            await fetch(`http://127.0.0.1:${port}/v1/models`, { signal: AbortSignal.timeout(500) })
+          ).json()) as { data: Array<{ policy_version?: number }> };
           const version = list.data[0]?.policy_version;
           if (version !== undefined && seen[i]!.at(-1) !== version) seen[i]!.push(version);
         } catch {}
@@ -110,7 +130,13 @@ test("a rank killed mid-step ends the run naming it; --resume restarts both rank
   await untilWhileRunning(run, () => published(runDir, 2), 60_000, "step 2 to be published", 2);
   // Rank 0 publishes; rank 1's own step-2 line may still be on its way to the log.
   const rank1Log = join(runDir, "logs/trainer-1.log");
-  await untilWhileRunning(run, () => existsSync(rank1Log) && readFileSync(rank1Log, "utf8").includes("trainer rank 1: step 2 loss"), 30_000, "rank 1's step-2 line", 2);
+  await untilWhileRunning(
+    run,
+    () => existsSync(rank1Log) && readFileSync(rank1Log, "utf8").includes("trainer rank 1: step 2 loss"),
+    30_000,
+    "rank 1's step-2 line",
+    2,
+  );
   const [rank1] = rankPids(runDir, 1);
   process.kill(rank1!, "SIGSTOP");
   await untilWhileRunning(run, () => existsSync(join(runDir, "batches/step_3.bin")), 30_000, "step 3's file", 2);
@@ -133,7 +159,9 @@ test("a rank killed mid-step ends the run naming it; --resume restarts both rank
   expect(readMetrics(runDir).map((m) => m.step)).toEqual([1, 2, 3, 4]);
   for (const rank of [0, 1]) {
     const log = readFileSync(join(runDir, `logs/trainer-${rank}.log`), "utf8");
-    expect(log).toContain(`${join(runDir, "checkpoints/step_2")}/trainer/model loaded, training steps 3..4 (2 ranks, gloo)`);
+    expect(log).toContain(
+      `${join(runDir, "checkpoints/step_2")}/trainer/model loaded, training steps 3..4 (2 ranks, gloo)`,
+    );
     expect(log.slice(log.lastIndexOf("loaded, training steps 3..4"))).toMatch(/step 3 loss[^]*step 4 loss/);
   }
   expect(readdirSync(join(runDir, "checkpoints")).sort()).toEqual(["step_2", "step_4"]);
@@ -146,9 +174,12 @@ test("a rank that stops answering fails the run after trainer.dist.timeout_s, wi
   await untilWhileRunning(run, () => published(runDir, 1), 60_000, "step 1 to be published", 10);
   // four compute children share the cores: each trainer rank and policy server gets cores / 4 threads, at least 1
   const threads = String(Math.max(1, Math.floor(cpus().length / 4)));
-  const children = leftovers().filter((pid) => /\0(trainer|serve)\0/.test(readFileSync(`/proc/${pid}/cmdline`, "utf8")));
+  const children = leftovers().filter((pid) =>
+    /\0(trainer|serve)\0/.test(readFileSync(`/proc/${pid}/cmdline`, "utf8")),
+  );
   expect(children.length).toBe(4);
-  for (const pid of children) expect(readFileSync(`/proc/${pid}/environ`, "utf8").split("\0")).toContain(`RLX_THREADS=${threads}`);
+  for (const pid of children)
+    expect(readFileSync(`/proc/${pid}/environ`, "utf8").split("\0")).toContain(`RLX_THREADS=${threads}`);
   const stoppedAt = performance.now();
   for (const pid of rankPids(runDir, 1)) process.kill(pid, "SIGSTOP");
   const { code, err } = await run.done;

@@ -9,7 +9,18 @@ import { existsSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { createEnv, loadEnv } from "../../src/envs/index.ts";
 import { TaskSampler } from "../../src/orchestrator/sampler.ts";
-import { processesMentioning, readAudit, readMetrics, rlx, type Running, until, untilWhileRunning, type Workspace, workspace, writeConfig } from "./train_helpers.ts";
+import {
+  processesMentioning,
+  readAudit,
+  readMetrics,
+  rlx,
+  type Running,
+  until,
+  untilWhileRunning,
+  type Workspace,
+  workspace,
+  writeConfig,
+} from "./train_helpers.ts";
 
 let ws: Workspace;
 beforeAll(async () => {
@@ -30,7 +41,10 @@ async function killAndReap(run: Running, runDir: string, alsoTrainer: boolean): 
 
 test("a run killed three times and resumed trains every step and every drawn group exactly once", async () => {
   const letters = JSON.stringify(ws.lettersEnv);
-  const { path, runDir } = writeConfig(ws, "resume", `max_steps = 6
+  const { path, runDir } = writeConfig(
+    ws,
+    "resume",
+    `max_steps = 6
 seed = ${SEED}
 [trainer.optim]
 lr = 1e-4
@@ -50,7 +64,8 @@ name = "a"
 id = ${letters}
 name = "b"
 ratio = 2
-`);
+`,
+  );
   const args = ["train", path, "--inference", "in-process"];
   const checkpoints = join(runDir, "checkpoints");
   const stderr: string[] = [];
@@ -60,7 +75,13 @@ ratio = 2
   await killAndReap(run, runDir, false);
 
   run = rlx([...args, "--resume"]);
-  await untilWhileRunning(run, () => existsSync(checkpoints) && readdirSync(checkpoints).some((name) => name.startsWith("step_4")), 60_000, "checkpoint 4 being written", 1);
+  await untilWhileRunning(
+    run,
+    () => existsSync(checkpoints) && readdirSync(checkpoints).some((name) => name.startsWith("step_4")),
+    60_000,
+    "checkpoint 4 being written",
+    1,
+  );
   const caughtPartial = readdirSync(checkpoints).some((name) => name.startsWith("step_4.tmp-"));
   await killAndReap(run, runDir, true);
   stderr.push((await run.done).err);
@@ -88,7 +109,13 @@ ratio = 2
   expect(new Set(ids).size).toBe(ids.length);
   const definition = await loadEnv(ws.lettersEnv);
   const tasks = await (await createEnv(definition, {})).load("train", SEED);
-  const replay = new TaskSampler([{ name: "a", ratio: 1, groupSize: 2, tasks }, { name: "b", ratio: 2, groupSize: 2, tasks }], SEED);
+  const replay = new TaskSampler(
+    [
+      { name: "a", ratio: 1, groupSize: 2, tasks },
+      { name: "b", ratio: 2, groupSize: 2, tasks },
+    ],
+    SEED,
+  );
   for (let g = 0; g < 6 * GROUPS_PER_STEP; g++) {
     const draw = replay.next();
     const members = records.filter((r) => r.group_id === draw.groupId);
@@ -110,9 +137,19 @@ ratio = 2
   expect(again.code).toBe(1);
   expect(again.err).toContain(`output_dir ${runDir} already holds a run`);
   const branchDir = join(ws.dir, "branch");
-  const branch = await rlx([...args, "--set", `output_dir=${branchDir}`, "--set", "max_steps=5", "--resume-from", join(checkpoints, "step_4")]).done;
+  const branch = await rlx([
+    ...args,
+    "--set",
+    `output_dir=${branchDir}`,
+    "--set",
+    "max_steps=5",
+    "--resume-from",
+    join(checkpoints, "step_4"),
+  ]).done;
   expect(branch.code).toBe(0);
   expect(readMetrics(branchDir).map((row) => row.step)).toEqual([5]);
   const branchRecords = [...readAudit(branchDir).values()].flat();
-  expect(new Set(branchRecords.map((r) => r.group_id))).toEqual(new Set(records.filter((r) => r.step === 5).map((r) => r.group_id)));
+  expect(new Set(branchRecords.map((r) => r.group_id))).toEqual(
+    new Set(records.filter((r) => r.step === 5).map((r) => r.group_id)),
+  );
 }, 180_000);

@@ -10,7 +10,18 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { existsSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { initModel } from "../../src/model/presets.ts";
-import { freePort, processesMentioning, readMetrics, rlx, type Running, until, untilWhileRunning, type Workspace, workspace, writeConfig } from "./train_helpers.ts";
+import {
+  freePort,
+  processesMentioning,
+  readMetrics,
+  rlx,
+  type Running,
+  until,
+  untilWhileRunning,
+  type Workspace,
+  workspace,
+  writeConfig,
+} from "./train_helpers.ts";
 
 let ws: Workspace;
 let teacher: Running;
@@ -22,15 +33,35 @@ beforeAll(async () => {
   const teacherDir = join(ws.dir, "teacher");
   await initModel({ preset: "tiny", out: teacherDir, seed: 1, dtype: "f32" });
   const port = freePort();
-  teacher = rlx(["serve", "--model", teacherDir, "--port", String(port), "--served-model-name", "teacher", "--max-model-len", "256"]);
+  teacher = rlx([
+    "serve",
+    "--model",
+    teacherDir,
+    "--port",
+    String(port),
+    "--served-model-name",
+    "teacher",
+    "--max-model-len",
+    "256",
+  ]);
   const upstream = `http://127.0.0.1:${port}`;
-  await until(() => Bun.spawnSync(["curl", "-sf", `${upstream}/v1/models`]).exitCode === 0, 30_000, "the teacher server", 100);
+  await until(
+    () => Bun.spawnSync(["curl", "-sf", `${upstream}/v1/models`]).exitCode === 0,
+    30_000,
+    "the teacher server",
+    100,
+  );
   proxy = Bun.serve({
     port: 0,
     async fetch(request) {
       const url = new URL(request.url);
-      if (down && url.pathname === "/v1/completions") return Response.json({ error: { message: "the teacher is down (test)" } }, { status: 400 });
-      return fetch(`${upstream}${url.pathname}`, { method: request.method, headers: request.headers, body: request.method === "GET" ? undefined : await request.text() });
+      if (down && url.pathname === "/v1/completions")
+        return Response.json({ error: { message: "the teacher is down (test)" } }, { status: 400 });
+      return fetch(`${upstream}${url.pathname}`, {
+        method: request.method,
+        headers: request.headers,
+        body: request.method === "GET" ? undefined : await request.text(),
+      });
     },
   });
 });
@@ -43,7 +74,10 @@ afterAll(async () => {
 });
 
 function config(name: string, maxFailureRate: number) {
-  return writeConfig(ws, name, `max_steps = 4
+  return writeConfig(
+    ws,
+    name,
+    `max_steps = 4
 [orchestrator]
 batch_size = 8
 group_size = 2
@@ -57,7 +91,8 @@ name = "letters"
 id = ${JSON.stringify(ws.lettersEnv)}
 name = "opd"
 algo = { type = "opd", teacher = { name = "teacher", base_url = "http://127.0.0.1:${proxy.port}/v1" } }
-`);
+`,
+  );
 }
 
 test("the teacher goes down after step 1: opd's rollouts fail as data, letters keeps training", async () => {
@@ -68,7 +103,9 @@ test("the teacher goes down after step 1: opd's rollouts fail as data, letters k
   down = true;
   const { code, err } = await run.done;
   expect(code).toBe(0);
-  expect(err).toMatch(/\[warn\] step \d: \d+\/\d+ rollouts of opd failed \(excluded from training\); first: scoreRollout failed: .*the teacher is down \(test\)/);
+  expect(err).toMatch(
+    /\[warn\] step \d: \d+\/\d+ rollouts of opd failed \(excluded from training\); first: scoreRollout failed: .*the teacher is down \(test\)/,
+  );
   const rows = readMetrics(runDir);
   expect(rows.map((r) => r.step)).toEqual([1, 2, 3, 4]);
   expect(rows[0]!["errors/opd"] ?? 0).toBe(0);
@@ -86,6 +123,8 @@ test("past max_failure_rate the run aborts, naming the rate and the error", asyn
   const { path, runDir } = config("abort", 0.2);
   const { code, err } = await rlx(["train", path, "--inference", "in-process"]).done;
   expect(code).toBe(1);
-  expect(err).toMatch(/error: step 1: \d+ of the last \d+ rollouts failed \(\d+%, more than orchestrator.max_failure_rate = 0.2\); opd: scoreRollout failed: .*the teacher is down \(test\)/);
+  expect(err).toMatch(
+    /error: step 1: \d+ of the last \d+ rollouts failed \(\d+%, more than orchestrator.max_failure_rate = 0.2\); opd: scoreRollout failed: .*the teacher is down \(test\)/,
+  );
   await until(() => processesMentioning(runDir).length === 0, 10_000, "the run's children to exit", 50);
 }, 60_000);

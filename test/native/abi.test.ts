@@ -24,7 +24,10 @@ function declaredFunctions(): { name: string; arity: number }[] {
 
 test("rlx.h and symbols.ts declare the same functions, in order, with the same arity", () => {
   const header = declaredFunctions();
-  const table: { name: string; arity: number }[] = Object.entries(symbols).map(([name, def]) => ({ name, arity: def.args.length }));
+  const table: { name: string; arity: number }[] = Object.entries(symbols).map(([name, def]) => ({
+    name,
+    arity: def.args.length,
+  }));
   expect(header.length).toBeGreaterThan(4);
   expect(table).toEqual(header);
 });
@@ -38,5 +41,9 @@ test("the shim exports exactly the functions of rlx.h", () => {
     .map((line) => line.trim().split(/\s+/)[2])
     .filter((name): name is string => !!name && name.startsWith("rlx_"))
     .sort();
-  expect(exported).toEqual(declaredFunctions().map((f) => f.name).sort());
+  expect(exported).toEqual(
+    declaredFunctions()
+      .map((f) => f.name)
+      .sort(),
+  );
 });

@@ -72,7 +72,10 @@ async function singleRank() {
   const inner = nativePolicy(model, optimizer);
   let grads = new Map<string, Float64Array>();
   const result: StepResult = trainStep(
-    { trainRow: inner.trainRow, optimizerStep: (lr, clip) => ((grads = readGrads(model)), inner.optimizerStep(lr, clip)) },
+    {
+      trainRow: inner.trainRow,
+      optimizerStep: (lr, clip) => ((grads = readGrads(model)), inner.optimizerStep(lr, clip)),
+    },
     distStep(),
     STEP_OPTIONS,
   );
@@ -105,7 +108,8 @@ describe.skipIf(!gloo)("two Gloo ranks", () => {
     expect(maxAbsDiff(r0!.params, single.initial)).toBeGreaterThan(5e-4);
     expect(maxAbsDiff(r0!.params, single.params)).toBeLessThan(1e-6);
     // The logged step is the whole step's on every rank: loss, counts, grad norm.
-    for (const key of ["count/rl", "count/ce", "count/ref_kl", "tokens"]) expect(r0!.metrics[key]).toBe(single.metrics[key]!);
+    for (const key of ["count/rl", "count/ce", "count/ref_kl", "tokens"])
+      expect(r0!.metrics[key]).toBe(single.metrics[key]!);
     for (const key of ["loss", "loss/rl", "loss/ce", "loss/ref_kl", "grad_norm", "entropy"]) {
       expect(r0!.metrics[key]).toBeCloseTo(single.metrics[key]!, 5);
     }
@@ -140,7 +144,11 @@ describe.skipIf(!gloo)("two Gloo ranks", () => {
   }
 
   test("a rank that dies mid-step (TCP store) fails the other with a named error at once", async () => {
-    const { code0, code1, seconds, stderr } = await survivor("die", { type: "tcp", host: "127.0.0.1", port: await freePort() }, 30_000);
+    const { code0, code1, seconds, stderr } = await survivor(
+      "die",
+      { type: "tcp", host: "127.0.0.1", port: await freePort() },
+      30_000,
+    );
     expect(code1).toBe(7);
     expect(code0).toBe(1);
     expect(stderr).toMatch(/^rank 0 of 2: (gradient )?all-reduce.* failed: .*(closed|reset)/m);
@@ -168,7 +176,12 @@ test("a dummy row (balance.ts) trains to zero loss and an all-zero gradient", as
 
 describe.skipIf(!gloo)("a one-rank group in this process", () => {
   test("collectives are the identity; bad arguments and a missing peer are named errors", async () => {
-    using group = await ProcessGroup.create({ rank: 0, worldSize: 1, store: { type: "file", path: join(dir, "store-one") }, timeoutMs: 5000 });
+    using group = await ProcessGroup.create({
+      rank: 0,
+      worldSize: 1,
+      store: { type: "file", path: join(dir, "store-one") },
+      timeoutMs: 5000,
+    });
     const counts = BigInt64Array.of(3n, 2n ** 60n);
     group.allreduceCounts(counts);
     expect(Array.from(counts)).toEqual([3n, 2n ** 60n]);
@@ -186,13 +199,29 @@ describe.skipIf(!gloo)("a one-rank group in this process", () => {
     for (const g of readGrads(model).values()) expect(g.every((x) => x === 0)).toBe(true);
     expect(() => group.broadcastParams(model, 1)).toThrow(/root must be in 0..0, got 1/);
 
-    await expect(ProcessGroup.create({ rank: 2, worldSize: 2, store: { type: "file", path: join(dir, "x") } })).rejects.toThrow(/rank must be in 0..1, got 2/);
-    await expect(ProcessGroup.create({ rank: 0, worldSize: 1, backend: "mpi" as "gloo", store: { type: "file", path: join(dir, "y") } })).rejects.toThrow(/unknown backend "mpi"/);
-    await expect(ProcessGroup.create({ rank: 0, worldSize: 1, backend: "nccl", store: { type: "file", path: join(dir, "z") } })).rejects.toThrow(/no NCCL process groups/);
+    await expect(
+      ProcessGroup.create({ rank: 2, worldSize: 2, store: { type: "file", path: join(dir, "x") } }),
+    ).rejects.toThrow(/rank must be in 0..1, got 2/);
+    await expect(
+      ProcessGroup.create({
+        rank: 0,
+        worldSize: 1,
+        backend: "mpi" as "gloo",
+        store: { type: "file", path: join(dir, "y") },
+      }),
+    ).rejects.toThrow(/unknown backend "mpi"/);
+    await expect(
+      ProcessGroup.create({ rank: 0, worldSize: 1, backend: "nccl", store: { type: "file", path: join(dir, "z") } }),
+    ).rejects.toThrow(/no NCCL process groups/);
     const started = performance.now();
-    await expect(ProcessGroup.create({ rank: 0, worldSize: 2, store: { type: "file", path: join(dir, "alone") }, timeoutMs: 1000 })).rejects.toThrow(
-      /rank 0 of 2: the gloo rendezvous over file .* failed \(did every rank start/,
-    );
+    await expect(
+      ProcessGroup.create({
+        rank: 0,
+        worldSize: 2,
+        store: { type: "file", path: join(dir, "alone") },
+        timeoutMs: 1000,
+      }),
+    ).rejects.toThrow(/rank 0 of 2: the gloo rendezvous over file .* failed \(did every rank start/);
     expect(performance.now() - started).toBeLessThan(10_000);
     group.free();
     expect(() => group.barrier()).toThrow(/freed/);

@@ -26,18 +26,26 @@ for (const [label, config] of VARIANTS) {
     for (const p of model.params()) {
       if (p.name.endsWith("norm.weight") || p.name.endsWith(".bias")) {
         const n = p.shape.reduce((a, b) => a * b, 1);
-        model.setParam(p.name, Float64Array.from({ length: n }, () => (p.name.endsWith("bias") ? 0.1 : 1) * (0.5 + rand())), "f64", p.shape);
+        model.setParam(
+          p.name,
+          Float64Array.from({ length: n }, () => (p.name.endsWith("bias") ? 0.1 : 1) * (0.5 + rand())),
+          "f64",
+          p.shape,
+        );
       }
     }
     const params = readParams(model);
     // Runs of equal lengths (7, 7 and 4, 4, 4) take the batched attention path.
-    const seqs = [13, 7, 7, 1, 20, 4, 4, 4].map((n) => Array.from({ length: n }, () => Math.floor(rand() * config.vocab_size)));
+    const seqs = [13, 7, 7, 1, 20, 4, 4, 4].map((n) =>
+      Array.from({ length: n }, () => Math.floor(rand() * config.vocab_size)),
+    );
     const temps = seqs.map((s, i) => Float32Array.from(s, () => [1, 0.7, 1.3, 0.5, 1, 1, 0.9, 1][i]!));
     const got = score(model, seqs, { temperature: temps });
     seqs.forEach((s, i) => {
       const want = referenceLogprobs(config, params, s, Array.from(temps[i]!));
       expect(got.logprobs[i]!.length).toBe(s.length);
-      for (let t = 0; t < s.length; t++) expect(Math.abs(got.logprobs[i]![t]! - want[t]!)).toBeLessThan(5e-6 * Math.max(1, Math.abs(want[t]!)));
+      for (let t = 0; t < s.length; t++)
+        expect(Math.abs(got.logprobs[i]![t]! - want[t]!)).toBeLessThan(5e-6 * Math.max(1, Math.abs(want[t]!)));
     });
     // The spread of logprobs shows the sharpened model is far from uniform (the comparison means something).
     const all = got.logprobs.flatMap((l) => Array.from(l.subarray(1)));
@@ -53,7 +61,17 @@ test("the train step's logprobs equal the reference in float64 (ce metric over e
   const samples = [9, 5, 12].map((n) => ({ ...randomSample(rand, n, 2), temperature: 0.8 }));
   for (const s of samples) s.ceWeights = s.tokenIds.map(() => 1);
   const m = trainStep(model, pack(samples), { nRl: 1, nCe: 1, nRefKl: 1 });
-  const want = samples.reduce((sum, s) => sum - referenceLogprobs(config, params, s.tokenIds, s.tokenIds.map(() => Math.fround(0.8))).reduce((a, b) => a + b, 0), 0);
+  const want = samples.reduce(
+    (sum, s) =>
+      sum -
+      referenceLogprobs(
+        config,
+        params,
+        s.tokenIds,
+        s.tokenIds.map(() => Math.fround(0.8)),
+      ).reduce((a, b) => a + b, 0),
+    0,
+  );
   expect(m.all.ceCount).toBe(9 + 5 + 12 - 3); // the first token of each sample has no prediction
   expect(Math.abs(m.all.nllSum - want)).toBeLessThan(1e-10 * want);
 });

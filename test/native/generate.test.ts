@@ -25,14 +25,25 @@ describe("generation logprobs equal scoring logprobs of the same sequence", () =
   for (const [label, sampling] of [
     ["temperature 1", { temperature: 1, maxNewTokens: 12 }],
     ["temperature 0.7", { temperature: 0.7, maxNewTokens: 12 }],
-    ["temperature 0.7 with top-p 0.9 and top-k 10 (full-distribution logprobs)", { temperature: 0.7, topP: 0.9, topK: 10, maxNewTokens: 12 }],
+    [
+      "temperature 0.7 with top-p 0.9 and top-k 10 (full-distribution logprobs)",
+      { temperature: 0.7, topP: 0.9, topK: 10, maxNewTokens: 12 },
+    ],
     ["greedy (temperature-1 logprobs)", { temperature: 0, maxNewTokens: 12 }],
   ] as [string, SamplingParams][]) {
     test(label, async () => {
       using model = await tinyModel({ dtype: "f32", config: TINY_FULL, sharpen: 5 });
-      const out = generate(model, PROMPTS, PROMPTS.map((_, i) => ({ ...sampling, seed: 100 + i })));
+      const out = generate(
+        model,
+        PROMPTS,
+        PROMPTS.map((_, i) => ({ ...sampling, seed: 100 + i })),
+      );
       const scoringTemperature = sampling.temperature || 1;
-      const scored = score(model, PROMPTS.map((p, i) => [...p, ...out[i]!.tokens]), { temperature: scoringTemperature }).logprobs;
+      const scored = score(
+        model,
+        PROMPTS.map((p, i) => [...p, ...out[i]!.tokens]),
+        { temperature: scoringTemperature },
+      ).logprobs;
       let kl = 0;
       let n = 0;
       out.forEach((c, i) => {
@@ -58,9 +69,19 @@ for (const [label, prompts] of [
 ] as [string, number[][]][]) {
   test(`generation matches scoring: ${label}`, async () => {
     using model = await tinyModel({ dtype: "f32", config: TINY_FULL, sharpen: 5 });
-    const out = generate(model, prompts, prompts.map((_, i) => ({ temperature: 0.8, maxNewTokens: 6, seed: i })));
-    const scored = score(model, prompts.map((p, i) => [...p, ...out[i]!.tokens]), { temperature: 0.8 }).logprobs;
-    out.forEach((c, i) => c.logprobs.forEach((glp, j) => expect(Math.abs(scored[i]![prompts[i]!.length + j]! - glp)).toBeLessThan(1e-4)));
+    const out = generate(
+      model,
+      prompts,
+      prompts.map((_, i) => ({ temperature: 0.8, maxNewTokens: 6, seed: i })),
+    );
+    const scored = score(
+      model,
+      prompts.map((p, i) => [...p, ...out[i]!.tokens]),
+      { temperature: 0.8 },
+    ).logprobs;
+    out.forEach((c, i) =>
+      c.logprobs.forEach((glp, j) => expect(Math.abs(scored[i]![prompts[i]!.length + j]! - glp)).toBeLessThan(1e-4)),
+    );
     expect(out[0]!.tokens).not.toEqual(out[1]!.tokens); // seeds differ, prompts equal
   });
 }
@@ -69,7 +90,10 @@ test("under bf16 autocast generation and scoring round differently but stay clos
   using model = await tinyModel({ dtype: "f32", config: TINY_FULL, sharpen: 5 });
   model.setOption("autocast_bf16", true);
   const out = generate(model, PROMPTS, { temperature: 1, maxNewTokens: 12, seed: 9 });
-  const scored = score(model, PROMPTS.map((p, i) => [...p, ...out[i]!.tokens])).logprobs;
+  const scored = score(
+    model,
+    PROMPTS.map((p, i) => [...p, ...out[i]!.tokens]),
+  ).logprobs;
   const d = out.flatMap((c, i) => c.logprobs.map((glp, j) => scored[i]![PROMPTS[i]!.length + j]! - glp));
   const kl = d.reduce((s, x) => s + Math.exp(x) - x - 1, 0) / d.length;
   expect(kl).toBeLessThan(1e-4);
@@ -96,25 +120,36 @@ test("greedy decoding picks the argmax of the scoring distribution at every step
     seq.push(token);
   }
   // Truncation to one candidate is greedy too.
-  expect(generate(model, [PROMPTS[1]!], { temperature: 1, topK: 1, maxNewTokens: 5, seed: 3 })[0]!.tokens).toEqual(greedy!.tokens);
-  expect(generate(model, [PROMPTS[1]!], { temperature: 1, topP: 1e-6, maxNewTokens: 5, seed: 3 })[0]!.tokens).toEqual(greedy!.tokens);
+  expect(generate(model, [PROMPTS[1]!], { temperature: 1, topK: 1, maxNewTokens: 5, seed: 3 })[0]!.tokens).toEqual(
+    greedy!.tokens,
+  );
+  expect(generate(model, [PROMPTS[1]!], { temperature: 1, topP: 1e-6, maxNewTokens: 5, seed: 3 })[0]!.tokens).toEqual(
+    greedy!.tokens,
+  );
 });
 
 test("top-k and top-p only sample from their allowed sets", async () => {
   using model = await tinyModel({ config: TINY_FULL, sharpen: 3 });
   const prompt = PROMPTS[0]!;
   const probs = nextTokenLogprobs(model, prompt, 0.8).map(Math.exp);
-  const order = probs.map((p, v) => [p, v] as const).sort((x, y) => y[0] - x[0]).map(([, v]) => v);
+  const order = probs
+    .map((p, v) => [p, v] as const)
+    .sort((x, y) => y[0] - x[0])
+    .map(([, v]) => v);
   const topK = new Set(order.slice(0, 4));
   const nucleus = new Set<number>();
   let mass = 0;
   for (const v of order) {
     if (mass >= 0.6) break;
-    nucleus.add(v), (mass += probs[v]!);
+    (nucleus.add(v), (mass += probs[v]!));
   }
   expect(nucleus.size).toBeGreaterThan(1);
   const firstTokens = (s: Omit<SamplingParams, "maxNewTokens">) =>
-    generate(model, new Array(48).fill(prompt), Array.from({ length: 48 }, (_, i) => ({ ...s, maxNewTokens: 1, seed: i }))).map((c) => c.tokens[0]!);
+    generate(
+      model,
+      new Array(48).fill(prompt),
+      Array.from({ length: 48 }, (_, i) => ({ ...s, maxNewTokens: 1, seed: i })),
+    ).map((c) => c.tokens[0]!);
   const k = firstTokens({ temperature: 0.8, topK: 4 });
   expect(k.every((t) => topK.has(t))).toBe(true);
   expect(new Set(k).size).toBeGreaterThan(1);
@@ -141,19 +176,31 @@ test("continuous batching (2 slots for 5 prompts) gives the same completions as 
   const together = generate(model, prompts, sampling);
   const trickled = generate(model, prompts, sampling, { slots: 2 });
   expect(trickled.map((c) => c.tokens)).toEqual(together.map((c) => c.tokens));
-  trickled.forEach((c, i) => c.logprobs.forEach((lp, j) => expect(Math.abs(lp - together[i]!.logprobs[j]!)).toBeLessThan(1e-6)));
+  trickled.forEach((c, i) =>
+    c.logprobs.forEach((lp, j) => expect(Math.abs(lp - together[i]!.logprobs[j]!)).toBeLessThan(1e-6)),
+  );
   expect(together.map((c) => c.tokens.length)).toEqual([3, 5, 7, 9, 11]);
 });
 
 test("a prompt repeated in one add (a group) is prefilled once and decodes as if added alone", async () => {
   using model = await tinyModel({ dtype: "f64", config: TINY_FULL, sharpen: 2 });
   // Two groups interleaved with a one-off prompt, and a prefix of a group's prompt (not a repeat).
-  const prompts = [PROMPTS[3]!, PROMPTS[1]!, PROMPTS[3]!, PROMPTS[3]!.slice(0, 4), PROMPTS[1]!, PROMPTS[3]!, PROMPTS[2]!];
+  const prompts = [
+    PROMPTS[3]!,
+    PROMPTS[1]!,
+    PROMPTS[3]!,
+    PROMPTS[3]!.slice(0, 4),
+    PROMPTS[1]!,
+    PROMPTS[3]!,
+    PROMPTS[2]!,
+  ];
   const sampling = prompts.map((_, i) => ({ temperature: 1, maxNewTokens: 8, seed: 100 + i }));
   const grouped = generate(model, prompts, sampling);
   const alone = generate(model, prompts, sampling, { slots: 1 });
   expect(grouped.map((c) => c.tokens)).toEqual(alone.map((c) => c.tokens));
-  grouped.forEach((c, i) => c.logprobs.forEach((lp, j) => expect(Math.abs(lp - alone[i]!.logprobs[j]!)).toBeLessThan(1e-9)));
+  grouped.forEach((c, i) =>
+    c.logprobs.forEach((lp, j) => expect(Math.abs(lp - alone[i]!.logprobs[j]!)).toBeLessThan(1e-9)),
+  );
   // Each member of a group samples from its own seed.
   expect(new Set([0, 2, 5].map((i) => grouped[i]!.tokens.join(","))).size).toBeGreaterThan(1);
 });
@@ -179,9 +226,13 @@ test("the generator API: slots, capacity, cancel", async () => {
   gen.remove(t!.slot);
   expect(gen.freeSlots()).toBe(3);
   expect(() => gen.remove(t!.slot)).toThrow(/holds no running sequence/);
-  expect(() => gen.add([{ prompt: [1, 2, 3, 4, 5, 6], sampling: { maxNewTokens: 1 } }])).toThrow(/prompt length 6 must be in 1..5/);
+  expect(() => gen.add([{ prompt: [1, 2, 3, 4, 5, 6], sampling: { maxNewTokens: 1 } }])).toThrow(
+    /prompt length 6 must be in 1..5/,
+  );
   expect(() => gen.add([{ prompt: [1], sampling: { maxNewTokens: 1, topP: 0 } }])).toThrow(/top_p/);
-  expect(() => gen.add(new Array(4).fill({ prompt: [1], sampling: { maxNewTokens: 1 } }))).toThrow(/3 free slots, 4 sequences/);
+  expect(() => gen.add(new Array(4).fill({ prompt: [1], sampling: { maxNewTokens: 1 } }))).toThrow(
+    /3 free slots, 4 sequences/,
+  );
 });
 
 test("scoring: row budgets do not change the numbers; entropy is that of the tempered distribution", async () => {
@@ -190,7 +241,8 @@ test("scoring: row budgets do not change the numbers; entropy is that of the tem
   const many = score(model, PROMPTS, { rowTokens: 4, entropy: true, temperature: 0.9 });
   PROMPTS.forEach((p, i) => {
     expect(one.logprobs[i]![0]).toBe(0);
-    for (let t = 0; t < p.length; t++) expect(Math.abs(one.logprobs[i]![t]! - many.logprobs[i]![t]!)).toBeLessThan(1e-5);
+    for (let t = 0; t < p.length; t++)
+      expect(Math.abs(one.logprobs[i]![t]! - many.logprobs[i]![t]!)).toBeLessThan(1e-5);
   });
   const prefix = PROMPTS[1]!.slice(0, 4);
   const probs = nextTokenLogprobs(model, prefix, 0.9).map(Math.exp);

@@ -33,9 +33,13 @@ function runWithSwap(first: NativeModel, second: NativeModel | null, afterSwap?:
   using gen = NativeGenerator.create(first, { slots: PROMPTS.length, capacity: 32 });
   const run: Run = { tokens: PROMPTS.map(() => []), logprobs: PROMPTS.map(() => []) };
   const record = (produced: ReturnType<NativeGenerator["step"]>) => {
-    for (const t of produced) run.tokens[t.slot]!.push(t.token), run.logprobs[t.slot]!.push(t.logprob);
+    for (const t of produced) (run.tokens[t.slot]!.push(t.token), run.logprobs[t.slot]!.push(t.logprob));
   };
-  record(gen.add(PROMPTS.map((prompt, i) => ({ prompt, sampling: { temperature: 1, maxNewTokens: NEW_TOKENS, seed: 40 + i } }))));
+  record(
+    gen.add(
+      PROMPTS.map((prompt, i) => ({ prompt, sampling: { temperature: 1, maxNewTokens: NEW_TOKENS, seed: 40 + i } })),
+    ),
+  );
   for (let s = 0; s < SWAP_AFTER; s++) record(gen.step());
   if (second) gen.setModel(second);
   afterSwap?.();
@@ -46,7 +50,10 @@ function runWithSwap(first: NativeModel, second: NativeModel | null, afterSwap?:
 
 /** Scoring logprobs of each generated token under `model`. */
 function scored(model: NativeModel, run: Run): number[][] {
-  const lps = score(model, PROMPTS.map((p, i) => [...p, ...run.tokens[i]!])).logprobs;
+  const lps = score(
+    model,
+    PROMPTS.map((p, i) => [...p, ...run.tokens[i]!]),
+  ).logprobs;
   return lps.map((lp, i) => Array.from(lp.subarray(PROMPTS[i]!.length)));
 }
 

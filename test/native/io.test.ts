@@ -20,8 +20,17 @@ let counter = 0;
 const fresh = () => join(root, `m${counter++}`);
 
 const { attention_bias: _bias, qk_norm: _qkNorm, ...MICRO } = TINY;
-const QWEN3: ModelConfig = modelConfigFromShim("qwen3", { ...MICRO, attention_bias: false, qk_norm: true }, { bos_token_id: 1 });
-const QWEN2_TIED: ModelConfig = modelConfigFromShim("qwen2", { ...MICRO, tie_word_embeddings: true, attention_bias: true, qk_norm: false });
+const QWEN3: ModelConfig = modelConfigFromShim(
+  "qwen3",
+  { ...MICRO, attention_bias: false, qk_norm: true },
+  { bos_token_id: 1 },
+);
+const QWEN2_TIED: ModelConfig = modelConfigFromShim("qwen2", {
+  ...MICRO,
+  tie_word_embeddings: true,
+  attention_bias: true,
+  qk_norm: false,
+});
 
 /** A model whose norms and biases are random too, so a load that skipped them would show. */
 async function randomModel(config: ModelConfig, seed: number): Promise<NativeModel> {
@@ -30,7 +39,12 @@ async function randomModel(config: ModelConfig, seed: number): Promise<NativeMod
   for (const p of model.params()) {
     if (p.name.endsWith("norm.weight") || p.name.endsWith(".bias")) {
       const n = p.shape.reduce((a, b) => a * b, 1);
-      model.setParam(p.name, Float32Array.from({ length: n }, () => 0.5 + rand()), "f32", p.shape);
+      model.setParam(
+        p.name,
+        Float32Array.from({ length: n }, () => 0.5 + rand()),
+        "f32",
+        p.shape,
+      );
     }
   }
   return model;
@@ -58,7 +72,10 @@ async function expectLoadError(dir: string, ...parts: string[]): Promise<void> {
 }
 
 describe("save and load", () => {
-  for (const [label, config] of [["qwen3, untied", QWEN3], ["qwen2 (q/k/v bias), tied", QWEN2_TIED]] as const) {
+  for (const [label, config] of [
+    ["qwen3, untied", QWEN3],
+    ["qwen2 (q/k/v bias), tied", QWEN2_TIED],
+  ] as const) {
     test(`f32 round trip reproduces every parameter and logprob bit for bit: ${label}`, async () => {
       using original = await randomModel(config, 7);
       const dir = fresh();
@@ -91,8 +108,12 @@ describe("save and load", () => {
     for (const dtype of ["bf16", "f16"] as const) {
       const dir = fresh();
       saveModel(original, dir, { dtype, config: QWEN3 });
-      expect(JSON.parse(readFileSync(join(dir, "config.json"), "utf8")).torch_dtype).toBe(dtype === "bf16" ? "bfloat16" : "float16");
-      expect(readSafetensors(join(dir, SINGLE_FILE)).tensors.get("model.norm.weight")!.dtype).toBe(dtype === "bf16" ? "BF16" : "F16");
+      expect(JSON.parse(readFileSync(join(dir, "config.json"), "utf8")).torch_dtype).toBe(
+        dtype === "bf16" ? "bfloat16" : "float16",
+      );
+      expect(readSafetensors(join(dir, SINGLE_FILE)).tensors.get("model.norm.weight")!.dtype).toBe(
+        dtype === "bf16" ? "BF16" : "F16",
+      );
       using loaded = await loadModel(dir, { dtype: "f32" });
       for (const { name, shape } of original.params()) {
         // Reference widening: the narrow bytes, set into a fresh f32 model by the same shim copy.
@@ -110,7 +131,11 @@ describe("save and load", () => {
   test("a save replaces an existing directory atomically and carries the source's tokenizer files", async () => {
     using model = await randomModel(QWEN3, 10);
     const source = fresh();
-    saveModel(model, source, { dtype: "f32", config: QWEN3, writeExtra: (d) => writeFileSync(join(d, "tokenizer.json"), "{}") });
+    saveModel(model, source, {
+      dtype: "f32",
+      config: QWEN3,
+      writeExtra: (d) => writeFileSync(join(d, "tokenizer.json"), "{}"),
+    });
     const dir = fresh();
     saveModel(model, dir, { dtype: "bf16", config: QWEN3 });
     writeFileSync(join(dir, "stale.txt"), "from the previous save");
@@ -124,7 +149,9 @@ describe("save and load", () => {
   test("a save whose config disagrees with the model is refused", async () => {
     using model = await randomModel(QWEN3, 11);
     const other = modelConfigFromShim("qwen3", { ...QWEN3.shim, intermediate_size: 64 });
-    expect(() => saveModel(model, fresh(), { dtype: "f32", config: other })).toThrow("intermediate_size = 64, the model has 48");
+    expect(() => saveModel(model, fresh(), { dtype: "f32", config: other })).toThrow(
+      "intermediate_size = 64, the model has 48",
+    );
   });
 });
 
@@ -137,30 +164,52 @@ describe("damaged model directories", () => {
   }
 
   /** Rewrites model.safetensors through `edit` of its tensor list. */
-  function rewrite(dir: string, edit: (tensors: { name: string; dtype: "F32"; shape: number[]; data: Uint8Array }[]) => void): void {
+  function rewrite(
+    dir: string,
+    edit: (tensors: { name: string; dtype: "F32"; shape: number[]; data: Uint8Array }[]) => void,
+  ): void {
     const file = join(dir, SINGLE_FILE);
-    const tensors = [...readSafetensors(file).tensors.values()].map((t) => ({ name: t.name, dtype: "F32" as const, shape: t.shape, data: t.data.slice() }));
+    const tensors = [...readSafetensors(file).tensors.values()].map((t) => ({
+      name: t.name,
+      dtype: "F32" as const,
+      shape: t.shape,
+      data: t.data.slice(),
+    }));
     edit(tensors);
     writeSafetensors(file, tensors);
   }
 
   test("a missing tensor", async () => {
     const dir = await savedDir();
-    rewrite(dir, (ts) => ts.splice(ts.findIndex((t) => t.name === "model.layers.1.mlp.up_proj.weight"), 1));
+    rewrite(dir, (ts) =>
+      ts.splice(
+        ts.findIndex((t) => t.name === "model.layers.1.mlp.up_proj.weight"),
+        1,
+      ),
+    );
     await expectLoadError(dir, "tensor model.layers.1.mlp.up_proj.weight is missing");
   });
 
   test("an unexpected tensor", async () => {
     const dir = await savedDir();
-    rewrite(dir, (ts) => ts.push({ name: "model.layers.2.mlp.up_proj.weight", dtype: "F32", shape: [1], data: new Uint8Array(4) }));
+    rewrite(dir, (ts) =>
+      ts.push({ name: "model.layers.2.mlp.up_proj.weight", dtype: "F32", shape: [1], data: new Uint8Array(4) }),
+    );
     await expectLoadError(dir, SINGLE_FILE, "unexpected tensor model.layers.2.mlp.up_proj.weight");
   });
 
   test("a shape that disagrees with config.json", async () => {
     const dir = await savedDir();
     const configPath = join(dir, "config.json");
-    writeFileSync(configPath, JSON.stringify({ ...JSON.parse(readFileSync(configPath, "utf8")), intermediate_size: 40 }));
-    await expectLoadError(dir, SINGLE_FILE, "tensor model.layers.0.mlp.gate_proj.weight has shape [48, 32], config.json implies [40, 32]");
+    writeFileSync(
+      configPath,
+      JSON.stringify({ ...JSON.parse(readFileSync(configPath, "utf8")), intermediate_size: 40 }),
+    );
+    await expectLoadError(
+      dir,
+      SINGLE_FILE,
+      "tensor model.layers.0.mlp.gate_proj.weight has shape [48, 32], config.json implies [40, 32]",
+    );
   });
 
   test("truncated data, a header length beyond the file, bad header JSON, an unknown dtype", async () => {
@@ -182,14 +231,19 @@ describe("damaged model directories", () => {
     writeFileSync(file, badJson);
     await expectLoadError(dir, file, `bad header JSON in bytes 8..${8 + header}`);
 
-    const text = good.subarray(8, 8 + header).toString("latin1").replace('"dtype":"F32"', '"dtype":"Q32"');
+    const text = good
+      .subarray(8, 8 + header)
+      .toString("latin1")
+      .replace('"dtype":"F32"', '"dtype":"Q32"');
     writeFileSync(file, Buffer.concat([good.subarray(0, 8), Buffer.from(text, "latin1"), good.subarray(8 + header)]));
     await expectLoadError(dir, file, 'unknown dtype "Q32"');
   });
 
   test("a tied checkpoint that also stores lm_head.weight loads (the copy is ignored)", async () => {
     const dir = await savedDir(QWEN2_TIED);
-    rewrite(dir, (ts) => ts.push({ ...ts.find((t) => t.name === "model.embed_tokens.weight")!, name: "lm_head.weight" }));
+    rewrite(dir, (ts) =>
+      ts.push({ ...ts.find((t) => t.name === "model.embed_tokens.weight")!, name: "lm_head.weight" }),
+    );
     (await loadModel(dir)).free();
   });
 });

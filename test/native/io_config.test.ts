@@ -61,7 +61,14 @@ const QWEN2_5_0_5B = {
 };
 
 // A Llama-2-style config relying on defaults: no num_key_value_heads, head_dim, rope_theta or max positions.
-const LLAMA_MINIMAL = { model_type: "llama", hidden_size: 256, num_attention_heads: 4, num_hidden_layers: 2, intermediate_size: 688, vocab_size: 1000 };
+const LLAMA_MINIMAL = {
+  model_type: "llama",
+  hidden_size: 256,
+  num_attention_heads: 4,
+  num_hidden_layers: 2,
+  intermediate_size: 688,
+  vocab_size: 1000,
+};
 
 function expectRefusal(json: unknown, ...parts: string[]): void {
   let caught: unknown;
@@ -107,8 +114,18 @@ describe("config.json parsing", () => {
 
   test("Llama defaults: kv heads = heads, rope_theta 1e4, 2048 positions, untied, eps 1e-6", () => {
     const { shim } = parseModelConfig(LLAMA_MINIMAL, "config.json");
-    expect(shim).toMatchObject({ num_key_value_heads: 4, head_dim: 64, rope_theta: 10000, max_position_embeddings: 2048 });
-    expect(shim).toMatchObject({ tie_word_embeddings: false, rms_norm_eps: 1e-6, attention_bias: false, qk_norm: false });
+    expect(shim).toMatchObject({
+      num_key_value_heads: 4,
+      head_dim: 64,
+      rope_theta: 10000,
+      max_position_embeddings: 2048,
+    });
+    expect(shim).toMatchObject({
+      tie_word_embeddings: false,
+      rms_norm_eps: 1e-6,
+      attention_bias: false,
+      qk_norm: false,
+    });
   });
 
   test("transformers 5 rope_parameters give rope_theta; dtype replaces torch_dtype", () => {
@@ -140,9 +157,21 @@ describe("config.json parsing", () => {
 
 describe("config.json refusals name the file and the key", () => {
   test("RoPE scaling (Llama 3.x), old and new spelling", () => {
-    expectRefusal({ ...LLAMA_MINIMAL, rope_scaling: { rope_type: "llama3", factor: 32 } }, "rope_scaling.rope_type", '"llama3"');
-    expectRefusal({ ...LLAMA_MINIMAL, rope_scaling: { type: "linear", factor: 2 } }, "rope_scaling.rope_type", '"linear"');
-    expectRefusal({ ...LLAMA_MINIMAL, rope_parameters: { rope_type: "yarn", rope_theta: 1e4 } }, "rope_parameters.rope_type", '"yarn"');
+    expectRefusal(
+      { ...LLAMA_MINIMAL, rope_scaling: { rope_type: "llama3", factor: 32 } },
+      "rope_scaling.rope_type",
+      '"llama3"',
+    );
+    expectRefusal(
+      { ...LLAMA_MINIMAL, rope_scaling: { type: "linear", factor: 2 } },
+      "rope_scaling.rope_type",
+      '"linear"',
+    );
+    expectRefusal(
+      { ...LLAMA_MINIMAL, rope_parameters: { rope_type: "yarn", rope_theta: 1e4 } },
+      "rope_parameters.rope_type",
+      '"yarn"',
+    );
   });
 
   test("mixture-of-experts models", () => {
@@ -195,9 +224,19 @@ describe("config.json for saves", () => {
       expect(parseModelConfig(saved, "out").shim).toEqual(config.shim);
     }
     const qwen3 = hfConfigObject(parseModelConfig(QWEN3_0_6B, "in"), "bfloat16");
-    expect(qwen3).toMatchObject({ bos_token_id: 151643, architectures: ["Qwen3ForCausalLM"], attention_bias: false, head_dim: 128 });
+    expect(qwen3).toMatchObject({
+      bos_token_id: 151643,
+      architectures: ["Qwen3ForCausalLM"],
+      attention_bias: false,
+      head_dim: 128,
+    });
     const llama = hfConfigObject(parseModelConfig(LLAMA_MINIMAL, "in"), "float32");
-    expect(llama).toMatchObject({ architectures: ["LlamaForCausalLM"], num_key_value_heads: 4, head_dim: 64, rope_theta: 10000 });
+    expect(llama).toMatchObject({
+      architectures: ["LlamaForCausalLM"],
+      num_key_value_heads: 4,
+      head_dim: 64,
+      rope_theta: 10000,
+    });
     expect("attention_bias" in hfConfigObject(parseModelConfig(QWEN2_5_0_5B, "in"), "float32")).toBe(false);
   });
 

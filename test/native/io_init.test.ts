@@ -16,7 +16,10 @@ const tmp = mkdtempSync(join(tmpdir(), "rlx-init-"));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 
 function rlx(...args: string[]) {
-  const proc = Bun.spawnSync([process.execPath, join(ROOT, "src/main.ts"), ...args], { stdout: "pipe", stderr: "pipe" });
+  const proc = Bun.spawnSync([process.execPath, join(ROOT, "src/main.ts"), ...args], {
+    stdout: "pipe",
+    stderr: "pipe",
+  });
   return { code: proc.exitCode, out: proc.stdout.toString(), err: proc.stderr.toString() };
 }
 
@@ -31,10 +34,25 @@ describe("rlx init", () => {
     const a = init(join(tmp, "a"), "--preset", "tiny", "--seed", "5");
     init(join(tmp, "b"), "--preset", "tiny", "--seed", "5");
     init(join(tmp, "c"), "--preset", "tiny", "--seed", "6");
-    expect(a.files).toEqual(["config.json", "generation_config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"]);
+    expect(a.files).toEqual([
+      "config.json",
+      "generation_config.json",
+      "model.safetensors",
+      "tokenizer.json",
+      "tokenizer_config.json",
+    ]);
     for (const file of a.files) expect(readFileSync(join(tmp, "b", file))).toEqual(readFileSync(join(tmp, "a", file)));
-    expect(readFileSync(join(tmp, "c", "model.safetensors"))).not.toEqual(readFileSync(join(tmp, "a", "model.safetensors")));
-    expect(a).toMatchObject({ name: "tiny", modelType: "qwen3", params: 3312384, dtype: "f32", seed: 5, tensorBytes: 4 * 3312384 });
+    expect(readFileSync(join(tmp, "c", "model.safetensors"))).not.toEqual(
+      readFileSync(join(tmp, "a", "model.safetensors")),
+    );
+    expect(a).toMatchObject({
+      name: "tiny",
+      modelType: "qwen3",
+      params: 3312384,
+      dtype: "f32",
+      seed: 5,
+      tensorBytes: 4 * 3312384,
+    });
   });
 
   test("the directory loads through the shim and its tokenizer loads and encodes bytes", async () => {
@@ -43,7 +61,10 @@ describe("rlx init", () => {
     expect(model.config).toEqual(PRESETS.tiny!.config.shim);
     const tensors = readSafetensors(join(dir, "model.safetensors")).tensors;
     expect(tensors.get("model.layers.3.self_attn.q_norm.weight")!.shape).toEqual([64]);
-    const tokenizer = new Tokenizer(JSON.parse(readFileSync(join(dir, "tokenizer.json"), "utf8")), JSON.parse(readFileSync(join(dir, "tokenizer_config.json"), "utf8")));
+    const tokenizer = new Tokenizer(
+      JSON.parse(readFileSync(join(dir, "tokenizer.json"), "utf8")),
+      JSON.parse(readFileSync(join(dir, "tokenizer_config.json"), "utf8")),
+    );
     expect(tokenizer.encode("hi<|im_end|>").ids).toEqual([0x68, 0x69, 258]);
   });
 
@@ -51,7 +72,9 @@ describe("rlx init", () => {
     const dir = join(tmp, "bf16");
     init(dir, "--preset", "tiny", "--dtype", "bf16");
     expect(JSON.parse(readFileSync(join(dir, "config.json"), "utf8")).torch_dtype).toBe("bfloat16");
-    expect([...readSafetensors(join(dir, "model.safetensors")).tensors.values()].every((t) => t.dtype === "BF16")).toBe(true);
+    expect([...readSafetensors(join(dir, "model.safetensors")).tensors.values()].every((t) => t.dtype === "BF16")).toBe(
+      true,
+    );
   });
 
   test("a non-empty --out is refused unless --force, which replaces it", () => {
@@ -65,7 +88,14 @@ describe("rlx init", () => {
 
   test("--config builds a given config.json and refuses a vocabulary smaller than the byte tokenizer", () => {
     const file = join(tmp, "llama.json");
-    const llama = { model_type: "llama", hidden_size: 64, num_attention_heads: 2, num_hidden_layers: 1, intermediate_size: 128, vocab_size: 300 };
+    const llama = {
+      model_type: "llama",
+      hidden_size: 64,
+      num_attention_heads: 2,
+      num_hidden_layers: 1,
+      intermediate_size: 128,
+      vocab_size: 300,
+    };
     writeFileSync(file, JSON.stringify(llama));
     const made = init(join(tmp, "llama"), "--config", file);
     expect(made).toMatchObject({ modelType: "llama", params: 300 * 64 * 2 + 64 * 64 * 4 + 3 * 64 * 128 + 3 * 64 });

@@ -35,8 +35,16 @@ const BASE = {
 };
 const CASES: [string, ModelConfig, number][] = [
   ["qwen3: q/k norm, untied", modelConfigFromShim("qwen3", { ...BASE, qk_norm: true }), Infinity],
-  ["qwen2: q/k/v biases, tied, sharded", modelConfigFromShim("qwen2", { ...BASE, attention_bias: true, tie_word_embeddings: true }), 20_000],
-  ["llama: 4 heads over 2 kv heads, head_dim 12", modelConfigFromShim("llama", { ...BASE, num_attention_heads: 4, head_dim: 12 }), Infinity],
+  [
+    "qwen2: q/k/v biases, tied, sharded",
+    modelConfigFromShim("qwen2", { ...BASE, attention_bias: true, tie_word_embeddings: true }),
+    20_000,
+  ],
+  [
+    "llama: 4 heads over 2 kv heads, head_dim 12",
+    modelConfigFromShim("llama", { ...BASE, num_attention_heads: 4, head_dim: 12 }),
+    Infinity,
+  ],
 ];
 
 for (const [label, config, shardBytes] of CASES) {
@@ -47,7 +55,12 @@ for (const [label, config, shardBytes] of CASES) {
     for (const p of model.params()) {
       const n = p.shape.reduce((a, b) => a * b, 1);
       if (p.name.endsWith("norm.weight") || p.name.endsWith(".bias")) {
-        model.setParam(p.name, Float32Array.from({ length: n }, () => 0.5 + rand()), "f32", p.shape);
+        model.setParam(
+          p.name,
+          Float32Array.from({ length: n }, () => 0.5 + rand()),
+          "f32",
+          p.shape,
+        );
       }
     }
     const head = config.shim.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
@@ -56,7 +69,10 @@ for (const [label, config, shardBytes] of CASES) {
 
     const dir = join(root, label.split(":")[0]!);
     saveModel(model, dir, { dtype: "f32", config, shardBytes });
-    const sequences = [[3, 17, 95, 0, 44, 44, 12, 7, 61], [8, 2]];
+    const sequences = [
+      [3, 17, 95, 0, 44, 44, 12, 7, 61],
+      [8, 2],
+    ];
     const proc = Bun.spawnSync([PYTHON, SCRIPT, dir, JSON.stringify(sequences)], { stdout: "pipe", stderr: "pipe" });
     expect(proc.stderr.toString()).toBe("");
     const theirs = JSON.parse(proc.stdout.toString()) as number[][];

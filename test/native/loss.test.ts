@@ -55,7 +55,7 @@ function rlReference(cfg: { low: number; high: number; advTau: number; klTau: nu
     const ilp = fr(RL.ilp[t]!);
     const a = fr(RL.adv[t]!);
     const w = weights ? fr(weights[t]!) : 1;
-    if (!RL.mask[t] || w === 0) return grad.push(0), kept.push(false);
+    if (!RL.mask[t] || w === 0) return (grad.push(0), kept.push(false));
     const logRatio = lp - ilp;
     const ratio = Math.exp(logRatio);
     const dp = Math.exp(lp) - Math.exp(ilp);
@@ -176,17 +176,27 @@ test("overlapping components add: loss(rl + ce) = loss(rl) + loss(ce), each over
 
 test("values off a component's members have no effect, even NaN or -inf", () => {
   const clean = lossEval(rlRow(), N1);
-  const junk = lossEval(rlRow({
-    advantages: Float32Array.from([...RL.adv.slice(0, 5), NaN]),
-    inferenceLogprobs: Float32Array.from([...RL.ilp.slice(0, 5), -Infinity]),
-    refLogprobs: Float32Array.from([NaN, NaN, NaN, NaN, NaN, NaN]),
-  }), N1);
+  const junk = lossEval(
+    rlRow({
+      advantages: Float32Array.from([...RL.adv.slice(0, 5), NaN]),
+      inferenceLogprobs: Float32Array.from([...RL.ilp.slice(0, 5), -Infinity]),
+      refLogprobs: Float32Array.from([NaN, NaN, NaN, NaN, NaN, NaN]),
+    }),
+    N1,
+  );
   expect(junk.all).toEqual(clean.all);
   expect(Array.from(junk.grad)).toEqual(Array.from(clean.grad));
 });
 
 test("all components empty: loss exactly 0 and gradient exactly 0", () => {
-  const r = lossEval(row([-1, -2, -3], { rlWeights: new Float32Array(3), ceWeights: new Float32Array(3), refKlWeights: new Float32Array(3) }), N1);
+  const r = lossEval(
+    row([-1, -2, -3], {
+      rlWeights: new Float32Array(3),
+      ceWeights: new Float32Array(3),
+      refKlWeights: new Float32Array(3),
+    }),
+    N1,
+  );
   expect(r.all.loss).toBe(0);
   expect(Array.from(r.grad).every((g) => g === 0)).toBe(true);
   expect(lossEval(row([]), N1).all.loss).toBe(0);
@@ -204,7 +214,9 @@ test("per-env blocks partition the row's sums; env -1 only counts in the whole-r
   expect(r.envs[0]!.rlSum + r.envs[1]!.rlSum).toBeCloseTo(whole.all.rlSum, 13);
   expect(r.envs[0]!.ceSum + r.envs[1]!.ceSum).toBeCloseTo(whole.all.ceSum, 13);
   expect(r.envs[1]!.maskedHigh).toBe(1);
-  expect(() => lossEval(rlRow({ envIndex: Int32Array.from([0, 2, 0, 0, 0, 0]) }), N1, 2)).toThrow(/env_index\[1\] = 2 but n_envs is 2/);
+  expect(() => lossEval(rlRow({ envIndex: Int32Array.from([0, 2, 0, 0, 0, 0]) }), N1, 2)).toThrow(
+    /env_index\[1\] = 2 but n_envs is 2/,
+  );
 });
 
 test("denominators below 1 and short streams are rejected", () => {

@@ -20,7 +20,9 @@ test("the flat config: unknown, missing and mistyped keys are errors that name t
   const { head_dim: _, ...missing } = good;
   expect(createError(JSON.stringify(missing))).toContain('missing key "head_dim"');
   expect(createError(JSON.stringify({ ...good, qk_norm: 1 }))).toContain('"qk_norm" must be true or false');
-  expect(createError(JSON.stringify({ ...good, vocab_size: 64.5 }))).toContain('"vocab_size" must be a positive integer');
+  expect(createError(JSON.stringify({ ...good, vocab_size: 64.5 }))).toContain(
+    '"vocab_size" must be a positive integer',
+  );
   expect(createError(JSON.stringify({ ...good, num_key_value_heads: 3 }))).toContain("multiple of num_key_value_heads");
   expect(createError(JSON.stringify({ ...good, vocab_size: "64" }))).toContain("must be a number or a boolean");
   expect(createError("{")).toContain("model config JSON");
@@ -68,7 +70,12 @@ test("set/get param round trip, with dtype conversion both ways", async () => {
   for (let i = 0; i < values.length; i++) expect(asF32[i]).toBe(Math.fround(values[i]!));
   // bf16 keeps the top 16 bits of a float32: 1.5 and -0.375 are exact, 1 + 2^-10 rounds to 1.
   const bf16 = new Uint16Array([0x3fc0, 0xbec0]);
-  model.setParam("model.norm.weight", Uint16Array.from({ length: 32 }, (_, i) => bf16[i % 2]!), "bf16", [32]);
+  model.setParam(
+    "model.norm.weight",
+    Uint16Array.from({ length: 32 }, (_, i) => bf16[i % 2]!),
+    "bf16",
+    [32],
+  );
   expect(Array.from(f32(model.getParam("model.norm.weight", "f32")).slice(0, 2))).toEqual([1.5, -0.375]);
   model.setParam("model.norm.weight", new Float32Array(32).fill(1 + 2 ** -10), "f32", [32]);
   expect(new Uint16Array(model.getParam("model.norm.weight", "bf16").buffer)[0]).toBe(0x3f80);
@@ -76,7 +83,9 @@ test("set/get param round trip, with dtype conversion both ways", async () => {
 
 test("shape and size mismatches are errors that name the parameter", async () => {
   using model = await tinyModel();
-  expect(() => model.setParam("model.norm.weight", new Float32Array(16), "f32", [16])).toThrow(/"model.norm.weight" has shape \[32\], the data has shape \[16\]/);
+  expect(() => model.setParam("model.norm.weight", new Float32Array(16), "f32", [16])).toThrow(
+    /"model.norm.weight" has shape \[32\], the data has shape \[16\]/,
+  );
   expect(() => model.setParam("model.norm.weight", new Float32Array(16), "f32", [32])).toThrow(NativeError);
   expect(() => model.getParam("model.nope")).toThrow(/no parameter "model.nope"/);
   const out = new Uint8Array(10);

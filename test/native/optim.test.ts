@@ -3,14 +3,29 @@
 import { expect, setDefaultTimeout, test } from "bun:test";
 import { NativeModel } from "../../src/native/model.ts";
 import { NativeOptimizer, trainStep } from "../../src/native/train.ts";
-import { maxRelDiff, pack, randomSample, readGrads, readParams, rng, TINY, TINY_FULL, tinyModel } from "./tiny_model.ts";
+import {
+  maxRelDiff,
+  pack,
+  randomSample,
+  readGrads,
+  readParams,
+  rng,
+  TINY,
+  TINY_FULL,
+  tinyModel,
+} from "./tiny_model.ts";
 
 // Each test is well under a second on an idle machine; a busy shared one can be 10-100x slower
 // (bunfig.toml has no per-test timeout key: the default is 5 s).
 setDefaultTimeout(60_000);
 
 const rand = rng(21);
-const rows = [0, 1, 2, 3].map(() => pack([{ ...randomSample(rand, 10, 3), temperature: 1 }, { ...randomSample(rand, 6, 2), temperature: 0.8 }]));
+const rows = [0, 1, 2, 3].map(() =>
+  pack([
+    { ...randomSample(rand, 10, 3), temperature: 1 },
+    { ...randomSample(rand, 6, 2), temperature: 0.8 },
+  ]),
+);
 const SETTINGS = { nRl: 11, nCe: 1, nRefKl: 1 };
 
 interface Adam {
@@ -19,7 +34,12 @@ interface Adam {
   step: number;
 }
 
-function referenceStep(params: Map<string, Float64Array>, grads: Map<string, Float64Array>, s: Adam, o: { lr: number; b1: number; b2: number; eps: number; wd: number; maxNorm: number }): number {
+function referenceStep(
+  params: Map<string, Float64Array>,
+  grads: Map<string, Float64Array>,
+  s: Adam,
+  o: { lr: number; b1: number; b2: number; eps: number; wd: number; maxNorm: number },
+): number {
   let sq = 0;
   for (const g of grads.values()) for (const x of g) sq += x * x;
   const norm = Math.sqrt(sq);
@@ -87,14 +107,17 @@ test("a non-finite loss skips the update, clears the gradients and keeps the ste
 test("saved optimizer state resumes exactly on another model with the same weights", async () => {
   using a = await tinyModel({ dtype: "f32", seed: 1 });
   using optA = NativeOptimizer.create(a, { weightDecay: 0.05 });
-  for (const row of rows.slice(0, 2)) trainStep(a, row, SETTINGS), optA.step(3e-3);
+  for (const row of rows.slice(0, 2)) (trainStep(a, row, SETTINGS), optA.step(3e-3));
   const image = optA.saveState();
 
   using b = await tinyModel({ dtype: "f32", seed: 2 });
   for (const p of a.params()) b.setParam(p.name, a.getParam(p.name), "f32", p.shape);
   using optB = NativeOptimizer.create(b, { weightDecay: 0.05 });
   optB.loadState(image);
-  for (const [model, opt] of [[a, optA], [b, optB]] as const) {
+  for (const [model, opt] of [
+    [a, optA],
+    [b, optB],
+  ] as const) {
     trainStep(model, rows[2]!, SETTINGS);
     expect(opt.step(3e-3).step).toBe(3);
   }
@@ -137,5 +160,7 @@ test("bf16 parameters are updated through float32 moments", async () => {
   trainStep(model, rows[0]!, SETTINGS);
   expect(opt.step(1e-2).skipped).toBe(false);
   expect(maxRelDiff(readParams(model), before)).toBeGreaterThan(1e-3);
-  expect(opt.saveState().byteLength).toBe(32 + model.params().reduce((n, p) => n + 8 + 2 * 4 * p.shape.reduce((a, b) => a * b, 1), 0));
+  expect(opt.saveState().byteLength).toBe(
+    32 + model.params().reduce((n, p) => n + 8 + 2 * 4 * p.shape.reduce((a, b) => a * b, 1), 0),
+  );
 });

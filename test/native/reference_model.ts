@@ -46,7 +46,12 @@ function rope(x: Float64Array, pos: number, theta: number): Float64Array {
 }
 
 /** log p(token t | tokens < t) under logits / temperatures[t] for t >= 1; element 0 is 0. */
-export function referenceLogprobs(cfg: ShimModelConfig, params: Params, tokens: number[], temperatures?: number[]): number[] {
+export function referenceLogprobs(
+  cfg: ShimModelConfig,
+  params: Params,
+  tokens: number[],
+  temperatures?: number[],
+): number[] {
   const { hidden_size: d, num_attention_heads: H, num_key_value_heads: G, head_dim: D, vocab_size: V } = cfg;
   const eps = cfg.rms_norm_eps;
   const T = tokens.length;
@@ -68,15 +73,22 @@ export function referenceLogprobs(cfg: ShimModelConfig, params: Params, tokens: 
           const head = a.slice(j * D, (j + 1) * D);
           return norm ? rmsNorm(head, norm, eps) : head;
         });
-      qs.push(heads(q, H, cfg.qk_norm ? p("self_attn.q_norm.weight") : undefined).map((hv) => rope(hv, pos, cfg.rope_theta)));
-      ks.push(heads(k, G, cfg.qk_norm ? p("self_attn.k_norm.weight") : undefined).map((hv) => rope(hv, pos, cfg.rope_theta)));
+      qs.push(
+        heads(q, H, cfg.qk_norm ? p("self_attn.q_norm.weight") : undefined).map((hv) => rope(hv, pos, cfg.rope_theta)),
+      );
+      ks.push(
+        heads(k, G, cfg.qk_norm ? p("self_attn.k_norm.weight") : undefined).map((hv) => rope(hv, pos, cfg.rope_theta)),
+      );
       vs.push(heads(v, G));
     });
     xs = xs.map((x, t) => {
       const attn = new Float64Array(H * D);
       for (let h = 0; h < H; h++) {
         const g = Math.floor(h / (H / G)); // repeat_kv: query head h reads kv head h / (H/G)
-        const scores = Array.from({ length: t + 1 }, (_, s) => qs[t]![h]!.reduce((acc, qv, i) => acc + qv * ks[s]![g]![i]!, 0) / Math.sqrt(D));
+        const scores = Array.from(
+          { length: t + 1 },
+          (_, s) => qs[t]![h]!.reduce((acc, qv, i) => acc + qv * ks[s]![g]![i]!, 0) / Math.sqrt(D),
+        );
         const m = Math.max(...scores);
         const e = scores.map((sc) => Math.exp(sc - m));
         const z = e.reduce((a, b) => a + b, 0);

@@ -60,12 +60,19 @@ async function echoSamples(): Promise<TrainingSample[]> {
 
 async function sftSample(): Promise<TrainingSample[]> {
   const r = rollout(30, 1);
-  await finishRollout(new Sft(Sft.schema.parse({ type: "sft", sampling: { source: { name: "t", base_url: "http://127.0.0.1:9/v1" } } })), r);
+  await finishRollout(
+    new Sft(Sft.schema.parse({ type: "sft", sampling: { source: { name: "t", base_url: "http://127.0.0.1:9/v1" } } })),
+    r,
+  );
   return rolloutToSamples(r, "ce");
 }
 
 /** Runs the step driver with the native training call; captures the gradient instead of stepping. */
-function gradientOf(m: NativeModel, samples: TrainingSample[], seqLen = 256): { grads: Map<string, Float64Array>; result: StepResult } {
+function gradientOf(
+  m: NativeModel,
+  samples: TrainingSample[],
+  seqLen = 256,
+): { grads: Map<string, Float64Array>; result: StepResult } {
   const inner = nativePolicy(m, undefined as unknown as NativeOptimizer);
   let grads = new Map<string, Float64Array>();
   const capture: Policy = {
@@ -76,7 +83,11 @@ function gradientOf(m: NativeModel, samples: TrainingSample[], seqLen = 256): { 
       return { gradNorm: 0, skipped: false };
     },
   };
-  const result = trainStep(capture, packStep(structuredClone(samples), { seqLen }), { lr: 0, maxGradNorm: 0, loss: DEFAULT_LOSS });
+  const result = trainStep(capture, packStep(structuredClone(samples), { seqLen }), {
+    lr: 0,
+    maxGradNorm: 0,
+    loss: DEFAULT_LOSS,
+  });
   return { grads, result };
 }
 
@@ -93,7 +104,8 @@ function expectSameGrads(a: Map<string, Float64Array>, b: Map<string, Float64Arr
   expect(scale).toBeGreaterThan(0);
   expect(worst / scale).toBeLessThan(tol);
 }
-const addGrads = (a: Map<string, Float64Array>, b: Map<string, Float64Array>) => new Map([...a].map(([k, v]) => [k, v.map((x, i) => x + b.get(k)![i]!)]));
+const addGrads = (a: Map<string, Float64Array>, b: Map<string, Float64Array>) =>
+  new Map([...a].map(([k, v]) => [k, v.map((x, i) => x + b.get(k)![i]!)]));
 
 describe("global denominators through the native step", () => {
   test("an sft sample packed beside grpo samples does not change the grpo gradient", async () => {
@@ -142,13 +154,25 @@ describe("global denominators through the native step", () => {
 test("the custom RLOO example trains one AdamW step end to end", async () => {
   const m = await tinyModel({ dtype: "f32", seed: 9 });
   using optimizer = NativeOptimizer.create(m);
-  const config = { type: "custom", path: join(import.meta.dir, "../../examples/algorithms/rloo.ts"), sampling: { source: "policy" } } as AlgoConfig;
-  const { algorithm } = await createAlgorithm(config, { source: "test", path: ["orchestrator", "algo"] }, { policyUrls: [] });
+  const config = {
+    type: "custom",
+    path: join(import.meta.dir, "../../examples/algorithms/rloo.ts"),
+    sampling: { source: "policy" },
+  } as AlgoConfig;
+  const { algorithm } = await createAlgorithm(
+    config,
+    { source: "test", path: ["orchestrator", "algo"] },
+    { policyUrls: [] },
+  );
   const group = [1, 0, 0, 1].map((r, i) => rollout(50 + i, r));
   await finishGroup(algorithm, group);
   const { kept } = filterZeroAdvantage(group.flatMap((r) => rolloutToSamples(r, algorithm.kind.actionLossType)));
   const before = readParams(m);
-  const { metrics } = trainStep(nativePolicy(m, optimizer), packStep(kept, { seqLen: 64 }), { lr: 1e-3, maxGradNorm: 1, loss: DEFAULT_LOSS });
+  const { metrics } = trainStep(nativePolicy(m, optimizer), packStep(kept, { seqLen: 64 }), {
+    lr: 1e-3,
+    maxGradNorm: 1,
+    loss: DEFAULT_LOSS,
+  });
   expect(metrics["count/rl"]).toBe(4 * 7);
   expect(Number.isFinite(metrics.loss)).toBe(true);
   expect(metrics.grad_norm).toBeGreaterThan(0);

@@ -41,7 +41,9 @@ export function f32(bytes: Uint8Array): Float32Array {
  * A micro model. `sharpen` scales the output head so next-token distributions are peaked (a random
  * model is close to uniform, which makes greedy/argmax and trust-region tests meaningless).
  */
-export async function tinyModel(options: { dtype?: DType; seed?: number; config?: ShimModelConfig; sharpen?: number } = {}): Promise<NativeModel> {
+export async function tinyModel(
+  options: { dtype?: DType; seed?: number; config?: ShimModelConfig; sharpen?: number } = {},
+): Promise<NativeModel> {
   const config = options.config ?? TINY;
   const model = await NativeModel.create(config, { dtype: options.dtype ?? "f32", seed: options.seed ?? 1 });
   if (options.sharpen) {
@@ -96,18 +98,61 @@ export function pack(samples: Sample[]): PackedRow {
   const optional = (get: (s: Sample) => number[] | undefined, fill: (s: Sample) => number) =>
     samples.some((s) => get(s)) ? Float32Array.from(cat(get, fill)) : undefined;
   const row: PackedRow = {
-    tokenIds: Int32Array.from(cat((s) => s.tokenIds, () => 0)),
+    tokenIds: Int32Array.from(
+      cat(
+        (s) => s.tokenIds,
+        () => 0,
+      ),
+    ),
     sampleLengths: Int32Array.from(samples.map((s) => s.tokenIds.length)),
-    lossMask: Uint8Array.from(cat((s) => s.lossMask, () => 0)),
-    advantages: Float32Array.from(cat((s) => s.advantages, () => 0)),
-    inferenceLogprobs: Float32Array.from(cat((s) => s.inferenceLogprobs, () => 0)),
-    temperatures: Float32Array.from(cat(() => undefined, (s) => s.temperature)),
-    refLogprobs: optional((s) => s.refLogprobs, () => 0),
-    rlWeights: optional((s) => s.rlWeights, () => 1),
-    ceWeights: optional((s) => s.ceWeights, () => 0),
-    refKlWeights: optional((s) => s.refKlWeights, () => 0),
+    lossMask: Uint8Array.from(
+      cat(
+        (s) => s.lossMask,
+        () => 0,
+      ),
+    ),
+    advantages: Float32Array.from(
+      cat(
+        (s) => s.advantages,
+        () => 0,
+      ),
+    ),
+    inferenceLogprobs: Float32Array.from(
+      cat(
+        (s) => s.inferenceLogprobs,
+        () => 0,
+      ),
+    ),
+    temperatures: Float32Array.from(
+      cat(
+        () => undefined,
+        (s) => s.temperature,
+      ),
+    ),
+    refLogprobs: optional(
+      (s) => s.refLogprobs,
+      () => 0,
+    ),
+    rlWeights: optional(
+      (s) => s.rlWeights,
+      () => 1,
+    ),
+    ceWeights: optional(
+      (s) => s.ceWeights,
+      () => 0,
+    ),
+    refKlWeights: optional(
+      (s) => s.refKlWeights,
+      () => 0,
+    ),
   };
-  if (samples.some((s) => s.env !== undefined)) row.envIndex = Int32Array.from(cat(() => undefined, (s) => s.env ?? -1));
+  if (samples.some((s) => s.env !== undefined))
+    row.envIndex = Int32Array.from(
+      cat(
+        () => undefined,
+        (s) => s.env ?? -1,
+      ),
+    );
   if (row.tokenIds.length !== T) throw new Error("pack: lengths disagree");
   return row;
 }

@@ -5,7 +5,17 @@ import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import type { NativeModel } from "../../src/native/model.ts";
 import { score } from "../../src/native/generate.ts";
 import { trainStep, type LossSettings, type PackedRow } from "../../src/native/train.ts";
-import { f64, maxRelDiff, pack, randomSample, readGrads, rng, type Sample, TINY_FULL, tinyModel } from "./tiny_model.ts";
+import {
+  f64,
+  maxRelDiff,
+  pack,
+  randomSample,
+  readGrads,
+  rng,
+  type Sample,
+  TINY_FULL,
+  tinyModel,
+} from "./tiny_model.ts";
 
 // Each test is well under a second on an idle machine; a busy shared one can be 10-100x slower
 // (bunfig.toml has no per-test timeout key: the default is 5 s).
@@ -17,7 +27,11 @@ setDefaultTimeout(60_000);
  * A <= 0 (masked). Finite differences then never cross a mask boundary.
  */
 function anchorLogprobs(model: NativeModel, samples: Sample[], rand: () => number): void {
-  const lps = score(model, samples.map((s) => s.tokenIds), { temperature: samples.map((s) => new Float32Array(s.tokenIds.length).fill(s.temperature)) }).logprobs;
+  const lps = score(
+    model,
+    samples.map((s) => s.tokenIds),
+    { temperature: samples.map((s) => new Float32Array(s.tokenIds.length).fill(s.temperature)) },
+  ).logprobs;
   samples.forEach((s, i) => {
     const lp = lps[i]!;
     s.inferenceLogprobs = s.tokenIds.map((_, t) => {
@@ -44,7 +58,13 @@ function lossOf(model: NativeModel, row: PackedRow, settings: LossSettings): num
  * stopgrad(ref_lp - lp), so its gradient is that of the loss with the advantage held fixed, which
  * differs from the loss value's derivative by exactly d/dθ sum(w * keep * ratio) / N_ref_kl.
  */
-function finiteDifferenceCheck(model: NativeModel, row: PackedRow, settings: LossSettings, seed: number, surrogate?: { row: PackedRow; settings: LossSettings }): number {
+function finiteDifferenceCheck(
+  model: NativeModel,
+  row: PackedRow,
+  settings: LossSettings,
+  seed: number,
+  surrogate?: { row: PackedRow; settings: LossSettings },
+): number {
   model.zeroGrad();
   trainStep(model, row, settings);
   const grads = readGrads(model);
@@ -60,7 +80,8 @@ function finiteDifferenceCheck(model: NativeModel, row: PackedRow, settings: Los
       const original = values[i]!;
       values[i] = original + h;
       model.setParam(p.name, values, "f64", p.shape);
-      const value = () => lossOf(model, row, settings) - (surrogate ? lossOf(model, surrogate.row, surrogate.settings) : 0);
+      const value = () =>
+        lossOf(model, row, settings) - (surrogate ? lossOf(model, surrogate.row, surrogate.settings) : 0);
       const up = value();
       values[i] = original - h;
       model.setParam(p.name, values, "f64", p.shape);
@@ -79,7 +100,10 @@ describe("gradients against central finite differences (float64)", () => {
   test("rl only, no weight streams, two samples at different temperatures", async () => {
     using model = await tinyModel({ dtype: "f64", config: TINY_FULL, sharpen: 8, seed: 2 });
     const rand = rng(1);
-    const samples = [{ ...randomSample(rand, 9, 3), temperature: 1 }, { ...randomSample(rand, 7, 2), temperature: 0.7 }];
+    const samples = [
+      { ...randomSample(rand, 9, 3), temperature: 1 },
+      { ...randomSample(rand, 7, 2), temperature: 0.7 },
+    ];
     anchorLogprobs(model, samples, rand);
     const row = pack(samples);
     const m = trainStep(model, row, { nRl: 11, nCe: 1, nRefKl: 1 });
@@ -91,7 +115,12 @@ describe("gradients against central finite differences (float64)", () => {
   });
 
   test("rl, ce and ref_kl with weights, overlapping on shared tokens, tied embeddings", async () => {
-    using model = await tinyModel({ dtype: "f64", config: { ...TINY_FULL, tie_word_embeddings: true }, sharpen: 8, seed: 4 });
+    using model = await tinyModel({
+      dtype: "f64",
+      config: { ...TINY_FULL, tie_word_embeddings: true },
+      sharpen: 8,
+      seed: 4,
+    });
     const rand = rng(2);
     const rlSample: Sample = { ...randomSample(rand, 10, 3), temperature: 1.2 };
     rlSample.rlWeights = rlSample.tokenIds.map((_, t) => (t === 5 ? 0 : 0.5 + rand()));
@@ -116,14 +145,16 @@ describe("gradients against central finite differences (float64)", () => {
     // sum(w * keep * ratio) / N over the ref_kl tokens is the rl loss with A = -1 on them, no KL
     // term, and a low mask of 0.2 (ref_kl's fixed one-sided mask): the stop-gradient correction.
     const zeros = (s: Sample) => s.tokenIds.map(() => 0);
-    const correction = pack(samples.map((s) => ({
-      ...s,
-      lossMask: (s.refKlWeights ?? zeros(s)).map((w) => (w ? 1 : 0)),
-      advantages: s.tokenIds.map(() => -1),
-      rlWeights: s.refKlWeights ?? zeros(s),
-      ceWeights: zeros(s),
-      refKlWeights: zeros(s),
-    })));
+    const correction = pack(
+      samples.map((s) => ({
+        ...s,
+        lossMask: (s.refKlWeights ?? zeros(s)).map((w) => (w ? 1 : 0)),
+        advantages: s.tokenIds.map(() => -1),
+        rlWeights: s.refKlWeights ?? zeros(s),
+        ceWeights: zeros(s),
+        refKlWeights: zeros(s),
+      })),
+    );
     const surrogate = { row: correction, settings: { nRl: 7, nCe: 1, nRefKl: 1, dppoMaskLow: 0.2, klTau: 0 } };
     expect(finiteDifferenceCheck(model, row, settings, 6, surrogate)).toBeGreaterThan(1e-3);
   });
@@ -132,7 +163,15 @@ describe("gradients against central finite differences (float64)", () => {
 test("an all-empty micro-batch: loss 0, zero gradient, and nothing added to accumulated gradients", async () => {
   using model = await tinyModel({ dtype: "f64" });
   const rand = rng(3);
-  const empty = pack([{ ...randomSample(rand, 8, 8), temperature: 1, ceWeights: new Array(8).fill(0), refKlWeights: new Array(8).fill(0), refLogprobs: new Array(8).fill(0) }]);
+  const empty = pack([
+    {
+      ...randomSample(rand, 8, 8),
+      temperature: 1,
+      ceWeights: new Array(8).fill(0),
+      refKlWeights: new Array(8).fill(0),
+      refLogprobs: new Array(8).fill(0),
+    },
+  ]);
   const m = trainStep(model, empty, { nRl: 1, nCe: 1, nRefKl: 1 });
   expect(m.all.loss).toBe(0);
   expect([...readGrads(model).values()].every((g) => g.every((x) => x === 0))).toBe(true);
@@ -144,8 +183,20 @@ test("an all-empty micro-batch: loss 0, zero gradient, and nothing added to accu
 
 test("one-token samples (nothing to predict) train as empty, alone or packed with others", async () => {
   using model = await tinyModel({ dtype: "f64" });
-  const single = { tokenIds: [5], lossMask: [1], advantages: [1], inferenceLogprobs: [-1], temperature: 1, ceWeights: [1] };
-  expect(trainStep(model, pack([single]), { nRl: 1, nCe: 1, nRefKl: 1 }).all).toMatchObject({ loss: 0, rlCount: 0, ceCount: 0, tokens: 1 });
+  const single = {
+    tokenIds: [5],
+    lossMask: [1],
+    advantages: [1],
+    inferenceLogprobs: [-1],
+    temperature: 1,
+    ceWeights: [1],
+  };
+  expect(trainStep(model, pack([single]), { nRl: 1, nCe: 1, nRefKl: 1 }).all).toMatchObject({
+    loss: 0,
+    rlCount: 0,
+    ceCount: 0,
+    tokens: 1,
+  });
   const other = { ...randomSample(rng(8), 6, 2), temperature: 1 };
   const withSingle = trainStep(model, pack([single, other, single]), { nRl: 4, nCe: 1, nRefKl: 1 }).all;
   const grads = readGrads(model);
@@ -173,7 +224,10 @@ describe("packing and micro-batching do not change the numbers", () => {
     return grads;
   }
 
-  for (const [dtype, tol] of [["f64", 1e-12], ["f32", 2e-5]] as const) {
+  for (const [dtype, tol] of [
+    ["f64", 1e-12],
+    ["f32", 2e-5],
+  ] as const) {
     // Scores come out as float32, so the logprob tolerance is float32's for both model dtypes.
     test(`packed logprobs equal unpacked ones (${dtype} model, tolerance 1e-5)`, async () => {
       using model = await tinyModel({ dtype, config: TINY_FULL, sharpen: 5 });
@@ -189,7 +243,15 @@ describe("packing and micro-batching do not change the numbers", () => {
       using model = await tinyModel({ dtype, config: TINY_FULL, sharpen: 5 });
       const one = gradsOf(model, [samples]);
       expect(maxRelDiff(gradsOf(model, [samples.slice(0, 3), samples.slice(3)]), one)).toBeLessThan(tol);
-      expect(maxRelDiff(gradsOf(model, samples.map((s) => [s])), one)).toBeLessThan(tol);
+      expect(
+        maxRelDiff(
+          gradsOf(
+            model,
+            samples.map((s) => [s]),
+          ),
+          one,
+        ),
+      ).toBeLessThan(tol);
       expect(Math.max(...[...one.values()].map((g) => Math.max(...g.map(Math.abs))))).toBeGreaterThan(1e-4);
     });
   }
@@ -220,10 +282,12 @@ test("bf16 autocast: the step runs, its loss is close to float32's and its gradi
   const low = trainStep(model, row, settings).all;
   const g16 = readGrads(model);
   expect(Math.abs(low.loss - exact.loss)).toBeLessThan(0.02 * Math.abs(exact.loss) + 1e-3);
-  let dot = 0, n32 = 0, n16 = 0;
+  let dot = 0,
+    n32 = 0,
+    n16 = 0;
   for (const [name, a] of g32) {
     const b = g16.get(name)!;
-    for (let i = 0; i < a.length; i++) (dot += a[i]! * b[i]!), (n32 += a[i]! ** 2), (n16 += b[i]! ** 2);
+    for (let i = 0; i < a.length; i++) ((dot += a[i]! * b[i]!), (n32 += a[i]! ** 2), (n16 += b[i]! ** 2));
   }
   expect(dot / Math.sqrt(n32 * n16)).toBeGreaterThan(0.99);
   expect(maxRelDiff(g16, g32)).toBeGreaterThan(0); // it really ran in lower precision

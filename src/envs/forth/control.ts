@@ -16,7 +16,8 @@ function open(c: Compiler, kind: string, leaves?: number[]) {
 
 function close(c: Compiler, word: string, ...kinds: string[]) {
   const top = c.control.pop();
-  if (!top || !kinds.includes(top.kind)) throw new ForthError(`${word} without a matching ${kinds.map((k) => k.toUpperCase()).join(" or ")}`);
+  if (!top || !kinds.includes(top.kind))
+    throw new ForthError(`${word} without a matching ${kinds.map((k) => k.toUpperCase()).join(" or ")}`);
   return top;
 }
 
@@ -40,7 +41,9 @@ function endLoop(c: Compiler, word: string, op: Op.Loop | Op.PlusLoop) {
 }
 
 export const CONTROL_WORDS: Record<string, (c: Compiler) => void> = {
-  IF: (c) => { c.control.push({ kind: "if", at: c.emit({ op: Op.Branch0, arg: -1, text: "IF" }) }); },
+  IF: (c) => {
+    c.control.push({ kind: "if", at: c.emit({ op: Op.Branch0, arg: -1, text: "IF" }) });
+  },
   ELSE: (c) => {
     const branch = close(c, "ELSE", "if");
     const at = c.emit({ op: Op.Branch, arg: -1 });
@@ -49,8 +52,12 @@ export const CONTROL_WORDS: Record<string, (c: Compiler) => void> = {
   },
   THEN: (c) => resolveHere(c, close(c, "THEN", "if", "else").at),
   BEGIN: (c) => open(c, "begin"),
-  UNTIL: (c) => { c.emit({ op: Op.Branch0, arg: close(c, "UNTIL", "begin").at, text: "UNTIL" }); },
-  AGAIN: (c) => { c.emit({ op: Op.Branch, arg: close(c, "AGAIN", "begin").at }); },
+  UNTIL: (c) => {
+    c.emit({ op: Op.Branch0, arg: close(c, "UNTIL", "begin").at, text: "UNTIL" });
+  },
+  AGAIN: (c) => {
+    c.emit({ op: Op.Branch, arg: close(c, "AGAIN", "begin").at });
+  },
   WHILE: (c) => {
     const begin = c.control[c.control.length - 1];
     if (!begin || begin.kind !== "begin") throw new ForthError("WHILE without a matching BEGIN");
@@ -61,17 +68,35 @@ export const CONTROL_WORDS: Record<string, (c: Compiler) => void> = {
     c.emit({ op: Op.Branch, arg: close(c, "REPEAT", "begin").at });
     resolveHere(c, exit.at);
   },
-  DO: (c) => { c.emit({ op: Op.Do, arg: -1 }); open(c, "do", []); },
-  "?DO": (c) => { const at = c.emit({ op: Op.QDo, arg: -1 }); open(c, "do", [at]); },
+  DO: (c) => {
+    c.emit({ op: Op.Do, arg: -1 });
+    open(c, "do", []);
+  },
+  "?DO": (c) => {
+    const at = c.emit({ op: Op.QDo, arg: -1 });
+    open(c, "do", [at]);
+  },
   LOOP: (c) => endLoop(c, "LOOP", Op.Loop),
   "+LOOP": (c) => endLoop(c, "+LOOP", Op.PlusLoop),
-  LEAVE: (c) => { innermostDo(c, "LEAVE").leaves!.push(c.emit({ op: Op.Leave, arg: -1 })); },
-  UNLOOP: (c) => { innermostDo(c, "UNLOOP"); c.emit({ op: Op.Unloop, arg: 0 }); },
-  I: (c) => { innermostDo(c, "I"); c.emit({ op: Op.I, arg: 0 }); },
+  LEAVE: (c) => {
+    innermostDo(c, "LEAVE").leaves!.push(c.emit({ op: Op.Leave, arg: -1 }));
+  },
+  UNLOOP: (c) => {
+    innermostDo(c, "UNLOOP");
+    c.emit({ op: Op.Unloop, arg: 0 });
+  },
+  I: (c) => {
+    innermostDo(c, "I");
+    c.emit({ op: Op.I, arg: 0 });
+  },
   J: (c) => {
     if (c.control.filter((e) => e.kind === "do").length < 2) throw new ForthError("J outside two nested DO loops");
     c.emit({ op: Op.J, arg: 1 });
   },
-  EXIT: (c) => { c.emit({ op: Op.Exit, arg: 0 }); },
-  RECURSE: (c) => { c.emit({ op: Op.Call, arg: 0, word: c.word }); },
+  EXIT: (c) => {
+    c.emit({ op: Op.Exit, arg: 0 });
+  },
+  RECURSE: (c) => {
+    c.emit({ op: Op.Call, arg: 0, word: c.word });
+  },
 };

@@ -22,7 +22,10 @@ export const FORTH_SYSTEM_PROMPT =
   "so include every definition you need. When you know the result, reply without a tool call and end with a line `Answer: <result>`.";
 
 const Args = z.strictObject({
-  kinds: z.array(z.enum(FORTH_KINDS)).min(1).default([...FORTH_KINDS]),
+  kinds: z
+    .array(z.enum(FORTH_KINDS))
+    .min(1)
+    .default([...FORTH_KINDS]),
   train_size: z.number().int().positive().default(2000),
   eval_size: z.number().int().positive().default(100),
   eval_fraction: z.number().gt(0).lt(1).default(0.2),
@@ -35,7 +38,14 @@ const Args = z.strictObject({
 
 type ForthArgs = z.infer<typeof Args>;
 
-function forthTask(system: string, key: string, question: string, answer: string, numeric: boolean, program?: string): Task {
+function forthTask(
+  system: string,
+  key: string,
+  question: string,
+  answer: string,
+  numeric: boolean,
+  program?: string,
+): Task {
   return {
     id: key,
     prompt: promptMessages(system, question),
@@ -47,7 +57,8 @@ function forthTask(system: string, key: string, question: string, answer: string
 
 const forth: EnvDefinition<ForthArgs> = {
   id: "forth",
-  description: "write and run Forth with a `forth` tool (interpreter outputs as observations); reward on the final answer",
+  description:
+    "write and run Forth with a `forth` tool (interpreter outputs as observations); reward on the final answer",
   args: Args,
   create(args) {
     const tool = forthTool({ ...DEFAULT_LIMITS, maxSteps: args.max_steps });
@@ -59,7 +70,9 @@ const forth: EnvDefinition<ForthArgs> = {
         if (args.data_file) {
           const rows = loadJsonlSplit(args.data_file, split, args.eval_fraction);
           const size = split === "train" ? args.train_size : args.eval_size;
-          return sampleTasks(rows, seed, size).map((row) => forthTask(system, row.id!, row.question, row.answer, parseInteger(row.answer) !== undefined));
+          return sampleTasks(rows, seed, size).map((row) =>
+            forthTask(system, row.id!, row.question, row.answer, parseInteger(row.answer) !== undefined),
+          );
         }
         const size = split === "train" ? args.train_size : args.eval_size;
         return generateSplit("forth", split, seed, size, args.eval_fraction, (rng) => {
@@ -74,7 +87,8 @@ const forth: EnvDefinition<ForthArgs> = {
       },
       async demonstrate(task) {
         const program = task.info?.program;
-        if (typeof program !== "string") return [...task.prompt, { role: "assistant", content: `Answer: ${task.answer}` }];
+        if (typeof program !== "string")
+          return [...task.prompt, { role: "assistant", content: `Answer: ${task.answer}` }];
         const call = toolCall("forth", { code: program });
         const observation = await runToolCall([tool], call, task);
         return [

@@ -78,7 +78,8 @@ export class Forth implements Machine {
     return value;
   }
   push(value: number): void {
-    if (this.stack.length >= this.limits.maxStack) throw new ForthError(`stack overflow (${this.limits.maxStack} cells)`);
+    if (this.stack.length >= this.limits.maxStack)
+      throw new ForthError(`stack overflow (${this.limits.maxStack} cells)`);
     this.stack.push(value);
   }
   emit(text: string): void {
@@ -89,7 +90,8 @@ export class Forth implements Machine {
     this.output += text;
   }
   cellAddress(address: number): number {
-    if (address < 0 || address + 4 > this.here || address % 4 !== 0) throw new ForthError(`invalid memory address ${address}`);
+    if (address < 0 || address + 4 > this.here || address % 4 !== 0)
+      throw new ForthError(`invalid memory address ${address}`);
     return address / 4;
   }
   byteAddress(address: number): number {
@@ -98,14 +100,16 @@ export class Forth implements Machine {
   }
   allot(bytes: number): void {
     if (bytes < 0) throw new ForthError("negative ALLOT");
-    if (this.here + bytes > this.memory.length * 4) throw new ForthError(`memory limit exceeded (${this.limits.memoryBytes} bytes)`);
+    if (this.here + bytes > this.memory.length * 4)
+      throw new ForthError(`memory limit exceeded (${this.limits.memoryBytes} bytes)`);
     this.here += bytes;
   }
 
   /** Runs `source` to completion, an error, or a limit. Never throws. */
   run(source: string): ForthResult {
     try {
-      if (source.length > this.limits.maxSource) throw new ForthError(`program too long (${source.length} characters, limit ${this.limits.maxSource})`);
+      if (source.length > this.limits.maxSource)
+        throw new ForthError(`program too long (${source.length} characters, limit ${this.limits.maxSource})`);
       this.source = source;
       this.cursor = 0;
       for (let token = this.nextToken(); token !== null; token = this.nextToken()) this.interpret(token);
@@ -132,7 +136,8 @@ export class Forth implements Machine {
 
   /** Reads raw source up to `delimiter` (for comments and strings); the delimiter is consumed. */
   readUntil(delimiter: string, what: string): string {
-    const start = this.cursor < this.source.length && /\s/.test(this.source[this.cursor]!) ? this.cursor + 1 : this.cursor;
+    const start =
+      this.cursor < this.source.length && /\s/.test(this.source[this.cursor]!) ? this.cursor + 1 : this.cursor;
     const end = this.source.indexOf(delimiter, start);
     if (end === -1) throw new ForthError(`unterminated ${what} (missing ${JSON.stringify(delimiter)})`);
     this.cursor = end + delimiter.length;
@@ -161,15 +166,25 @@ export class Forth implements Machine {
    * they compile; without one they act now. Returns false when `name` is not one of them. */
   private parseWords(name: string, compiler: Compiler | null): boolean {
     switch (name) {
-      case "(": this.readUntil(")", "comment"); return true;
-      case "\\": { const end = this.source.indexOf("\n", this.cursor); this.cursor = end === -1 ? this.source.length : end; return true; }
+      case "(":
+        this.readUntil(")", "comment");
+        return true;
+      case "\\": {
+        const end = this.source.indexOf("\n", this.cursor);
+        this.cursor = end === -1 ? this.source.length : end;
+        return true;
+      }
       case '."': {
         const text = this.readUntil('"', "string");
         if (compiler) compiler.emit({ op: Op.Print, arg: 0, text });
         else this.emit(text);
         return true;
       }
-      case ".(": { const text = this.readUntil(")", ".( string"); this.emit(text); return true; }
+      case ".(": {
+        const text = this.readUntil(")", ".( string");
+        this.emit(text);
+        return true;
+      }
       case "CHAR":
       case "[CHAR]": {
         if ((name === "CHAR") !== (compiler === null)) return false;
@@ -219,7 +234,8 @@ export class Forth implements Machine {
   }
 
   private charge(): void {
-    if (++this.steps > this.limits.maxSteps) throw new ForthError(`step budget exhausted (${this.limits.maxSteps} steps)`);
+    if (++this.steps > this.limits.maxSteps)
+      throw new ForthError(`step budget exhausted (${this.limits.maxSteps} steps)`);
   }
 
   // ---- the compiler ----
@@ -228,7 +244,14 @@ export class Forth implements Machine {
     if (label === null) throw new ForthError(": needs a name after it");
     const word: Word = { name: label.toUpperCase(), code: [] };
     const control: Array<{ kind: string; at: number; leaves?: number[] }> = [];
-    const compiler: Compiler = { word, control, emit: (instr) => { word.code.push(instr); return word.code.length - 1; } };
+    const compiler: Compiler = {
+      word,
+      control,
+      emit: (instr) => {
+        word.code.push(instr);
+        return word.code.length - 1;
+      },
+    };
     for (;;) {
       const token = this.nextToken();
       if (token === null) {
@@ -241,11 +264,20 @@ export class Forth implements Machine {
       if (name === ":") throw new ForthError("nested : definitions are not allowed");
       if (this.parseWords(name, compiler)) continue;
       const control_word = CONTROL_WORDS[name];
-      if (control_word) { control_word(compiler); continue; }
+      if (control_word) {
+        control_word(compiler);
+        continue;
+      }
       const known = this.dictionary.get(name);
-      if (known) { compiler.emit({ op: Op.Call, arg: 0, word: known }); continue; }
+      if (known) {
+        compiler.emit({ op: Op.Call, arg: 0, word: known });
+        continue;
+      }
       const prim = PRIMITIVES[name];
-      if (prim) { compiler.emit({ op: Op.Prim, arg: 0, prim, text: token }); continue; }
+      if (prim) {
+        compiler.emit({ op: Op.Prim, arg: 0, prim, text: token });
+        continue;
+      }
       const value = this.parseNumber(token);
       if (value === undefined) throw new ForthError("undefined word");
       compiler.emit({ op: Op.Lit, arg: value });
@@ -260,19 +292,35 @@ export class Forth implements Machine {
     const outer = this.currentWord;
     while (frames.length > 0) {
       const frame = frames[frames.length - 1]!;
-      if (frame.pc >= frame.code.length) { frames.pop(); continue; }
+      if (frame.pc >= frame.code.length) {
+        frames.pop();
+        continue;
+      }
       if (this.steps + 1 > this.limits.maxSteps) this.currentWord = frame.name;
       this.charge();
       const instr = frame.code[frame.pc++]!;
       switch (instr.op) {
-        case Op.Lit: this.push(instr.arg); break;
-        case Op.Prim: this.currentWord = instr.text!; instr.prim!(this); break;
+        case Op.Lit:
+          this.push(instr.arg);
+          break;
+        case Op.Prim:
+          this.currentWord = instr.text!;
+          instr.prim!(this);
+          break;
         case Op.Call:
-          if (frames.length >= this.limits.maxCallDepth) { this.currentWord = instr.word!.name; throw new ForthError(`return stack overflow (call depth ${this.limits.maxCallDepth})`); }
+          if (frames.length >= this.limits.maxCallDepth) {
+            this.currentWord = instr.word!.name;
+            throw new ForthError(`return stack overflow (call depth ${this.limits.maxCallDepth})`);
+          }
           frames.push({ name: instr.word!.name, code: instr.word!.code, pc: 0, loops: [] });
           break;
-        case Op.Branch: frame.pc = instr.arg; break;
-        case Op.Branch0: this.currentWord = instr.text!; if (this.pop() === 0) frame.pc = instr.arg; break;
+        case Op.Branch:
+          frame.pc = instr.arg;
+          break;
+        case Op.Branch0:
+          this.currentWord = instr.text!;
+          if (this.pop() === 0) frame.pc = instr.arg;
+          break;
         case Op.Do:
         case Op.QDo: {
           this.currentWord = instr.op === Op.Do ? "DO" : "?DO";
@@ -292,13 +340,18 @@ export class Forth implements Machine {
           loop.index = (loop.index + step) | 0;
           const after = before + step;
           // Standard +LOOP: stop when the index crosses the boundary between limit-1 and limit.
-          const done = instr.op === Op.Loop ? after === 0 : (before < 0) !== (after < 0);
+          const done = instr.op === Op.Loop ? after === 0 : before < 0 !== after < 0;
           if (done) frame.loops.pop();
           else frame.pc = instr.arg;
           break;
         }
-        case Op.Leave: frame.loops.pop(); frame.pc = instr.arg; break;
-        case Op.Unloop: frame.loops.pop(); break;
+        case Op.Leave:
+          frame.loops.pop();
+          frame.pc = instr.arg;
+          break;
+        case Op.Unloop:
+          frame.loops.pop();
+          break;
         case Op.I:
         case Op.J: {
           const loop = frame.loops[frame.loops.length - 1 - instr.arg];
@@ -306,8 +359,12 @@ export class Forth implements Machine {
           this.push(loop.index);
           break;
         }
-        case Op.Exit: frames.pop(); break;
-        case Op.Print: this.emit(instr.text!); break;
+        case Op.Exit:
+          frames.pop();
+          break;
+        case Op.Print:
+          this.emit(instr.text!);
+          break;
       }
     }
     this.currentWord = outer;

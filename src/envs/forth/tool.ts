@@ -13,10 +13,11 @@ export const FORTH_TOOL_SPEC: ToolSpec = {
   type: "function",
   function: {
     name: "forth",
-    description: "Run a Forth program on a fresh interpreter (32-bit integers). Returns what it printed, then its final stack or its error.",
+    description:
+      "Run a Forth program on a fresh interpreter (32-bit integers). Returns what it printed, then its final stack or its error.",
     parameters: {
       type: "object",
-      properties: { code: { type: "string", description: "Forth source, e.g. \": SQ DUP * ; 7 SQ .\"" } },
+      properties: { code: { type: "string", description: 'Forth source, e.g. ": SQ DUP * ; 7 SQ ."' } },
       required: ["code"],
     },
   },
@@ -25,7 +26,9 @@ export const FORTH_TOOL_SPEC: ToolSpec = {
 export function formatForthResult(result: ForthResult): string {
   let text = result.output;
   if (text.length > 0 && !text.endsWith("\n")) text += "\n";
-  text += result.error ? `error: ${result.error}` : `stack: <${result.stack.length}>${result.stack.map((v) => ` ${v}`).join("")}`;
+  text += result.error
+    ? `error: ${result.error}`
+    : `stack: <${result.stack.length}>${result.stack.map((v) => ` ${v}`).join("")}`;
   return text;
 }
 

@@ -24,7 +24,23 @@ export interface Machine {
 export type Primitive = (m: Machine) => void;
 
 /** Instructions of compiled definitions (see interpreter.ts for what each does). */
-export enum Op { Lit, Call, Prim, Branch, Branch0, Do, QDo, Loop, PlusLoop, Leave, Exit, Print, Unloop, I, J }
+export enum Op {
+  Lit,
+  Call,
+  Prim,
+  Branch,
+  Branch0,
+  Do,
+  QDo,
+  Loop,
+  PlusLoop,
+  Leave,
+  Exit,
+  Print,
+  Unloop,
+  I,
+  J,
+}
 
 export interface Instr {
   op: Op;
@@ -55,29 +71,110 @@ function need(m: Machine, n: number): void {
   if (m.stack.length < n) throw new ForthError("stack underflow");
 }
 
-const binary = (f: (a: number, b: number) => number): Primitive => (m) => {
-  need(m, 2);
-  const b = m.pop();
-  const a = m.pop();
-  m.push(f(a, b));
-};
-const unary = (f: (a: number) => number): Primitive => (m) => m.push(f(m.pop()));
+const binary =
+  (f: (a: number, b: number) => number): Primitive =>
+  (m) => {
+    need(m, 2);
+    const b = m.pop();
+    const a = m.pop();
+    m.push(f(a, b));
+  };
+const unary =
+  (f: (a: number) => number): Primitive =>
+  (m) =>
+    m.push(f(m.pop()));
 
 export const PRIMITIVES: Record<string, Primitive> = {
   // stack
-  DUP: (m) => { const a = m.pop(); m.push(a); m.push(a); },
+  DUP: (m) => {
+    const a = m.pop();
+    m.push(a);
+    m.push(a);
+  },
   DROP: (m) => void m.pop(),
-  SWAP: (m) => { need(m, 2); const b = m.pop(), a = m.pop(); m.push(b); m.push(a); },
-  OVER: (m) => { need(m, 2); const b = m.pop(), a = m.pop(); m.push(a); m.push(b); m.push(a); },
-  ROT: (m) => { need(m, 3); const c = m.pop(), b = m.pop(), a = m.pop(); m.push(b); m.push(c); m.push(a); },
-  "-ROT": (m) => { need(m, 3); const c = m.pop(), b = m.pop(), a = m.pop(); m.push(c); m.push(a); m.push(b); },
-  NIP: (m) => { need(m, 2); const b = m.pop(); m.pop(); m.push(b); },
-  TUCK: (m) => { need(m, 2); const b = m.pop(), a = m.pop(); m.push(b); m.push(a); m.push(b); },
-  "2DUP": (m) => { need(m, 2); const b = m.pop(), a = m.pop(); m.push(a); m.push(b); m.push(a); m.push(b); },
-  "2DROP": (m) => { need(m, 2); m.pop(); m.pop(); },
-  "2SWAP": (m) => { need(m, 4); const d = m.pop(), c = m.pop(), b = m.pop(), a = m.pop(); m.push(c); m.push(d); m.push(a); m.push(b); },
-  "2OVER": (m) => { need(m, 4); const [a, b] = m.stack.slice(-4, -2) as [number, number]; m.push(a); m.push(b); },
-  "?DUP": (m) => { const a = m.pop(); m.push(a); if (a !== 0) m.push(a); },
+  SWAP: (m) => {
+    need(m, 2);
+    const b = m.pop(),
+      a = m.pop();
+    m.push(b);
+    m.push(a);
+  },
+  OVER: (m) => {
+    need(m, 2);
+    const b = m.pop(),
+      a = m.pop();
+    m.push(a);
+    m.push(b);
+    m.push(a);
+  },
+  ROT: (m) => {
+    need(m, 3);
+    const c = m.pop(),
+      b = m.pop(),
+      a = m.pop();
+    m.push(b);
+    m.push(c);
+    m.push(a);
+  },
+  "-ROT": (m) => {
+    need(m, 3);
+    const c = m.pop(),
+      b = m.pop(),
+      a = m.pop();
+    m.push(c);
+    m.push(a);
+    m.push(b);
+  },
+  NIP: (m) => {
+    need(m, 2);
+    const b = m.pop();
+    m.pop();
+    m.push(b);
+  },
+  TUCK: (m) => {
+    need(m, 2);
+    const b = m.pop(),
+      a = m.pop();
+    m.push(b);
+    m.push(a);
+    m.push(b);
+  },
+  "2DUP": (m) => {
+    need(m, 2);
+    const b = m.pop(),
+      a = m.pop();
+    m.push(a);
+    m.push(b);
+    m.push(a);
+    m.push(b);
+  },
+  "2DROP": (m) => {
+    need(m, 2);
+    m.pop();
+    m.pop();
+  },
+  "2SWAP": (m) => {
+    need(m, 4);
+    const d = m.pop(),
+      c = m.pop(),
+      b = m.pop(),
+      a = m.pop();
+    m.push(c);
+    m.push(d);
+    m.push(a);
+    m.push(b);
+  },
+  "2OVER": (m) => {
+    need(m, 4);
+    const [a, b] = m.stack.slice(-4, -2) as [number, number];
+    m.push(a);
+    m.push(b);
+  },
+  "?DUP": (m) => {
+    const a = m.pop();
+    m.push(a);
+    if (a !== 0) m.push(a);
+  },
   PICK: (m) => {
     const n = m.pop();
     if (n < 0 || n >= m.stack.length) throw new ForthError("stack underflow");
@@ -95,12 +192,25 @@ export const PRIMITIVES: Record<string, Primitive> = {
   "*": binary((a, b) => Math.imul(a, b)),
   "/": binary((a, b) => floorDiv(a, b)[0]),
   MOD: binary((a, b) => floorDiv(a, b)[1]),
-  "/MOD": (m) => { need(m, 2); const b = m.pop(), a = m.pop(); const [q, r] = floorDiv(a, b); m.push(r); m.push(q); },
+  "/MOD": (m) => {
+    need(m, 2);
+    const b = m.pop(),
+      a = m.pop();
+    const [q, r] = floorDiv(a, b);
+    m.push(r);
+    m.push(q);
+  },
   "*/": (m) => {
     need(m, 3);
-    const c = m.pop(), b = m.pop(), a = m.pop();
+    const c = m.pop(),
+      b = m.pop(),
+      a = m.pop();
     if (c === 0) throw new ForthError("division by zero");
-    m.push(wrap(Number((BigInt(a) * BigInt(b) - (((BigInt(a) * BigInt(b)) % BigInt(c)) + BigInt(c)) % BigInt(c)) / BigInt(c))));
+    m.push(
+      wrap(
+        Number((BigInt(a) * BigInt(b) - ((((BigInt(a) * BigInt(b)) % BigInt(c)) + BigInt(c)) % BigInt(c))) / BigInt(c)),
+      ),
+    );
   },
   NEGATE: unary((a) => wrap(-a)),
   ABS: unary((a) => wrap(Math.abs(a))),
@@ -131,15 +241,32 @@ export const PRIMITIVES: Record<string, Primitive> = {
   FALSE: (m) => m.push(0),
   // memory
   "@": (m) => m.push(m.memory[m.cellAddress(m.pop())]!),
-  "!": (m) => { need(m, 2); const address = m.cellAddress(m.pop()); m.memory[address] = m.pop(); },
-  "+!": (m) => { need(m, 2); const address = m.cellAddress(m.pop()); m.memory[address] = wrap(m.memory[address]! + m.pop()); },
+  "!": (m) => {
+    need(m, 2);
+    const address = m.cellAddress(m.pop());
+    m.memory[address] = m.pop();
+  },
+  "+!": (m) => {
+    need(m, 2);
+    const address = m.cellAddress(m.pop());
+    m.memory[address] = wrap(m.memory[address]! + m.pop());
+  },
   "C@": (m) => m.push(m.bytes[m.byteAddress(m.pop())]!),
-  "C!": (m) => { need(m, 2); const address = m.byteAddress(m.pop()); m.bytes[address] = m.pop() & 0xff; },
+  "C!": (m) => {
+    need(m, 2);
+    const address = m.byteAddress(m.pop());
+    m.bytes[address] = m.pop() & 0xff;
+  },
   CELLS: unary((a) => wrap(a * 4)),
   "CELL+": unary((a) => wrap(a + 4)),
   HERE: (m) => m.push(m.here),
   ALLOT: (m) => m.allot(m.pop()),
-  ",": (m) => { const value = m.pop(); const at = m.here; m.allot(4); m.memory[m.cellAddress(at)] = value; },
+  ",": (m) => {
+    const value = m.pop();
+    const at = m.here;
+    m.allot(4);
+    m.memory[m.cellAddress(at)] = value;
+  },
   // output
   ".": (m) => m.emit(`${m.pop()} `),
   "?": (m) => m.emit(`${m.memory[m.cellAddress(m.pop())]!} `),
@@ -151,5 +278,8 @@ export const PRIMITIVES: Record<string, Primitive> = {
   },
   CR: (m) => m.emit("\n"),
   SPACE: (m) => m.emit(" "),
-  SPACES: (m) => { const n = m.pop(); if (n > 0) m.emit(" ".repeat(Math.min(n, 1 << 16))); },
+  SPACES: (m) => {
+    const n = m.pop();
+    if (n > 0) m.emit(" ".repeat(Math.min(n, 1 << 16)));
+  },
 };

@@ -34,10 +34,14 @@ function operand(rng: Rng, digits: number): number {
 
 function apply(a: number, op: Operation, b: number): number {
   switch (op) {
-    case "+": return a + b;
-    case "-": return a - b;
-    case "*": return a * b;
-    case "/": return a / b;
+    case "+":
+      return a + b;
+    case "-":
+      return a - b;
+    case "*":
+      return a * b;
+    case "/":
+      return a / b;
   }
 }
 
@@ -52,10 +56,14 @@ function wordProblem(rng: Rng, a: number, op: Operation, b: number): string {
   const name = rng.pick(NAMES);
   const items = rng.pick(ITEMS);
   switch (op) {
-    case "+": return `${name} has ${a} ${items}. ${name} gets ${b} more. How many ${items} does ${name} have now?`;
-    case "-": return `${name} has ${a} ${items} and gives away ${b} of them. How many ${items} does ${name} have left?`;
-    case "*": return `${name} buys ${a} boxes with ${b} ${items} in each box. How many ${items} does ${name} buy in total?`;
-    case "/": return `${name} shares ${a} ${items} equally among ${b} friends. How many ${items} does each friend get?`;
+    case "+":
+      return `${name} has ${a} ${items}. ${name} gets ${b} more. How many ${items} does ${name} have now?`;
+    case "-":
+      return `${name} has ${a} ${items} and gives away ${b} of them. How many ${items} does ${name} have left?`;
+    case "*":
+      return `${name} buys ${a} boxes with ${b} ${items} in each box. How many ${items} does ${name} buy in total?`;
+    case "/":
+      return `${name} shares ${a} ${items} equally among ${b} friends. How many ${items} does each friend get?`;
   }
 }
 

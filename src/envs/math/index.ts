@@ -27,13 +27,20 @@ const Args = z.strictObject({
 
 type MathArgs = z.infer<typeof Args>;
 
-function mathTask(id: string, question: string, answer: string, solution: string | undefined, system: string | undefined): Task {
+function mathTask(
+  id: string,
+  question: string,
+  answer: string,
+  solution: string | undefined,
+  system: string | undefined,
+): Task {
   return { id, prompt: promptMessages(system, `${question}\n${ANSWER_FORMAT}`), answer, solution };
 }
 
 const math: EnvDefinition<MathArgs> = {
   id: "math",
-  description: "single-turn arithmetic problems (digits, operations, steps); exact-match reward on a boxed or final-line number",
+  description:
+    "single-turn arithmetic problems (digits, operations, steps); exact-match reward on a boxed or final-line number",
   args: Args,
   create(args) {
     return {
@@ -43,12 +50,25 @@ const math: EnvDefinition<MathArgs> = {
         const size = split === "train" ? args.train_size : args.eval_size;
         if (args.data_file) {
           const rows = loadJsonlSplit(args.data_file, split, args.eval_fraction);
-          return sampleTasks(rows, seed, size).map((row) => mathTask(row.id!, row.question, row.answer, row.solution, args.system_prompt));
+          return sampleTasks(rows, seed, size).map((row) =>
+            mathTask(row.id!, row.question, row.answer, row.solution, args.system_prompt),
+          );
         }
-        const settings = { digits: args.digits, operations: args.operations, steps: args.steps, wordProblems: args.word_problems };
+        const settings = {
+          digits: args.digits,
+          operations: args.operations,
+          steps: args.steps,
+          wordProblems: args.word_problems,
+        };
         return generateSplit("math", split, seed, size, args.eval_fraction, (rng) => {
           const problem = generateProblem(rng, settings);
-          return mathTask(problem.expression, problem.question, String(problem.answer), problem.solution, args.system_prompt);
+          return mathTask(
+            problem.expression,
+            problem.question,
+            String(problem.answer),
+            problem.solution,
+            args.system_prompt,
+          );
         });
       },
       reward(task, rollout) {

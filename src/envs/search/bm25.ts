@@ -17,7 +17,11 @@ export class Bm25Index {
   private readonly lengths: number[];
   private readonly averageLength: number;
 
-  constructor(documents: string[], private readonly k1 = 1.2, private readonly b = 0.75) {
+  constructor(
+    documents: string[],
+    private readonly k1 = 1.2,
+    private readonly b = 0.75,
+  ) {
     this.lengths = documents.map((document, index) => {
       const counts = new Map<string, number>();
       const words = terms(document);

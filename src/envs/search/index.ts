@@ -30,7 +30,10 @@ const Args = z.strictObject({
   companies: z.number().int().min(2).default(60),
   cities: z.number().int().min(2).default(40),
   countries: z.number().int().min(1).default(12),
-  hops: z.array(z.union([z.literal(1), z.literal(2)])).min(1).default([1, 2]),
+  hops: z
+    .array(z.union([z.literal(1), z.literal(2)]))
+    .min(1)
+    .default([1, 2]),
   top_k: z.number().int().min(1).max(20).default(3),
   train_size: z.number().int().positive().default(1000),
   eval_size: z.number().int().positive().default(100),
@@ -47,7 +50,9 @@ type SearchArgs = z.infer<typeof Args>;
 
 export function formatHits(documents: Document[], indices: number[]): string {
   if (indices.length === 0) return "no documents match the query";
-  return indices.map((index, rank) => `[${rank + 1}] ${documents[index]!.title}\n${documents[index]!.text}`).join("\n\n");
+  return indices
+    .map((index, rank) => `[${rank + 1}] ${documents[index]!.title}\n${documents[index]!.text}`)
+    .join("\n\n");
 }
 
 export function searchTool(documents: Document[], topK: number): Tool {
@@ -58,36 +63,61 @@ export function searchTool(documents: Document[], topK: number): Tool {
       function: {
         name: "search",
         description: `Search the encyclopedia. Returns the ${topK} best-matching documents with their titles.`,
-        parameters: { type: "object", properties: { query: { type: "string", description: "keywords, e.g. a name" } }, required: ["query"] },
+        parameters: {
+          type: "object",
+          properties: { query: { type: "string", description: "keywords, e.g. a name" } },
+          required: ["query"],
+        },
       },
     },
     run(args) {
       const query = stringArg(args, "query");
       if (typeof query !== "string") return { output: query.error, isError: true };
-      return { output: formatHits(documents, index.search(query, topK).map((hit) => hit.index)), isError: false };
+      return {
+        output: formatHits(
+          documents,
+          index.search(query, topK).map((hit) => hit.index),
+        ),
+        isError: false,
+      };
     },
   };
 }
 
 function readCorpus(path: string): Document[] {
-  if (!existsSync(path)) throw new EnvError(`corpus file ${path} does not exist`, { fix: "check `corpus_file` in the search env's args" });
-  return readFileSync(path, "utf8").split("\n").filter((line) => line.trim()).map((line, i) => {
-    const row = JSON.parse(line) as Partial<Document>;
-    if (typeof row.title !== "string" || typeof row.text !== "string") {
-      throw new EnvError(`${path}:${i + 1}: a corpus row needs "title" and "text" strings`, { fix: 'write rows like {"title": "...", "text": "..."}' });
-    }
-    return { title: row.title, text: row.text };
-  });
+  if (!existsSync(path))
+    throw new EnvError(`corpus file ${path} does not exist`, { fix: "check `corpus_file` in the search env's args" });
+  return readFileSync(path, "utf8")
+    .split("\n")
+    .filter((line) => line.trim())
+    .map((line, i) => {
+      const row = JSON.parse(line) as Partial<Document>;
+      if (typeof row.title !== "string" || typeof row.text !== "string") {
+        throw new EnvError(`${path}:${i + 1}: a corpus row needs "title" and "text" strings`, {
+          fix: 'write rows like {"title": "...", "text": "..."}',
+        });
+      }
+      return { title: row.title, text: row.text };
+    });
 }
 
 const search: EnvDefinition<SearchArgs> = {
   id: "search",
-  description: "questions over a generated fictional encyclopedia, answered with a BM25 `search` tool; exact-match reward",
+  description:
+    "questions over a generated fictional encyclopedia, answered with a BM25 `search` tool; exact-match reward",
   args: Args,
   create(args) {
-    const world = generateWorld(args.corpus_seed, { countries: args.countries, cities: args.cities, companies: args.companies, people: args.people });
+    const world = generateWorld(args.corpus_seed, {
+      countries: args.countries,
+      cities: args.cities,
+      companies: args.companies,
+      people: args.people,
+    });
     const documents = args.corpus_file ? readCorpus(args.corpus_file) : world.documents;
-    if (args.corpus_file && !args.data_file) throw new EnvError("search: corpus_file needs data_file (questions about that corpus)", { fix: "set data_file to a JSONL of {question, answer} rows" });
+    if (args.corpus_file && !args.data_file)
+      throw new EnvError("search: corpus_file needs data_file (questions about that corpus)", {
+        fix: "set data_file to a JSONL of {question, answer} rows",
+      });
     const tool = searchTool(documents, args.top_k);
     const task = (id: string, question: string, answer: string, queries?: string[], reasoning?: string[]): Task => ({
       id,

@@ -26,27 +26,82 @@ export function makeQuestion(rng: Rng, world: World, hops: readonly number[]): S
   const company = (name: string) => world.companies.find((c) => c.name === name)!;
   if (rng.pick(hops) === 1) {
     switch (rng.int(0, 3)) {
-      case 0: return { key: `birthplace:${person.name}`, question: `In which city was ${person.name} born?`, answer: person.birthplace, queries: [person.name], answerDocument: person.name, reasoning: [`${person.name} was born in ${person.birthplace}.`] };
-      case 1: return { key: `employer:${person.name}`, question: `Which company does ${person.name} work at?`, answer: person.employer, queries: [person.name], answerDocument: person.name, reasoning: [`${person.name} works at ${person.employer}.`] };
-      case 2: return { key: `born:${person.name}`, question: `In what year was ${person.name} born?`, answer: String(person.born), queries: [person.name], answerDocument: person.name, reasoning: [`${person.name} was born in ${person.born}.`] };
+      case 0:
+        return {
+          key: `birthplace:${person.name}`,
+          question: `In which city was ${person.name} born?`,
+          answer: person.birthplace,
+          queries: [person.name],
+          answerDocument: person.name,
+          reasoning: [`${person.name} was born in ${person.birthplace}.`],
+        };
+      case 1:
+        return {
+          key: `employer:${person.name}`,
+          question: `Which company does ${person.name} work at?`,
+          answer: person.employer,
+          queries: [person.name],
+          answerDocument: person.name,
+          reasoning: [`${person.name} works at ${person.employer}.`],
+        };
+      case 2:
+        return {
+          key: `born:${person.name}`,
+          question: `In what year was ${person.name} born?`,
+          answer: String(person.born),
+          queries: [person.name],
+          answerDocument: person.name,
+          reasoning: [`${person.name} was born in ${person.born}.`],
+        };
       default: {
         const firm = company(person.employer);
-        return { key: `founded:${firm.name}`, question: `In what year was ${firm.name} founded?`, answer: String(firm.founded), queries: [firm.name], answerDocument: firm.name, reasoning: [`${firm.name} was founded in ${firm.founded}.`] };
+        return {
+          key: `founded:${firm.name}`,
+          question: `In what year was ${firm.name} founded?`,
+          answer: String(firm.founded),
+          queries: [firm.name],
+          answerDocument: firm.name,
+          reasoning: [`${firm.name} was founded in ${firm.founded}.`],
+        };
       }
     }
   }
   switch (rng.int(0, 2)) {
     case 0: {
       const place = city(person.birthplace);
-      return { key: `birth_country:${person.name}`, question: `In which country was ${person.name} born?`, answer: place.country, queries: [person.name, place.name], answerDocument: place.name, reasoning: [`${person.name} was born in ${place.name}.`, `${place.name} is in ${place.country}.`] };
+      return {
+        key: `birth_country:${person.name}`,
+        question: `In which country was ${person.name} born?`,
+        answer: place.country,
+        queries: [person.name, place.name],
+        answerDocument: place.name,
+        reasoning: [`${person.name} was born in ${place.name}.`, `${place.name} is in ${place.country}.`],
+      };
     }
     case 1: {
       const firm = company(person.employer);
-      return { key: `employer_founded:${person.name}`, question: `In what year was the company that ${person.name} works at founded?`, answer: String(firm.founded), queries: [person.name, firm.name], answerDocument: firm.name, reasoning: [`${person.name} works at ${firm.name}.`, `${firm.name} was founded in ${firm.founded}.`] };
+      return {
+        key: `employer_founded:${person.name}`,
+        question: `In what year was the company that ${person.name} works at founded?`,
+        answer: String(firm.founded),
+        queries: [person.name, firm.name],
+        answerDocument: firm.name,
+        reasoning: [`${person.name} works at ${firm.name}.`, `${firm.name} was founded in ${firm.founded}.`],
+      };
     }
     default: {
       const firm = company(person.employer);
-      return { key: `employer_hq:${person.name}`, question: `In which city is the headquarters of the company that ${person.name} works at?`, answer: firm.headquarters, queries: [person.name, firm.name], answerDocument: firm.name, reasoning: [`${person.name} works at ${firm.name}.`, `The headquarters of ${firm.name} are in ${firm.headquarters}.`] };
+      return {
+        key: `employer_hq:${person.name}`,
+        question: `In which city is the headquarters of the company that ${person.name} works at?`,
+        answer: firm.headquarters,
+        queries: [person.name, firm.name],
+        answerDocument: firm.name,
+        reasoning: [
+          `${person.name} works at ${firm.name}.`,
+          `The headquarters of ${firm.name} are in ${firm.headquarters}.`,
+        ],
+      };
     }
   }
 }

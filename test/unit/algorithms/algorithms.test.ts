@@ -21,7 +21,10 @@ const teacher = { name: "teacher", base_url: "http://127.0.0.1:8001/v1" };
 
 /** A context whose tokenizer is bytes; clients and renderer are given per test. */
 function context(over: Partial<AlgorithmContext> = {}): AlgorithmContext {
-  const unused = { complete: async () => Promise.reject(new Error("unused")), score: async () => Promise.reject(new Error("unused")) };
+  const unused = {
+    complete: async () => Promise.reject(new Error("unused")),
+    score: async () => Promise.reject(new Error("unused")),
+  };
   return {
     env: "math",
     policy: unused,
@@ -124,7 +127,10 @@ describe("echo", () => {
       return path;
     };
     test("narrows the selection with one keep-mask per sample", async () => {
-      const path = write("keep.ts", "export default (rollout, kwargs) => [rollout.segments.flatMap((s) => s.tokenIds).map((_, i) => i !== kwargs.drop)];");
+      const path = write(
+        "keep.ts",
+        "export default (rollout, kwargs) => [rollout.segments.flatMap((s) => s.tokenIds).map((_, i) => i !== kwargs.drop)];",
+      );
       const algo = echo({ filter: { path, kwargs: { drop: 6 } } });
       await algo.setup(context());
       const r = conversation();
@@ -134,10 +140,14 @@ describe("echo", () => {
     test("a wrong number of masks or a wrong length is a clear error", async () => {
       const twoMasks = echo({ filter: { path: write("two.ts", "export default () => [[], []];") } });
       await twoMasks.setup(context());
-      expect(finishRollout(twoMasks, conversation())).rejects.toThrow(/returned 2 masks for rollout .* which has 1 sample/);
+      expect(finishRollout(twoMasks, conversation())).rejects.toThrow(
+        /returned 2 masks for rollout .* which has 1 sample/,
+      );
       const short = echo({ filter: { path: write("short.ts", "export default () => [[true, true]];") } });
       await short.setup(context());
-      expect(finishRollout(short, conversation())).rejects.toThrow(/mask 0 of rollout .* has 2 entries, the sample has 13 tokens/);
+      expect(finishRollout(short, conversation())).rejects.toThrow(
+        /mask 0 of rollout .* has 2 entries, the sample has 13 tokens/,
+      );
       expect(finishRollout(short, conversation())).rejects.toBeInstanceOf(RlxError);
       const notFn = echo({ filter: { path: write("nofn.ts", "export default 3;") } });
       expect(notFn.setup(context())).rejects.toThrow(/default export is not a function/);
@@ -160,7 +170,9 @@ describe("opd", () => {
   test("teacher prefill logprobs land on the action tokens of each sample, aligned per token", async () => {
     const algo = opd();
     const seen: number[][] = [];
-    await algo.setup(context({ connect: async () => teacherClient({ score: async (s) => (seen.push(...s), teacherScore(s)) }) }));
+    await algo.setup(
+      context({ connect: async () => teacherClient({ score: async (s) => (seen.push(...s), teacherScore(s)) }) }),
+    );
     const r = makeRollout([
       { role: "user", tokens: [5, 6], messageIndex: 0 },
       { role: "assistant", tokens: [7, 8], sampled: true, messageIndex: 1 },
@@ -183,7 +195,9 @@ describe("opd", () => {
   test("setup refuses a teacher with another tokenizer", async () => {
     const vocab = opd().setup(context({ connect: async () => teacherClient({ vocabSize: async () => 300 }) }));
     expect(vocab).rejects.toThrow(/tokenizer of 300 ids, the policy's has 259/);
-    const probe = opd().setup(context({ connect: async () => teacherClient({ tokenize: async (t) => utf8(t.toUpperCase()) }) }));
+    const probe = opd().setup(
+      context({ connect: async () => teacherClient({ tokenize: async (t) => utf8(t.toUpperCase()) }) }),
+    );
     expect(probe).rejects.toBeInstanceOf(ConfigError);
     // vLLM reports no vocabulary size: the probe alone decides
     await opd().setup(context({ connect: async () => teacherClient({ vocabSize: undefined }) }));
@@ -191,7 +205,9 @@ describe("opd", () => {
   });
   test("a teacher returning the wrong number of logprobs is an endpoint error", async () => {
     const algo = opd();
-    await algo.setup(context({ connect: async () => teacherClient({ score: async (s) => s.map((seq) => seq.slice(1)) }) }));
+    await algo.setup(
+      context({ connect: async () => teacherClient({ score: async (s) => s.map((seq) => seq.slice(1)) }) }),
+    );
     expect(finishRollout(algo, singleTurn(1))).rejects.toBeInstanceOf(EndpointError);
   });
 });
@@ -199,12 +215,17 @@ describe("opd", () => {
 describe("opsd", () => {
   const opsd = (block: Record<string, unknown> = {}) => new Opsd(Opsd.schema.parse({ type: "opsd", ...block }));
   // The renderer wraps the system message in 2 markers; the policy's logprob at position p is -(p+1)/10.
-  const renderer = { render: (messages: { content: string }[]) => ({ tokenIds: [900, ...utf8(messages[0]!.content), 901] }) };
+  const renderer = {
+    render: (messages: { content: string }[]) => ({ tokenIds: [900, ...utf8(messages[0]!.content), 901] }),
+  };
   const setupWith = async (algo: Opsd, calls: number[][]) =>
     algo.setup(
       context({
         renderer,
-        policy: { complete: async () => Promise.reject(new Error("unused")), score: async (s) => (calls.push(...s), s.map((seq) => seq.map((_, p) => -(p + 1) / 10))) },
+        policy: {
+          complete: async () => Promise.reject(new Error("unused")),
+          score: async (s) => (calls.push(...s), s.map((seq) => seq.map((_, p) => -(p + 1) / 10))),
+        },
       }),
     );
 

@@ -14,7 +14,10 @@ let n = 0;
 const FROZEN = '{ name = "t", base_url = "http://127.0.0.1:8001/v1" }';
 function load(algo: string, groupSize = 4) {
   const path = join(dir, `c${n++}.toml`);
-  writeFileSync(path, `[model]\npath = "m"\n[orchestrator]\nbatch_size = 8\ngroup_size = ${groupSize}\n[[orchestrator.train.env]]\nid = "math"\nalgo = ${algo}\n`);
+  writeFileSync(
+    path,
+    `[model]\npath = "m"\n[orchestrator]\nbatch_size = 8\ngroup_size = ${groupSize}\n[[orchestrator.train.env]]\nid = "math"\nalgo = ${algo}\n`,
+  );
   return loadConfig(path);
 }
 const rejects = (algo: string, ...parts: string[]) => {
@@ -43,13 +46,29 @@ test("each registry entry is its class's type, with the loss component and group
 
 describe("rl and ref_kl algorithms must sample from the live policy", () => {
   for (const type of ["grpo", "max_rl", "echo"]) {
-    test(type, () => rejects(`{ type = "${type}", sampling = { source = ${FROZEN} } }`, "orchestrator.train.env[0].algo.sampling.source", "rl loss", '"policy"'));
+    test(type, () =>
+      rejects(
+        `{ type = "${type}", sampling = { source = ${FROZEN} } }`,
+        "orchestrator.train.env[0].algo.sampling.source",
+        "rl loss",
+        '"policy"',
+      ),
+    );
   }
-  test("opd (ref_kl)", () => rejects(`{ type = "opd", teacher = ${FROZEN}, sampling = { source = ${FROZEN} } }`, "algo.sampling.source", "ref_kl loss"));
-  test("opsd (ref_kl)", () => rejects(`{ type = "opsd", sampling = { source = ${FROZEN} } }`, "algo.sampling.source", "ref_kl loss"));
+  test("opd (ref_kl)", () =>
+    rejects(
+      `{ type = "opd", teacher = ${FROZEN}, sampling = { source = ${FROZEN} } }`,
+      "algo.sampling.source",
+      "ref_kl loss",
+    ));
+  test("opsd (ref_kl)", () =>
+    rejects(`{ type = "opsd", sampling = { source = ${FROZEN} } }`, "algo.sampling.source", "ref_kl loss"));
   test("sft (ce) may and must sample from a frozen model", () => {
     const { config } = load(`{ type = "sft", sampling = { source = ${FROZEN} } }`);
-    expect(config.orchestrator.train.env[0]!.algo.sampling.source).toEqual({ name: "t", base_url: "http://127.0.0.1:8001/v1" });
+    expect(config.orchestrator.train.env[0]!.algo.sampling.source).toEqual({
+      name: "t",
+      base_url: "http://127.0.0.1:8001/v1",
+    });
     rejects('{ type = "sft" }', "algo.sampling.source", "frozen model");
   });
 });
@@ -58,10 +77,16 @@ describe("opd needs a frozen teacher that is not the policy; opsd names no model
   test("opd without a teacher, or with the policy as teacher", () => {
     rejects('{ type = "opd" }', "algo.teacher", "required");
     rejects('{ type = "opd", teacher = "policy" }', "algo.teacher");
-    rejects('{ type = "opd", teacher = { name = "p", base_url = "http://127.0.0.1:8000/v1" } }', "algo.teacher.base_url", "identically zero");
+    rejects(
+      '{ type = "opd", teacher = { name = "p", base_url = "http://127.0.0.1:8000/v1" } }',
+      "algo.teacher.base_url",
+      "identically zero",
+    );
   });
-  test("opd teacher needs a base_url", () => rejects('{ type = "opd", teacher = { name = "t" } }', "algo.teacher.base_url", "required"));
-  test("opsd with a teacher key", () => rejects(`{ type = "opsd", teacher = ${FROZEN} }`, "algo.teacher", "unknown key"));
+  test("opd teacher needs a base_url", () =>
+    rejects('{ type = "opd", teacher = { name = "t" } }', "algo.teacher.base_url", "required"));
+  test("opsd with a teacher key", () =>
+    rejects(`{ type = "opsd", teacher = ${FROZEN} }`, "algo.teacher", "unknown key"));
 });
 
 describe("group_size 1", () => {

@@ -18,7 +18,8 @@ import { DEFAULT_LOSS, singleTurn, UnigramPolicy } from "../../fixtures/rollouts
 const ROOT = join(import.meta.dir, "../../..");
 const EXAMPLE = join(ROOT, "examples/algorithms/rloo.ts");
 const SITE = { source: "run.toml", path: ["orchestrator", "train", "env", 1, "algo"], groupSize: 4 };
-const custom = (extra: Record<string, unknown> = {}, path = EXAMPLE) => ({ type: "custom", path, sampling: { source: "policy" }, ...extra }) as AlgoConfig;
+const custom = (extra: Record<string, unknown> = {}, path = EXAMPLE) =>
+  ({ type: "custom", path, sampling: { source: "policy" }, ...extra }) as AlgoConfig;
 
 const dir = mkdtempSync(join(tmpdir(), "rlx-custom-"));
 function plugin(name: string, body: string): string {
@@ -49,14 +50,21 @@ describe("the RLOO example", () => {
     const { kept } = filterZeroAdvantage(group.flatMap((r) => rolloutToSamples(r, algorithm.kind.actionLossType)));
     const policy = new UnigramPolicy(64, 3);
     const before = Float64Array.from(policy.theta);
-    const { metrics } = trainStep(policy, packStep(kept, { seqLen: 32 }), { lr: 0.5, maxGradNorm: 1, loss: DEFAULT_LOSS });
+    const { metrics } = trainStep(policy, packStep(kept, { seqLen: 32 }), {
+      lr: 0.5,
+      maxGradNorm: 1,
+      loss: DEFAULT_LOSS,
+    });
     expect(metrics["count/rl"]).toBe(16);
     expect(metrics.grad_norm).toBeGreaterThan(0);
     expect(policy.theta.some((t, i) => t !== before[i])).toBe(true);
   });
 
   test("loads through a config file, one instance per env", async () => {
-    const toml = plugin("run.toml", `[model]\npath = "m"\n[orchestrator]\nbatch_size = 8\ngroup_size = 4\n[[orchestrator.train.env]]\nid = "math"\nalgo = { type = "custom", path = "${EXAMPLE}", scale = 0.5 }\n[[orchestrator.train.env]]\nid = "forth"\n`);
+    const toml = plugin(
+      "run.toml",
+      `[model]\npath = "m"\n[orchestrator]\nbatch_size = 8\ngroup_size = 4\n[[orchestrator.train.env]]\nid = "math"\nalgo = { type = "custom", path = "${EXAMPLE}", scale = 0.5 }\n[[orchestrator.train.env]]\nid = "forth"\n`,
+    );
     const { config } = loadConfig(toml);
     const { algorithms } = await createEnvAlgorithms(config, toml);
     expect([...algorithms.keys()]).toEqual(["math", "forth"]);
@@ -79,23 +87,52 @@ describe("validation, with the path the user typed", () => {
     await fails(custom({ scale: -1 }), "orchestrator.train.env[1].algo.scale", /expected number to be >0/i);
   });
   test("an rl or ref_kl class must sample from the live policy", async () => {
-    await fails(custom({ sampling: { source: { name: "t", base_url: "http://127.0.0.1:9/v1" } } }), "orchestrator.train.env[1].algo.sampling.source", "rloo trains with the rl loss", '"policy"');
-    const ce = plugin("ce.ts", 'export default ({ Algorithm }) => class extends Algorithm { static type = "distill"; static actionLossType = "ce"; };');
-    const frozen = await createAlgorithm(custom({ sampling: { source: { name: "t", base_url: "http://127.0.0.1:9/v1" } } }, ce), SITE, { policyUrls: [] });
+    await fails(
+      custom({ sampling: { source: { name: "t", base_url: "http://127.0.0.1:9/v1" } } }),
+      "orchestrator.train.env[1].algo.sampling.source",
+      "rloo trains with the rl loss",
+      '"policy"',
+    );
+    const ce = plugin(
+      "ce.ts",
+      'export default ({ Algorithm }) => class extends Algorithm { static type = "distill"; static actionLossType = "ce"; };',
+    );
+    const frozen = await createAlgorithm(
+      custom({ sampling: { source: { name: "t", base_url: "http://127.0.0.1:9/v1" } } }, ce),
+      SITE,
+      { policyUrls: [] },
+    );
     expect(algorithmName(frozen.algorithm)).toBe("distill"); // ce may learn from a frozen model
   });
   test("a group-relative class with group_size 1 is a warning", async () => {
     const { warnings } = await createAlgorithm(custom(), { ...SITE, groupSize: 1 }, { policyUrls: [] });
     expect(warnings).toHaveLength(1);
-    expect(warnings[0]).toContain("orchestrator.train.env[1].algo: rloo with group_size 1 gives every rollout advantage 0");
+    expect(warnings[0]).toContain(
+      "orchestrator.train.env[1].algo: rloo with group_size 1 gives every rollout advantage 0",
+    );
   });
   test("malformed plug-in files", async () => {
     await fails(custom({}, join(dir, "missing.ts")), "algo.path", "cannot import");
     await fails(custom({}, plugin("noexport.ts", "export const x = 1;")), "no default export function");
-    await fails(custom({}, plugin("notclass.ts", "export default () => ({});")), "must return a class extending the Algorithm it is given");
-    await fails(custom({}, plugin("foreign.ts", "export default () => class Foreign {};")), "must return a class extending");
+    await fails(
+      custom({}, plugin("notclass.ts", "export default () => ({});")),
+      "must return a class extending the Algorithm it is given",
+    );
+    await fails(
+      custom({}, plugin("foreign.ts", "export default () => class Foreign {};")),
+      "must return a class extending",
+    );
     await fails(custom({}, plugin("throws.ts", 'export default () => { throw new Error("boom"); };')), "threw: boom");
-    await fails(custom({}, plugin("badloss.ts", 'export default ({ Algorithm }) => class extends Algorithm { static actionLossType = "ppo"; };')), 'actionLossType is "ppo"');
+    await fails(
+      custom(
+        {},
+        plugin(
+          "badloss.ts",
+          'export default ({ Algorithm }) => class extends Algorithm { static actionLossType = "ppo"; };',
+        ),
+      ),
+      'actionLossType is "ppo"',
+    );
   });
 });
 
@@ -115,7 +152,9 @@ console.log(algorithmName(algorithm), JSON.stringify(group.map((r) => r.advantag
   );
   const binary = join(dir, "rlx-custom-test");
   try {
-    const build = Bun.spawnSync([process.execPath, "build", "--compile", entry, "--outfile", binary], { stderr: "pipe" });
+    const build = Bun.spawnSync([process.execPath, "build", "--compile", entry, "--outfile", binary], {
+      stderr: "pipe",
+    });
     expect(build.exitCode).toBe(0);
     const run = Bun.spawnSync([binary, "user_rloo.ts"], { cwd: dir, stdout: "pipe", stderr: "pipe" });
     expect(run.stderr.toString()).toBe("");

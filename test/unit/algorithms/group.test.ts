@@ -1,10 +1,19 @@
 // The shared group math on hand-computed groups (prime-rl's orchestrator/algo/grpo.py and max_rl.py, and its tests/unit/orchestrator/test_algorithms.py).
 import { describe, expect, test } from "bun:test";
-import { centered, lengthShaped, maxRl, mean, std, stdNormalized, type RolloutSize } from "../../../src/algorithms/group.ts";
+import {
+  centered,
+  lengthShaped,
+  maxRl,
+  mean,
+  std,
+  stdNormalized,
+  type RolloutSize,
+} from "../../../src/algorithms/group.ts";
 
 const W = { num_output_tokens_weight: 0.25, num_input_tokens_weight: 0.1, num_turns_weight: 0.1 };
 const size = (output: number, input: number, turns: number): RolloutSize => ({ output, input, turns });
-const close = (actual: number[], expected: number[]) => actual.forEach((a, i) => expect(a).toBeCloseTo(expected[i]!, 12));
+const close = (actual: number[], expected: number[]) =>
+  actual.forEach((a, i) => expect(a).toBeCloseTo(expected[i]!, 12));
 
 describe("grpo centering", () => {
   test("r - mean(r), zero-sum", () => {
@@ -52,7 +61,10 @@ describe("linear length penalty", () => {
 describe("max_rl", () => {
   test("(r - mean) / mean", () => {
     close(maxRl([1, 0, 0, 0]), [3, -1, -1, -1]);
-    close(maxRl([1, 1, 0, 0]), [1, 1, -1, -1].map((x) => x));
+    close(
+      maxRl([1, 1, 0, 0]),
+      [1, 1, -1, -1].map((x) => x),
+    );
   });
   test("zero when the mean is 0 or below; zero for an all-success group", () => {
     expect(maxRl([0, 0])).toEqual([0, 0]);

@@ -6,7 +6,12 @@ import { expect, test } from "bun:test";
 import forth, { FORTH_SYSTEM_PROMPT } from "../../../src/envs/forth/index.ts";
 import { createEnv } from "../../../src/envs/index.ts";
 import type { Completion, CompletionRequest, SamplingClient } from "../../../src/inference/types.ts";
-import { byteGenerationConfig, byteTokenizerConfig, byteTokenizerJson, IM_END_ID } from "../../../src/model/byte_tokenizer.ts";
+import {
+  byteGenerationConfig,
+  byteTokenizerConfig,
+  byteTokenizerJson,
+  IM_END_ID,
+} from "../../../src/model/byte_tokenizer.ts";
 import { ChatRenderer } from "../../../src/model/render.ts";
 import { Tokenizer } from "../../../src/model/tokenizer.ts";
 import { type AlgorithmContext, finishGroup, finishRollout } from "../../../src/algorithms/base.ts";
@@ -34,7 +39,8 @@ class Scripted implements SamplingClient {
   }
 }
 
-const call = (code: string) => `<tool_call>\n{"name": "forth", "arguments": {"code": ${JSON.stringify(code)}}}\n</tool_call>`;
+const call = (code: string) =>
+  `<tool_call>\n{"name": "forth", "arguments": {"code": ${JSON.stringify(code)}}}\n</tool_call>`;
 const task = {
   id: "add",
   prompt: [
@@ -80,8 +86,12 @@ test("echo weights exactly the tool output's content tokens, and the step packs"
   const { kept } = filterZeroAdvantage([good, bad].flatMap((r) => rolloutToSamples(r, "rl")));
   const step = packStep(kept, { seqLen: 4096 });
   expect(step.counts.ce).toBe(weighted.length + bad.ceWeights!.filter((w) => w > 0).length);
-  expect(tokenizer.decode(bad.segments.flatMap((s) => s.tokenIds).filter((_, i) => bad.ceWeights![i]! > 0))).toBe(bad.messages[3]!.content);
-  expect(step.counts.rl).toBe([good, bad].reduce((n, r) => n + r.segments.filter((s) => s.sampled).reduce((m, s) => m + s.tokenIds.length, 0), 0));
+  expect(tokenizer.decode(bad.segments.flatMap((s) => s.tokenIds).filter((_, i) => bad.ceWeights![i]! > 0))).toBe(
+    bad.messages[3]!.content,
+  );
+  expect(step.counts.rl).toBe(
+    [good, bad].reduce((n, r) => n + r.segments.filter((s) => s.sampled).reduce((m, s) => m + s.tokenIds.length, 0), 0),
+  );
 });
 
 test("opsd renders the hint with the chat template and slices it off the policy's score", async () => {
@@ -103,6 +113,12 @@ test("opsd renders the hint with the chat template and slices it off the policy'
 });
 
 test("opd's tokenizer check accepts the policy's own tokenizer", async () => {
-  const frozen = { ...new Scripted([]), complete: async () => Promise.reject(new Error("unused")), score: async () => [], tokenize: async (t: string) => tokenizer.encodePlain(t), vocabSize: async () => tokenizer.size };
+  const frozen = {
+    ...new Scripted([]),
+    complete: async () => Promise.reject(new Error("unused")),
+    score: async () => [],
+    tokenize: async (t: string) => tokenizer.encodePlain(t),
+    vocabSize: async () => tokenizer.size,
+  };
   await checkSameTokenizer(context(new Scripted([])), frozen, "the teacher");
 });

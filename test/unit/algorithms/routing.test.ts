@@ -1,7 +1,12 @@
 // Where credit lands on tokens: advantage spreading, reference-logprob alignment, and the routing
 // stamp into the three loss components (prime-rl's orchestrator/algo/routing.py, and its tests/unit/orchestrator/test_algorithms.py).
 import { describe, expect, test } from "bun:test";
-import { assignAdvantage, assignRefLogprobs, sampleSequences, stampLossRouting } from "../../../src/algorithms/routing.ts";
+import {
+  assignAdvantage,
+  assignRefLogprobs,
+  sampleSequences,
+  stampLossRouting,
+} from "../../../src/algorithms/routing.ts";
 import type { TrainingSample } from "../../../src/data/types.ts";
 import { makeRollout } from "../../fixtures/rollouts.ts";
 

@@ -25,7 +25,13 @@ describe("rolloutToSamples", () => {
       env: "math",
       rolloutId: r.id,
     });
-    expect(b).toMatchObject({ tokenIds: [1, 2, 5], lossMask: [0, 0, 1], advantages: [0, 0, 2], inferenceLogprobs: [0, 0, -0.3], ceWeights: [0, 0.5, 0] });
+    expect(b).toMatchObject({
+      tokenIds: [1, 2, 5],
+      lossMask: [0, 0, 1],
+      advantages: [0, 0, 2],
+      inferenceLogprobs: [0, 0, -0.3],
+      ceWeights: [0, 0.5, 0],
+    });
     expect(a!.rlWeights).toBeUndefined(); // rl routing: the hot path
   });
   test("unassigned advantages are zeros; a wrong-length annotation is an error naming it", () => {

@@ -40,7 +40,10 @@ interface Edge {
 const SPECIFIER = /(?:\bfrom\s*|\bimport\s*\(\s*|\bimport\s+)["']([^"']+)["']/g;
 
 /** A file's text without its comments. */
-const code = (file: string) => readFileSync(file, "utf8").replace(/\/\*[\s\S]*?\*\//g, "").replace(/^\s*\/\/.*$/gm, "");
+const code = (file: string) =>
+  readFileSync(file, "utf8")
+    .replace(/\/\*[\s\S]*?\*\//g, "")
+    .replace(/^\s*\/\/.*$/gm, "");
 
 function edges(): Edge[] {
   const out: Edge[] = [];
@@ -63,7 +66,9 @@ test("every folder of src/ has a layer", () => {
 
 test("imports point to the same layer or below", () => {
   expect(edges().length).toBeGreaterThan(300); // the parser sees the imports
-  const up = edges().filter((e) => layerOf.get(e.to)! > layerOf.get(e.from)!).map((e) => `${e.file} -> ${e.to}`);
+  const up = edges()
+    .filter((e) => layerOf.get(e.to)! > layerOf.get(e.from)!)
+    .map((e) => `${e.file} -> ${e.to}`);
   expect(up).toEqual([]);
 });
 
@@ -76,13 +81,22 @@ test("no cycle between folders", () => {
     seen.add(from);
     return [...(graph.get(from) ?? [])].some((next) => reaches(next, to, seen));
   };
-  const cycles = [...graph].flatMap(([from, tos]) => [...tos].filter((to) => reaches(to, from)).map((to) => `${from} <-> ${to}`));
+  const cycles = [...graph].flatMap(([from, tos]) =>
+    [...tos].filter((to) => reaches(to, from)).map((to) => `${from} <-> ${to}`),
+  );
   expect(cycles).toEqual([]);
 });
 
 test("orchestrator and trainer do not import each other; algorithms import neither the trainer nor native", () => {
   const banned = (from: string, to: string) => (e: Edge) => e.from === from && e.to === to;
-  const bad = edges().filter((e) => [banned("orchestrator", "trainer"), banned("trainer", "orchestrator"), banned("algorithms", "trainer"), banned("algorithms", "native")].some((f) => f(e)));
+  const bad = edges().filter((e) =>
+    [
+      banned("orchestrator", "trainer"),
+      banned("trainer", "orchestrator"),
+      banned("algorithms", "trainer"),
+      banned("algorithms", "native"),
+    ].some((f) => f(e)),
+  );
   expect(bad.map((e) => `${e.file} -> ${e.to}`)).toEqual([]);
 });
 

@@ -9,7 +9,11 @@ const ROOT = join(import.meta.dir, "../../..");
 const COMMANDS = ["train", "eval", "serve", "init", "sft", "env", "report", "doctor"];
 
 function rlx(args: string[], cwd = ROOT) {
-  const proc = Bun.spawnSync([process.execPath, join(ROOT, "src/main.ts"), ...args], { cwd, stdout: "pipe", stderr: "pipe" });
+  const proc = Bun.spawnSync([process.execPath, join(ROOT, "src/main.ts"), ...args], {
+    cwd,
+    stdout: "pipe",
+    stderr: "pipe",
+  });
   return { code: proc.exitCode, out: proc.stdout.toString(), err: proc.stderr.toString() };
 }
 
@@ -55,5 +59,9 @@ test("train --dry-run prints the resolved config and writes nothing", () => {
   expect(out).toContain("math->grpo, search->grpo, forth->echo");
   expect(existsSync(join(cwd, "outputs"))).toBe(false);
   const json = JSON.parse(rlx(["train", join(ROOT, "configs/quickstart.toml"), "--dry-run", "--json"], cwd).out);
-  expect(json.config.orchestrator.train.env.map((e: { algo: { type: string } }) => e.algo.type)).toEqual(["grpo", "grpo", "echo"]);
+  expect(json.config.orchestrator.train.env.map((e: { algo: { type: string } }) => e.algo.type)).toEqual([
+    "grpo",
+    "grpo",
+    "echo",
+  ]);
 });

@@ -40,13 +40,19 @@ describe("resolution", () => {
   test("quickstart resolves math->grpo, search->grpo, forth->echo", () => {
     const { config } = loadConfig(join(ROOT, "configs/quickstart.toml"));
     const pairs = config.orchestrator.train.env.map((e) => [e.name, e.algo.type]);
-    expect(pairs).toEqual([["math", "grpo"], ["search", "grpo"], ["forth", "echo"]]);
+    expect(pairs).toEqual([
+      ["math", "grpo"],
+      ["search", "grpo"],
+      ["forth", "echo"],
+    ]);
     const forth = config.orchestrator.train.env[2]!.algo;
     expect(forth.type === "echo" && forth.roles).toEqual({ tool: { alpha: 0.1 } });
   });
 
   test("each env gets a deep copy of the default algorithm, or its own", () => {
-    const path = write(`${BASE}[orchestrator.algo]\ntype = "grpo"\nstd_normalize = true\n${env('name = "a"')}${env('name = "b"')}${env('name = "c"\nalgo = { type = "max_rl" }')}`);
+    const path = write(
+      `${BASE}[orchestrator.algo]\ntype = "grpo"\nstd_normalize = true\n${env('name = "a"')}${env('name = "b"')}${env('name = "c"\nalgo = { type = "max_rl" }')}`,
+    );
     const { config } = loadConfig(path);
     const [a, b, c] = config.orchestrator.train.env;
     expect(a?.algo).toEqual(b!.algo);
@@ -58,7 +64,12 @@ describe("resolution", () => {
 
   test("--set overrides the file, typed by the schema", () => {
     const path = write(BASE + env());
-    const { config } = loadConfig(path, ["trainer.optim.lr=3e-4", "model.path=123", "orchestrator.train.env[0].ratio=2", "orchestrator.algo.type=echo"]);
+    const { config } = loadConfig(path, [
+      "trainer.optim.lr=3e-4",
+      "model.path=123",
+      "orchestrator.train.env[0].ratio=2",
+      "orchestrator.algo.type=echo",
+    ]);
     expect(config.trainer.optim.lr).toBe(3e-4);
     expect(config.model.path).toBe("123");
     expect(config.orchestrator.train.env[0]?.ratio).toBe(2);
@@ -72,7 +83,8 @@ describe("resolution", () => {
   });
 
   test("opd with a separate teacher is accepted, and a teacher per env", () => {
-    const t = (port: number) => `algo = { type = "opd", teacher = { name = "t", base_url = "http://127.0.0.1:${port}/v1" } }`;
+    const t = (port: number) =>
+      `algo = { type = "opd", teacher = { name = "t", base_url = "http://127.0.0.1:${port}/v1" } }`;
     const { config } = loadConfig(write(BASE + env(`name = "a"\n${t(8001)}`) + env(`name = "b"\n${t(8002)}`)));
     const urls = config.orchestrator.train.env.map((e) => (e.algo.type === "opd" ? e.algo.teacher.base_url : ""));
     expect(urls).toEqual(["http://127.0.0.1:8001/v1", "http://127.0.0.1:8002/v1"]);
@@ -90,38 +102,122 @@ describe("resolution", () => {
 const BAD: [string, string | null, string[], string[]][] = [
   ["unknown top-level key", `${BASE}foo = 1\n${env()}`, [], ["foo", "unknown key"]],
   ["unknown nested key", `${BASE}[trainer.optim]\nlrr = 1\n${env()}`, [], ["trainer.optim.lrr", "unknown key"]],
-  ["wrong type", `[model]\npath = "m"\n[orchestrator]\nbatch_size = "big"\n${env()}`, [], ["orchestrator.batch_size", "expected number"]],
-  ["negative batch size", `[model]\npath = "m"\n[orchestrator]\nbatch_size = -4\n${env()}`, [], ["orchestrator.batch_size", ">0"]],
-  ["opd without teacher", BASE + env('algo = { type = "opd" }'), [], ["orchestrator.train.env[0].algo.teacher", "required"]],
-  ["opd teacher = policy", BASE + env('algo = { type = "opd", teacher = "policy" }'), [], ["orchestrator.train.env[0].algo.teacher", "expected object"]],
-  ["opd teacher is the policy server", BASE + env('algo = { type = "opd", teacher = { name = "p", base_url = "http://localhost:8000/v1/" } }'), [], ["algo.teacher.base_url", "live policy"]],
-  ["sft without a frozen source", BASE + env('algo = { type = "sft" }'), [], ["orchestrator.train.env[0].algo.sampling.source", "frozen model"]],
-  ["grpo from a frozen source", BASE + env('algo = { type = "grpo", sampling = { source = { name = "t", base_url = "http://127.0.0.1:8001/v1" } } }'), [], ["algo.sampling.source", "live policy"]],
-  ["unknown algorithm type", `${BASE}[orchestrator.algo]\ntype = "ppo"\n${env()}`, [], ["orchestrator.algo.type", "unknown algorithm type", "grpo, max_rl, opd"]],
+  [
+    "wrong type",
+    `[model]\npath = "m"\n[orchestrator]\nbatch_size = "big"\n${env()}`,
+    [],
+    ["orchestrator.batch_size", "expected number"],
+  ],
+  [
+    "negative batch size",
+    `[model]\npath = "m"\n[orchestrator]\nbatch_size = -4\n${env()}`,
+    [],
+    ["orchestrator.batch_size", ">0"],
+  ],
+  [
+    "opd without teacher",
+    BASE + env('algo = { type = "opd" }'),
+    [],
+    ["orchestrator.train.env[0].algo.teacher", "required"],
+  ],
+  [
+    "opd teacher = policy",
+    BASE + env('algo = { type = "opd", teacher = "policy" }'),
+    [],
+    ["orchestrator.train.env[0].algo.teacher", "expected object"],
+  ],
+  [
+    "opd teacher is the policy server",
+    BASE + env('algo = { type = "opd", teacher = { name = "p", base_url = "http://localhost:8000/v1/" } }'),
+    [],
+    ["algo.teacher.base_url", "live policy"],
+  ],
+  [
+    "sft without a frozen source",
+    BASE + env('algo = { type = "sft" }'),
+    [],
+    ["orchestrator.train.env[0].algo.sampling.source", "frozen model"],
+  ],
+  [
+    "grpo from a frozen source",
+    BASE +
+      env('algo = { type = "grpo", sampling = { source = { name = "t", base_url = "http://127.0.0.1:8001/v1" } } }'),
+    [],
+    ["algo.sampling.source", "live policy"],
+  ],
+  [
+    "unknown algorithm type",
+    `${BASE}[orchestrator.algo]\ntype = "ppo"\n${env()}`,
+    [],
+    ["orchestrator.algo.type", "unknown algorithm type", "grpo, max_rl, opd"],
+  ],
   ["bad TOML syntax", `${BASE}[orchestrator\n${env()}`, [], [":7:", "TOML syntax error"]],
   ["missing file", null, [], ["config file not found"]],
   ["missing model.path", `[model]\n[orchestrator]\n${env()}`, [], ["model.path", "required"]],
   ["no train envs", `${BASE}`, [], ["orchestrator.train", "required"]],
   ["empty train env list", `${BASE}[orchestrator.train]\nenv = []\n`, [], ["orchestrator.train.env", "at least one"]],
-  ["unknown env id", BASE + `[[orchestrator.train.env]]\nid = "chess"\n`, [], ["orchestrator.train.env[0].id", "unknown environment", "math"]],
+  [
+    "unknown env id",
+    BASE + `[[orchestrator.train.env]]\nid = "chess"\n`,
+    [],
+    ["orchestrator.train.env[0].id", "unknown environment", "math"],
+  ],
   ["duplicate env names", BASE + env() + env(), [], ["orchestrator.train.env[1].name", "used twice"]],
-  ["batch not a multiple of group", `[model]\npath = "m"\n[orchestrator]\nbatch_size = 10\ngroup_size = 4\n${env()}`, [], ["orchestrator.batch_size", "multiple"]],
+  [
+    "batch not a multiple of group",
+    `[model]\npath = "m"\n[orchestrator]\nbatch_size = 10\ngroup_size = 4\n${env()}`,
+    [],
+    ["orchestrator.batch_size", "multiple"],
+  ],
   ["temperature out of range", BASE + env("temperature = 3"), [], ["orchestrator.train.env[0].temperature", "<=2"]],
-  ["echo with no roles", BASE + env('algo = { type = "echo", roles = {} }'), [], ["orchestrator.train.env[0].algo.roles", "at least one role"]],
-  ["custom algorithm file missing", BASE + env('algo = { type = "custom", path = "./nope.ts" }'), [], ["orchestrator.train.env[0].algo.path", "no such file"]],
-  ["opsd template without placeholder", BASE + env('algo = { type = "opsd", template = "no hint" }'), [], ["algo.template", "{demonstration}"]],
-  ["unknown key in --set", BASE + env(), ["--set", "trainer.optim.lrr=1"], ["trainer.optim.lrr", "unknown key", "--set"]],
+  [
+    "echo with no roles",
+    BASE + env('algo = { type = "echo", roles = {} }'),
+    [],
+    ["orchestrator.train.env[0].algo.roles", "at least one role"],
+  ],
+  [
+    "custom algorithm file missing",
+    BASE + env('algo = { type = "custom", path = "./nope.ts" }'),
+    [],
+    ["orchestrator.train.env[0].algo.path", "no such file"],
+  ],
+  [
+    "opsd template without placeholder",
+    BASE + env('algo = { type = "opsd", template = "no hint" }'),
+    [],
+    ["algo.template", "{demonstration}"],
+  ],
+  [
+    "unknown key in --set",
+    BASE + env(),
+    ["--set", "trainer.optim.lrr=1"],
+    ["trainer.optim.lrr", "unknown key", "--set"],
+  ],
   ["malformed --set", BASE + env(), ["--set", "trainer.optim.lr"], ["--set trainer.optim.lr", "key=value"]],
   ["unknown env arg", BASE + env("args = { bogus = 1 }"), [], ["orchestrator.train.env[0].args.bogus", "unknown key"]],
-  ["deterministic with overlap", `deterministic = true\n${BASE}${env()}`, [], ["orchestrator.max_async_level", "deterministic = true needs 0"]],
-  ["deterministic on two ranks", `deterministic = true\n${BASE}max_async_level = 0\n[trainer]\nworld_size = 2\n${env()}`, [], ["trainer.world_size", "deterministic = true needs 1"]],
+  [
+    "deterministic with overlap",
+    `deterministic = true\n${BASE}${env()}`,
+    [],
+    ["orchestrator.max_async_level", "deterministic = true needs 0"],
+  ],
+  [
+    "deterministic on two ranks",
+    `deterministic = true\n${BASE}max_async_level = 0\n[trainer]\nworld_size = 2\n${env()}`,
+    [],
+    ["trainer.world_size", "deterministic = true needs 1"],
+  ],
 ];
 
 describe("malformed configs: one clear message with the key path, exit 1, no stack trace", () => {
   for (const [name, toml, extra, expected] of BAD) {
     test(name, () => {
       const path = toml === null ? join(dir, "missing.toml") : write(toml);
-      const proc = Bun.spawnSync([process.execPath, join(ROOT, "src/main.ts"), "train", path, "--dry-run", ...extra], { stdout: "pipe", stderr: "pipe" });
+      const proc = Bun.spawnSync([process.execPath, join(ROOT, "src/main.ts"), "train", path, "--dry-run", ...extra], {
+        stdout: "pipe",
+        stderr: "pipe",
+      });
       const stderr = proc.stderr.toString();
       expect(proc.exitCode).toBe(1);
       expect(stderr.startsWith("error: ")).toBe(true);

@@ -11,10 +11,16 @@ import { microModelDir } from "../../fixtures/serve_model.ts";
 const ROOT = join(import.meta.dir, "../../..");
 const dir = mkdtempSync(join(tmpdir(), "rlx-reload-"));
 const path = join(dir, "c.toml");
-writeFileSync(path, `[model]\npath = "models/tiny"\n[orchestrator]\nbatch_size = 8\ngroup_size = 4\n[[orchestrator.train.env]]\nid = "math"\n`);
+writeFileSync(
+  path,
+  `[model]\npath = "models/tiny"\n[orchestrator]\nbatch_size = 8\ngroup_size = 4\n[[orchestrator.train.env]]\nid = "math"\n`,
+);
 
 const rlx = (args: string[]) => {
-  const proc = Bun.spawnSync([process.execPath, join(ROOT, "src/main.ts"), ...args], { stdout: "pipe", stderr: "pipe" });
+  const proc = Bun.spawnSync([process.execPath, join(ROOT, "src/main.ts"), ...args], {
+    stdout: "pipe",
+    stderr: "pipe",
+  });
   return { code: proc.exitCode, out: proc.stdout.toString(), err: proc.stderr.toString() };
 };
 

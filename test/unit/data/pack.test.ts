@@ -23,11 +23,22 @@ function sample(id: number, prompt: number, actions: number, over: Partial<Train
 const grpo = (id: number, p: number, a: number) => sample(id, p, a);
 const opd = (id: number, p: number, a: number) => {
   const s = sample(id, p, a);
-  return { ...s, advantages: s.advantages.map(() => 0), rlWeights: s.lossMask.map(() => 0), refKlWeights: [...s.lossMask], refLogprobs: s.lossMask.map((m) => (m ? -2 : 0)) };
+  return {
+    ...s,
+    advantages: s.advantages.map(() => 0),
+    rlWeights: s.lossMask.map(() => 0),
+    refKlWeights: [...s.lossMask],
+    refLogprobs: s.lossMask.map((m) => (m ? -2 : 0)),
+  };
 };
 const sft = (id: number, p: number, a: number) => {
   const s = sample(id, p, a);
-  return { ...s, advantages: s.advantages.map(() => 0), rlWeights: s.lossMask.map(() => 0), ceWeights: [...s.lossMask] };
+  return {
+    ...s,
+    advantages: s.advantages.map(() => 0),
+    rlWeights: s.lossMask.map(() => 0),
+    ceWeights: [...s.lossMask],
+  };
 };
 /** grpo actions plus ce 0.1 on the last prompt token (an observation). */
 const echo = (id: number, p: number, a: number) => {
@@ -64,7 +75,9 @@ describe("packStep", () => {
     expect(slice(row, "refLogprobs", k("r2"))).toEqual([0, 0, -2, -2]);
     expect(slice(row, "refLogprobs", k("r1"))).toEqual([0, 0, 0, 0, 0]); // ref logprobs placeholder 0
     expect(Array.from(row.sampleLengths)).toEqual([5, 4, 4, 3]);
-    expect(Array.from(row.temperatures.subarray(0, 5)).map(Math.fround)).toEqual([1, 1, 0.8, 0.8, 0.8].map(Math.fround));
+    expect(Array.from(row.temperatures.subarray(0, 5)).map(Math.fround)).toEqual(
+      [1, 1, 0.8, 0.8, 0.8].map(Math.fround),
+    );
     expect(step.envs).toEqual(["env1", "env2", "env3", "env4"]);
     expect(Array.from(row.envIndex.subarray(5, 9))).toEqual([1, 1, 1, 1]);
   });
@@ -88,7 +101,12 @@ describe("packStep", () => {
 
   test("rows of plain rl samples keep every stream absent (the hot path)", () => {
     const row = packStep([grpo(1, 2, 2), grpo(2, 3, 1)], { seqLen: 16 }).rows[0]!;
-    expect([row.rlWeights, row.ceWeights, row.refKlWeights, row.refLogprobs]).toEqual([undefined, undefined, undefined, undefined]);
+    expect([row.rlWeights, row.ceWeights, row.refKlWeights, row.refLogprobs]).toEqual([
+      undefined,
+      undefined,
+      undefined,
+      undefined,
+    ]);
   });
 
   test("padding is its own segment with weight 0 in every stream", () => {
@@ -97,7 +115,8 @@ describe("packStep", () => {
     expect(row.tokenIds.length).toBe(16);
     expect(Array.from(row.sampleLengths)).toEqual([5, 5, 6]);
     const pad = (a: ArrayLike<number>) => Array.from(a).slice(10);
-    for (const stream of [row.rlWeights!, row.ceWeights!, row.lossMask, row.advantages]) expect(pad(stream)).toEqual([0, 0, 0, 0, 0, 0]);
+    for (const stream of [row.rlWeights!, row.ceWeights!, row.lossMask, row.advantages])
+      expect(pad(stream)).toEqual([0, 0, 0, 0, 0, 0]);
     expect(pad(row.tokenIds)).toEqual([7, 7, 7, 7, 7, 7]);
     expect(pad(row.envIndex)).toEqual([-1, -1, -1, -1, -1, -1]);
     expect(pad(row.temperatures)).toEqual([1, 1, 1, 1, 1, 1]);

@@ -12,7 +12,10 @@ import { finishedRollout } from "./helpers.ts";
 const ROOT = join(import.meta.dir, "../../..");
 
 function rlx(...args: string[]): { stdout: string; stderr: string; code: number } {
-  const proc = Bun.spawnSync([process.execPath, "src/main.ts", "env", ...args], { cwd: ROOT, env: { ...process.env, NO_COLOR: "1" } });
+  const proc = Bun.spawnSync([process.execPath, "src/main.ts", "env", ...args], {
+    cwd: ROOT,
+    env: { ...process.env, NO_COLOR: "1" },
+  });
   return { stdout: proc.stdout.toString(), stderr: proc.stderr.toString(), code: proc.exitCode ?? -1 };
 }
 
@@ -24,12 +27,27 @@ describe("rlx env", () => {
   });
 
   test("show prints tasks of a split with env args applied", () => {
-    const out = rlx("show", "math", "--split", "eval", "--n", "2", "--json", "--args", '{"steps": 2, "word_problems": false}');
+    const out = rlx(
+      "show",
+      "math",
+      "--split",
+      "eval",
+      "--n",
+      "2",
+      "--json",
+      "--args",
+      '{"steps": 2, "word_problems": false}',
+    );
     expect(out.code).toBe(0);
-    const tasks = out.stdout.trim().split("\n").map((line) => JSON.parse(line) as { id: string; answer: string });
+    const tasks = out.stdout
+      .trim()
+      .split("\n")
+      .map((line) => JSON.parse(line) as { id: string; answer: string });
     expect(tasks.length).toBe(2);
     for (const task of tasks) expect(task.id).toMatch(/^\(\d+ [-+*] \d+\) [-+*] \d+$/);
-    expect(rlx("show", "forth", "--n", "1").stdout).toMatch(/^── .+\n\[system\] You solve problems by writing and running Forth/);
+    expect(rlx("show", "forth", "--n", "1").stdout).toMatch(
+      /^── .+\n\[system\] You solve problems by writing and running Forth/,
+    );
   });
 
   test("tool prints exactly the observation; an error observation exits 2", () => {
@@ -51,7 +69,10 @@ describe("rlx env", () => {
         expect(out.stdout.trim()).toBe(`wrote 4 demonstrations of ${id} to ${file}`);
         const env = await createEnv(await loadEnv(id), {});
         const tasks = await env.load("train", 0);
-        const rows = readFileSync(file, "utf8").trim().split("\n").map((l) => JSON.parse(l) as { messages: ChatMessage[]; tools?: unknown[]; env: string; task_id: string });
+        const rows = readFileSync(file, "utf8")
+          .trim()
+          .split("\n")
+          .map((l) => JSON.parse(l) as { messages: ChatMessage[]; tools?: unknown[]; env: string; task_id: string });
         expect(rows.length).toBe(4);
         rows.forEach((row, i) => {
           expect([row.env, row.task_id]).toEqual([id, tasks[i]!.id]);

@@ -114,14 +114,20 @@ describe("forth limits", () => {
   });
 
   test("unbounded recursion is a return stack overflow, not a JS stack overflow", () => {
-    expect(runForth(": DEEP RECURSE ; DEEP").error).toBe(`line 1, word DEEP: return stack overflow (call depth ${DEFAULT_LIMITS.maxCallDepth})`);
+    expect(runForth(": DEEP RECURSE ; DEEP").error).toBe(
+      `line 1, word DEEP: return stack overflow (call depth ${DEFAULT_LIMITS.maxCallDepth})`,
+    );
     // Bounded recursion just under the limit works.
     expect(runForth(`: DOWN DUP IF 1- RECURSE THEN ; ${DEFAULT_LIMITS.maxCallDepth - 2} DOWN .`).output).toBe("0 ");
   });
 
   test("stack, memory and output limits", () => {
-    expect(runForth(": FILL BEGIN 1 0 UNTIL ; FILL").error).toContain(`stack overflow (${DEFAULT_LIMITS.maxStack} cells)`);
-    expect(runForth("CREATE HUGE 1000000 ALLOT").error).toContain(`memory limit exceeded (${DEFAULT_LIMITS.memoryBytes} bytes)`);
+    expect(runForth(": FILL BEGIN 1 0 UNTIL ; FILL").error).toContain(
+      `stack overflow (${DEFAULT_LIMITS.maxStack} cells)`,
+    );
+    expect(runForth("CREATE HUGE 1000000 ALLOT").error).toContain(
+      `memory limit exceeded (${DEFAULT_LIMITS.memoryBytes} bytes)`,
+    );
     const flood = runForth(": FLOOD BEGIN 65 EMIT AGAIN ; FLOOD");
     expect(flood.error).toContain(`output limit exceeded (${DEFAULT_LIMITS.maxOutput} characters)`);
     expect(flood.output.length).toBe(DEFAULT_LIMITS.maxOutput);
@@ -140,9 +146,49 @@ describe("forth limits", () => {
   });
 
   test("a thousand random token soups all terminate with a result", () => {
-    const words = ["DUP", "DROP", "SWAP", "+", "-", "*", "/", ".", ":", ";", "IF", "THEN", "ELSE", "DO", "LOOP", "BEGIN", "UNTIL", "AGAIN", "RECURSE", "I", "@", "!", "VARIABLE", "1", "0", "-1", "7", "X", "EMIT", "CR", "(", ")", '."', '"', "LEAVE", "EXIT", "+LOOP", "2DUP", "ROT"];
+    const words = [
+      "DUP",
+      "DROP",
+      "SWAP",
+      "+",
+      "-",
+      "*",
+      "/",
+      ".",
+      ":",
+      ";",
+      "IF",
+      "THEN",
+      "ELSE",
+      "DO",
+      "LOOP",
+      "BEGIN",
+      "UNTIL",
+      "AGAIN",
+      "RECURSE",
+      "I",
+      "@",
+      "!",
+      "VARIABLE",
+      "1",
+      "0",
+      "-1",
+      "7",
+      "X",
+      "EMIT",
+      "CR",
+      "(",
+      ")",
+      '."',
+      '"',
+      "LEAVE",
+      "EXIT",
+      "+LOOP",
+      "2DUP",
+      "ROT",
+    ];
     let state = 12345;
-    const next = () => ((state = (Math.imul(state, 1103515245) + 12345) >>> 0) % words.length);
+    const next = () => (state = (Math.imul(state, 1103515245) + 12345) >>> 0) % words.length;
     const start = performance.now();
     for (let i = 0; i < 1000; i++) {
       const program = Array.from({ length: 1 + (i % 30) }, () => words[next()]).join(" ");

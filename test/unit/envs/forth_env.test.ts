@@ -13,15 +13,47 @@ function reference(id: string): string | undefined {
   const n = rest.map(Number);
   const gcd = (a: number, b: number): number => (b === 0 ? a : gcd(b, a % b));
   switch (kind) {
-    case "sum_range": { let s = 0; for (let i = n[0]!; i <= n[1]!; i++) s += i; return String(s); }
-    case "factorial": { let f = 1; for (let i = 2; i <= n[0]!; i++) f *= i; return String(f); }
-    case "fibonacci": { let [a, b] = [0, 1]; for (let i = 0; i < n[0]!; i++) [a, b] = [b, a + b]; return String(a); }
-    case "gcd": return String(gcd(n[0]!, n[1]!));
-    case "collatz": { let x = n[0]!, steps = 0; while (x !== 1) { x = x % 2 ? 3 * x + 1 : x / 2; steps++; } return String(steps); }
-    case "digit_sum": return String([...String(n[0])].reduce((s, d) => s + Number(d), 0));
-    case "count_primes": { let c = 0; for (let k = 2; k <= n[0]!; k++) { let p = true; for (let d = 2; d * d <= k; d++) if (k % d === 0) p = false; if (p) c++; } return String(c); }
-    case "power": return String(n[0]! ** n[1]!);
-    default: return undefined;
+    case "sum_range": {
+      let s = 0;
+      for (let i = n[0]!; i <= n[1]!; i++) s += i;
+      return String(s);
+    }
+    case "factorial": {
+      let f = 1;
+      for (let i = 2; i <= n[0]!; i++) f *= i;
+      return String(f);
+    }
+    case "fibonacci": {
+      let [a, b] = [0, 1];
+      for (let i = 0; i < n[0]!; i++) [a, b] = [b, a + b];
+      return String(a);
+    }
+    case "gcd":
+      return String(gcd(n[0]!, n[1]!));
+    case "collatz": {
+      let x = n[0]!,
+        steps = 0;
+      while (x !== 1) {
+        x = x % 2 ? 3 * x + 1 : x / 2;
+        steps++;
+      }
+      return String(steps);
+    }
+    case "digit_sum":
+      return String([...String(n[0])].reduce((s, d) => s + Number(d), 0));
+    case "count_primes": {
+      let c = 0;
+      for (let k = 2; k <= n[0]!; k++) {
+        let p = true;
+        for (let d = 2; d * d <= k; d++) if (k % d === 0) p = false;
+        if (p) c++;
+      }
+      return String(c);
+    }
+    case "power":
+      return String(n[0]! ** n[1]!);
+    default:
+      return undefined;
   }
 }
 
@@ -53,9 +85,18 @@ describe("forth env", () => {
     const [tool] = env.tools;
     const task = { id: "t", prompt: [], answer: "" };
     expect(tool!.spec.function.name).toBe("forth");
-    expect(await tool!.run({ code: ": SQ DUP * ; 9 SQ . 4" }, task)).toEqual({ output: "81 \nstack: <1> 4", isError: false });
-    expect(await tool!.run({ code: "1 0 /" }, task)).toEqual({ output: "error: line 1, word /: division by zero", isError: true });
-    expect(await tool!.run({ program: "1" }, task)).toEqual({ output: 'error: missing string argument "code"', isError: true });
+    expect(await tool!.run({ code: ": SQ DUP * ; 9 SQ . 4" }, task)).toEqual({
+      output: "81 \nstack: <1> 4",
+      isError: false,
+    });
+    expect(await tool!.run({ code: "1 0 /" }, task)).toEqual({
+      output: "error: line 1, word /: division by zero",
+      isError: true,
+    });
+    expect(await tool!.run({ program: "1" }, task)).toEqual({
+      output: 'error: missing string argument "code"',
+      isError: true,
+    });
   });
 
   test("max_steps reaches the interpreter", async () => {
@@ -79,12 +120,18 @@ describe("forth env", () => {
     const tasks = await env.load("train", 0);
     const numeric = tasks.find((t) => t.id.startsWith("gcd"))!;
     const text = tasks.find((t) => t.id.startsWith("predict_stack"))!;
-    const grade = (task: typeof numeric, ...replies: Parameters<typeof finishedRollout>[1][]) => env.reward(task, finishedRollout(task, ...replies));
-    expect(grade(numeric, assistant(`The program printed it.\nAnswer: ${numeric.answer}`))).toEqual({ reward: 1, metrics: { correct: 1, formatted: 1, answered: 1 } });
+    const grade = (task: typeof numeric, ...replies: Parameters<typeof finishedRollout>[1][]) =>
+      env.reward(task, finishedRollout(task, ...replies));
+    expect(grade(numeric, assistant(`The program printed it.\nAnswer: ${numeric.answer}`))).toEqual({
+      reward: 1,
+      metrics: { correct: 1, formatted: 1, answered: 1 },
+    });
     expect(grade(numeric, assistant(`Answer: ${Number(numeric.answer) + 1}`)).reward).toBe(0);
     expect(grade(numeric, assistant("Answer: twelve")).reward).toBe(0);
     expect(grade(numeric, assistant("")).metrics).toEqual({ correct: 0, formatted: 0, answered: 0 });
-    expect(grade(numeric, { role: "assistant", content: "", tool_calls: [toolCall("forth", { code: "1 ." })] }).reward).toBe(0);
+    expect(
+      grade(numeric, { role: "assistant", content: "", tool_calls: [toolCall("forth", { code: "1 ." })] }).reward,
+    ).toBe(0);
     expect(grade(text, assistant(`Answer: \`${text.answer}\``)).reward).toBe(1);
     expect(grade(text, assistant(`Answer: ${text.answer.replaceAll(" ", "  ")}`)).reward).toBe(1);
     expect(grade(text, assistant(`Answer: ${text.answer} 0`)).reward).toBe(0);

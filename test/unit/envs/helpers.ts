@@ -9,9 +9,20 @@ import type { Rollout } from "../../../src/data/types.ts";
 
 export function finishedRollout(task: Task, ...replies: ChatMessage[]): Rollout {
   return {
-    id: "r0", env: "test", taskId: task.id, groupId: "g0", task,
-    messages: [...task.prompt, ...replies], segments: [], numSamples: 1, reward: 0, metrics: {},
-    stopReason: "done", policyVersion: 0, numTurns: replies.length, info: {},
+    id: "r0",
+    env: "test",
+    taskId: task.id,
+    groupId: "g0",
+    task,
+    messages: [...task.prompt, ...replies],
+    segments: [],
+    numSamples: 1,
+    reward: 0,
+    metrics: {},
+    stopReason: "done",
+    policyVersion: 0,
+    numTurns: replies.length,
+    info: {},
   };
 }
 

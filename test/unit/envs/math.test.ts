@@ -66,7 +66,9 @@ describe("math env", () => {
   });
 
   test("difficulty dials: digits and steps show in the problems", async () => {
-    const easy = await (await createEnv(math, { digits: 1, steps: 1, word_problems: false, eval_size: 20 })).load("eval", 0);
+    const easy = await (
+      await createEnv(math, { digits: 1, steps: 1, word_problems: false, eval_size: 20 })
+    ).load("eval", 0);
     const hard = await (await createEnv(math, { digits: 4, steps: 4, eval_size: 20 })).load("eval", 0);
     for (const t of easy) expect(t.id).toMatch(/^\d [-+*] \d$/);
     for (const t of hard) {
@@ -81,11 +83,21 @@ describe("math env", () => {
     const env = await createEnv(math, {});
     const [task] = await env.load("eval", 0);
     const answer = task!.answer;
-    const grade = (...replies: Parameters<typeof finishedRollout>[1][]) => env.reward(task!, finishedRollout(task!, ...replies));
-    expect(grade(assistant(`Adding up gives \\boxed{${answer}}.`))).toEqual({ reward: 1, metrics: { correct: 1, formatted: 1, answered: 1 } });
+    const grade = (...replies: Parameters<typeof finishedRollout>[1][]) =>
+      env.reward(task!, finishedRollout(task!, ...replies));
+    expect(grade(assistant(`Adding up gives \\boxed{${answer}}.`))).toEqual({
+      reward: 1,
+      metrics: { correct: 1, formatted: 1, answered: 1 },
+    });
     expect(grade(assistant(`Answer: ${answer}`)).reward).toBe(1);
-    expect(grade(assistant(`so it is\n${answer}`))).toEqual({ reward: 1, metrics: { correct: 1, formatted: 0, answered: 1 } });
-    expect(grade(assistant(`\\boxed{${Number(answer) + 1}}`))).toEqual({ reward: 0, metrics: { correct: 0, formatted: 1, answered: 1 } });
+    expect(grade(assistant(`so it is\n${answer}`))).toEqual({
+      reward: 1,
+      metrics: { correct: 1, formatted: 0, answered: 1 },
+    });
+    expect(grade(assistant(`\\boxed{${Number(answer) + 1}}`))).toEqual({
+      reward: 0,
+      metrics: { correct: 0, formatted: 1, answered: 1 },
+    });
     expect(grade(assistant("\\boxed{seven}")).reward).toBe(0);
     expect(grade(assistant(`\\boxed{${answer}`)).metrics.formatted).toBe(0); // unbalanced box: falls back to the last line
     expect(grade(assistant(""))).toEqual({ reward: 0, metrics: { correct: 0, formatted: 0, answered: 0 } });
@@ -106,7 +118,9 @@ describe("math env", () => {
     const dir = mkdtempSync(join(tmpdir(), "rlx-math-"));
     try {
       const file = join(dir, "tasks.jsonl");
-      const rows = Array.from({ length: 40 }, (_, i) => JSON.stringify({ question: `What is ${i} + ${i}?`, answer: 2 * i, ...(i < 5 ? { split: "eval" } : {}) }));
+      const rows = Array.from({ length: 40 }, (_, i) =>
+        JSON.stringify({ question: `What is ${i} + ${i}?`, answer: 2 * i, ...(i < 5 ? { split: "eval" } : {}) }),
+      );
       writeFileSync(file, rows.join("\n") + "\n");
       const env = await createEnv(math, { data_file: file, train_size: 100, eval_size: 100 });
       const train = await env.load("train", 0);

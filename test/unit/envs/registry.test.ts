@@ -51,7 +51,9 @@ describe("env registry", () => {
     const dir = mkdtempSync(join(tmpdir(), "rlx-env-"));
     try {
       writeFileSync(join(dir, "bad.ts"), "export default { id: 3 };\n");
-      await expect(loadEnv(join(dir, "bad.ts"))).rejects.toThrow(/`id` must be a non-empty string; `description` must be a string; `create\(args\)` must be a function/);
+      await expect(loadEnv(join(dir, "bad.ts"))).rejects.toThrow(
+        /`id` must be a non-empty string; `description` must be a string; `create\(args\)` must be a function/,
+      );
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

@@ -85,10 +85,19 @@ describe("search env", () => {
     expect(out.isError).toBe(false);
     const hits = out.output.split("\n\n");
     expect(hits.length).toBe(2);
-    expect(hits[0]).toMatch(new RegExp(`^\\[1\\] ${person.employer}\\n${person.employer} is an? \\w+ company founded in \\d{4}\\. The headquarters of ${person.employer} are in \\w+\\.$`));
+    expect(hits[0]).toMatch(
+      new RegExp(
+        `^\\[1\\] ${person.employer}\\n${person.employer} is an? \\w+ company founded in \\d{4}\\. The headquarters of ${person.employer} are in \\w+\\.$`,
+      ),
+    );
     expect(hits[1]).toMatch(/^\[2\] /);
-    expect((await tool!.run({ query: "zzqx" }, { id: "t", prompt: [], answer: "" })).output).toBe("no documents match the query");
-    expect(await tool!.run({ q: "x" }, { id: "t", prompt: [], answer: "" })).toEqual({ output: 'error: missing string argument "query"', isError: true });
+    expect((await tool!.run({ query: "zzqx" }, { id: "t", prompt: [], answer: "" })).output).toBe(
+      "no documents match the query",
+    );
+    expect(await tool!.run({ q: "x" }, { id: "t", prompt: [], answer: "" })).toEqual({
+      output: 'error: missing string argument "query"',
+      isError: true,
+    });
   });
 
   test("demonstrations call search with the gold queries and get real documents; reward is exact match", async () => {
@@ -98,7 +107,8 @@ describe("search env", () => {
     expect(demo.map((m) => m.role)).toEqual(["system", "user", "assistant", "tool", "assistant", "tool", "assistant"]);
     expect(demo[2]!.tool_calls![0]!.function.arguments).toEqual({ query: (task!.info!.queries as string[])[0] });
     expect(demo[5]!.content).toContain(task!.answer);
-    const grade = (text: string) => env.reward(task!, finishedRollout(task!, ...demo.slice(2, -1), assistant(text))).reward;
+    const grade = (text: string) =>
+      env.reward(task!, finishedRollout(task!, ...demo.slice(2, -1), assistant(text))).reward;
     expect(grade(demo.at(-1)!.content)).toBe(1);
     expect(grade(`Answer: **${task!.answer.toUpperCase()}.**`)).toBe(1);
     expect(grade(`Answer: ${task!.answer}ia`)).toBe(0);

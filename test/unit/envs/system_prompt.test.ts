@@ -16,7 +16,8 @@ const cases: Array<[string, EnvDefinition, string | undefined]> = [
 
 for (const [name, definition, defaultPrompt] of cases) {
   test(`${name}: system_prompt replaces the env's system message, "" drops it`, async () => {
-    const first = async (args: Record<string, unknown>) => (await (await createEnv(definition, { train_size: 20, eval_size: 5, ...args })).load("train", 0))[0]!;
+    const first = async (args: Record<string, unknown>) =>
+      (await (await createEnv(definition, { train_size: 20, eval_size: 5, ...args })).load("train", 0))[0]!;
     const byDefault = await first({});
     const custom = await first({ system_prompt: "Be brief." });
     const none = await first({ system_prompt: "" });

@@ -101,7 +101,13 @@ class ScriptedClient implements SamplingClient {
 test("evaluate: avg@k, pass@j, greedy pass@1 and per-task results match hand-computed values", async () => {
   const correct = [0, 1, 2, 4];
   const client = new ScriptedClient(correct, [false, true, true, false]);
-  const result = await evaluate(client, renderer, "math", mathEnv, tasks, { k: 4, temperature: 1, maxTokens: 32, greedy: true, concurrency: 3 });
+  const result = await evaluate(client, renderer, "math", mathEnv, tasks, {
+    k: 4,
+    temperature: 1,
+    maxTokens: 32,
+    greedy: true,
+    concurrency: 3,
+  });
   expect(result.tasks).toBe(4);
   expect(result.results.map((r) => r.solved)).toEqual(correct);
   expect(result.results.map((r) => r.greedyReward)).toEqual([0, 1, 1, 0]);
@@ -132,7 +138,12 @@ test("evaluate: avg@k, pass@j, greedy pass@1 and per-task results match hand-com
 
 test("evaluate: a failing endpoint is data (reward 0, error_rate, first error), never a throw", async () => {
   const client = new ScriptedClient([4, 4, 4, 4], [true, true, true, true], 2);
-  const result = await evaluate(client, renderer, "math", mathEnv, tasks, { k: 4, temperature: 1, maxTokens: 32, greedy: true });
+  const result = await evaluate(client, renderer, "math", mathEnv, tasks, {
+    k: 4,
+    temperature: 1,
+    maxTokens: 32,
+    greedy: true,
+  });
   expect(result.results[2]!.errors).toBe(5);
   expect(result.results[2]!.solved).toBe(0);
   expect(result.metrics.error_rate).toBeCloseTo(5 / 20, 12);
@@ -141,8 +152,22 @@ test("evaluate: a failing endpoint is data (reward 0, error_rate, first error), 
 });
 
 test("tables: one row per env; before/after per headline metric", async () => {
-  const before = await evaluate(new ScriptedClient([0, 0, 0, 0], [false, false, false, false]), renderer, "math", mathEnv, tasks, { k: 2, temperature: 1, maxTokens: 32, greedy: true });
-  const after = await evaluate(new ScriptedClient([2, 2, 1, 0], [true, true, false, false]), renderer, "math", mathEnv, tasks, { k: 2, temperature: 1, maxTokens: 32, greedy: true });
+  const before = await evaluate(
+    new ScriptedClient([0, 0, 0, 0], [false, false, false, false]),
+    renderer,
+    "math",
+    mathEnv,
+    tasks,
+    { k: 2, temperature: 1, maxTokens: 32, greedy: true },
+  );
+  const after = await evaluate(
+    new ScriptedClient([2, 2, 1, 0], [true, true, false, false]),
+    renderer,
+    "math",
+    mathEnv,
+    tasks,
+    { k: 2, temperature: 1, maxTokens: 32, greedy: true },
+  );
   const table = evalTable([after]).split("\n");
   expect(table[0]).toMatch(/^env\s+tasks\s+k\s+avg@k\s+pass@1\s+pass@k\s+greedy@1\s+errors\s+time$/);
   expect(table[2]).toMatch(/^math\s+4\s+2\s+0\.625\s+0\.625\s+0\.750\s+0\.500\s+0\.000\s+\d+\.\ds$/);
@@ -164,12 +189,21 @@ test("loadEvalTasks: the held-out split, first N, the same tasks every time", as
 
 test("lastReply: the last assistant turn's text, then its tool calls, even when a tool message ends the episode", () => {
   const call = { type: "function" as const, function: { name: "forth", arguments: { code: "3 4 + ." } } };
-  expect(lastReply([{ role: "user", content: "q" }, { role: "assistant", content: "Answer: 7" }])).toBe("Answer: 7");
-  expect(lastReply([
-    { role: "user", content: "q" },
-    { role: "assistant", content: "", tool_calls: [call] },
-    { role: "tool", name: "forth", content: "7 \nstack: <0>" },
-  ])).toBe('forth({"code":"3 4 + ."})');
-  expect(lastReply([{ role: "assistant", content: "let me run it", tool_calls: [call, call] }])).toBe('let me run it\nforth({"code":"3 4 + ."})\nforth({"code":"3 4 + ."})');
+  expect(
+    lastReply([
+      { role: "user", content: "q" },
+      { role: "assistant", content: "Answer: 7" },
+    ]),
+  ).toBe("Answer: 7");
+  expect(
+    lastReply([
+      { role: "user", content: "q" },
+      { role: "assistant", content: "", tool_calls: [call] },
+      { role: "tool", name: "forth", content: "7 \nstack: <0>" },
+    ]),
+  ).toBe('forth({"code":"3 4 + ."})');
+  expect(lastReply([{ role: "assistant", content: "let me run it", tool_calls: [call, call] }])).toBe(
+    'let me run it\nforth({"code":"3 4 + ."})\nforth({"code":"3 4 + ."})',
+  );
   expect(lastReply([{ role: "user", content: "q" }])).toBe("");
 });

@@ -27,7 +27,9 @@ function completion(body: any, version = 3): Response {
   const last = body.prompt[body.prompt.length - 1] as number;
   const ids = [last + 1, last + 2];
   return Response.json({
-    choices: [{ finish_reason: "length", logprobs: { tokens: ids.map((i) => `token_id:${i}`), token_logprobs: [-0.5, -0.25] } }],
+    choices: [
+      { finish_reason: "length", logprobs: { tokens: ids.map((i) => `token_id:${i}`), token_logprobs: [-0.5, -0.25] } },
+    ],
     policy_version: version,
   });
 }
@@ -41,12 +43,20 @@ test("parses a vLLM-style completion with token ids and logprobs", async () => {
   const client = new OpenAIClient({ model: "m", baseUrls: [url], ...fast });
   const out = await client.complete(request);
   expect(out).toEqual({ tokenIds: [4, 5], logprobs: [-0.5, -0.25], finishReason: "length", policyVersion: 3 });
-  expect(seen).toMatchObject({ model: "m", prompt: [1, 2, 3], max_tokens: 2, return_tokens_as_token_ids: true, top_k: -1 });
+  expect(seen).toMatchObject({
+    model: "m",
+    prompt: [1, 2, 3],
+    max_tokens: 2,
+    return_tokens_as_token_ids: true,
+    top_k: -1,
+  });
 });
 
 test("retries 5xx and 429 and recovers", async () => {
   let calls = 0;
-  const url = serve((body) => (++calls <= 2 ? new Response("overloaded", { status: calls === 1 ? 503 : 429 }) : completion(body)));
+  const url = serve((body) =>
+    ++calls <= 2 ? new Response("overloaded", { status: calls === 1 ? 503 : 429 }) : completion(body),
+  );
   const client = new OpenAIClient({ model: "m", baseUrls: [url], ...fast });
   expect((await client.complete(request)).tokenIds).toEqual([4, 5]);
   expect(calls).toBe(3);
@@ -65,7 +75,9 @@ test("a stalled server times out per attempt, then the retry succeeds", async ()
 
 test("400 is not retried and the error names endpoint, status and body", async () => {
   let calls = 0;
-  const url = serve(() => (calls++, Response.json({ error: { message: "max_tokens must be positive" } }, { status: 400 })));
+  const url = serve(
+    () => (calls++, Response.json({ error: { message: "max_tokens must be positive" } }, { status: 400 })),
+  );
   const client = new OpenAIClient({ model: "m", baseUrls: [url], ...fast });
   const err = await client.complete(request).catch((e) => e);
   expect(err).toBeInstanceOf(EndpointError);
@@ -96,11 +108,26 @@ test("round-robin over base URLs, sticky per session", async () => {
 test("prompt logprobs from vLLM's prompt_logprobs, first token 0", async () => {
   const url = serve((body) =>
     Response.json({
-      choices: [{ finish_reason: "length", prompt_logprobs: body.prompt.map((t: number, i: number) => (i === 0 ? null : { [String(t)]: { logprob: -t / 10 } })) }],
+      choices: [
+        {
+          finish_reason: "length",
+          prompt_logprobs: body.prompt.map((t: number, i: number) =>
+            i === 0 ? null : { [String(t)]: { logprob: -t / 10 } },
+          ),
+        },
+      ],
     }),
   );
   const client = new OpenAIClient({ model: "m", baseUrls: [url], ...fast });
-  expect(await client.score([[5, 6, 7], [1, 2]])).toEqual([[0, -0.6, -0.7], [0, -0.2]]);
+  expect(
+    await client.score([
+      [5, 6, 7],
+      [1, 2],
+    ]),
+  ).toEqual([
+    [0, -0.6, -0.7],
+    [0, -0.2],
+  ]);
 });
 
 test("the concurrency limit holds requests beyond it", async () => {

@@ -41,7 +41,9 @@ function trainerLogprobs(model: NativeModel, p: number[], tokens: number[]): num
 describe("continuous batching", () => {
   test("more requests than slots: all finish, at most maxBatch run at once, results equal running alone", async () => {
     const engine = new Engine(modelA, { maxBatch: 3, maxModelLen: 64, ownsModel: false });
-    const results = await Promise.all(Array.from({ length: 8 }, (_, i) => engine.submit({ prompt: prompt(i), sampling: sampling(6 + i, 50 + i) })));
+    const results = await Promise.all(
+      Array.from({ length: 8 }, (_, i) => engine.submit({ prompt: prompt(i), sampling: sampling(6 + i, 50 + i) })),
+    );
     expect(engine.stats.maxRunning).toBe(3);
     expect(engine.stats.admitted).toBe(8);
     for (const [i, r] of results.entries()) {
@@ -61,10 +63,14 @@ describe("continuous batching", () => {
     const long = engine.submit({ prompt: prompt(0), sampling: sampling(60, 1), onToken: () => void (longTokens += 1) });
     while (longTokens < 5) await Bun.sleep(1);
     const stepsBefore = engine.stats.steps;
-    const short = engine.submit({ prompt: prompt(1), sampling: sampling(3, 2), onToken: () => void (joinedAt < 0 && (joinedAt = longTokens)) });
+    const short = engine.submit({
+      prompt: prompt(1),
+      sampling: sampling(3, 2),
+      onToken: () => void (joinedAt < 0 && (joinedAt = longTokens)),
+    });
     const shortResult = await short;
     expect(shortResult.tokens.length).toBe(3);
-    expect(longTokens).toBeLessThan(60);  // the long one is still running
+    expect(longTokens).toBeLessThan(60); // the long one is still running
     expect(joinedAt).toBeGreaterThanOrEqual(5);
     expect(engine.stats.steps - stepsBefore).toBeLessThan(10);
     expect(engine.load.running).toBe(1);
@@ -74,7 +80,10 @@ describe("continuous batching", () => {
 
   test("the queue is bounded: past maxQueue, submit rejects with QueueFullError", async () => {
     const engine = new Engine(modelA, { maxBatch: 1, maxQueue: 2, maxModelLen: 64, ownsModel: false });
-    const accepted = [engine.submit({ prompt: prompt(0), sampling: sampling(4, 1) }), engine.submit({ prompt: prompt(1), sampling: sampling(4, 2) })];
+    const accepted = [
+      engine.submit({ prompt: prompt(0), sampling: sampling(4, 1) }),
+      engine.submit({ prompt: prompt(1), sampling: sampling(4, 2) }),
+    ];
     expect(engine.canAccept(1)).toBe(false);
     await expect(engine.submit({ prompt: prompt(2), sampling: sampling(4, 3) })).rejects.toBeInstanceOf(QueueFullError);
     expect((await Promise.all(accepted)).map((r) => r.tokens.length)).toEqual([4, 4]);
@@ -86,7 +95,12 @@ describe("continuous batching", () => {
     const engine = new Engine(modelA, { maxBatch: 1, maxModelLen: 256, ownsModel: false });
     const abort = new AbortController();
     let produced = 0;
-    const running = engine.submit({ prompt: prompt(0), sampling: sampling(200, 1), signal: abort.signal, onToken: () => void (++produced === 3 && abort.abort()) });
+    const running = engine.submit({
+      prompt: prompt(0),
+      sampling: sampling(200, 1),
+      signal: abort.signal,
+      onToken: () => void (++produced === 3 && abort.abort()),
+    });
     const queuedAbort = new AbortController();
     const queued = engine.submit({ prompt: prompt(1), sampling: sampling(5, 2), signal: queuedAbort.signal });
     const next = engine.submit({ prompt: prompt(2), sampling: sampling(5, 3) });
@@ -138,15 +152,23 @@ describe("weight reloads", () => {
     expect(engine.reloadMode).toBe("drain");
     let started = 0;
     const events: string[] = [];
-    const before = Array.from({ length: 2 }, (_, i) => engine.submit({ prompt: prompt(i), sampling: sampling(20, i), onToken: () => void started++ }).then((r) => (events.push("before"), r)));
+    const before = Array.from({ length: 2 }, (_, i) =>
+      engine
+        .submit({ prompt: prompt(i), sampling: sampling(20, i), onToken: () => void started++ })
+        .then((r) => (events.push("before"), r)),
+    );
     while (started < 2) await Bun.sleep(1);
     const reload = engine.reloadWeights(dirB, 7).then(() => void events.push("reload"));
     const after = Array.from({ length: 2 }, (_, i) => engine.submit({ prompt: prompt(i), sampling: sampling(20, i) }));
     await reload;
     expect(events).toEqual(["before", "before", "reload"]);
     expect(engine.version).toBe(7);
-    (await Promise.all(before)).forEach((r, i) => (expect([r.version, r.versionEnd]).toEqual([0, 0]), checkLogprobs(r, modelA, prompt(i))));
-    (await Promise.all(after)).forEach((r, i) => (expect([r.version, r.versionEnd]).toEqual([7, 7]), checkLogprobs(r, modelB, prompt(i))));
+    (await Promise.all(before)).forEach(
+      (r, i) => (expect([r.version, r.versionEnd]).toEqual([0, 0]), checkLogprobs(r, modelA, prompt(i))),
+    );
+    (await Promise.all(after)).forEach(
+      (r, i) => (expect([r.version, r.versionEnd]).toEqual([7, 7]), checkLogprobs(r, modelB, prompt(i))),
+    );
     await engine.close();
   });
 
@@ -159,7 +181,9 @@ describe("weight reloads", () => {
     const reload = engine.reloadWeights(dirB, 7).then(() => void (tokensAtSwap = longTokens));
     // Queued behind nothing: admitted at once on the new weights, not after the long sequence.
     let shortDoneAt = -1;
-    const short = engine.submit({ prompt: prompt(1), sampling: sampling(8, 2) }).then((r) => ((shortDoneAt = longTokens), r));
+    const short = engine
+      .submit({ prompt: prompt(1), sampling: sampling(8, 2) })
+      .then((r) => ((shortDoneAt = longTokens), r));
     await reload;
     expect(engine.version).toBe(7);
     expect(tokensAtSwap).toBeGreaterThanOrEqual(3);
@@ -177,7 +201,9 @@ describe("weight reloads", () => {
     // weights over the old K/V, which neither model's scoring reproduces.
     checkLogprobs(r, modelA, prompt(0), tokensAtSwap);
     const underA = trainerLogprobs(modelA, prompt(0), r.tokens);
-    const moved = r.logprobs.slice(tokensAtSwap).filter((lp, j) => Math.abs(lp - underA[tokensAtSwap + j]!) > 1e-3).length;
+    const moved = r.logprobs
+      .slice(tokensAtSwap)
+      .filter((lp, j) => Math.abs(lp - underA[tokensAtSwap + j]!) > 1e-3).length;
     expect(moved).toBeGreaterThan((150 - tokensAtSwap) / 2);
     await engine.close();
   });
@@ -200,7 +226,9 @@ describe("weight reloads", () => {
     expect(engine.version).toBe(0);
     const r = await engine.submit({ prompt: prompt(0), sampling: sampling(5, 1) });
     expect(r.version).toBe(0);
-    trainerLogprobs(modelA, prompt(0), r.tokens).forEach((lp, j) => expect(Math.abs(lp - r.logprobs[j]!)).toBeLessThan(1e-4));
+    trainerLogprobs(modelA, prompt(0), r.tokens).forEach((lp, j) =>
+      expect(Math.abs(lp - r.logprobs[j]!)).toBeLessThan(1e-4),
+    );
     await engine.close();
   });
 });
@@ -208,12 +236,30 @@ describe("weight reloads", () => {
 describe("LocalClient", () => {
   test("complete: stop token included, trainer logprobs at the sampling temperature, version", async () => {
     await using client = await LocalClient.fromModelDir(dirA, { maxBatch: 4, maxModelLen: 128 });
-    const base = await client.complete({ promptIds: prompt(0), maxTokens: 12, temperature: 0.8, topP: 0.95, topK: 0, stop: [], seed: 3 });
+    const base = await client.complete({
+      promptIds: prompt(0),
+      maxTokens: 12,
+      temperature: 0.8,
+      topP: 0.95,
+      topK: 0,
+      stop: [],
+      seed: 3,
+    });
     expect(base.tokenIds.length).toBe(12);
-    const ref = Array.from(score(modelA, [[...prompt(0), ...base.tokenIds]], { temperature: 0.8 }).logprobs[0]!.subarray(prompt(0).length));
+    const ref = Array.from(
+      score(modelA, [[...prompt(0), ...base.tokenIds]], { temperature: 0.8 }).logprobs[0]!.subarray(prompt(0).length),
+    );
     base.logprobs.forEach((lp, j) => expect(Math.abs(lp - ref[j]!)).toBeLessThan(1e-4));
     const stop = base.tokenIds[5]!;
-    const stopped = await client.complete({ promptIds: prompt(0), maxTokens: 12, temperature: 0.8, topP: 0.95, topK: -1, stop: [stop], seed: 3 });
+    const stopped = await client.complete({
+      promptIds: prompt(0),
+      maxTokens: 12,
+      temperature: 0.8,
+      topP: 0.95,
+      topK: -1,
+      stop: [stop],
+      seed: 3,
+    });
     expect(stopped.tokenIds).toEqual(base.tokenIds.slice(0, base.tokenIds.indexOf(stop) + 1));
     expect(stopped.finishReason).toBe("stop");
     expect(stopped.policyVersion).toBe(0);
@@ -224,14 +270,26 @@ describe("LocalClient", () => {
     const seqs = [prompt(1), [...prompt(2), 9, 9, 9]];
     const ref = score(modelA, seqs).logprobs.map((lp) => Array.from(lp));
     expect(await client.score(seqs)).toEqual(ref);
-    await Promise.all(Array.from({ length: 8 }, (_, i) => client.complete({ promptIds: prompt(i), maxTokens: 4, temperature: 1, topP: 1, topK: 0, stop: [], seed: i })));
+    await Promise.all(
+      Array.from({ length: 8 }, (_, i) =>
+        client.complete({ promptIds: prompt(i), maxTokens: 4, temperature: 1, topP: 1, topK: 0, stop: [], seed: i }),
+      ),
+    );
     expect(client.engine.stats.maxRunning).toBe(8);
   });
 
   test("updateWeights switches the served version", async () => {
     await using client = await LocalClient.fromModelDir(dirA, { maxBatch: 2, maxModelLen: 64 });
     await client.updateWeights(dirB, 3);
-    const out = await client.complete({ promptIds: prompt(0), maxTokens: 4, temperature: 1, topP: 1, topK: 0, stop: [], seed: 1 });
+    const out = await client.complete({
+      promptIds: prompt(0),
+      maxTokens: 4,
+      temperature: 1,
+      topP: 1,
+      topK: 0,
+      stop: [],
+      seed: 1,
+    });
     expect(out.policyVersion).toBe(3);
     expect(await client.score([prompt(0)])).toEqual([Array.from(score(modelB, [prompt(0)]).logprobs[0]!)]);
   });

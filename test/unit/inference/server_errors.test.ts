@@ -27,7 +27,16 @@ async function call(path: string, body: unknown, method = "POST") {
     headers: { "content-type": "application/json" },
     ...(method === "POST" ? { body: typeof body === "string" ? body : JSON.stringify(body) } : {}),
   });
-  return { status: response.status, body: (await response.json()) as { object: string; message: string; type: string; param: string | null; code: number } };
+  return {
+    status: response.status,
+    body: (await response.json()) as {
+      object: string;
+      message: string;
+      type: string;
+      param: string | null;
+      code: number;
+    },
+  };
 }
 
 const ok = { model: "micro", prompt: [1, 2, 3], max_tokens: 4 };
@@ -35,7 +44,7 @@ const chat = { model: "micro", messages: [{ role: "user", content: "hi" }], max_
 
 // [what, path, body, status, param (the field the error must name; null: none)]
 const MALFORMED: [string, string, unknown, number, string | null][] = [
-  ["malformed JSON", "/v1/completions", "{\"prompt\": [1, 2", 400, null],
+  ["malformed JSON", "/v1/completions", '{"prompt": [1, 2', 400, null],
   ["body is not an object", "/v1/completions", [1, 2, 3], 400, null],
   ["prompt missing", "/v1/completions", { model: "micro", max_tokens: 4 }, 400, "prompt"],
   ["prompt of the wrong type", "/v1/completions", { ...ok, prompt: 5 }, 400, "prompt"],
@@ -64,11 +73,41 @@ const MALFORMED: [string, string, unknown, number, string | null][] = [
   ["echo (not implemented)", "/v1/completions", { ...ok, echo: true }, 400, "echo"],
   ["a model this server does not serve", "/v1/completions", { ...ok, model: "gpt-4" }, 404, "model"],
   ["chat without messages", "/v1/chat/completions", { model: "micro" }, 400, "messages"],
-  ["chat message with an unknown role", "/v1/chat/completions", { ...chat, messages: [{ role: "wizard", content: "x" }] }, 400, "messages"],
-  ["chat image content", "/v1/chat/completions", { ...chat, messages: [{ role: "user", content: [{ type: "image_url", image_url: { url: "x" } }] }] }, 400, "messages"],
-  ["chat tools (not implemented)", "/v1/chat/completions", { ...chat, tools: [{ type: "function", function: { name: "f" } }] }, 400, "tools"],
-  ["chat top_logprobs > 0 (not implemented)", "/v1/chat/completions", { ...chat, logprobs: true, top_logprobs: 2 }, 400, "top_logprobs"],
-  ["chat messages longer than the context", "/v1/chat/completions", { ...chat, messages: [{ role: "user", content: "x".repeat(100) }] }, 400, "messages"],
+  [
+    "chat message with an unknown role",
+    "/v1/chat/completions",
+    { ...chat, messages: [{ role: "wizard", content: "x" }] },
+    400,
+    "messages",
+  ],
+  [
+    "chat image content",
+    "/v1/chat/completions",
+    { ...chat, messages: [{ role: "user", content: [{ type: "image_url", image_url: { url: "x" } }] }] },
+    400,
+    "messages",
+  ],
+  [
+    "chat tools (not implemented)",
+    "/v1/chat/completions",
+    { ...chat, tools: [{ type: "function", function: { name: "f" } }] },
+    400,
+    "tools",
+  ],
+  [
+    "chat top_logprobs > 0 (not implemented)",
+    "/v1/chat/completions",
+    { ...chat, logprobs: true, top_logprobs: 2 },
+    400,
+    "top_logprobs",
+  ],
+  [
+    "chat messages longer than the context",
+    "/v1/chat/completions",
+    { ...chat, messages: [{ role: "user", content: "x".repeat(100) }] },
+    400,
+    "messages",
+  ],
   ["update_weights on a server without --policy", "/update_weights", { path: "/tmp", version: 1 }, 404, null],
   ["detokenize ids outside the vocabulary", "/detokenize", { tokens: [1, 5000] }, 400, "tokens"],
 ];
@@ -110,7 +149,11 @@ describe("disconnects and backpressure", () => {
 
   test("a streaming client that disconnects frees its slot", async () => {
     const abort = new AbortController();
-    const response = await fetch(`${server.url}/v1/completions`, { method: "POST", body: JSON.stringify({ ...long, stream: true }), signal: abort.signal });
+    const response = await fetch(`${server.url}/v1/completions`, {
+      method: "POST",
+      body: JSON.stringify({ ...long, stream: true }),
+      signal: abort.signal,
+    });
     const reader = response.body!.getReader();
     await reader.read();
     const before = engine().stats.generatedTokens;
@@ -121,7 +164,11 @@ describe("disconnects and backpressure", () => {
 
   test("a non-streaming client that disconnects frees its slot", async () => {
     const abort = new AbortController();
-    const pending = fetch(`${server.url}/v1/completions`, { method: "POST", body: JSON.stringify({ ...long, max_tokens: 60 }), signal: abort.signal }).catch(() => null);
+    const pending = fetch(`${server.url}/v1/completions`, {
+      method: "POST",
+      body: JSON.stringify({ ...long, max_tokens: 60 }),
+      signal: abort.signal,
+    }).catch(() => null);
     for (let i = 0; i < 500 && engine().load.running === 0; i++) await Bun.sleep(1);
     const before = engine().stats.generatedTokens;
     abort.abort();
@@ -143,12 +190,16 @@ describe("disconnects and backpressure", () => {
 
   test("a streaming request to a full queue gets a 429 status, not a 200 with an error event", async () => {
     const abort = new AbortController();
-    const fill = (i: number) => engine().submit({ prompt: [1, 2, 3], sampling: { maxNewTokens: 60, seed: i }, signal: abort.signal });
+    const fill = (i: number) =>
+      engine().submit({ prompt: [1, 2, 3], sampling: { maxNewTokens: 60, seed: i }, signal: abort.signal });
     const held = [fill(0)];
     while (engine().load.running === 0) await Bun.sleep(1);
     held.push(fill(1), fill(2), fill(3));
     expect(engine().canAccept(1)).toBe(false);
-    const response = await fetch(`${server.url}/v1/completions`, { method: "POST", body: JSON.stringify({ ...ok, stream: true }) });
+    const response = await fetch(`${server.url}/v1/completions`, {
+      method: "POST",
+      body: JSON.stringify({ ...ok, stream: true }),
+    });
     expect(response.status).toBe(429);
     expect(((await response.json()) as { type: string }).type).toBe("RateLimitError");
     abort.abort();

@@ -28,7 +28,7 @@ const utf8 = (text: string) => Array.from(new TextEncoder().encode(text));
 // A seeded generator of text drawn from every UTF-8 length class, controls and unnormalized forms.
 function randomText(seed: number, length: number): string {
   let state = seed >>> 0;
-  const next = () => ((state = (Math.imul(state, 1664525) + 1013904223) >>> 0) / 2 ** 32);
+  const next = () => (state = (Math.imul(state, 1664525) + 1013904223) >>> 0) / 2 ** 32;
   const ranges: Array<[number, number]> = [
     [0x00, 0x7f], // ASCII including NUL and controls
     [0x80, 0x7ff], // 2-byte, Latin-1 supplement, combining marks
@@ -124,7 +124,9 @@ describe("ChatML template", () => {
       ],
       { add_generation_prompt: false },
     );
-    expect(text).toBe("<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\n2+2?<|im_end|>\n<|im_start|>assistant\n4<|im_end|>\n");
+    expect(text).toBe(
+      "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\n2+2?<|im_end|>\n<|im_start|>assistant\n4<|im_end|>\n",
+    );
     expect(render([{ role: "user", content: "hi" }], { add_generation_prompt: true })).toBe(
       "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n",
     );
@@ -162,8 +164,12 @@ describe("ChatML template", () => {
       { tools },
     );
     expect(text.startsWith("<|im_start|>system\nS\n\n# Tools\n")).toBe(true);
-    expect(text).toContain('\n<tools>\n{"type": "function", "function": {"name": "search", "parameters": {"type": "object"}}}\n</tools>');
-    expect(text).toContain('<|im_start|>assistant\n<tool_call>\n{"name": "search", "arguments": {"q": "x"}}\n</tool_call><|im_end|>\n');
+    expect(text).toContain(
+      '\n<tools>\n{"type": "function", "function": {"name": "search", "parameters": {"type": "object"}}}\n</tools>',
+    );
+    expect(text).toContain(
+      '<|im_start|>assistant\n<tool_call>\n{"name": "search", "arguments": {"q": "x"}}\n</tool_call><|im_end|>\n',
+    );
   });
 
   test("a prompt with the generation prompt is a prefix of the conversation extended by the reply", () => {
@@ -181,6 +187,13 @@ describe("ChatML template", () => {
 
   test("rendered chat encodes with <|im_start|> and <|im_end|> as single special tokens", () => {
     const ids = tokenizer.encode(render([{ role: "user", content: "hi" }], { add_generation_prompt: true })).ids;
-    expect(ids).toEqual([IM_START_ID, ...utf8("user\nhi"), IM_END_ID, ...utf8("\n"), IM_START_ID, ...utf8("assistant\n")]);
+    expect(ids).toEqual([
+      IM_START_ID,
+      ...utf8("user\nhi"),
+      IM_END_ID,
+      ...utf8("\n"),
+      IM_START_ID,
+      ...utf8("assistant\n"),
+    ]);
   });
 });

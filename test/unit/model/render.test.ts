@@ -4,7 +4,14 @@
 // earlier turns (the bridge refuses), and the completion parser.
 import { describe, expect, test } from "bun:test";
 import { ModelFileError } from "../../../src/errors.ts";
-import { byteGenerationConfig, byteTokenizerConfig, byteTokenizerJson, CHATML_TEMPLATE, IM_END_ID, IM_START_ID } from "../../../src/model/byte_tokenizer.ts";
+import {
+  byteGenerationConfig,
+  byteTokenizerConfig,
+  byteTokenizerJson,
+  CHATML_TEMPLATE,
+  IM_END_ID,
+  IM_START_ID,
+} from "../../../src/model/byte_tokenizer.ts";
 import { toolCall, type ChatMessage, type ToolSpec } from "../../../src/model/chat.ts";
 import { parseAssistant } from "../../../src/model/parse.ts";
 import { ChatRenderer, type AttributedTokens } from "../../../src/model/render.ts";
@@ -12,7 +19,16 @@ import { Tokenizer } from "../../../src/model/tokenizer.ts";
 
 const tokenizer = new Tokenizer(byteTokenizerJson(), byteTokenizerConfig(), byteGenerationConfig());
 const renderer = new ChatRenderer(tokenizer);
-const tools: ToolSpec[] = [{ type: "function", function: { name: "forth", description: "run", parameters: { type: "object", properties: { code: { type: "string" } } } } }];
+const tools: ToolSpec[] = [
+  {
+    type: "function",
+    function: {
+      name: "forth",
+      description: "run",
+      parameters: { type: "object", properties: { code: { type: "string" } } },
+    },
+  },
+];
 const TOOLS_BLOCK =
   '\n\n# Tools\n\nThese functions are available. Their signatures, one JSON object per line:\n<tools>\n{"type": "function", "function": {"name": "forth", "description": "run", "parameters": {"type": "object", "properties": {"code": {"type": "string"}}}}}\n</tools>\n\n' +
   'To call a function, reply with a JSON object holding its name and arguments inside <tool_call></tool_call> tags:\n<tool_call>\n{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call><|im_end|>\n';
@@ -29,9 +45,14 @@ const conversation: ChatMessage[] = [
 /** Runs of (message, content?, text) from attributed tokens. */
 function runs(tokens: AttributedTokens): Array<[number, boolean, string]> {
   const out: Array<[number, boolean, string]> = [];
-  for (let i = 0; i < tokens.tokenIds.length; ) {
+  for (let i = 0; i < tokens.tokenIds.length;) {
     let end = i;
-    while (end < tokens.tokenIds.length && tokens.messageIndex[end] === tokens.messageIndex[i] && tokens.isContent[end] === tokens.isContent[i]) end++;
+    while (
+      end < tokens.tokenIds.length &&
+      tokens.messageIndex[end] === tokens.messageIndex[i] &&
+      tokens.isContent[end] === tokens.isContent[i]
+    )
+      end++;
     out.push([tokens.messageIndex[i]!, tokens.isContent[i]!, tokenizer.decode(tokens.tokenIds.slice(i, end))]);
     i = end;
   }
@@ -99,7 +120,10 @@ describe("special-token injection", () => {
     ];
     const rendered = renderer.render(hostile, { tools, addGenerationPrompt: true });
     const specials = rendered.tokenIds.filter((id) => tokenizer.specialIds.has(id));
-    const honest = renderer.render(hostile.map((m) => ({ ...m, content: m.content.replaceAll("<|", "[|") })), { tools, addGenerationPrompt: true });
+    const honest = renderer.render(
+      hostile.map((m) => ({ ...m, content: m.content.replaceAll("<|", "[|") })),
+      { tools, addGenerationPrompt: true },
+    );
     expect(specials).toEqual(honest.tokenIds.filter((id) => tokenizer.specialIds.has(id)));
     for (let i = 0; i < hostile.length; i++) {
       const content = rendered.tokenIds.filter((_, t) => rendered.messageIndex[t] === i && rendered.isContent[t]);
@@ -115,7 +139,8 @@ describe("extension property", () => {
   const options = { tools, addGenerationPrompt: true };
   /** What a model emits for a message, as the template would write it, then the stop token. */
   const completionIds = (text: string) => [...tokenizer.encodePlain(text), IM_END_ID];
-  const canonicalTurn = 'Let me run it.\n<tool_call>\n{"name": "forth", "arguments": {"code": "1 2 + ."}}\n</tool_call>';
+  const canonicalTurn =
+    'Let me run it.\n<tool_call>\n{"name": "forth", "arguments": {"code": "1 2 + ."}}\n</tool_call>';
 
   test("prompt + completion + bridged observation tokens equal rendering the whole conversation", () => {
     const first = renderer.render(prompt, options);
@@ -128,8 +153,13 @@ describe("extension property", () => {
     expect(bridged.tokens.messageIndex[0]).toBe(2); // the "\n" after <|im_end|> closes the assistant message
     // A second turn extends again.
     sequence = [...sequence, ...completionIds("Answer: 3")];
-    const bridgedAgain = renderer.bridge(bridged.text, conversation, 5, "<|im_end|>", { tools, addGenerationPrompt: false })!;
-    expect([...sequence, ...bridgedAgain.tokens.tokenIds]).toEqual(renderer.render(conversation, { tools, addGenerationPrompt: false }).tokenIds);
+    const bridgedAgain = renderer.bridge(bridged.text, conversation, 5, "<|im_end|>", {
+      tools,
+      addGenerationPrompt: false,
+    })!;
+    expect([...sequence, ...bridgedAgain.tokens.tokenIds]).toEqual(
+      renderer.render(conversation, { tools, addGenerationPrompt: false }).tokenIds,
+    );
   });
 
   test("a completion the template would format differently is kept verbatim and still extended", () => {
@@ -138,8 +168,16 @@ describe("extension property", () => {
     const parsed = parseAssistant(odd);
     const messages = [...prompt, parsed.message, conversation[3]!];
     const bridged = renderer.bridge(first.text, messages, 2, "<|im_end|>", options)!;
-    expect(tokenizer.decode(bridged.tokens.tokenIds)).toBe("\n<|im_start|>user\n<tool_response>\n3 \nstack: <0>\n</tool_response><|im_end|>\n<|im_start|>assistant\n");
-    expect(runs(bridged.tokens).map(([m, c]) => [m, c])).toEqual([[2, false], [3, false], [3, true], [3, false], [4, false]]);
+    expect(tokenizer.decode(bridged.tokens.tokenIds)).toBe(
+      "\n<|im_start|>user\n<tool_response>\n3 \nstack: <0>\n</tool_response><|im_end|>\n<|im_start|>assistant\n",
+    );
+    expect(runs(bridged.tokens).map(([m, c]) => [m, c])).toEqual([
+      [2, false],
+      [3, false],
+      [3, true],
+      [3, false],
+      [4, false],
+    ]);
   });
 
   test("a template that drops earlier reasoning breaks the extension and the bridge refuses", () => {
@@ -167,7 +205,10 @@ describe("extension property", () => {
 
 describe("parseAssistant", () => {
   test("content, reasoning and several tool calls", () => {
-    const parsed = parseAssistant('<think>\nplan\n</think>\nRunning.\n<tool_call>\n{"name": "forth", "arguments": {"code": "1 ."}}\n</tool_call>\n<tool_call>{"name": "search", "arguments": "{\\"query\\": \\"x\\"}"}</tool_call><|im_end|>', ["<|im_end|>"]);
+    const parsed = parseAssistant(
+      '<think>\nplan\n</think>\nRunning.\n<tool_call>\n{"name": "forth", "arguments": {"code": "1 ."}}\n</tool_call>\n<tool_call>{"name": "search", "arguments": "{\\"query\\": \\"x\\"}"}</tool_call><|im_end|>',
+      ["<|im_end|>"],
+    );
     expect(parsed.message).toEqual({
       role: "assistant",
       content: "Running.",
@@ -178,7 +219,9 @@ describe("parseAssistant", () => {
   });
 
   test("malformed calls are reported in order, valid ones kept", () => {
-    const parsed = parseAssistant('<tool_call>{oops}</tool_call><tool_call>{"name": "forth", "arguments": {"code": "1"}}</tool_call><tool_call>{"arguments": {}}</tool_call><tool_call>[1]</tool_call><tool_call>{"name": "f", "arguments": 3}</tool_call><tool_call>{"name": "forth"');
+    const parsed = parseAssistant(
+      '<tool_call>{oops}</tool_call><tool_call>{"name": "forth", "arguments": {"code": "1"}}</tool_call><tool_call>{"arguments": {}}</tool_call><tool_call>[1]</tool_call><tool_call>{"name": "f", "arguments": 3}</tool_call><tool_call>{"name": "forth"',
+    );
     expect(parsed.blocks.map((b) => ("error" in b ? b.error.split(" (")[0] : b.call.function.name))).toEqual([
       "tool call is not valid JSON",
       "forth",
@@ -191,7 +234,12 @@ describe("parseAssistant", () => {
   });
 
   test("plain answers have no tool calls; missing arguments mean {}", () => {
-    expect(parseAssistant("Answer: 7<|im_end|>", ["<|im_end|>"])).toEqual({ message: { role: "assistant", content: "Answer: 7" }, blocks: [] });
-    expect(parseAssistant('<tool_call>{"name": "forth"}</tool_call>').message.tool_calls).toEqual([toolCall("forth", {})]);
+    expect(parseAssistant("Answer: 7<|im_end|>", ["<|im_end|>"])).toEqual({
+      message: { role: "assistant", content: "Answer: 7" },
+      blocks: [],
+    });
+    expect(parseAssistant('<tool_call>{"name": "forth"}</tool_call>').message.tool_calls).toEqual([
+      toolCall("forth", {}),
+    ]);
   });
 });

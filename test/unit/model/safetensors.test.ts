@@ -93,15 +93,23 @@ describe("safetensors writer", () => {
   test("calls a lazy data function once and rejects a wrong byte count naming the tensor", () => {
     let calls = 0;
     const path = fresh();
-    writeSafetensors(path, [{ name: "w", dtype: "F32", shape: [1], data: () => (calls++, bytesOf(new Float32Array([4]))) }]);
+    writeSafetensors(path, [
+      { name: "w", dtype: "F32", shape: [1], data: () => (calls++, bytesOf(new Float32Array([4]))) },
+    ]);
     expect(calls).toBe(1);
     expect(new Float32Array(readSafetensors(path).tensors.get("w")!.data.slice().buffer)[0]).toBe(4);
-    expectFileError(() => writeSafetensors(fresh(), [{ name: "w", dtype: "F32", shape: [2], data: new Uint8Array(4) }]), "tensor w", "got 4 bytes", "needs 8");
+    expectFileError(
+      () => writeSafetensors(fresh(), [{ name: "w", dtype: "F32", shape: [2], data: new Uint8Array(4) }]),
+      "tensor w",
+      "got 4 bytes",
+      "needs 8",
+    );
   });
 
   test("reads a file from another writer: unpadded header, tensors out of order, no metadata", () => {
     const data = bytesOf(new Float32Array([5, 6, 7]));
-    const header = '{"z":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"y":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}}';
+    const header =
+      '{"z":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"y":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}}';
     const path = handMade(header, data);
     const file = readSafetensors(path);
     expect(file.metadata).toEqual({});
@@ -133,7 +141,13 @@ describe("safetensors reader errors name the file, the tensor and the byte offse
 
   test("truncated tensor data", () => {
     const path = handMade(oneF32, new Uint8Array(6));
-    expectFileError(() => readSafetensors(path), path, "truncated", "tensor w", `ends at byte ${8 + oneF32.length + 8}`);
+    expectFileError(
+      () => readSafetensors(path),
+      path,
+      "truncated",
+      "tensor w",
+      `ends at byte ${8 + oneF32.length + 8}`,
+    );
   });
 
   test("an unknown dtype", () => {
@@ -142,7 +156,8 @@ describe("safetensors reader errors name the file, the tensor and the byte offse
   });
 
   test("overlapping data ranges", () => {
-    const header = '{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}';
+    const header =
+      '{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}';
     const path = handMade(header, new Uint8Array(8));
     expectFileError(() => readSafetensors(path), path, "tensors a and b overlap", `at byte ${8 + header.length + 4}`);
   });
@@ -178,7 +193,13 @@ describe("safetensors model directories", () => {
     expect(shardName(0, 4)).toBe("model-00001-of-00004.safetensors");
     const index = JSON.parse(readFileSync(join(dir, INDEX_FILE), "utf8"));
     expect(index.metadata.total_size).toBe(4 * (4 + 5 + 6 + 7 + 8));
-    expect(index.weight_map).toEqual({ a: shardName(0, 4), b: shardName(0, 4), c: shardName(1, 4), d: shardName(2, 4), e: shardName(3, 4) });
+    expect(index.weight_map).toEqual({
+      a: shardName(0, 4),
+      b: shardName(0, 4),
+      c: shardName(1, 4),
+      d: shardName(2, 4),
+      e: shardName(3, 4),
+    });
     expect(existsSync(join(dir, SINGLE_FILE))).toBe(false);
     const read = readSafetensorsDir(dir);
     for (const t of tensors) expect(read.get(t.name)!.data).toEqual(t.data as Uint8Array);
@@ -190,12 +211,24 @@ describe("safetensors model directories", () => {
     const indexPath = join(dir, INDEX_FILE);
     const index = JSON.parse(readFileSync(indexPath, "utf8"));
     writeFileSync(indexPath, JSON.stringify({ ...index, weight_map: { ...index.weight_map, ghost: shardName(0, 4) } }));
-    expectFileError(() => readSafetensorsDir(dir), shardName(0, 4), "tensor ghost", "listed in model.safetensors.index.json");
+    expectFileError(
+      () => readSafetensorsDir(dir),
+      shardName(0, 4),
+      "tensor ghost",
+      "listed in model.safetensors.index.json",
+    );
     writeFileSync(indexPath, JSON.stringify({ weight_map: { a: "model-00009-of-00009.safetensors" } }));
-    expectFileError(() => readSafetensorsDir(dir), INDEX_FILE, "shard model-00009-of-00009.safetensors (holding a) not found");
+    expectFileError(
+      () => readSafetensorsDir(dir),
+      INDEX_FILE,
+      "shard model-00009-of-00009.safetensors (holding a) not found",
+    );
   });
 
   test("a directory without weights says so", () => {
-    expectFileError(() => readSafetensorsDir(mkdtempSync(join(root, "empty-"))), "neither model.safetensors nor model.safetensors.index.json");
+    expectFileError(
+      () => readSafetensorsDir(mkdtempSync(join(root, "empty-"))),
+      "neither model.safetensors nor model.safetensors.index.json",
+    );
   });
 });

@@ -6,7 +6,16 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ModelFileError } from "../../../src/errors.ts";
-import { byteGenerationConfig, byteToUnicode, byteTokenizerConfig, byteTokenizerJson, ENDOFTEXT_ID, IM_END_ID, IM_START_ID, writeByteTokenizer } from "../../../src/model/byte_tokenizer.ts";
+import {
+  byteGenerationConfig,
+  byteToUnicode,
+  byteTokenizerConfig,
+  byteTokenizerJson,
+  ENDOFTEXT_ID,
+  IM_END_ID,
+  IM_START_ID,
+  writeByteTokenizer,
+} from "../../../src/model/byte_tokenizer.ts";
 import { Tokenizer } from "../../../src/model/tokenizer.ts";
 
 const bytes = new Tokenizer(byteTokenizerJson(), byteTokenizerConfig(), byteGenerationConfig());
@@ -16,8 +25,18 @@ const SPECIAL_IDS = [ENDOFTEXT_ID, IM_START_ID, IM_END_ID];
 /** The byte tokenizer plus a few BPE merges ("he", "hel", "hell", "hello", "<|", "|>") and the
  * GPT-2 regex split, so plain encoding goes through real merges and pre-tokenization. */
 function mergingTokenizer(): Tokenizer {
-  const json = byteTokenizerJson() as { model: { vocab: Record<string, number>; merges: string[] }; pre_tokenizer: Record<string, unknown> };
-  const merges = [["h", "e"], ["he", "l"], ["hel", "l"], ["hell", "o"], ["<", "|"], ["|", ">"]];
+  const json = byteTokenizerJson() as {
+    model: { vocab: Record<string, number>; merges: string[] };
+    pre_tokenizer: Record<string, unknown>;
+  };
+  const merges = [
+    ["h", "e"],
+    ["he", "l"],
+    ["hel", "l"],
+    ["hell", "o"],
+    ["<", "|"],
+    ["|", ">"],
+  ];
   merges.forEach(([a, b], i) => (json.model.vocab[a! + b!] = 259 + i));
   json.model.merges = merges.map(([a, b]) => `${a} ${b}`);
   json.pre_tokenizer = { type: "ByteLevel", add_prefix_space: false, trim_offsets: false, use_regex: true };
@@ -27,9 +46,27 @@ function mergingTokenizer(): Tokenizer {
 function randomText(seed: number, length: number): string {
   let state = seed >>> 0;
   const next = () => (state = (Math.imul(state, 1664525) + 1013904223) >>> 0) / 2 ** 32;
-  const pieces = ["<|im_end|>", "<|im_start|>", "<|endoftext|>", "<|im", "|>", " ", "\n", "héllo", "日本", "🙂", "a", "<", "|"];
+  const pieces = [
+    "<|im_end|>",
+    "<|im_start|>",
+    "<|endoftext|>",
+    "<|im",
+    "|>",
+    " ",
+    "\n",
+    "héllo",
+    "日本",
+    "🙂",
+    "a",
+    "<",
+    "|",
+  ];
   let out = "";
-  while (out.length < length) out += next() < 0.5 ? pieces[Math.floor(next() * pieces.length)] : String.fromCodePoint(32 + Math.floor(next() * 0x2fff));
+  while (out.length < length)
+    out +=
+      next() < 0.5
+        ? pieces[Math.floor(next() * pieces.length)]
+        : String.fromCodePoint(32 + Math.floor(next() * 0x2fff));
   return out;
 }
 
@@ -100,7 +137,13 @@ describe("Tokenizer", () => {
   });
 
   test("a config holding a list of named templates uses the default one", () => {
-    const config = { ...byteTokenizerConfig(), chat_template: [{ name: "tool_use", template: "T" }, { name: "default", template: "D" }] };
+    const config = {
+      ...byteTokenizerConfig(),
+      chat_template: [
+        { name: "tool_use", template: "T" },
+        { name: "default", template: "D" },
+      ],
+    };
     expect(new Tokenizer(byteTokenizerJson(), config).chatTemplate).toBe("D");
   });
 });

@@ -7,7 +7,14 @@ import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { loadConfig } from "../../../src/config/load.ts";
-import { configuredStore, localRanks, parseStore, planLaunch, storeArg, threadShare } from "../../../src/orchestrator/launch.ts";
+import {
+  configuredStore,
+  localRanks,
+  parseStore,
+  planLaunch,
+  storeArg,
+  threadShare,
+} from "../../../src/orchestrator/launch.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "rlx-launch-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -18,10 +25,22 @@ const runDir = join(dir, "run");
 
 test("world size 1: one child named trainer, the same arguments and threads as before ranks existed", () => {
   const plain = planLaunch(config(), { runDir, policyProcesses: 1, cores: 8 });
-  expect(plain.trainers).toEqual([{ name: "trainer", args: ["trainer", "--run-dir", runDir, "--parent-pid", String(process.pid)], env: {}, mayExit: true }]);
+  expect(plain.trainers).toEqual([
+    {
+      name: "trainer",
+      args: ["trainer", "--run-dir", runDir, "--parent-pid", String(process.pid)],
+      env: {},
+      mayExit: true,
+    },
+  ]);
   expect(plain.serverThreads).toBeUndefined();
   expect(plain.store).toBeUndefined();
-  const threaded = planLaunch(config("trainer.threads=3"), { runDir, resumeFrom: "/ck/step_2", policyProcesses: 1, cores: 8 });
+  const threaded = planLaunch(config("trainer.threads=3"), {
+    runDir,
+    resumeFrom: "/ck/step_2",
+    policyProcesses: 1,
+    cores: 8,
+  });
   expect(threaded.trainers[0]!.env).toEqual({ RLX_THREADS: "3" });
   expect(threaded.trainers[0]!.args.slice(-2)).toEqual(["--resume-from", "/ck/step_2"]);
 });
@@ -63,21 +82,41 @@ test("threads: cores over every compute child, at least one; trainer.threads win
 });
 
 test("stores round-trip through the command line; bad ones are named", () => {
-  for (const store of [{ type: "tcp", host: "10.0.0.5", port: 29500 }, { type: "file", path: "/shared/run/c10d/store-1" }] as const) {
+  for (const store of [
+    { type: "tcp", host: "10.0.0.5", port: 29500 },
+    { type: "file", path: "/shared/run/c10d/store-1" },
+  ] as const) {
     expect(parseStore(storeArg(store))).toEqual(store);
   }
-  expect(() => parseStore("10.0.0.5:29500")).toThrow("--store 10.0.0.5:29500: expected tcp://HOST:PORT or file:///PATH");
-  expect(configuredStore(config("trainer.dist.master_addr=10.0.0.5", "trainer.dist.master_port=29500"))).toEqual({ type: "tcp", host: "10.0.0.5", port: 29500 });
+  expect(() => parseStore("10.0.0.5:29500")).toThrow(
+    "--store 10.0.0.5:29500: expected tcp://HOST:PORT or file:///PATH",
+  );
+  expect(configuredStore(config("trainer.dist.master_addr=10.0.0.5", "trainer.dist.master_port=29500"))).toEqual({
+    type: "tcp",
+    host: "10.0.0.5",
+    port: 29500,
+  });
   expect(() => configuredStore(config())).toThrow("no fixed rendezvous");
 });
 
 test("local_ranks: a subset starts here, with a fixed TCP rendezvous only", () => {
-  const c = config("trainer.world_size=4", "trainer.dist.local_ranks=[0, 1]", "trainer.dist.master_addr=10.0.0.5", "trainer.dist.master_port=29500");
+  const c = config(
+    "trainer.world_size=4",
+    "trainer.dist.local_ranks=[0, 1]",
+    "trainer.dist.master_addr=10.0.0.5",
+    "trainer.dist.master_port=29500",
+  );
   const launch = planLaunch(c, { runDir, policyProcesses: 1, cores: 6 });
   expect(launch.trainers.map((t) => t.name)).toEqual(["trainer-0", "trainer-1"]);
   expect(launch.trainers[0]!.args).toContain("tcp://10.0.0.5:29500");
   expect(launch.trainers[0]!.env?.RLX_THREADS).toBe("2"); // 6 cores over the 2 local ranks + 1 policy
-  expect(() => planLaunch(config("trainer.world_size=4", "trainer.dist.local_ranks=[0]"), { runDir, policyProcesses: 1 })).toThrow("need a fixed rendezvous");
-  expect(() => localRanks(config("trainer.world_size=2", "trainer.dist.local_ranks=[0, 2]"))).toThrow("rank 2 is not below world_size 2");
-  expect(() => localRanks(config("trainer.world_size=2", "trainer.dist.local_ranks=[1, 1]"))).toThrow("lists a rank twice");
+  expect(() =>
+    planLaunch(config("trainer.world_size=4", "trainer.dist.local_ranks=[0]"), { runDir, policyProcesses: 1 }),
+  ).toThrow("need a fixed rendezvous");
+  expect(() => localRanks(config("trainer.world_size=2", "trainer.dist.local_ranks=[0, 2]"))).toThrow(
+    "rank 2 is not below world_size 2",
+  );
+  expect(() => localRanks(config("trainer.world_size=2", "trainer.dist.local_ranks=[1, 1]"))).toThrow(
+    "lists a rank twice",
+  );
 });

@@ -21,7 +21,8 @@ test("summary: means of the first and last three steps per env, totals, and eval
   log.note(0, { "eval/math/pass@1": 0.25, "eval/math/avg@4": 0.2, "time/eval": 1 });
   const math = [0.1, 0.2, 0.3, 0.5, 0.5, 0.6, 0.7, 0.8];
   math.forEach((reward, i) => {
-    const search: Record<string, number> = i === 1 ? {} : { "reward/search": i / 10, "rollouts/search": 8, "errors/search": i === 7 ? 2 : 0 };
+    const search: Record<string, number> =
+      i === 1 ? {} : { "reward/search": i / 10, "rollouts/search": 8, "errors/search": i === 7 ? 2 : 0 };
     const evals: Record<string, number> = i === 7 ? { "eval/math/pass@1": 0.75, "eval/math/avg@4": 0.5 } : {};
     log.publish(i + 1, published(i + 1, { "reward/math": reward, "rollouts/math": 8, ...search }), evals);
   });
@@ -30,7 +31,10 @@ test("summary: means of the first and last three steps per env, totals, and eval
   expect(lines[2]!.split(/ +/)).toEqual(["math", "0.200", "0.700", "64", "0"]);
   expect(lines[3]!.split(/ +/)).toEqual(["search", "0.100", "0.600", "56", "2"]); // (0 + 0.2) / 2: step 2 had none
   expect(lines[5]).toMatch(/^held-out eval +step 0 +step 8$/);
-  expect(lines.slice(7, 9).map((l) => l.split(/ +/))).toEqual([["math/pass@1", "0.250", "0.750"], ["math/avg@4", "0.200", "0.500"]]);
+  expect(lines.slice(7, 9).map((l) => l.split(/ +/))).toEqual([
+    ["math/pass@1", "0.250", "0.750"],
+    ["math/avg@4", "0.200", "0.500"],
+  ]);
   expect(lines[10]).toMatch(/^time per step, mean of 8: \d+\.\d\d s \| rollouts 0\.00 s/);
 });
 

@@ -4,7 +4,8 @@ import { expect, test } from "bun:test";
 import type { Task } from "../../../src/envs/types.ts";
 import { type Draw, type SamplerEnv, TaskSampler } from "../../../src/orchestrator/sampler.ts";
 
-const tasks = (prefix: string, n: number): Task[] => Array.from({ length: n }, (_, i) => ({ id: `${prefix}${i}`, prompt: [], answer: "" }));
+const tasks = (prefix: string, n: number): Task[] =>
+  Array.from({ length: n }, (_, i) => ({ id: `${prefix}${i}`, prompt: [], answer: "" }));
 const envs = (): SamplerEnv[] => [
   { name: "a", ratio: 1, groupSize: 4, tasks: tasks("a", 7) },
   { name: "b", ratio: 3, groupSize: 8, tasks: tasks("b", 5) },
@@ -28,13 +29,24 @@ test("ratio is a share of rollouts: 1:3 with group sizes 4 and 8 draws groups 2:
 test("each env walks its tasks as a permutation per epoch, reshuffled each epoch", () => {
   const draws = draw(new TaskSampler(envs(), 3), 400).filter((d) => d.env === "a");
   const epochs = [draws.slice(0, 7), draws.slice(7, 14), draws.slice(14, 21)].map((e) => e.map((d) => d.task.id));
-  for (const epoch of epochs) expect([...epoch].sort()).toEqual(tasks("a", 7).map((t) => t.id).sort());
+  for (const epoch of epochs)
+    expect([...epoch].sort()).toEqual(
+      tasks("a", 7)
+        .map((t) => t.id)
+        .sort(),
+    );
   expect(epochs[0]).not.toEqual(epochs[1]);
   expect(draws.map((d) => d.cursor)).toEqual(draws.map((_, i) => i));
 });
 
 test("group ids number every draw across envs", () => {
-  expect(draw(new TaskSampler(envs(), 0), 5).map((d) => d.groupId.split("/")[1])).toEqual(["g0", "g1", "g2", "g3", "g4"]);
+  expect(draw(new TaskSampler(envs(), 0), 5).map((d) => d.groupId.split("/")[1])).toEqual([
+    "g0",
+    "g1",
+    "g2",
+    "g3",
+    "g4",
+  ]);
 });
 
 test("a snapshot continues exactly where the sampler was, through JSON", () => {
@@ -49,10 +61,15 @@ test("a snapshot continues exactly where the sampler was, through JSON", () => {
 
 test("an env's task order does not depend on the other envs", () => {
   const alone = draw(new TaskSampler([envs()[0]!], 5), 14).map((d) => d.task.id);
-  const mixed = draw(new TaskSampler(envs(), 5), 200).filter((d) => d.env === "a").slice(0, 14).map((d) => d.task.id);
+  const mixed = draw(new TaskSampler(envs(), 5), 200)
+    .filter((d) => d.env === "a")
+    .slice(0, 14)
+    .map((d) => d.task.id);
   expect(mixed).toEqual(alone);
 });
 
 test("an env without tasks is an error naming it", () => {
-  expect(() => new TaskSampler([{ name: "empty", ratio: 1, groupSize: 2, tasks: [] }], 0)).toThrow('env "empty" has no train tasks');
+  expect(() => new TaskSampler([{ name: "empty", ratio: 1, groupSize: 2, tasks: [] }], 0)).toThrow(
+    'env "empty" has no train tasks',
+  );
 });

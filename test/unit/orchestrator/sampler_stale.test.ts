@@ -9,7 +9,12 @@ import { join } from "node:path";
 import { loadConfig } from "../../../src/config/load.ts";
 import { createEnv, loadEnv } from "../../../src/envs/index.ts";
 import type { Completion, CompletionRequest, SamplingClient } from "../../../src/inference/types.ts";
-import { byteGenerationConfig, byteTokenizerConfig, byteTokenizerJson, IM_END_ID } from "../../../src/model/byte_tokenizer.ts";
+import {
+  byteGenerationConfig,
+  byteTokenizerConfig,
+  byteTokenizerJson,
+  IM_END_ID,
+} from "../../../src/model/byte_tokenizer.ts";
 import { ChatRenderer } from "../../../src/model/render.ts";
 import { Tokenizer } from "../../../src/model/tokenizer.ts";
 import { type CollectContext, MAX_EMPTY_BATCHES, sampleGroups } from "../../../src/orchestrator/collect.ts";
@@ -39,7 +44,10 @@ async function setup(client: SamplingClient, frozen = false) {
   const envPath = join(dir, "letters.ts");
   writeFileSync(envPath, LETTERS_ENV);
   const toml = join(dir, "run.toml");
-  writeFileSync(toml, `model = { path = "unused" }\nmax_steps = 10\n[orchestrator]\nbatch_size = 4\ngroup_size = 2\nmax_off_policy_steps = 2\n[[orchestrator.train.env]]\nid = ${JSON.stringify(envPath)}\nname = "letters"\n`);
+  writeFileSync(
+    toml,
+    `model = { path = "unused" }\nmax_steps = 10\n[orchestrator]\nbatch_size = 4\ngroup_size = 2\nmax_off_policy_steps = 2\n[[orchestrator.train.env]]\nid = ${JSON.stringify(envPath)}\nname = "letters"\n`,
+  );
   const { config } = loadConfig(toml);
   const { algorithms } = await createEnvAlgorithms(config, toml);
   const resolved = config.orchestrator.train.env[0]!;
@@ -47,7 +55,18 @@ async function setup(client: SamplingClient, frozen = false) {
   const tasks = await env.load("train", 0);
   const o = {
     config,
-    envs: [{ resolved, env, tasks, algorithm: algorithms.get("letters")!, algoName: "grpo", lossType: "rl" as const, client, frozen }],
+    envs: [
+      {
+        resolved,
+        env,
+        tasks,
+        algorithm: algorithms.get("letters")!,
+        algoName: "grpo",
+        lossType: "rl" as const,
+        client,
+        frozen,
+      },
+    ],
     renderer: new ChatRenderer(tokenizer),
     warn: () => {},
   } as CollectContext;
@@ -61,7 +80,10 @@ test("groups older than max_off_policy_steps are dropped, counted and replaced",
   const { o, sampler } = await setup(client);
   const { groups, dropped } = await sampleGroups(5, o, sampler, new Progress());
   expect(dropped).toBe(4);
-  expect(groups.map((g) => g.map((r) => r.policyVersion))).toEqual([[3, 3], [3, 3]]);
+  expect(groups.map((g) => g.map((r) => r.policyVersion))).toEqual([
+    [3, 3],
+    [3, 3],
+  ]);
   expect(groups.map((g) => g[0]!.groupId)).toEqual(["letters/g2", "letters/g3"]); // dropped groups used up their tasks
   expect(groups.flat().every((r) => typeof r.advantage === "number")).toBe(true);
   expect(sampler.snapshot().groups).toBe(4);

@@ -20,7 +20,10 @@ test("keys group into families by prefix, reward first", () => {
   const fam = families(rows);
   expect([...fam.keys()]).toEqual(["reward", "loss", "entropy"]);
   expect(fam.get("reward")!.map((s) => s.name)).toEqual(["reward/math", "reward/forth"]);
-  expect(fam.get("reward")![0]!.points).toEqual([[1, 0.1], [2, 0.3]]);
+  expect(fam.get("reward")![0]!.points).toEqual([
+    [1, 0.1],
+    [2, 0.3],
+  ]);
 });
 
 test("the page is self-contained: inline SVG, no scripts, no external URLs", () => {

@@ -21,7 +21,11 @@ type Reply = string | { text: string; finish: "length" };
 /** Replays `replies` in order: each is encoded as plain bytes plus <|im_end|> (unless cut short). */
 class ScriptedClient implements SamplingClient {
   readonly requests: CompletionRequest[] = [];
-  constructor(private readonly renderer: ChatRenderer, private readonly replies: Reply[], private readonly version = 7) {}
+  constructor(
+    private readonly renderer: ChatRenderer,
+    private readonly replies: Reply[],
+    private readonly version = 7,
+  ) {}
   async complete(request: CompletionRequest): Promise<Completion> {
     this.requests.push(request);
     const reply = this.replies.shift();
@@ -31,7 +35,12 @@ class ScriptedClient implements SamplingClient {
     if (typeof reply === "string") tokenIds.push(IM_END_ID);
     const cut = tokenIds.length > request.maxTokens || typeof reply !== "string";
     tokenIds = tokenIds.slice(0, request.maxTokens);
-    return { tokenIds, logprobs: tokenIds.map((_, i) => -0.05 - (i % 5) / 10), finishReason: cut ? "length" : "stop", policyVersion: this.version };
+    return {
+      tokenIds,
+      logprobs: tokenIds.map((_, i) => -0.05 - (i % 5) / 10),
+      finishReason: cut ? "length" : "stop",
+      policyVersion: this.version,
+    };
   }
   async score(): Promise<number[][]> {
     throw new Error("not used");
@@ -40,16 +49,25 @@ class ScriptedClient implements SamplingClient {
 
 const renderer = byteRenderer();
 const decode = (ids: number[]) => renderer.tokenizer.decode(ids);
-const call = (code: string) => `<tool_call>\n{"name": "forth", "arguments": {"code": ${JSON.stringify(code)}}}\n</tool_call>`;
+const call = (code: string) =>
+  `<tool_call>\n{"name": "forth", "arguments": {"code": ${JSON.stringify(code)}}}\n</tool_call>`;
 const sevenTask: Task = {
   id: "add",
-  prompt: [{ role: "system", content: FORTH_SYSTEM_PROMPT }, { role: "user", content: "Use Forth to compute 3 + 4." }],
+  prompt: [
+    { role: "system", content: FORTH_SYSTEM_PROMPT },
+    { role: "user", content: "Use Forth to compute 3 + 4." },
+  ],
   answer: "7",
   info: { numeric: true },
 };
 const sampling = { maxTokens: 200, temperature: 1, topP: 1, topK: 0, seed: 11 };
 
-async function roll(env: Env, task: Task, client: SamplingClient, extra: Partial<RolloutRequest> = {}): Promise<Rollout> {
+async function roll(
+  env: Env,
+  task: Task,
+  client: SamplingClient,
+  extra: Partial<RolloutRequest> = {},
+): Promise<Rollout> {
   return runRollout({ id: "r1", groupId: "g1", envId: "forth", env, task, client, renderer, sampling, ...extra });
 }
 
@@ -62,7 +80,16 @@ describe("rollout driver", () => {
     expect(rollout.error).toBeUndefined();
     expect(rollout.stopReason).toBe("done");
     expect(rollout.reward).toBe(1);
-    expect(rollout.metrics).toEqual({ tool_calls: 1, tool_errors: 0, malformed_tool_calls: 0, num_turns: 2, truncated: 0, correct: 1, formatted: 1, answered: 1 });
+    expect(rollout.metrics).toEqual({
+      tool_calls: 1,
+      tool_errors: 0,
+      malformed_tool_calls: 0,
+      num_turns: 2,
+      truncated: 0,
+      correct: 1,
+      formatted: 1,
+      answered: 1,
+    });
     expect([rollout.numTurns, rollout.numSamples, rollout.policyVersion]).toEqual([2, 1, 7]);
     expect(rollout.messages.map((m) => m.role)).toEqual(["system", "user", "assistant", "tool", "assistant"]);
     expect(rollout.messages[3]!.content).toBe("7 \nstack: <0>");
@@ -70,12 +97,18 @@ describe("rollout driver", () => {
     // Tokens in, tokens out: turn 2's prompt is turn 1's prompt + its completion + the observation.
     const [first, second] = client.requests;
     const completion1 = rollout.segments.find((s) => s.sampled)!.tokenIds;
-    expect(second!.promptIds.slice(0, first!.promptIds.length + completion1.length)).toEqual([...first!.promptIds, ...completion1]);
+    expect(second!.promptIds.slice(0, first!.promptIds.length + completion1.length)).toEqual([
+      ...first!.promptIds,
+      ...completion1,
+    ]);
     const all = rollout.segments.flatMap((s) => s.tokenIds);
     const completion2 = rollout.segments.filter((s) => s.sampled)[1]!.tokenIds;
     expect(all).toEqual([...second!.promptIds, ...completion2]);
     // With completions formatted as the template would, the episode is the template's rendering.
-    const rendered = renderer.render(rollout.messages, { tools: env.tools.map((t) => t.spec), addGenerationPrompt: false });
+    const rendered = renderer.render(rollout.messages, {
+      tools: env.tools.map((t) => t.spec),
+      addGenerationPrompt: false,
+    });
     expect(all).toEqual(rendered.tokenIds.slice(0, -1)); // minus the "\n" the template puts after the last <|im_end|>
     expect(second!.stop).toEqual(renderer.tokenizer.stopIds);
     expect([first!.seed, second!.seed]).toEqual([11, 12]);
@@ -103,17 +136,28 @@ describe("rollout driver", () => {
     }
     const tool = rollout.segments[5]!;
     expect(decode(tool.tokenIds.filter((_, i) => tool.isContent![i]))).toBe("7 \nstack: <0>");
-    expect(decode(tool.tokenIds)).toBe("<|im_start|>user\n<tool_response>\n7 \nstack: <0>\n</tool_response><|im_end|>\n");
+    expect(decode(tool.tokenIds)).toBe(
+      "<|im_start|>user\n<tool_response>\n7 \nstack: <0>\n</tool_response><|im_end|>\n",
+    );
 
     // Helpers the algorithms layer uses to annotate per token.
     expect(rolloutLength(rollout)).toBe(all.length);
-    expect(perToken<number>(rollout, (s) => (s.sampled ? 1 : 0)).reduce((a, b) => a + b, 0)).toBe(completion1.length + completion2.length);
+    expect(perToken<number>(rollout, (s) => (s.sampled ? 1 : 0)).reduce((a, b) => a + b, 0)).toBe(
+      completion1.length + completion2.length,
+    );
     expect(sampleRanges(rollout)).toEqual([[0, all.length]]);
   });
 
   test("a tool that throws fails the rollout, recorded with its error and reward 0", async () => {
     const env: Env = {
-      tools: [{ spec: { type: "function", function: { name: "forth", description: "", parameters: {} } }, run: () => { throw new Error("sandbox crashed"); } }],
+      tools: [
+        {
+          spec: { type: "function", function: { name: "forth", description: "", parameters: {} } },
+          run: () => {
+            throw new Error("sandbox crashed");
+          },
+        },
+      ],
       maxTurns: 4,
       load: async () => [],
       reward: () => ({ reward: 1, metrics: {} }),
@@ -126,7 +170,10 @@ describe("rollout driver", () => {
 
   test("malformed and unknown tool calls become error observations and are counted", async () => {
     const env = await createEnv(forth, {});
-    const client = new ScriptedClient(renderer, ['<tool_call>{"name": forth}</tool_call>\n<tool_call>{"name": "python", "arguments": {}}</tool_call>', "Answer: 7"]);
+    const client = new ScriptedClient(renderer, [
+      '<tool_call>{"name": forth}</tool_call>\n<tool_call>{"name": "python", "arguments": {}}</tool_call>',
+      "Answer: 7",
+    ]);
     const rollout = await roll(env, sevenTask, client);
     expect(rollout.error).toBeUndefined();
     expect(rollout.messages.slice(3, 5).map((m) => m.content)).toEqual([
@@ -139,7 +186,12 @@ describe("rollout driver", () => {
   test("max_turns ends the episode after the observation, without a generation prompt", async () => {
     const env = await createEnv(forth, { max_turns: 2 });
     const rollout = await roll(env, sevenTask, new ScriptedClient(renderer, [call("1 ."), call("2 .")]));
-    expect([rollout.stopReason, rollout.numTurns, rollout.reward, rollout.metrics.truncated]).toEqual(["max_turns", 2, 0, 1]);
+    expect([rollout.stopReason, rollout.numTurns, rollout.reward, rollout.metrics.truncated]).toEqual([
+      "max_turns",
+      2,
+      0,
+      1,
+    ]);
     const last = rollout.segments.at(-1)!;
     expect([last.role, last.sampled]).toEqual(["tool", false]);
     expect(decode(last.tokenIds).endsWith("</tool_response><|im_end|>\n")).toBe(true);
@@ -147,15 +199,27 @@ describe("rollout driver", () => {
 
   test("a completion cut at max tokens stops the episode with reason length", async () => {
     const env = await createEnv(forth, {});
-    const rollout = await roll(env, sevenTask, new ScriptedClient(renderer, [{ text: "<tool_call>\n{\"name\"", finish: "length" }]));
-    expect([rollout.stopReason, rollout.error, rollout.reward, rollout.metrics.truncated]).toEqual(["length", undefined, 0, 1]);
+    const rollout = await roll(
+      env,
+      sevenTask,
+      new ScriptedClient(renderer, [{ text: '<tool_call>\n{"name"', finish: "length" }]),
+    );
+    expect([rollout.stopReason, rollout.error, rollout.reward, rollout.metrics.truncated]).toEqual([
+      "length",
+      undefined,
+      0,
+      1,
+    ]);
   });
 
   test("the context limit bounds max tokens, then fails the rollout when the prompt no longer fits", async () => {
     const env = await createEnv(forth, {});
     const firstTurn = call("1 2 3 4 5 6 7 8 9 + + + + + + + + .");
     const client = new ScriptedClient(renderer, [firstTurn, "Answer: 45"]);
-    const promptLength = renderer.render(sevenTask.prompt, { tools: env.tools.map((t) => t.spec), addGenerationPrompt: true }).tokenIds.length;
+    const promptLength = renderer.render(sevenTask.prompt, {
+      tools: env.tools.map((t) => t.spec),
+      addGenerationPrompt: true,
+    }).tokenIds.length;
     const completionLength = renderer.tokenizer.encodePlain(firstTurn).length + 1;
     const rollout = await roll(env, sevenTask, client, { maxContextTokens: promptLength + completionLength + 5 });
     expect(client.requests[0]!.maxTokens).toBe(completionLength + 5);
@@ -175,7 +239,10 @@ describe("rollout driver", () => {
 
   test("a client returning mismatched logprobs is an error, not bad training data", async () => {
     const env = await createEnv(math, {});
-    const broken: SamplingClient = { complete: async () => ({ tokenIds: [65, IM_END_ID], logprobs: [-1], finishReason: "stop", policyVersion: 0 }), score: async () => [] };
+    const broken: SamplingClient = {
+      complete: async () => ({ tokenIds: [65, IM_END_ID], logprobs: [-1], finishReason: "stop", policyVersion: 0 }),
+      score: async () => [],
+    };
     const rollout = await roll(env, sevenTask, broken);
     expect(rollout.error).toBe("sampling client returned 2 tokens but 1 logprobs");
   });
@@ -183,7 +250,9 @@ describe("rollout driver", () => {
   test("single-turn math: one sampled turn, reward from the boxed answer", async () => {
     const env = await createEnv(math, {});
     const [task] = await env.load("eval", 0);
-    const rollout = await roll(env, task!, new ScriptedClient(renderer, [`\\boxed{${task!.answer}}`, "unused"]), { envId: "math" });
+    const rollout = await roll(env, task!, new ScriptedClient(renderer, [`\\boxed{${task!.answer}}`, "unused"]), {
+      envId: "math",
+    });
     expect([rollout.stopReason, rollout.numTurns, rollout.reward, rollout.env]).toEqual(["done", 1, 1, "math"]);
     expect(rollout.segments.map((s) => s.sampled)).toEqual([false, false, true]);
   });
@@ -196,7 +265,16 @@ describe("rollout driver", () => {
     const thinking = byteRenderer(dropping);
     const env = await createEnv(forth, {});
     const client = new ScriptedClient(thinking, [`<think>add</think>${call("3 4 + .")}`, "Answer: 7"]);
-    const rollout = await runRollout({ id: "r", groupId: "g", envId: "forth", env, task: sevenTask, client, renderer: thinking, sampling });
+    const rollout = await runRollout({
+      id: "r",
+      groupId: "g",
+      envId: "forth",
+      env,
+      task: sevenTask,
+      client,
+      renderer: thinking,
+      sampling,
+    });
     expect(rollout.error).toBeUndefined();
     expect(rollout.numSamples).toBe(2);
     expect(rollout.info.extensionBreaks).toEqual([{ turn: 1, sample: 1 }]);
@@ -216,7 +294,12 @@ describe("rollout driver", () => {
   });
 
   test("a reward function that throws is recorded as an error", async () => {
-    const env = { ...(await createEnv(math, {})), reward: () => { throw new Error("grader down"); } };
+    const env = {
+      ...(await createEnv(math, {})),
+      reward: () => {
+        throw new Error("grader down");
+      },
+    };
     const rollout = await roll(env, sevenTask, new ScriptedClient(renderer, ["7"]));
     expect([rollout.error, rollout.reward, rollout.stopReason]).toEqual(["grader down", 0, "error"]);
   });

@@ -9,14 +9,22 @@ import { rolloutToSamples } from "../../../src/algorithms/samples.ts";
 import { singleTurn } from "../../fixtures/rollouts.ts";
 
 test("a grpo and an opd sample round-trip through JSONL with exactly the streams they carry", async () => {
-  const group = [singleTurn(1, 2, 2, { groupId: "g7", policyVersion: 3 }), singleTurn(0, 2, 2, { groupId: "g7", policyVersion: 3 })];
+  const group = [
+    singleTurn(1, 2, 2, { groupId: "g7", policyVersion: 3 }),
+    singleTurn(0, 2, 2, { groupId: "g7", policyVersion: 3 }),
+  ];
   await finishGroup(new Grpo(Grpo.schema.parse({ type: "grpo" })), group);
   const opd = singleTurn(0.5, 2, 2, { env: "search" });
   assignRefLogprobs(opd, [0, -1, -2, -3]);
   opd.advantage = null;
   const text =
-    auditLine({ step: 4, algo: "grpo", rollout: group[0]!, sample: rolloutToSamples(group[0]!, "rl")[0]!, sampleIndex: 0 }) +
-    auditLine({ step: 4, algo: "opd", rollout: opd, sample: rolloutToSamples(opd, "ref_kl")[0]!, sampleIndex: 0 });
+    auditLine({
+      step: 4,
+      algo: "grpo",
+      rollout: group[0]!,
+      sample: rolloutToSamples(group[0]!, "rl")[0]!,
+      sampleIndex: 0,
+    }) + auditLine({ step: 4, algo: "opd", rollout: opd, sample: rolloutToSamples(opd, "ref_kl")[0]!, sampleIndex: 0 });
   expect(text.split("\n")).toHaveLength(3); // two lines and the final newline
   const [grpo, distill] = parseAudit(text);
   expect(grpo).toEqual({

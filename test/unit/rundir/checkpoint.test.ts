@@ -6,7 +6,13 @@ import { expect, test } from "bun:test";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { BatchFileError, decodeStepBatch, encodeStepBatch, readStepBatch, writeStepBatch } from "../../../src/rundir/step_file.ts";
+import {
+  BatchFileError,
+  decodeStepBatch,
+  encodeStepBatch,
+  readStepBatch,
+  writeStepBatch,
+} from "../../../src/rundir/step_file.ts";
 import { checkpointDir } from "../../../src/rundir/paths.ts";
 import { isCheckpointStep, latestCheckpoint, readCheckpoint, rewindRunDir } from "../../../src/rundir/checkpoint.ts";
 import { packStep } from "../../../src/data/pack.ts";
@@ -28,9 +34,19 @@ function sample(id: string, n: number, extra: Partial<TrainingSample> = {}): Tra
 }
 
 function stepBatch() {
-  const packed = packStep([sample("m1", 9), sample("f1", 13, { ceWeights: Array(13).fill(0.1) }), sample("m2", 5)], { seqLen: 16 });
-  const rows = packed.rows.map((row) => ({ ...row, samples: row.samples.map((s, i) => ({ ...s, policyVersion: 3 + i })) }));
-  return { step: 4, packed: { ...packed, rows }, state: { format: 1, step: 4, sampler: { cursors: { math: 2 }, rng: 7, groups: 3 } }, metrics: { reward: 0.5 } };
+  const packed = packStep([sample("m1", 9), sample("f1", 13, { ceWeights: Array(13).fill(0.1) }), sample("m2", 5)], {
+    seqLen: 16,
+  });
+  const rows = packed.rows.map((row) => ({
+    ...row,
+    samples: row.samples.map((s, i) => ({ ...s, policyVersion: 3 + i })),
+  }));
+  return {
+    step: 4,
+    packed: { ...packed, rows },
+    state: { format: 1, step: 4, sampler: { cursors: { math: 2 }, rng: 7, groups: 3 } },
+    metrics: { reward: 0.5 },
+  };
 }
 
 test("a step file round-trips every array, the sample table, the state and the metrics", () => {
@@ -46,8 +62,22 @@ test("a step file round-trips every array, the sample table, the state and the m
   expect(back.packed.rows.length).toBe(batch.packed.rows.length);
   batch.packed.rows.forEach((row, r) => {
     const got = back.packed.rows[r]!;
-    for (const key of ["tokenIds", "sampleLengths", "lossMask", "advantages", "inferenceLogprobs", "temperatures", "envIndex", "ceWeights", "rlWeights", "refKlWeights", "refLogprobs"] as const) {
-      expect(got[key] === undefined ? undefined : Array.from(got[key]!)).toEqual(row[key] === undefined ? undefined : Array.from(row[key]!));
+    for (const key of [
+      "tokenIds",
+      "sampleLengths",
+      "lossMask",
+      "advantages",
+      "inferenceLogprobs",
+      "temperatures",
+      "envIndex",
+      "ceWeights",
+      "rlWeights",
+      "refKlWeights",
+      "refLogprobs",
+    ] as const) {
+      expect(got[key] === undefined ? undefined : Array.from(got[key]!)).toEqual(
+        row[key] === undefined ? undefined : Array.from(row[key]!),
+      );
     }
     expect(got.samples).toEqual(row.samples);
   });
@@ -57,9 +87,13 @@ test("a step file round-trips every array, the sample table, the state and the m
 
 test("a truncated or foreign step file is refused with the file's name", () => {
   const bytes = encodeStepBatch(stepBatch());
-  expect(() => decodeStepBatch(bytes.subarray(0, bytes.length - 8), "b.bin")).toThrow(/b\.bin: row \d+ \w+ runs past the end of the file/);
+  expect(() => decodeStepBatch(bytes.subarray(0, bytes.length - 8), "b.bin")).toThrow(
+    /b\.bin: row \d+ \w+ runs past the end of the file/,
+  );
   expect(() => decodeStepBatch(bytes.subarray(0, 40), "b.bin")).toThrow("b.bin: header runs past the end");
-  expect(() => decodeStepBatch(new TextEncoder().encode("PK\u0003\u0004 not a batch at all"), "z.bin")).toThrow(BatchFileError);
+  expect(() => decodeStepBatch(new TextEncoder().encode("PK\u0003\u0004 not a batch at all"), "z.bin")).toThrow(
+    BatchFileError,
+  );
 });
 
 test("writeStepBatch leaves only the final file", () => {
@@ -70,7 +104,8 @@ test("writeStepBatch leaves only the final file", () => {
 });
 
 test("checkpoint steps: every interval, and always the last", () => {
-  const steps = (interval: number) => [1, 2, 3, 4, 5, 6, 7].filter((s) => isCheckpointStep(s, { max_steps: 7, ckpt: { interval } }));
+  const steps = (interval: number) =>
+    [1, 2, 3, 4, 5, 6, 7].filter((s) => isCheckpointStep(s, { max_steps: 7, ckpt: { interval } }));
   expect(steps(0)).toEqual([7]);
   expect(steps(3)).toEqual([3, 6, 7]);
 });
@@ -124,8 +159,15 @@ test("rewinding a run directory drops everything after the checkpoint step", () 
   fakeCheckpoint(run, 2);
   fakeCheckpoint(run, 4);
   fakeCheckpoint(run, 6);
-  for (const dir of ["batches", "weights/step_4", "weights/step_6", "weights/step_5.tmp-1", "rollouts"]) mkdirSync(join(run, dir), { recursive: true });
-  for (const file of ["batches/step_5.bin", "batches/step_6.bin.tmp-9", "rollouts/step_4.jsonl", "rollouts/step_5.jsonl"]) writeFileSync(join(run, file), "x");
+  for (const dir of ["batches", "weights/step_4", "weights/step_6", "weights/step_5.tmp-1", "rollouts"])
+    mkdirSync(join(run, dir), { recursive: true });
+  for (const file of [
+    "batches/step_5.bin",
+    "batches/step_6.bin.tmp-9",
+    "rollouts/step_4.jsonl",
+    "rollouts/step_5.jsonl",
+  ])
+    writeFileSync(join(run, file), "x");
   const lines = [1, 2, 3, 4, 5, 6].map((step) => JSON.stringify({ step, reward: step / 10 }));
   writeFileSync(join(run, "metrics.jsonl"), `${lines.join("\n")}\n{"step": 7, "rew`);
   rewindRunDir(run, 4);

@@ -15,7 +15,16 @@ import { loadNative } from "../../../src/native/ffi.ts";
 import { score } from "../../../src/native/generate.ts";
 import { microModelDir } from "../../fixtures/serve_model.ts";
 
-const tools = [{ type: "function" as const, function: { name: "forth", description: "run", parameters: { type: "object", properties: { code: { type: "string" } } } } }];
+const tools = [
+  {
+    type: "function" as const,
+    function: {
+      name: "forth",
+      description: "run",
+      parameters: { type: "object", properties: { code: { type: "string" } } },
+    },
+  },
+];
 const OUTPUTS = ["256 \nstack: <0>", "7 \nstack: <1> 3"];
 const rows = OUTPUTS.map((out, i): ChatMessage[] => [
   { role: "system", content: "Use forth." },

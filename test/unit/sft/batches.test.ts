@@ -14,7 +14,12 @@ import { stepsForEpochs } from "../../../src/sft/run.ts";
 function examples(n: number): SftExample[] {
   return Array.from({ length: n }, (_, i) => {
     const len = 10 + i;
-    return { id: `f:${i + 1}`, env: i % 2 ? "a" : "b", tokenIds: Array.from({ length: len }, (_, t) => t), ceWeights: Array.from({ length: len }, (_, t) => (t >= len / 2 ? 1 : 0)) };
+    return {
+      id: `f:${i + 1}`,
+      env: i % 2 ? "a" : "b",
+      tokenIds: Array.from({ length: len }, (_, t) => t),
+      ceWeights: Array.from({ length: len }, (_, t) => (t >= len / 2 ? 1 : 0)),
+    };
   });
 }
 
@@ -34,7 +39,9 @@ test("every example once per epoch, in a seeded order that changes between epoch
   expect(seen[0]).not.toEqual(seen[1]);
   expect(seen[0]).not.toEqual(data.map((d) => d.id)); // shuffled
   const again = new SftBatches(data, { batchTokens: 60, seqLen: 64, seed: 3, shuffle: true });
-  expect(again.next().map((e) => e.id)).toEqual(new SftBatches(data, { batchTokens: 60, seqLen: 64, seed: 3, shuffle: true }).next().map((e) => e.id));
+  expect(again.next().map((e) => e.id)).toEqual(
+    new SftBatches(data, { batchTokens: 60, seqLen: 64, seed: 3, shuffle: true }).next().map((e) => e.id),
+  );
   const unshuffled = new SftBatches(data, { batchTokens: 30, seqLen: 64, seed: 3, shuffle: false });
   expect(unshuffled.next().map((e) => e.id)).toEqual(["f:1", "f:2"]); // 10 + 11 tokens; the third (12) would exceed 30
   expect(unshuffled.epochs).toBeCloseTo(2 / 20, 12);
@@ -79,7 +86,9 @@ test("samples carry ce weights only: the step's ce count is the predicted target
   const packed = new SftBatches(data, { batchTokens: 1000, seqLen: 64, seed: 0, shuffle: false }).nextPacked();
   const targets = data.reduce((n, e) => n + e.ceWeights.filter(Boolean).length, 0);
   expect(packed.counts).toEqual({ rl: 0, ce: targets, refKl: 0 });
-  expect(packed.rows.every((r) => r.rlWeights === undefined && r.refKlWeights === undefined && r.ceWeights !== undefined)).toBe(true);
+  expect(
+    packed.rows.every((r) => r.rlWeights === undefined && r.refKlWeights === undefined && r.ceWeights !== undefined),
+  ).toBe(true);
   expect(packed.envs.sort()).toEqual(["a", "b"]);
 });
 
@@ -93,7 +102,10 @@ test("stepsForEpochs: as many steps as the batcher takes to pass over the data",
 test("sft config: defaults, --set, key paths in errors, eval env args checked at load", () => {
   const dir = mkdtempSync(join(tmpdir(), "rlx-sft-config-"));
   const path = join(dir, "sft.toml");
-  writeFileSync(path, '[model]\npath = "m"\n[data]\npath = ["a.jsonl", "b.jsonl"]\n[[eval.env]]\nid = "math"\nargs = { operations = ["+"] }\n');
+  writeFileSync(
+    path,
+    '[model]\npath = "m"\n[data]\npath = ["a.jsonl", "b.jsonl"]\n[[eval.env]]\nid = "math"\nargs = { operations = ["+"] }\n',
+  );
   const config = loadSftConfig(path, ["trainer.steps=7", "trainer.optim.lr=3e-4"]);
   expect(config.trainer.steps).toBe(7);
   expect(config.trainer.optim.lr).toBe(3e-4);
@@ -108,7 +120,9 @@ test("sft config: defaults, --set, key paths in errors, eval env args checked at
   expect(config.save).toEqual({ interval: 0, keep: 0, dtype: "f32" }); // keep 0: every checkpoint stays
   expect(() => loadSftConfig(path, ["save.keep=-1"])).toThrow(/save\.keep/);
 
-  expect(() => loadSftConfig(path, ["trainer.batch_tokenz=1"])).toThrow(/sft\.toml \(with --set\): trainer\.batch_tokenz: unknown key; check the spelling against the schema \(src\/sft\/config\.ts\)/);
+  expect(() => loadSftConfig(path, ["trainer.batch_tokenz=1"])).toThrow(
+    /sft\.toml \(with --set\): trainer\.batch_tokenz: unknown key; check the spelling against the schema \(src\/sft\/config\.ts\)/,
+  );
   expect(() => loadSftConfig(path, ["trainer.seq_len=-3"])).toThrow(/trainer\.seq_len/);
   expect(() => loadSftConfig(path, ["eval.env[0].args.digitz=3"])).toThrow(/eval\.env\[0\]\.args\.digitz: unknown key/);
   expect(() => loadSftConfig(path, ["eval.env[0].id=nope"])).toThrow(/eval\.env\[0\]\.id: unknown environment "nope"/);

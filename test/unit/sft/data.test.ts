@@ -34,7 +34,7 @@ function targets(conv: SftConversation): string[] {
   let current: number[] | null = null;
   tokenIds.forEach((id, i) => {
     if (ceWeights[i]) (current ??= []).push(id);
-    else if (current) runs.push(tokenizer.decode(current)), (current = null);
+    else if (current) (runs.push(tokenizer.decode(current)), (current = null));
   });
   if (current) runs.push(tokenizer.decode(current));
   return runs;
@@ -42,18 +42,42 @@ function targets(conv: SftConversation): string[] {
 
 describe("rows", () => {
   test("messages rows train every assistant turn; prompt/completion rows only the completion", () => {
-    const chat = parseRow(JSON.stringify({ messages: [{ role: "user", content: "hi" }, { role: "assistant", content: "a" }, { role: "user", content: "again" }, { role: "assistant", content: "b" }], env: "math" }), "f:1");
+    const chat = parseRow(
+      JSON.stringify({
+        messages: [
+          { role: "user", content: "hi" },
+          { role: "assistant", content: "a" },
+          { role: "user", content: "again" },
+          { role: "assistant", content: "b" },
+        ],
+        env: "math",
+      }),
+      "f:1",
+    );
     expect(chat.targetsFrom).toBe(0);
     expect(chat.env).toBe("math");
     expect(targets(chat)).toEqual(["a<|im_end|>", "b<|im_end|>"]);
 
-    const pc = parseRow(JSON.stringify({ prompt: [{ role: "user", content: "q" }, { role: "assistant", content: "earlier" }, { role: "user", content: "q2" }], completion: "answer" }), "f:2");
+    const pc = parseRow(
+      JSON.stringify({
+        prompt: [
+          { role: "user", content: "q" },
+          { role: "assistant", content: "earlier" },
+          { role: "user", content: "q2" },
+        ],
+        completion: "answer",
+      }),
+      "f:2",
+    );
     expect(pc.targetsFrom).toBe(3);
     expect(pc.env).toBe("sft");
     expect(targets(pc)).toEqual(["answer<|im_end|>"]);
 
     const plain = parseRow(JSON.stringify({ prompt: "2+2?", completion: "4" }), "f:3");
-    expect(plain.messages).toEqual([{ role: "user", content: "2+2?" }, { role: "assistant", content: "4" }]);
+    expect(plain.messages).toEqual([
+      { role: "user", content: "2+2?" },
+      { role: "assistant", content: "4" },
+    ]);
   });
 
   test("every malformed row is an error naming FILE:LINE and what is wrong", () => {
@@ -61,10 +85,16 @@ describe("rows", () => {
       ["{not json", /data\.jsonl:2: not valid JSON/],
       ['["a"]', /data\.jsonl:2: a row must be a JSON object/],
       ['{"text": "x"}', /data\.jsonl:2: a row needs "messages", or "prompt" and "completion" \(it has text\)/],
-      ['{"messages": [{"role": "bot", "content": "x"}]}', /data\.jsonl:2: messages\[0\]\.role must be one of system, user, assistant, tool, got "bot"/],
+      [
+        '{"messages": [{"role": "bot", "content": "x"}]}',
+        /data\.jsonl:2: messages\[0\]\.role must be one of system, user, assistant, tool, got "bot"/,
+      ],
       ['{"messages": [{"role": "user", "content": 5}]}', /messages\[0\]\.content must be a string/],
       ['{"messages": [{"role": "user", "content": "q"}]}', /data\.jsonl:2: no assistant message to train on/],
-      ['{"prompt": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}], "completion": [{"role": "user", "content": "x"}]}', /no assistant message to train on/],
+      [
+        '{"prompt": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}], "completion": [{"role": "user", "content": "x"}]}',
+        /no assistant message to train on/,
+      ],
       ['{"messages": [{"role": "assistant", "content": "a"}]}', /starts with an assistant message/],
       ['{"prompt": "q", "completion": "a", "tools": {}}', /tools must be a list/],
     ];
@@ -108,7 +138,13 @@ describe("target tokens", () => {
     const env = await createEnv(await loadEnv("forth"), {});
     const task = (await env.load("train", 0))[0]!;
     const messages = await env.demonstrate!(task);
-    const conv: SftConversation = { messages, tools: env.tools.map((t) => t.spec), targetsFrom: 0, where: "demo", env: "forth" };
+    const conv: SftConversation = {
+      messages,
+      tools: env.tools.map((t) => t.spec),
+      targetsFrom: 0,
+      where: "demo",
+      env: "forth",
+    };
     const { tokenIds, ceWeights } = tokenizeConversation(renderer, conv);
     const runs: number[][] = [];
     tokenIds.forEach((id, i) => {
@@ -127,7 +163,16 @@ describe("target tokens", () => {
         return [];
       },
     };
-    const rollout = await runRollout({ id: "r", groupId: "g", envId: "forth", env, task, client: replay, renderer, sampling: { maxTokens: 4096, temperature: 1, topP: 1, topK: 0 } });
+    const rollout = await runRollout({
+      id: "r",
+      groupId: "g",
+      envId: "forth",
+      env,
+      task,
+      client: replay,
+      renderer,
+      sampling: { maxTokens: 4096, temperature: 1, topP: 1, topK: 0 },
+    });
     expect(rollout.error).toBeUndefined();
     expect(rollout.reward).toBe(1);
     expect(rollout.numSamples).toBe(1);
@@ -140,11 +185,34 @@ describe("target tokens", () => {
 
   test("a template that rewrites earlier turns cannot locate their targets: an error naming the row and the fix", () => {
     // Like templates that drop past reasoning: an earlier assistant turn renders differently once a later one exists.
-    const hiding = "{% for m in messages %}<|im_start|>{{ m.role }}\n{% if m.role == 'assistant' and not loop.last %}[hidden]{% else %}{{ m.content }}{% endif %}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+    const hiding =
+      "{% for m in messages %}<|im_start|>{{ m.role }}\n{% if m.role == 'assistant' and not loop.last %}[hidden]{% else %}{{ m.content }}{% endif %}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
     const hidingRenderer = new ChatRenderer(tokenizer, hiding);
-    const two = parseRow(JSON.stringify({ messages: [{ role: "user", content: "a" }, { role: "assistant", content: "b" }, { role: "user", content: "c" }, { role: "assistant", content: "d" }] }), "data.jsonl:7");
-    expect(() => tokenizeConversation(hidingRenderer, two)).toThrow(/data\.jsonl:7: the chat template renders the turns up to assistant message 1 differently/);
-    const last = parseRow(JSON.stringify({ prompt: [{ role: "user", content: "a" }, { role: "assistant", content: "b" }, { role: "user", content: "c" }], completion: "d" }), "data.jsonl:8");
+    const two = parseRow(
+      JSON.stringify({
+        messages: [
+          { role: "user", content: "a" },
+          { role: "assistant", content: "b" },
+          { role: "user", content: "c" },
+          { role: "assistant", content: "d" },
+        ],
+      }),
+      "data.jsonl:7",
+    );
+    expect(() => tokenizeConversation(hidingRenderer, two)).toThrow(
+      /data\.jsonl:7: the chat template renders the turns up to assistant message 1 differently/,
+    );
+    const last = parseRow(
+      JSON.stringify({
+        prompt: [
+          { role: "user", content: "a" },
+          { role: "assistant", content: "b" },
+          { role: "user", content: "c" },
+        ],
+        completion: "d",
+      }),
+      "data.jsonl:8",
+    );
     const { tokenIds, ceWeights } = tokenizeConversation(hidingRenderer, last);
     expect(tokenizer.decode(tokenIds)).toContain("[hidden]");
     expect(tokenizer.decode(tokenIds.filter((_, i) => ceWeights[i]))).toBe("d<|im_end|>");
@@ -153,7 +221,12 @@ describe("target tokens", () => {
   test("math demonstrations: the worked solution and its stop token are the only targets", async () => {
     const env = await createEnv(await loadEnv("math"), {});
     const task = (await env.load("train", 0))[0]!;
-    const conv: SftConversation = { messages: await env.demonstrate!(task), targetsFrom: 0, where: "demo", env: "math" };
+    const conv: SftConversation = {
+      messages: await env.demonstrate!(task),
+      targetsFrom: 0,
+      where: "demo",
+      env: "math",
+    };
     expect(targets(conv)).toEqual([`${task.solution}<|im_end|>`]);
   });
 });

@@ -5,7 +5,15 @@
 // model against hand-computed FLOPs, dummies, and determinism (every rank computes the plan).
 import { describe, expect, test } from "bun:test";
 import type { ShimModelConfig } from "../../../src/native/model.ts";
-import { balancedPartition, balanceStep, type CostModel, costModelOf, dummyRow, rowCost, TOKEN_COST } from "../../../src/trainer/balance.ts";
+import {
+  balancedPartition,
+  balanceStep,
+  type CostModel,
+  costModelOf,
+  dummyRow,
+  rowCost,
+  TOKEN_COST,
+} from "../../../src/trainer/balance.ts";
 import { packStep, type PackedRow, type PackedStep, rowCounts } from "../../../src/data/pack.ts";
 import type { TrainingSample } from "../../../src/data/types.ts";
 import { rng } from "../../fixtures/rollouts.ts";
@@ -25,7 +33,11 @@ function sample(id: number, n: number): TrainingSample {
   return id % 3 === 0 ? { ...s, ceWeights: mask.map((m) => 0.5 * m) } : s;
 }
 
-const stepOf = (lengths: number[], seqLen: number) => packStep(lengths.map((n, i) => sample(i, n)), { seqLen });
+const stepOf = (lengths: number[], seqLen: number) =>
+  packStep(
+    lengths.map((n, i) => sample(i, n)),
+    { seqLen },
+  );
 
 const randomLengths = (seed: number, n: number, min: number, max: number) => {
   const r = rng(seed);
@@ -33,16 +45,35 @@ const randomLengths = (seed: number, n: number, min: number, max: number) => {
 };
 
 const QWEN_LIKE: ShimModelConfig = {
-  vocab_size: 1000, hidden_size: 64, intermediate_size: 128, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2,
-  head_dim: 16, rms_norm_eps: 1e-6, rope_theta: 1e4, max_position_embeddings: 512, tie_word_embeddings: false, attention_bias: false, qk_norm: false,
+  vocab_size: 1000,
+  hidden_size: 64,
+  intermediate_size: 128,
+  num_hidden_layers: 2,
+  num_attention_heads: 4,
+  num_key_value_heads: 2,
+  head_dim: 16,
+  rms_norm_eps: 1e-6,
+  rope_theta: 1e4,
+  max_position_embeddings: 512,
+  tie_word_embeddings: false,
+  attention_bias: false,
+  qk_norm: false,
 };
 const FLOPS = costModelOf(QWEN_LIKE);
 
 /** The samples of a row, with the token ids and streams each carries. */
 function contents(row: PackedRow) {
   return row.samples.map((s) => {
-    const cut = <T extends ArrayLike<number>>(a: T | undefined) => (a ? Array.from(a).slice(s.start, s.start + s.length) : undefined);
-    return { id: s.rolloutId, tokens: cut(row.tokenIds), mask: cut(row.lossMask), adv: cut(row.advantages), ce: cut(row.ceWeights) ?? cut(row.lossMask)!.map(() => 0), env: cut(row.envIndex) };
+    const cut = <T extends ArrayLike<number>>(a: T | undefined) =>
+      a ? Array.from(a).slice(s.start, s.start + s.length) : undefined;
+    return {
+      id: s.rolloutId,
+      tokens: cut(row.tokenIds),
+      mask: cut(row.lossMask),
+      adv: cut(row.advantages),
+      ce: cut(row.ceWeights) ?? cut(row.lossMask)!.map(() => 0),
+      env: cut(row.envIndex),
+    };
   });
 }
 
@@ -53,7 +84,10 @@ function checkPlan(step: PackedStep, worldSize: number, cost: CostModel) {
   expect(counts[0]! * worldSize).toBe(Math.max(worldSize, Math.ceil(step.rows.length / worldSize) * worldSize));
   // Every sample exactly once, unchanged.
   const before = step.rows.flatMap(contents).sort((x, y) => x.id.localeCompare(y.id));
-  const after = plan.ranks.flat().flatMap(contents).sort((x, y) => x.id.localeCompare(y.id));
+  const after = plan.ranks
+    .flat()
+    .flatMap(contents)
+    .sort((x, y) => x.id.localeCompare(y.id));
   expect(after).toEqual(before);
   // The step's member counts (the loss denominators) are those of the rows before balancing.
   const total = { rl: 0, ce: 0, refKl: 0 };
@@ -65,7 +99,12 @@ function checkPlan(step: PackedStep, worldSize: number, cost: CostModel) {
   }
   expect(total).toEqual(step.counts);
   // Loads: as reported, and within the documented bound.
-  plan.ranks.forEach((rows, r) => expect(plan.loads[r]).toBeCloseTo(rows.reduce((s, row) => s + rowCost(row, cost), 0), 6));
+  plan.ranks.forEach((rows, r) =>
+    expect(plan.loads[r]).toBeCloseTo(
+      rows.reduce((s, row) => s + rowCost(row, cost), 0),
+      6,
+    ),
+  );
   const maxRow = Math.max(...plan.ranks.flat().map((row) => rowCost(row, cost)));
   expect(Math.max(...plan.loads) - Math.min(...plan.loads)).toBeLessThanOrEqual(maxRow * (1 + 1e-12));
   return plan;
@@ -85,7 +124,10 @@ const TABLE: { name: string; lengths: number[]; seqLen: number }[] = [
 describe("balanceStep over a table of sample lengths", () => {
   for (const { name, lengths, seqLen } of TABLE) {
     for (const world of [2, 4]) {
-      for (const [costName, cost] of [["tokens", TOKEN_COST], ["flops", FLOPS]] as const) {
+      for (const [costName, cost] of [
+        ["tokens", TOKEN_COST],
+        ["flops", FLOPS],
+      ] as const) {
         test(`${name}: ${world} ranks, ${costName}`, () => {
           checkPlan(stepOf(lengths, seqLen), world, cost);
         });
@@ -138,7 +180,10 @@ test("split rows are re-padded to padMultiple", () => {
   expect(Array.from(step.rows[0]!.sampleLengths)).toEqual([10, 7, 7]);
   const plan = balanceStep(step, 2, TOKEN_COST, { padMultiple: 8 });
   const rows = plan.ranks.flat();
-  expect(rows.map((r) => Array.from(r.sampleLengths)).sort()).toEqual([[10, 6], [7, 1]]);
+  expect(rows.map((r) => Array.from(r.sampleLengths)).sort()).toEqual([
+    [10, 6],
+    [7, 1],
+  ]);
   for (const row of rows) {
     const pad = row.samples.reduce((n, s) => n + s.length, 0);
     expect(Array.from(row.lossMask.subarray(pad)).every((m) => m === 0)).toBe(true);
@@ -159,7 +204,7 @@ test("balancedPartition: equal counts, the bound, and the optimum on small cases
     for (let mask = 0; mask < 256; mask++) {
       let bits = 0;
       let load = 0;
-      for (let i = 0; i < 8; i++) if (mask & (1 << i)) bits++, (load += costs[i]!);
+      for (let i = 0; i < 8; i++) if (mask & (1 << i)) (bits++, (load += costs[i]!));
       if (bits === 4) best = Math.min(best, Math.max(load, total - load));
     }
     expect(Math.max(...loads) - Math.min(...loads)).toBeLessThanOrEqual(Math.max(...costs));

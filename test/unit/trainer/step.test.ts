@@ -28,7 +28,12 @@ function randomSample(seed: number, prompt: number, actions: number, env = "math
     rolloutId: `s${seed}`,
   };
 }
-const asSft = (s: TrainingSample): TrainingSample => ({ ...s, advantages: s.advantages.map(() => 0), rlWeights: s.lossMask.map(() => 0), ceWeights: [...s.lossMask] });
+const asSft = (s: TrainingSample): TrainingSample => ({
+  ...s,
+  advantages: s.advantages.map(() => 0),
+  rlWeights: s.lossMask.map(() => 0),
+  ceWeights: [...s.lossMask],
+});
 const asOpd = (s: TrainingSample): TrainingSample => ({
   ...s,
   advantages: s.advantages.map(() => 0),
@@ -36,7 +41,10 @@ const asOpd = (s: TrainingSample): TrainingSample => ({
   refKlWeights: [...s.lossMask],
   refLogprobs: s.inferenceLogprobs.map((lp) => lp - 0.3),
 });
-const withObservationCe = (s: TrainingSample, prompt: number): TrainingSample => ({ ...s, ceWeights: s.lossMask.map((_, i) => (i > 0 && i < prompt ? 0.1 : 0)) });
+const withObservationCe = (s: TrainingSample, prompt: number): TrainingSample => ({
+  ...s,
+  ceWeights: s.lossMask.map((_, i) => (i > 0 && i < prompt ? 0.1 : 0)),
+});
 
 /** The gradient and metrics of one step over `samples` from a fresh model. */
 function gradientOf(samples: TrainingSample[], seqLen = 256) {
@@ -66,7 +74,9 @@ describe("global denominators", () => {
   test("adding echo observation tokens does not change the rl term's gradient", () => {
     const plain = gradientOf(grpo);
     const withObs = gradientOf(grpo.map((s, i) => withObservationCe(s, [4, 3, 5][i]!)));
-    const ceOnly = gradientOf(grpo.map((s, i) => ({ ...withObservationCe(s, [4, 3, 5][i]!), rlWeights: s.lossMask.map(() => 0) })));
+    const ceOnly = gradientOf(
+      grpo.map((s, i) => ({ ...withObservationCe(s, [4, 3, 5][i]!), rlWeights: s.lossMask.map(() => 0) })),
+    );
     expect(withObs.denominators.rl).toBe(plain.denominators.rl);
     expect(withObs.denominators.ce).toBe(3 + 2 + 4); // observation tokens 1..prompt-1 of each sample
     expectClose(withObs.grad, sum(plain.grad, ceOnly.grad));
@@ -74,7 +84,12 @@ describe("global denominators", () => {
   });
 
   test("the gradient does not depend on how the step is cut into micro-batches", () => {
-    const mixed = [...grpo, asSft(randomSample(5, 2, 3)), asOpd(randomSample(6, 3, 4)), withObservationCe(randomSample(7, 4, 2), 4)];
+    const mixed = [
+      ...grpo,
+      asSft(randomSample(5, 2, 3)),
+      asOpd(randomSample(6, 3, 4)),
+      withObservationCe(randomSample(7, 4, 2), 4),
+    ];
     const oneRow = gradientOf(mixed, 256);
     const manyRows = gradientOf(mixed, 12);
     expect(manyRows.metrics.micro_batches).toBeGreaterThan(3);
@@ -114,7 +129,11 @@ test("a step with no member tokens has loss 0 and a zero gradient", () => {
 });
 
 test("per-env metrics partition the step's counts and loss", () => {
-  const samples = [randomSample(41, 3, 4, "math"), asSft(randomSample(42, 2, 5, "forth")), randomSample(43, 4, 2, "math")];
+  const samples = [
+    randomSample(41, 3, 4, "math"),
+    asSft(randomSample(42, 2, 5, "forth")),
+    randomSample(43, 4, 2, "math"),
+  ];
   const { metrics, perEnv } = gradientOf(samples, 10);
   expect(Object.keys(perEnv).sort()).toEqual(["forth", "math"]);
   expect(perEnv.math!["count/rl"]).toBe(6);
