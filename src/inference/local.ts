@@ -7,7 +7,8 @@
 // ids (the stop token is included in the completion), topK <= 0 is off, and the logprobs are the
 // trainer's (log_softmax(logits / temperature) of the chosen token).
 import { EngineClosedError } from "./errors.ts";
-import { Engine, type EngineOptions } from "./engine.ts";
+import { Engine } from "./engine.ts";
+import type { EngineOptions } from "./engine_api.ts";
 import type { NativeModel } from "../native/model.ts";
 import type { Completion, CompletionRequest, SamplingClient } from "./types.ts";
 

@@ -10,7 +10,7 @@
 //                    runs (bun:ffi is synchronous), but the engine yields between steps; the
 //                    trainer is a separate process either way, so training overlaps rollouts.
 import { OpenAIClient } from "../inference/client.ts";
-import type { ReloadMode } from "../inference/engine.ts";
+import type { ReloadMode } from "../inference/engine_api.ts";
 import { LocalClient } from "../inference/local.ts";
 import type { SamplingClient } from "../inference/types.ts";
 

@@ -5,7 +5,8 @@
 // running sequences continue on the new weights) with the versions results report, and
 // LocalClient's logprobs and scores against the native scoring call.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { Engine, type EngineResult } from "../../../src/inference/engine.ts";
+import { Engine } from "../../../src/inference/engine.ts";
+import type { EngineResult } from "../../../src/inference/engine_api.ts";
 import { InvalidRequestError, QueueFullError } from "../../../src/inference/errors.ts";
 import { LocalClient } from "../../../src/inference/local.ts";
 import { loadModel } from "../../../src/model/hf.ts";

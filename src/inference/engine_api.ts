@@ -1,0 +1,54 @@
+// What callers give the batching engine (src/inference/engine.ts) and get back: its options, one
+// request, one result, and the two ways it can reload weights. Kept apart from the engine so that
+// the HTTP layer and the in-process client read the contract without the scheduling code.
+import type { FinishReason, SamplingParams } from "../native/generate.ts";
+import type { NativeModel } from "../native/model.ts";
+
+/** "drain": running sequences finish on the old weights first; "in-flight": they continue on the new. */
+export type ReloadMode = "in-flight" | "drain";
+
+export const RELOAD_MODES: readonly ReloadMode[] = ["in-flight", "drain"];
+
+export interface EngineOptions {
+  /** Sequences decoded together (generator slots). */
+  maxBatch: number;
+  /** Prompt plus generated tokens per sequence; default min(max_position_embeddings, 2048). */
+  maxModelLen?: number;
+  /** Requests waiting for a slot before submit throws QueueFullError; default 16 x maxBatch. */
+  maxQueue?: number;
+  /** Prompt tokens prefilled in one admit batch (at least one request is always admitted); default 8192. */
+  maxPrefillTokens?: number;
+  /** The version of the weights the engine starts with; default 0. */
+  version?: number;
+  /** Whether close() and reloads free the starting model; default true (false: the caller owns it). */
+  ownsModel?: boolean;
+  /** How reloadWeights treats running sequences (src/inference/engine.ts explains both); default "drain". */
+  reloadMode?: ReloadMode;
+  /** Loads a weights directory for reloadWeights (default: src/model/hf.ts loadModel, lazily). */
+  loadWeights?: (dir: string) => Promise<NativeModel>;
+}
+
+/** One sequence to generate. */
+export interface EngineRequest {
+  prompt: number[];
+  sampling: SamplingParams;
+  /** Aborting cancels the request: it resolves with what it has, finish "abort". */
+  signal?: AbortSignal;
+  /**
+   * Called for each token as it is produced (`finish` set on the sequence's last token); returning
+   * true ends the sequence there (finish "stop").
+   */
+  onToken?: (token: number, logprob: number, finish: FinishReason | null) => boolean | void;
+}
+
+export type EngineFinish = FinishReason | "abort";
+
+export interface EngineResult {
+  tokens: number[];
+  logprobs: number[];
+  finish: EngineFinish;
+  /** The weights version at admission: the oldest that produced any of the tokens. */
+  version: number;
+  /** The weights version that produced the last token (newer than `version` only after an in-flight reload). */
+  versionEnd: number;
+}
