@@ -9,7 +9,6 @@ import { ConfigError } from "../errors.ts";
 import { type LoadedCheckpoint, latestCheckpoint, readCheckpoint } from "../rundir/checkpoint.ts";
 import type { EnvEval } from "../eval/evaluate.ts";
 import type { BatchCursorState, SftExample } from "./batches.ts";
-import type { SftOptions } from "./run.ts";
 
 /** A checkpoint's orchestrator.json in an SFT run: the loop's state after `step`. */
 export interface SftState {
@@ -48,7 +47,7 @@ export const RUN_FILES = ["metrics.jsonl", "checkpoints"];
 /** Checks output_dir against --resume / --force before anything is written; returns the checkpoint to continue from. */
 export function checkRunDir(
   runDir: string,
-  options: SftOptions,
+  options: { resume?: boolean; force?: boolean },
   warn: (line: string) => void,
 ): LoadedCheckpoint | undefined {
   if (options.resume) {
