@@ -10,11 +10,11 @@
 // round repeats them to keep a GC pause from deciding a figure; every pass rebuilds the rollouts
 // untimed, since scoring annotates them in place):
 //   score       finishRollout on each rollout, then finishGroup on each group (algo/base.ts)
-//   build       rolloutToSamples + the zero-advantage filter (loop.ts's buildSamples)
+//   build       rolloutToSamples + the zero-advantage filter (src/orchestrator/collect.ts's buildSamples)
 //   pack        packStep at orchestrator.seq_len
 //   step file   the policy-version stamp of the rows, the rollout metrics, writeStepBatch (encode,
 //               write, rename) into a temp directory
-//   audit       rollouts/step_N.jsonl, one audit line per kept sample (loop.ts's writeAudit; on by
+//   audit       rollouts/step_N.jsonl, one audit line per kept sample (src/rundir/audit.ts's writeAudit; on by
 //               default: log.rollouts_interval = 1)
 // Rollout shapes: `math` is single-turn (~40 prompt, 20-60 sampled tokens); `tool` is three model
 // turns of ~50 sampled tokens after a ~1,000-token system + user prompt, with ~50-token tool

@@ -2,7 +2,7 @@
 // bench/reference/grpo_add.py (issue 8, experiment 2): the train tasks in the order rlx's sampler
 // draws them (TaskSampler, seed 0, one env named "math" with group size 8) and the first eval
 // tasks, each as its rendered prompt token ids (the real env, ChatRenderer and Tokenizer, rendered
-// as rollout.ts does: no tools, generation prompt added) with its gold answer, plus the tokenizer's
+// as src/rollout/driver.ts does: no tools, generation prompt added) with its gold answer, plus the tokenizer's
 // stop ids. Reusing src/ rather than re-deriving it in Python is the point: the two loops must
 // start from identical prompts, or a difference in learning could be a difference in inputs.
 //

@@ -1,7 +1,7 @@
 // `rlx sft`: supervised fine-tuning on a JSONL dataset, on the same native trainer RL uses. The
 // loss is the trainer's `ce` component alone (docs/architecture.md §6: sum of -logprob over target tokens /
 // the step's target-token count), fed by the ce weight stream that marks what each assistant turn
-// generates (sft_tokens.ts); packing and the step driver are RL's (pack.ts, step.ts). This is
+// generates (tokens.ts); packing and the step driver are RL's (pack.ts, step.ts). This is
 // how a model made from scratch gets its first skills before RL: with all-zero rewards GRPO has
 // nothing to learn from.
 //
@@ -15,7 +15,7 @@
 //
 // Checkpoints are `rlx train`'s (src/rundir/checkpoint.ts: f32 weights, AdamW state, manifest
 // last, atomic rename); their orchestrator.json holds this loop's state (SftState: the batcher's
-// cursor and the summary's running totals; sft_resume.ts). `--resume` continues from the newest whole one as if
+// cursor and the summary's running totals; resume.ts). `--resume` continues from the newest whole one as if
 // the run had not stopped: same step numbers, the same batches in the same order, the same
 // learning rates, metrics.jsonl rewound to the checkpoint's step, no step-0 eval.
 import { appendFileSync, mkdirSync, rmSync, writeFileSync } from "node:fs";

@@ -1,4 +1,5 @@
-// The shared group math on hand-computed groups (prime-rl's orchestrator/algo/grpo.py and max_rl.py, and its tests/unit/orchestrator/test_algorithms.py).
+// The shared group math on hand-computed groups (prime-rl's orchestrator/algo/grpo.py and
+// max_rl.py, and its tests/unit/orchestrator/test_algorithms.py).
 import { describe, expect, test } from "bun:test";
 import {
   centered,

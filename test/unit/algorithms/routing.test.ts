@@ -1,5 +1,6 @@
 // Where credit lands on tokens: advantage spreading, reference-logprob alignment, and the routing
-// stamp into the three loss components (prime-rl's orchestrator/algo/routing.py, and its tests/unit/orchestrator/test_algorithms.py).
+// stamp into the three loss components (prime-rl's orchestrator/algo/routing.py, and its
+// tests/unit/orchestrator/test_algorithms.py).
 import { describe, expect, test } from "bun:test";
 import {
   assignAdvantage,
