@@ -1,7 +1,8 @@
 // The run config: every key, its type and its default. Config files hold deltas over these
 // defaults (configs/*.toml). Strict objects everywhere: an unknown key is an error, never ignored.
-// Algorithm blocks are validated per type in resolve.ts (algo.ts holds their schemas), and env
-// args by each environment's own schema, so both errors name the path the user typed.
+// Algorithm blocks are parsed and checked per type by the algorithm registry
+// (src/algorithms/registry.ts, each algorithm's schema in its own file), and env args by each
+// environment's own schema, so both errors name the path the user typed.
 import { z } from "zod";
 
 const algoBlock = z.looseObject({ type: z.string() });
