@@ -5,10 +5,15 @@
 // the key path the user typed; rules that are legal but almost certainly a mistake become warnings.
 import { existsSync } from "node:fs";
 import type { RunView } from "../algorithms/base.ts";
-import type { AlgoSite } from "../algorithms/registry.ts";
-import { type AlgoConfig, BUILTIN_ALGORITHMS, checkAlgorithm, parseAlgoConfig } from "../algorithms/registry.ts";
-import { envArgsSchema, listEnvs } from "../envs/index.ts";
-import { ConfigError, configError, keyPath } from "../errors.ts";
+import {
+  type AlgoConfig,
+  type AlgoSite,
+  BUILTIN_ALGORITHMS,
+  checkAlgorithm,
+  parseAlgoConfig,
+} from "../algorithms/registry.ts";
+import { checkEnvArgs } from "../envs/index.ts";
+import { ConfigError, keyPath } from "../errors.ts";
 import type { EnvEntry, RawConfig } from "./schema.ts";
 
 export interface ResolvedEnv extends Omit<EnvEntry, "algo" | "name" | "group_size" | "temperature" | "max_tokens"> {
@@ -48,22 +53,6 @@ function checkAlgo(algo: AlgoConfig, site: AlgoSite, run: RunView): string[] {
       fix: "paths are relative to the directory rlx runs in",
     });
   return [];
-}
-
-function checkEnvArgs(env: Pick<EnvEntry, "id" | "args">, path: (string | number)[], source: string): EnvEntry["args"] {
-  if (env.id.endsWith(".ts")) {
-    if (!existsSync(env.id)) throw new ConfigError(`${source}: ${keyPath([...path, "id"])}: no such file "${env.id}"`);
-    return env.args; // a custom env validates its own args when it loads
-  }
-  const schema = envArgsSchema(env.id);
-  if (!schema)
-    throw new ConfigError(
-      `${source}: ${keyPath([...path, "id"])}: unknown environment "${env.id}"; built-in: ${listEnvs().join(", ")}`,
-      { fix: "or give the path of a custom env's .ts file" },
-    );
-  const result = schema.safeParse(env.args);
-  if (!result.success) throw configError(result.error.issues, source, [...path, "args"]);
-  return result.data as EnvEntry["args"];
 }
 
 /** What `deterministic = true` needs: no step overlaps another, and one CPU process computes each side. */
@@ -117,7 +106,7 @@ export function resolveConfig(config: RawConfig, source: string): Resolution {
     const group_size = env.group_size ?? orch.group_size;
     const algoPath = env.algo ? [...path, "algo"] : ["orchestrator", "algo"];
     warnings.push(...checkAlgo(algo, { source, path: algoPath, groupSize: group_size, envName: name }, run));
-    const args = checkEnvArgs(env, path, source);
+    const args = checkEnvArgs(env, source, path);
     return {
       ...env,
       args,
@@ -132,7 +121,7 @@ export function resolveConfig(config: RawConfig, source: string): Resolution {
     ...orch.eval,
     env: orch.eval.env.map((env, i) => ({
       ...env,
-      args: checkEnvArgs(env, ["orchestrator", "eval", "env", i], source),
+      args: checkEnvArgs(env, source, ["orchestrator", "eval", "env", i]),
     })),
   };
   const resolved: ResolvedConfig = {

@@ -5,7 +5,8 @@
 // it; without an `args` schema the env receives its args table as written.
 import { isAbsolute, resolve } from "node:path";
 import type { ZodType } from "zod";
-import { ConfigError, EnvError } from "../errors.ts";
+import { existsSync } from "node:fs";
+import { ConfigError, configError, EnvError, keyPath } from "../errors.ts";
 import forth from "./forth/index.ts";
 import math from "./math/index.ts";
 import search from "./search/index.ts";
@@ -30,6 +31,31 @@ export function envArgsSchema(id: string): ZodType | undefined {
 
 function isPath(idOrPath: string): boolean {
   return /\.(ts|js|mjs|mts)$/.test(idOrPath) || idOrPath.includes("/");
+}
+
+/**
+ * A config entry's env args, validated now against a built-in's schema (defaults filled in), so a
+ * typo fails before anything runs; a custom env file must exist, and checks its args when it
+ * loads. Errors name the config file and the entry's key path.
+ */
+export function checkEnvArgs(
+  env: { id: string; args: Record<string, unknown> },
+  source: string,
+  path: readonly (string | number)[],
+): Record<string, unknown> {
+  if (isPath(env.id)) {
+    if (!existsSync(env.id)) throw new ConfigError(`${source}: ${keyPath([...path, "id"])}: no such file "${env.id}"`);
+    return env.args;
+  }
+  const schema = envArgsSchema(env.id);
+  if (!schema)
+    throw new ConfigError(
+      `${source}: ${keyPath([...path, "id"])}: unknown environment "${env.id}"; built-in: ${listEnvs().join(", ")}`,
+      { fix: "or give the path of a custom env's .ts file" },
+    );
+  const result = schema.safeParse(env.args);
+  if (!result.success) throw configError(result.error.issues, source, [...path, "args"]);
+  return result.data as Record<string, unknown>;
 }
 
 function checkDefinition(value: unknown, path: string): EnvDefinition {

@@ -9,8 +9,8 @@
 //   [eval]     env list, interval, num_examples, k, greedy: held-out tasks between steps
 //   [save]     interval, keep, dtype  resumable checkpoints (`rlx sft --resume`); the final model always goes to <output_dir>/model
 import { z } from "zod";
-import { ConfigError, configError, keyPath } from "../errors.ts";
-import { envArgsSchema, listEnvs } from "../envs/index.ts";
+import { ConfigError, configError } from "../errors.ts";
+import { checkEnvArgs } from "../envs/index.ts";
 import { readToml } from "../config/load.ts";
 import { applyOverrides } from "../config/overrides.ts";
 import { configSchema } from "../config/schema.ts";
@@ -98,21 +98,9 @@ export const sftConfigSchema = z.strictObject({
 export type SftConfig = z.infer<typeof sftConfigSchema>;
 export type SftEvalEnv = z.infer<typeof evalEnv>;
 
-/** Validates each built-in eval env's args now, so a typo fails before training, naming its key path. */
+/** Validates each eval env's args now, so a typo fails before training, naming its key path. */
 function checkEvalEnvs(config: SftConfig, source: string): void {
-  config.eval?.env.forEach((env, i) => {
-    const path = ["eval", "env", i];
-    if (/\.(ts|js|mts|mjs)$/.test(env.id)) return;
-    const schema = envArgsSchema(env.id);
-    if (!schema)
-      throw new ConfigError(
-        `${source}: ${keyPath([...path, "id"])}: unknown environment "${env.id}"; built-in: ${listEnvs().join(", ")}`,
-        { fix: "or give the path of a custom env's .ts file" },
-      );
-    const parsed = schema.safeParse(env.args);
-    if (!parsed.success) throw configError(parsed.error.issues, source, [...path, "args"]);
-    env.args = parsed.data as Record<string, unknown>;
-  });
+  config.eval?.env.forEach((env, i) => (env.args = checkEnvArgs(env, source, ["eval", "env", i])));
 }
 
 /** Loads an sft config: schema defaults < TOML file < `--set` overrides. */

@@ -197,6 +197,12 @@ const BAD: [string, string | null, string[], string[]][] = [
   ["malformed --set", BASE + env(), ["--set", "trainer.optim.lr"], ["--set trainer.optim.lr", "key=value"]],
   ["unknown env arg", BASE + env("args = { bogus = 1 }"), [], ["orchestrator.train.env[0].args.bogus", "unknown key"]],
   [
+    "custom env file missing",
+    BASE + `[[orchestrator.train.env]]\nid = "./nope_env.js"\n`,
+    [],
+    ["orchestrator.train.env[0].id", 'no such file "./nope_env.js"'],
+  ],
+  [
     "deterministic with overlap",
     `deterministic = true\n${BASE}${env()}`,
     [],

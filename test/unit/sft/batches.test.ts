@@ -126,6 +126,9 @@ test("sft config: defaults, --set, key paths in errors, eval env args checked at
   expect(() => loadSftConfig(path, ["trainer.seq_len=-3"])).toThrow(/trainer\.seq_len/);
   expect(() => loadSftConfig(path, ["eval.env[0].args.digitz=3"])).toThrow(/eval\.env\[0\]\.args\.digitz: unknown key/);
   expect(() => loadSftConfig(path, ["eval.env[0].id=nope"])).toThrow(/eval\.env\[0\]\.id: unknown environment "nope"/);
+  expect(() => loadSftConfig(path, ["eval.env[0].id=./missing_env.js"])).toThrow(
+    /eval\.env\[0\]\.id: no such file "\.\/missing_env\.js"/,
+  );
   writeFileSync(path, '[data]\npath = "a.jsonl"\n');
   expect(() => loadSftConfig(path)).toThrow(/model: required/);
 });
