@@ -277,8 +277,7 @@ async function algorithmOf(type: string): Promise<Algorithm<any>> {
     throw new Error(`--algos: ${type} is not one of grpo, max_rl, echo, sft (opd and opsd call a model)`);
   const sampling = type === "sft" ? { source: { name: "teacher", base_url: "http://127.0.0.1:9/v1" } } : {};
   const config = parseAlgoConfig({ type, sampling }, { source: "bench", path: ["algo"] });
-  return (await createAlgorithm(config, { source: "bench", path: ["algo"], groupSize: GROUP_SIZE }, { policyUrls: [] }))
-    .algorithm;
+  return (await createAlgorithm(config, { source: "bench", path: ["algo"] }, { isPolicyUrl: () => false })).algorithm;
 }
 
 const runDir = mkdtempSync(join(tmpdir(), "rlx-bench-orch-"));

@@ -25,8 +25,8 @@ export const LOSS_COMPONENTS: readonly LossComponent[] = ["rl", "ce", "ref_kl"];
 
 /** A config rule of one algorithm that needs the run around it (e.g. which URLs are the policy). */
 export interface RunView {
-  /** The live policy's base URLs, normalized (no trailing slash, localhost as 127.0.0.1). */
-  policyUrls: string[];
+  /** Whether a base URL is one of the live policy's (trailing slashes and localhost aside). */
+  isPolicyUrl(url: string): boolean;
 }
 
 /** A broken rule: the key under the algo block, what is wrong, and the fix. */

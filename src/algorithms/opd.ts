@@ -59,8 +59,7 @@ export class Opd extends Algorithm<OpdConfig> {
 
   /** A teacher that is the live policy would make the KL identically zero. */
   static override checkConfig(config: OpdConfig, run: RunView): RuleViolation | undefined {
-    const url = config.teacher.base_url.replace(/\/+$/, "").replace("//localhost", "//127.0.0.1");
-    if (!run.policyUrls.includes(url)) return undefined;
+    if (!run.isPolicyUrl(config.teacher.base_url)) return undefined;
     return {
       key: "teacher.base_url",
       message: `the teacher ${config.teacher.base_url} is the live policy server; the distillation KL would be identically zero`,

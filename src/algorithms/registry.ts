@@ -77,10 +77,8 @@ export type AlgorithmKit = typeof algorithmKit;
 export interface AlgoSite {
   source: string;
   path: (string | number)[];
-  /** The env's group size (for the group_size = 1 warning). */
-  groupSize?: number;
-  /** The env's name in the warning. */
-  envName?: string;
+  /** The train env the block serves (its entry's key path, name and group size), for the group_size = 1 warning. */
+  env?: { path: (string | number)[]; name: string; groupSize: number };
 }
 
 /** Parses one algo block by its `type` (built-ins whole; custom ones up to their own fields). */
@@ -116,10 +114,9 @@ export function checkAlgorithm(cls: AlgorithmClass, config: AlgoConfig, site: Al
   }
   const broken = cls.checkConfig(config, run);
   if (broken) throw new ConfigError(`${at(broken.key)}: ${broken.message}`, broken.fix ? { fix: broken.fix } : {});
-  if (!cls.groupRelative || site.groupSize !== 1) return [];
-  const where = site.envName ? `${keyPath(site.path.slice(0, -1))} ("${site.envName}")` : keyPath(site.path);
+  if (!cls.groupRelative || site.env?.groupSize !== 1) return [];
   return [
-    `${where}: ${name} with group_size 1 gives every rollout advantage 0, so nothing trains; use group_size >= 2`,
+    `${keyPath(site.env.path)} ("${site.env.name}"): ${name} with group_size 1 gives every rollout advantage 0, so nothing trains; use group_size >= 2`,
   ];
 }
 

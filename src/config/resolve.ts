@@ -35,14 +35,15 @@ export interface Resolution {
 
 const normalizeUrl = (url: string) => url.replace(/\/+$/, "").replace("//localhost", "//127.0.0.1");
 
-/** What an algorithm's own rules may ask of the run: the live policy's base URLs (external, or the
- * ones rlx train spawns). */
+/** What an algorithm's own rules may ask of the run: whether a URL is the live policy's (external
+ * servers, or the ones rlx train spawns). */
 export function runView(config: RawConfig): RunView {
   const inf = config.inference;
   const urls = inf.base_urls.length
     ? inf.base_urls
     : Array.from({ length: inf.servers }, (_, i) => `http://${inf.host}:${inf.port + i}/v1`);
-  return { policyUrls: urls.map(normalizeUrl) };
+  const policy = new Set(urls.map(normalizeUrl));
+  return { isPolicyUrl: (url) => policy.has(normalizeUrl(url)) };
 }
 
 /** A built-in's rules now; a custom file must exist now, its class is checked when it loads. */
@@ -105,7 +106,7 @@ export function resolveConfig(config: RawConfig, source: string): Resolution {
       : structuredClone(defaultAlgo);
     const group_size = env.group_size ?? orch.group_size;
     const algoPath = env.algo ? [...path, "algo"] : ["orchestrator", "algo"];
-    warnings.push(...checkAlgo(algo, { source, path: algoPath, groupSize: group_size, envName: name }, run));
+    warnings.push(...checkAlgo(algo, { source, path: algoPath, env: { path, name, groupSize: group_size } }, run));
     const args = checkEnvArgs(env, source, path);
     return {
       ...env,

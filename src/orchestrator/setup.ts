@@ -85,12 +85,8 @@ export async function createEnvAlgorithms(
   const warnings: string[] = [];
   const run = runView(config);
   for (const [i, env] of config.orchestrator.train.env.entries()) {
-    const site = {
-      source,
-      path: ["orchestrator", "train", "env", i, "algo"],
-      groupSize: env.group_size,
-      envName: env.name,
-    };
+    const path = ["orchestrator", "train", "env", i];
+    const site = { source, path: [...path, "algo"], env: { path, name: env.name, groupSize: env.group_size } };
     const created = await createAlgorithm(env.algo, site, run);
     algorithms.set(env.name, created.algorithm);
     warnings.push(...created.warnings);

@@ -162,7 +162,7 @@ test("the custom RLOO example trains one AdamW step end to end", async () => {
   const { algorithm } = await createAlgorithm(
     config,
     { source: "test", path: ["orchestrator", "algo"] },
-    { policyUrls: [] },
+    { isPolicyUrl: () => false },
   );
   const group = [1, 0, 0, 1].map((r, i) => rollout(50 + i, r));
   await finishGroup(algorithm, group);

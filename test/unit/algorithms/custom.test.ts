@@ -17,7 +17,8 @@ import { DEFAULT_LOSS, singleTurn, UnigramPolicy } from "../../fixtures/rollouts
 
 const ROOT = join(import.meta.dir, "../../..");
 const EXAMPLE = join(ROOT, "examples/algorithms/rloo.ts");
-const SITE = { source: "run.toml", path: ["orchestrator", "train", "env", 1, "algo"], groupSize: 4 };
+const ENV = { path: ["orchestrator", "train", "env", 1], name: "math", groupSize: 4 };
+const SITE = { source: "run.toml", path: [...ENV.path, "algo"], env: ENV };
 const custom = (extra: Record<string, unknown> = {}, path = EXAMPLE) =>
   ({ type: "custom", path, sampling: { source: "policy" }, ...extra }) as AlgoConfig;
 
@@ -30,7 +31,7 @@ function plugin(name: string, body: string): string {
 
 describe("the RLOO example", () => {
   test("loads from its file, validates its config, and scores with the leave-one-out baseline", async () => {
-    const { algorithm, warnings } = await createAlgorithm(custom({ scale: 2 }), SITE, { policyUrls: [] });
+    const { algorithm, warnings } = await createAlgorithm(custom({ scale: 2 }), SITE, { isPolicyUrl: () => false });
     expect(algorithmName(algorithm)).toBe("rloo");
     expect(algorithm.kind.actionLossType).toBe("rl");
     expect(algorithm.config).toMatchObject({ type: "custom", scale: 2, sampling: { source: "policy" } });
@@ -40,11 +41,13 @@ describe("the RLOO example", () => {
     // 1 - mean(0,0,0) = 1; 0 - mean(1,0,0) = -1/3; times scale 2
     expect(group[0]!.advantage).toBeCloseTo(2, 12);
     expect(group[1]!.advantage).toBeCloseTo(-2 / 3, 12);
-    expect((await createAlgorithm(custom(), SITE, { policyUrls: [] })).algorithm.config).toMatchObject({ scale: 1 });
+    expect((await createAlgorithm(custom(), SITE, { isPolicyUrl: () => false })).algorithm.config).toMatchObject({
+      scale: 1,
+    });
   });
 
   test("trains one step", async () => {
-    const { algorithm } = await createAlgorithm(custom(), SITE, { policyUrls: [] });
+    const { algorithm } = await createAlgorithm(custom(), SITE, { isPolicyUrl: () => false });
     const group = [1, 0, 1, 0].map((r) => singleTurn(r, 3, 4));
     await finishGroup(algorithm, group);
     const { kept } = filterZeroAdvantage(group.flatMap((r) => rolloutToSamples(r, algorithm.kind.actionLossType)));
@@ -75,7 +78,7 @@ describe("the RLOO example", () => {
 
 describe("validation, with the path the user typed", () => {
   const fails = async (config: AlgoConfig, ...parts: (string | RegExp)[]) => {
-    const error = await createAlgorithm(config, SITE, { policyUrls: [] }).then(
+    const error = await createAlgorithm(config, SITE, { isPolicyUrl: () => false }).then(
       () => undefined,
       (err: unknown) => err,
     );
@@ -100,15 +103,19 @@ describe("validation, with the path the user typed", () => {
     const frozen = await createAlgorithm(
       custom({ sampling: { source: { name: "t", base_url: "http://127.0.0.1:9/v1" } } }, ce),
       SITE,
-      { policyUrls: [] },
+      { isPolicyUrl: () => false },
     );
     expect(algorithmName(frozen.algorithm)).toBe("distill"); // ce may learn from a frozen model
   });
   test("a group-relative class with group_size 1 is a warning", async () => {
-    const { warnings } = await createAlgorithm(custom(), { ...SITE, groupSize: 1 }, { policyUrls: [] });
+    const { warnings } = await createAlgorithm(
+      custom(),
+      { ...SITE, env: { ...ENV, groupSize: 1 } },
+      { isPolicyUrl: () => false },
+    );
     expect(warnings).toHaveLength(1);
     expect(warnings[0]).toContain(
-      "orchestrator.train.env[1].algo: rloo with group_size 1 gives every rollout advantage 0",
+      'orchestrator.train.env[1] ("math"): rloo with group_size 1 gives every rollout advantage 0',
     );
   });
   test("malformed plug-in files", async () => {
@@ -144,7 +151,7 @@ test("a compiled binary loads a custom algorithm file from disk, outside the rep
     "entry.ts",
     `import { createAlgorithm, algorithmName } from ${JSON.stringify(join(ROOT, "src/algorithms/registry.ts"))};
 const config = { type: "custom", path: process.argv[2], sampling: { source: "policy" }, scale: 3 };
-const { algorithm } = await createAlgorithm(config, { source: "x", path: ["orchestrator", "algo"] }, { policyUrls: [] });
+const { algorithm } = await createAlgorithm(config, { source: "x", path: ["orchestrator", "algo"] }, { isPolicyUrl: () => false });
 const seg = (sampled, ids) => ({ role: sampled ? "assistant" : "user", tokenIds: ids, sampled, messageIndex: sampled ? 1 : 0, sample: 0 });
 const group = [1, 0].map((reward) => ({ id: String(reward), reward, segments: [seg(false, [1]), seg(true, [2, 3])] }));
 await algorithm.scoreGroup(group);
