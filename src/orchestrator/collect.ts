@@ -9,11 +9,12 @@ import { finishGroup, finishRollout, isTrainable, type LossComponent } from "../
 import { groupRelativeTypes } from "../algorithms/registry.ts";
 import { filterZeroAdvantage, rolloutToSamples } from "../algorithms/samples.ts";
 import type { ResolvedConfig } from "../config/resolve.ts";
-import type { Rollout, TrainingSample } from "../data/types.ts";
+import type { Rollout } from "../data/types.ts";
 import { hashString } from "../envs/random.ts";
 import { RlxError } from "../errors.ts";
 import type { ChatRenderer } from "../model/render.ts";
 import { runRollout } from "../rollout/driver.ts";
+import type { AuditInput } from "../rundir/audit.ts";
 import type { FailureWindow } from "./failures.ts";
 import { type Progress, rolloutMetrics } from "./metrics.ts";
 import type { Draw, TaskSampler } from "./sampler.ts";
@@ -30,12 +31,8 @@ export interface CollectContext {
 /** Batches in a row with nothing to train before the run gives up. */
 export const MAX_EMPTY_BATCHES = 10;
 
-export interface KeptSample {
-  rollout: Rollout;
-  sample: TrainingSample;
-  sampleIndex: number;
-  algo: string;
-}
+/** A sample the step trains, with what its audit record names (its rollout, index and algorithm). */
+export type KeptSample = Omit<AuditInput, "step">;
 
 export interface Collected {
   groups: Rollout[][];
