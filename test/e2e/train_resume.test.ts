@@ -82,8 +82,9 @@ ratio = 2
     "checkpoint 4 being written",
     1,
   );
-  const caughtPartial = readdirSync(checkpoints).some((name) => name.startsWith("step_4.tmp-"));
   await killAndReap(run, runDir, true);
+  // the kill may land before or after the rename: what matters is whether it left a partial one
+  const caughtPartial = readdirSync(checkpoints).some((name) => name.startsWith("step_4.tmp-"));
   stderr.push((await run.done).err);
 
   run = rlx([...args, "--resume"]);
