@@ -54,6 +54,12 @@ c10::intrusive_ptr<c10d::Store> make_store(const std::string& kind, const std::s
     o.numWorkers = world;
     o.waitWorkers = false;  // the process group's rendezvous waits for everyone, under the same timeout
     o.timeout = timeout;
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+    // The libuv server (the default since 2.4) would bind libtorch's uv_* calls to the host process's own:
+    // Bun exports stubs of them for N-API, and its uv_loop_init aborts the process. The classic
+    // server has no libuv.
+    o.useLibUV = false;
+#endif
     return c10::make_intrusive<c10d::TCPStore>(address, o);
   }
   auto store = c10::make_intrusive<c10d::FileStore>(address, world);

@@ -10,8 +10,8 @@
 //
 // libtorch 1.13 has no public scaled_dot_product_attention; 2.x builds use it (fused kernels,
 // flash attention on CUDA) unless the model's fused_attention option is off, and 2.4+ uses the
-// per-device autocast API. Those paths cannot be tested on this machine's 1.13: they are the blocks
-// under RLX_TORCH2 and RLX_TORCH_AT_LEAST, and everything else compiles on both.
+// per-device autocast API. They are the blocks under RLX_TORCH2 and RLX_TORCH_AT_LEAST; CI builds
+// and tests them against a PyTorch 2.x wheel when one is on the machine (.ci/run).
 #include "model.h"
 
 #define RLX_TORCH2 (TORCH_VERSION_MAJOR >= 2)
@@ -19,6 +19,12 @@
   (TORCH_VERSION_MAJOR > (major) || (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
 
 namespace rlx {
+
+#if RLX_TORCH2
+// An absent attention mask must be an empty optional: an undefined Tensor inside one reaches SDPA
+// as a mask of dtype "nullptr" and is refused.
+using OptionalTensor = c10::optional<at::Tensor>;  // std::optional since 2.4, c10's own before
+#endif
 
 // ---- autocast ---------------------------------------------------------------------------------
 
@@ -228,7 +234,8 @@ at::Tensor forward_decode(Model& m, KVCache& cache, const at::Tensor& token_ids,
     at::Tensor attn;
 #if RLX_TORCH2
     if (m.fused_attention) {
-      auto mask = aligned ? at::Tensor() : visible_B_span.view({B, 1, 1, span});
+      OptionalTensor mask;
+      if (!aligned) mask = visible_B_span.view({B, 1, 1, span});
 #if RLX_TORCH_AT_LEAST(2, 5)
       attn = at::scaled_dot_product_attention(q.unsqueeze(2), k_B_G_S_D, v_B_G_S_D, mask, 0.0, false, {}, true);
 #else

@@ -8,10 +8,13 @@
 // server, another test) wants the same cores. Bun's process.env does not reach libc's environ,
 // hence the second, tiny dlopen.
 //
-// Where the shim comes from: the `with { type: "file" }` import below resolves to
-// native/build/librlx.so when run from source (`bun run src/main.ts`, `bun test`), and to a copy
-// embedded in the binary after `bun build --compile` (Bun writes it to /tmp and dlopens that).
+// Where the shim comes from: $RLX_SHIM when set (a shim built against another libtorch, e.g. by
+// `bun build.ts --shim --out-dir native/build/torch-2.13.0-cpu`); otherwise the `with { type:
+// "file" }` import below, which resolves to native/build/librlx.so when run from source (`bun run
+// src/main.ts`, `bun test`), and to a copy embedded in the binary after `bun build --compile` (Bun
+// writes it to /tmp and dlopens that).
 import { dlopen, FFIType, type ConvertFns } from "bun:ffi";
+import { existsSync } from "node:fs";
 import { cpus } from "node:os";
 import { NativeError } from "../errors.ts";
 import { ABI_VERSION, symbols } from "./symbols.ts";
@@ -21,6 +24,14 @@ export type Rlx = ConvertFns<typeof symbols>;
 let loaded: Rlx | null = null;
 
 async function shimPath(): Promise<string> {
+  const chosen = process.env.RLX_SHIM;
+  if (chosen) {
+    if (!existsSync(chosen))
+      throw new NativeError(`RLX_SHIM=${chosen}: no such file`, {
+        fix: "point RLX_SHIM at a built librlx.so (`bun build.ts --shim --out-dir DIR` writes DIR/librlx.so), or unset it",
+      });
+    return chosen;
+  }
   try {
     return (await import("./shim_file.ts")).default;
   } catch (err) {
