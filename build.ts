@@ -8,7 +8,7 @@
 //
 // Which libtorch, and the flags its version needs: src/native/compile.ts ($LIBTORCH, Debian's
 // libtorch-dev, or python3's torch).
-import { mkdirSync } from "node:fs";
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { buildShim, findTorch, ShimBuildError } from "./src/native/compile.ts";
 
@@ -18,6 +18,18 @@ export const SOURCES = { srcDir: join(ROOT, "native/src"), includeDir: join(ROOT
 function flag(name: string): string | undefined {
   const at = process.argv.indexOf(name);
   return at > 0 ? process.argv[at + 1] : undefined;
+}
+
+/** native/build/shim_sources.json: the shim's sources, shipped inside the binary so that a node
+ * with another libtorch can compile its own (src/native/shim_path.ts). */
+function writeShippedSources(outDir: string): void {
+  const files: Record<string, string> = {};
+  for (const name of readdirSync(SOURCES.srcDir)
+    .filter((f) => /\.(cpp|h)$/.test(f))
+    .sort())
+    files[`src/${name}`] = readFileSync(join(SOURCES.srcDir, name), "utf8");
+  files["include/rlx.h"] = readFileSync(join(SOURCES.includeDir, "rlx.h"), "utf8");
+  writeFileSync(join(outDir, "shim_sources.json"), JSON.stringify(files));
 }
 
 function buildBinary(): void {
@@ -35,6 +47,7 @@ if (import.meta.main) {
   try {
     const outDir = resolve(flag("--out-dir") ?? join(ROOT, "native/build"));
     await buildShim(SOURCES, outDir, findTorch());
+    writeShippedSources(outDir);
     if (!process.argv.includes("--shim")) buildBinary();
   } catch (err) {
     console.error(`[build] ${(err as Error).message}`);

@@ -2,10 +2,20 @@
 // this process runs on, and a matmul probe (rlx doctor, and the native smoke test).
 #include "common.h"
 
+#include <ATen/detail/CUDAHooksInterface.h>
 #include <dlfcn.h>
 #include <link.h>
+#if defined(RLX_CUDA)
+#include <ATen/cuda/CUDAContext.h>
+#endif
 #include <chrono>
 #include <thread>
+
+#if defined(RLX_CUDA)
+#define RLX_CUDA_BUILD true
+#else
+#define RLX_CUDA_BUILD false
+#endif
 
 namespace rlx {
 
@@ -53,21 +63,28 @@ const char* kind_name(Kind kind) {
 
 // The BLAS actually mapped into this process: the first loaded object whose file name says blas.
 // On Debian, libblas.so.3 is an alternatives link, so the resolved path names the implementation.
-static std::string loaded_blas_path() {
-  std::string found;
+// The resolved path of the first loaded library whose name contains one of `parts`.
+static std::string loaded_library(std::vector<std::string> parts) {
+  struct Search {
+    std::vector<std::string> parts;
+    std::string found;
+  } search{std::move(parts), ""};
   dl_iterate_phdr(
       [](struct dl_phdr_info* info, size_t, void* data) -> int {
         std::string name = info->dlpi_name ? info->dlpi_name : "";
-        auto* out = static_cast<std::string*>(data);
-        if (out->empty() && (name.find("blas") != std::string::npos || name.find("mkl_") != std::string::npos)) {
+        auto* s = static_cast<Search*>(data);
+        for (const auto& part : s->parts) {
+          if (!s->found.empty() || name.find(part) == std::string::npos) continue;
           char resolved[4096];
-          *out = realpath(name.c_str(), resolved) ? std::string(resolved) : name;
+          s->found = realpath(name.c_str(), resolved) ? std::string(resolved) : name;
         }
         return 0;
       },
-      &found);
-  return found;
+      &search);
+  return search.found;
 }
+
+static std::string loaded_blas_path() { return loaded_library({"blas", "mkl_"}); }
 
 static std::string blas_kind(const std::string& path) {
   if (path.find("openblas-openmp") != std::string::npos) return "openblas-openmp";
@@ -86,6 +103,27 @@ static std::string json_escape(const std::string& s) {
     out += c;
   }
   return out;
+}
+
+// CUDA as libtorch sees it: runtime and cuDNN versions (0 when absent) and each GPU. The hooks
+// answer in every build (a CPU libtorch says no CUDA); device properties need a CUDA build.
+static std::string cuda_json() {
+  const auto& hooks = at::detail::getCUDAHooks();
+  const bool cuda = at::hasCUDA();
+  std::string gpus = "[";
+#if defined(RLX_CUDA)
+  for (int i = 0; cuda && i < hooks.getNumGPUs(); ++i) {
+    const auto* p = at::cuda::getDeviceProperties(i);
+    gpus += std::string(i ? "," : "") + "{\"name\":\"" + json_escape(p->name) + "\",\"memory_gib\":" +
+            std::to_string(p->totalGlobalMem / double(1 << 30)) + ",\"capability\":\"" + std::to_string(p->major) +
+            "." + std::to_string(p->minor) + "\"}";
+  }
+#endif
+  gpus += "]";
+  return std::string(",\"cuda\":") + (cuda ? "true" : "false") +
+         ",\"cuda_build\":" + (RLX_CUDA_BUILD ? "true" : "false") +
+         ",\"cuda_runtime\":" + std::to_string(cuda ? hooks.versionCUDART() : 0) +
+         ",\"cudnn\":" + std::to_string(cuda && hooks.hasCuDNN() ? hooks.versionCuDNN() : 0) + ",\"gpus\":" + gpus;
 }
 
 }  // namespace rlx
@@ -108,11 +146,12 @@ RLX_API const char* rlx_runtime_info(void) {
     std::string blas_path = rlx::loaded_blas_path();
     json = "{\"abi\":" + std::to_string(RLX_ABI_VERSION) +
            ",\"torch_version\":\"" + std::string(TORCH_VERSION) + "\"" +
+           ",\"torch_lib\":\"" + rlx::json_escape(rlx::loaded_library({"libtorch_cpu.so"})) + "\"" +
            ",\"threads\":" + std::to_string(at::get_num_threads()) +
            ",\"cores\":" + std::to_string(std::thread::hardware_concurrency()) +
            ",\"blas\":\"" + rlx::blas_kind(blas_path) + "\"" +
            ",\"blas_path\":\"" + rlx::json_escape(blas_path) + "\"" +
-           ",\"cuda\":" + (at::hasCUDA() ? "true" : "false") +
+           rlx::cuda_json() +
            ",\"mkldnn\":" + (at::hasMKLDNN() ? "true" : "false") +
            ",\"cxx11_abi\":" + std::to_string(_GLIBCXX_USE_CXX11_ABI) +
            ",\"omp_wait_policy\":\"" + rlx::json_escape(getenv("OMP_WAIT_POLICY") ? getenv("OMP_WAIT_POLICY") : "") + "\"}";

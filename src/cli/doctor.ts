@@ -3,6 +3,18 @@
 // default reference BLAS is ~30x slower than OpenBLAS (docs/architecture.md §7, measured facts).
 import { defineCommand } from "citty";
 import { formatError } from "../errors.ts";
+import type { RuntimeInfo } from "../native/runtime.ts";
+
+/** "13.0 (2 GPUs)", "CUDA build, no GPU", or "no" (a CPU libtorch). */
+function cudaLine(rt: RuntimeInfo): string {
+  if (rt.cuda) return `${Math.floor(rt.cuda_runtime / 1000)}.${(rt.cuda_runtime % 1000) / 10}`;
+  return rt.cuda_build ? "CUDA build, no GPU visible" : "no (CPU libtorch)";
+}
+
+const gpuLine = (rt: RuntimeInfo) =>
+  rt.gpus.length
+    ? rt.gpus.map((g) => `${g.name} (${g.memory_gib.toFixed(0)} GiB, sm ${g.capability})`).join("; ")
+    : "-";
 
 interface Finding {
   ok: boolean;
@@ -22,8 +34,11 @@ export default defineCommand({
     let gflops: number | null = null;
     try {
       const { runtimeInfo, benchMatmul } = await import("../native/runtime.ts");
+      const { distAvailable } = await import("../native/dist.ts");
       const rt = await runtimeInfo();
-      info = { ...rt };
+      const backends = [];
+      for (const backend of ["gloo", "nccl"] as const) if (await distAvailable(backend)) backends.push(backend);
+      info = { ...rt, backends: backends.join(", ") || "none" };
       gflops = await benchMatmul(Number(args.size), 5);
       findings.push({ ok: true, what: `libtorch ${rt.torch_version} loaded` });
       if (rt.blas === "reference") {
@@ -56,10 +71,14 @@ export default defineCommand({
     }
     if (info) {
       const rows: [string, unknown][] = [
-        ["libtorch", info.torch_version],
+        ["libtorch", `${info.torch_version} ${info.torch_lib}`],
+        ["shim", info.shim],
         ["threads", `${info.threads} (cores ${info.cores})`],
         ["BLAS", `${info.blas} ${info.blas_path}`],
-        ["CUDA", info.cuda ? "available" : "no"],
+        ["CUDA", cudaLine(info as unknown as RuntimeInfo)],
+        ["cuDNN", info.cudnn ? String(info.cudnn) : "-"],
+        ["GPUs", gpuLine(info as unknown as RuntimeInfo)],
+        ["c10d backends", String(info.backends)],
         ["oneDNN", info.mkldnn ? "yes" : "no"],
         ["OMP_WAIT_POLICY", info.omp_wait_policy || "(libgomp default: spin)"],
         [`matmul f32 ${args.size}^2`, gflops === null ? "-" : `${gflops.toFixed(1)} GFLOP/s`],

@@ -8,38 +8,18 @@
 // server, another test) wants the same cores. Bun's process.env does not reach libc's environ,
 // hence the second, tiny dlopen.
 //
-// Where the shim comes from: $RLX_SHIM when set (a shim built against another libtorch, e.g. by
-// `bun build.ts --shim --out-dir native/build/torch-2.13.0-cpu`); otherwise the `with { type:
-// "file" }` import below, which resolves to native/build/librlx.so when run from source (`bun run
-// src/main.ts`, `bun test`), and to a copy embedded in the binary after `bun build --compile` (Bun
-// writes it to /tmp and dlopens that).
+// Which shim: src/native/shim_path.ts ($RLX_SHIM, the shipped one, or one compiled for this node's
+// libtorch). A compiled binary's embedded copy is written by Bun to /tmp and dlopened there.
 import { dlopen, FFIType, type ConvertFns } from "bun:ffi";
-import { existsSync } from "node:fs";
 import { cpus } from "node:os";
 import { NativeError } from "../errors.ts";
+import { shimPath } from "./shim_path.ts";
 import { ABI_VERSION, symbols } from "./symbols.ts";
 
 export type Rlx = ConvertFns<typeof symbols>;
 
 let loaded: Rlx | null = null;
-
-async function shimPath(): Promise<string> {
-  const chosen = process.env.RLX_SHIM;
-  if (chosen) {
-    if (!existsSync(chosen))
-      throw new NativeError(`RLX_SHIM=${chosen}: no such file`, {
-        fix: "point RLX_SHIM at a built librlx.so (`bun build.ts --shim --out-dir DIR` writes DIR/librlx.so), or unset it",
-      });
-    return chosen;
-  }
-  try {
-    return (await import("./shim_file.ts")).default;
-  } catch (err) {
-    throw new NativeError(`the native shim is not built (${(err as Error).message.split("\n")[0]})`, {
-      fix: "run `bun build.ts --shim` (or `bash scripts/setup.sh`, which installs libtorch and builds)",
-    });
-  }
-}
+let loadedPath = "";
 
 function passiveOpenMP(): void {
   if (process.env.OMP_WAIT_POLICY) return;
@@ -71,7 +51,13 @@ export async function loadNative(threads = Number(process.env.RLX_THREADS ?? 0))
   }
   check(lib, lib.rlx_set_threads(threads > 0 ? threads : cpus().length));
   loaded = lib;
+  loadedPath = path;
   return lib;
+}
+
+/** The path the shim was loaded from ("" before loadNative()). */
+export function loadedShimPath(): string {
+  return loadedPath;
 }
 
 /** The loaded shim; throws if loadNative() has not run yet. */

@@ -1,23 +1,32 @@
 // Typed wrappers over the runtime calls of the shim: what libtorch and BLAS this process runs on.
-import { check, loadNative } from "./ffi.ts";
+import { check, loadedShimPath, loadNative } from "./ffi.ts";
 
 export interface RuntimeInfo {
   abi: number;
   torch_version: string;
+  /** The libtorch_cpu.so this process loaded. */
+  torch_lib: string;
   threads: number;
   cores: number;
   blas: string;
   blas_path: string;
+  /** A GPU is usable (a CUDA libtorch on a machine with a driver and a device). */
   cuda: boolean;
+  /** The shim was built against a CUDA libtorch. */
+  cuda_build: boolean;
+  /** CUDA runtime and cuDNN versions as libtorch reports them (e.g. 13000, 92400); 0 without a GPU. */
+  cuda_runtime: number;
+  cudnn: number;
+  gpus: Array<{ name: string; memory_gib: number; capability: string }>;
   mkldnn: boolean;
   cxx11_abi: number;
   /** As libgomp saw it at load; ffi.ts makes it PASSIVE unless the user set it. */
   omp_wait_policy: string;
 }
 
-export async function runtimeInfo(): Promise<RuntimeInfo> {
+export async function runtimeInfo(): Promise<RuntimeInfo & { shim: string }> {
   const lib = await loadNative();
-  return JSON.parse(String(check(lib, lib.rlx_runtime_info()))) as RuntimeInfo;
+  return { ...(JSON.parse(String(check(lib, lib.rlx_runtime_info()))) as RuntimeInfo), shim: loadedShimPath() };
 }
 
 /** Measured float32 matmul rate in GFLOP/s (n x n, iters products). */
