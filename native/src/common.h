@@ -8,6 +8,9 @@ namespace rlx {
 // The thread-local message behind rlx_last_error().
 std::string& last_error();
 
+// Whether this build has c10d's NCCL backend (a CUDA libtorch with nccl.h; dist.cpp).
+bool nccl_compiled();
+
 // Thrown for bad arguments from the caller (lengths, ids, null pointers); surfaces as the
 // message of a NativeError in TypeScript, like every other exception.
 struct ArgError : std::invalid_argument {

@@ -21,6 +21,18 @@ bool backend_built(const std::string& backend) {
   return false;
 }
 
+}  // namespace
+
+bool nccl_compiled() {
+#if defined(RLX_NCCL)
+  return true;
+#else
+  return false;
+#endif
+}
+
+namespace {
+
 std::string not_built(const std::string& backend) {
   if (backend == "gloo")
     return "this shim was built without c10d Gloo (gloo headers were missing at build time): install libgloo-dev "

@@ -84,7 +84,7 @@ static std::string loaded_library(std::vector<std::string> parts) {
   return search.found;
 }
 
-static std::string loaded_blas_path() { return loaded_library({"blas", "mkl_"}); }
+static std::string loaded_blas_path() { return loaded_library({"libblas", "libopenblas", "mkl_"}); }
 
 static std::string blas_kind(const std::string& path) {
   if (path.find("openblas-openmp") != std::string::npos) return "openblas-openmp";
@@ -122,6 +122,7 @@ static std::string cuda_json() {
   gpus += "]";
   return std::string(",\"cuda\":") + (cuda ? "true" : "false") +
          ",\"cuda_build\":" + (RLX_CUDA_BUILD ? "true" : "false") +
+         ",\"nccl_built\":" + (nccl_compiled() ? "true" : "false") +
          ",\"cuda_runtime\":" + std::to_string(cuda ? hooks.versionCUDART() : 0) +
          ",\"cudnn\":" + std::to_string(cuda && hooks.hasCuDNN() ? hooks.versionCuDNN() : 0) + ",\"gpus\":" + gpus;
 }

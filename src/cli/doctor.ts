@@ -38,6 +38,7 @@ export default defineCommand({
       const rt = await runtimeInfo();
       const backends = [];
       for (const backend of ["gloo", "nccl"] as const) if (await distAvailable(backend)) backends.push(backend);
+      if (rt.nccl_built && !backends.includes("nccl")) backends.push("nccl built in (no GPU visible)");
       info = { ...rt, backends: backends.join(", ") || "none" };
       gflops = await benchMatmul(Number(args.size), 5);
       findings.push({ ok: true, what: `libtorch ${rt.torch_version} loaded` });

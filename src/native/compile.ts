@@ -55,14 +55,17 @@ function headerVersion(includes: string[]): { version: string; major: number; mi
   return undefined;
 }
 
-/** CUDA's and NCCL's headers and the pip CUDA library folders for a torch package at `prefix`. */
+/**
+ * CUDA's and NCCL's headers and the pip CUDA library folders for a torch package at `prefix`.
+ * ATen's CUDA headers pull in the CUDA libraries' headers (cusparse.h, cublas_v2.h, ...): the pip
+ * `nvidia/*` packages beside torch have them all, a toolkit install may have only the runtime's.
+ * So every pip package's include/ comes first, then the toolkit's.
+ */
 function cudaPaths(prefix: string): { cudaIncludes: string[]; cudaLibDirs: string[] } {
   const nvidia = join(dirname(prefix), "nvidia");
   const pipPackages = existsSync(nvidia) ? readdirSync(nvidia).map((name) => join(nvidia, name)) : [];
   const toolkit = [process.env.CUDA_HOME, "/usr/local/cuda", ...globCuda()].filter((d): d is string => Boolean(d));
-  const candidates = [...toolkit.map((d) => join(d, "include")), ...pipPackages.map((d) => join(d, "include"))];
-  const withHeader = (header: string) => candidates.find((dir) => existsSync(join(dir, header)));
-  const cudaIncludes = [withHeader("cuda_runtime_api.h"), withHeader("nccl.h")].filter((d): d is string => Boolean(d));
+  const cudaIncludes = [...pipPackages, ...toolkit].map((d) => join(d, "include")).filter((d) => existsSync(d));
   const cudaLibDirs = pipPackages.map((d) => join(d, "lib")).filter((d) => existsSync(d));
   return { cudaIncludes: [...new Set(cudaIncludes)], cudaLibDirs };
 }

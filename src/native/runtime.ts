@@ -14,6 +14,8 @@ export interface RuntimeInfo {
   cuda: boolean;
   /** The shim was built against a CUDA libtorch. */
   cuda_build: boolean;
+  /** c10d's NCCL backend is compiled in (usable where a GPU is). */
+  nccl_built: boolean;
   /** CUDA runtime and cuDNN versions as libtorch reports them (e.g. 13000, 92400); 0 without a GPU. */
   cuda_runtime: number;
   cudnn: number;
