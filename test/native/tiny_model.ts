@@ -42,10 +42,14 @@ export function f32(bytes: Uint8Array): Float32Array {
  * model is close to uniform, which makes greedy/argmax and trust-region tests meaningless).
  */
 export async function tinyModel(
-  options: { dtype?: DType; seed?: number; config?: ShimModelConfig; sharpen?: number } = {},
+  options: { dtype?: DType; seed?: number; config?: ShimModelConfig; sharpen?: number; device?: string } = {},
 ): Promise<NativeModel> {
   const config = options.config ?? TINY;
-  const model = await NativeModel.create(config, { dtype: options.dtype ?? "f32", seed: options.seed ?? 1 });
+  const model = await NativeModel.create(config, {
+    dtype: options.dtype ?? "f32",
+    seed: options.seed ?? 1,
+    device: options.device ?? "cpu",
+  });
   if (options.sharpen) {
     const head = config.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
     const w = f64(model.getParam(head, "f64")).map((x) => x * options.sharpen!);
