@@ -3,7 +3,13 @@
 // with one 4096-token packed micro-batch per step.
 //
 //   bun bench/train_step.ts [--presets tiny,small] [--rounds 3] [--steps 3] [--autocast] [--threads N]
+//                           [--device cpu|cuda] [--tokens 4096] [--peak-tflops X] [--json FILE]
 //
+// --device cuda runs both sides on the GPU (the reference then needs a CUDA python torch:
+// RLX_BENCH_PYTHON); --tokens scales the row's sample lengths to that many tokens (16384 for the
+// GPU check, scripts/gpu_check.sh). The utilization column is achieved FLOP/s over --peak-tflops
+// when given (MFU: an H200's dense bf16 peak is 989), else over the measured f32 matmul ceiling.
+// --json writes the table's numbers as one JSON object.
 // --autocast runs both sides under bf16 autocast (rlx model option autocast_bf16; torch.autocast).
 // A step is forward, the three-component loss, backward, grad-norm clipping and AdamW. The two
 // sides alternate in rounds (python, rlx, python, rlx, ...) because this machine's speed drifts by
@@ -19,8 +25,16 @@ import { benchMatmul, runtimeInfo } from "../src/native/runtime.ts";
 import { NativeOptimizer, type PackedRow, trainStep } from "../src/native/train.ts";
 import { flag, median, printTable, runReference } from "./_reference.ts";
 
-// Sample lengths of the packed row: a realistic mix summing to 4096.
+// Sample lengths of the packed row: a realistic mix summing to 4096 (scaled by --tokens).
 const LENGTHS = [700, 300, 512, 1024, 128, 900, 532];
+
+/** LENGTHS scaled to `tokens` in all (the last sample takes the rounding). */
+function scaledLengths(tokens: number): number[] {
+  const base = LENGTHS.reduce((a, b) => a + b, 0);
+  const lengths = LENGTHS.map((n) => Math.max(2, Math.round((n * tokens) / base)));
+  lengths[lengths.length - 1]! += tokens - lengths.reduce((a, b) => a + b, 0);
+  return lengths;
+}
 
 /** The row, with streams marked by the reference's rules (make_batch): actions are the second half
  * of each sample; samples cycle rl, rl + ce (weight 0.1), ref_kl. */
@@ -103,14 +117,19 @@ const steps = Number(flag("steps", "3"));
 const threads = Number(flag("threads", String(cpus().length)));
 await loadNative(threads);
 const autocast = process.argv.includes("--autocast");
+const device = flag("device", "cpu");
+const lengths = scaledLengths(Number(flag("tokens", "4096")));
+const peakTflops = Number(flag("peak-tflops", "0"));
+const jsonOut = flag("json", "");
 const info = await runtimeInfo();
-const ceiling = await benchMatmul(2048, 5);
+const ceiling = peakTflops > 0 ? peakTflops * 1000 : await benchMatmul(2048, 5);
 console.log(
-  `libtorch ${info.torch_version}, BLAS ${info.blas}, ${info.threads} threads; matmul ceiling ${ceiling.toFixed(0)} GFLOP/s (f32 2048^2)`,
+  `libtorch ${info.torch_version}, ${device}, BLAS ${info.blas}, ${info.threads} threads; ${peakTflops > 0 ? `peak ${peakTflops} TFLOP/s (given)` : `matmul ceiling ${ceiling.toFixed(0)} GFLOP/s (f32 2048^2)`}`,
 );
 console.log(
-  `${autocast ? "bf16 autocast" : "float32"}; one packed row of ${LENGTHS.length} samples, ${LENGTHS.reduce((a, b) => a + b, 0)} tokens; ${rounds} rounds x ${steps} steps per side\n`,
+  `${autocast ? "bf16 autocast" : "float32"}; one packed row of ${lengths.length} samples, ${lengths.reduce((a, b) => a + b, 0)} tokens; ${rounds} rounds x ${steps} steps per side\n`,
 );
+const results: Record<string, Record<string, number>> = {};
 
 const table: (string | number)[][] = [
   [
@@ -129,10 +148,10 @@ for (const name of presets) {
   const preset = PRESETS[name];
   if (!preset) throw new Error(`unknown preset ${name}`);
   const config = preset.config.shim;
-  using model = await NativeModel.create(config, { seed: 0 });
+  using model = await NativeModel.create(config, { seed: 0, device });
   if (autocast) model.setOption("autocast_bf16", true);
   using optim = NativeOptimizer.create(model, { weightDecay: 0.01 });
-  const row = makeRow(LENGTHS, 1);
+  const row = makeRow(lengths, 1);
   await rlxRound(model, optim, row, 1); // warm-up
   const rlxTimes: number[] = [];
   const torchTimes: number[] = [];
@@ -141,7 +160,9 @@ for (const name of presets) {
       "--config",
       shimConfigJson(config),
       "--lengths",
-      LENGTHS.join(","),
+      lengths.join(","),
+      "--device",
+      device,
       "--steps",
       String(steps),
       "--warmup",
@@ -155,10 +176,20 @@ for (const name of presets) {
     if (!Number.isFinite(ours.loss)) throw new Error(`rlx loss is not finite (${ours.loss})`);
     rlxTimes.push(...ours.times);
   }
-  const tokens = LENGTHS.reduce((a, b) => a + b, 0);
+  const tokens = lengths.reduce((a, b) => a + b, 0);
   const rlxS = median(rlxTimes);
   const torchS = median(torchTimes);
-  const gflops = stepFlops(config, LENGTHS) / rlxS / 1e9;
+  const gflops = stepFlops(config, lengths) / rlxS / 1e9;
+  results[name] = {
+    tokens,
+    rlx_s: rlxS,
+    torch_s: torchS,
+    rlx_tok_s: tokens / rlxS,
+    torch_tok_s: tokens / torchS,
+    ratio: torchS / rlxS,
+    gflops,
+    utilization: gflops / ceiling,
+  };
   table.push([
     name,
     `${(countParams(config) / 1e6).toFixed(1)}M`,
@@ -172,3 +203,4 @@ for (const name of presets) {
   ]);
 }
 printTable(table);
+if (jsonOut) await Bun.write(jsonOut, JSON.stringify({ device, autocast, lengths, ceiling_gflops: ceiling, results }));

@@ -24,12 +24,12 @@ import torch
 import torch.nn.functional as F
 
 
-def build_params(cfg, seed):
+def build_params(cfg, seed, device):
     gen = torch.Generator().manual_seed(seed)
     d, hd, h, kvh, f, v = (cfg[k] for k in ("hidden_size", "head_dim", "num_attention_heads",
                                             "num_key_value_heads", "intermediate_size", "vocab_size"))
-    normal = lambda *shape: (torch.randn(*shape, generator=gen) * 0.02).requires_grad_()
-    ones = lambda n: torch.ones(n).requires_grad_()
+    normal = lambda *shape: (torch.randn(*shape, generator=gen) * 0.02).to(device).requires_grad_()
+    ones = lambda n: torch.ones(n, device=device).requires_grad_()
     p = {"embed": normal(v, d), "norm": ones(d), "layers": []}
     for _ in range(cfg["num_hidden_layers"]):
         layer = {"in_norm": ones(d), "q": normal(h * hd, d), "k": normal(kvh * hd, d), "v": normal(kvh * hd, d),
@@ -62,10 +62,14 @@ def attend_causal(q, k, v):
     """q [n, h, hd], k/v [n, kvh, hd] -> [n, h*hd]; causal within one sample."""
     n, h, hd = q.shape
     kvh = k.shape[1]
+    if q.is_cuda:  # what a PyTorch user writes on a GPU: the fused kernel, GQA without copies
+        qh, kh, vh = q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1)
+        out = F.scaled_dot_product_attention(qh, kh, vh, is_causal=True, enable_gqa=True)
+        return out.transpose(0, 1).reshape(n, h * hd)
     rep = h // kvh
     q = q.view(n, kvh, rep, hd).permute(1, 2, 0, 3).reshape(kvh, rep * n, hd)
     scores = torch.matmul(q, k.permute(1, 2, 0)).view(kvh, rep, n, n) / math.sqrt(hd)
-    future = torch.ones(n, n, dtype=torch.bool).triu(1)
+    future = torch.ones(n, n, dtype=torch.bool, device=q.device).triu(1)
     probs = F.softmax(scores.masked_fill(future, float("-inf")), dim=-1, dtype=torch.float32).to(v.dtype)
     out = torch.matmul(probs.view(kvh, rep * n, n), v.permute(1, 0, 2))  # [kvh, rep*n, hd]
     return out.view(kvh, rep, n, hd).permute(2, 0, 1, 3).reshape(n, h * hd)
@@ -75,7 +79,7 @@ def forward(cfg, p, ids, pos, lengths):
     """Hidden states after the final norm, [T, d], for one packed row of samples of these lengths."""
     T = ids.shape[0]
     hd, h, kvh, eps = cfg["head_dim"], cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["rms_norm_eps"]
-    inv_freq = 1.0 / (cfg["rope_theta"] ** (torch.arange(0, hd, 2, dtype=torch.float32) / hd))
+    inv_freq = 1.0 / (cfg["rope_theta"] ** (torch.arange(0, hd, 2, dtype=torch.float32, device=ids.device) / hd))
     freqs = pos.float()[:, None] * inv_freq[None, :]
     emb = torch.cat((freqs, freqs), dim=-1)
     cos, sin = emb.cos()[:, None], emb.sin()[:, None]
@@ -146,27 +150,34 @@ def main():
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--autocast", action="store_true", help="bf16 autocast for forward and loss (CPU)")
+    ap.add_argument("--autocast", action="store_true", help="bf16 autocast for the forward (the LM head stays f32)")
+    ap.add_argument("--device", default="cpu", help="cpu or cuda[:N]")
     args = ap.parse_args()
+    device = torch.device(args.device)
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     cfg = json.loads(args.config)
     lengths = [int(n) for n in args.lengths.split(",")]
-    params = build_params(cfg, args.seed)
+    params = build_params(cfg, args.seed, device)
     opt = torch.optim.AdamW(leaves(params), lr=1e-5, betas=(0.9, 0.999), weight_decay=0.01)
-    ids, pos, labels, action, rl_w, ce_w, ref_w, adv, ilp, ref_lp, temps = make_batch(cfg, lengths, args.seed + 1)
+    batch = [t.to(device) for t in make_batch(cfg, lengths, args.seed + 1)]
+    ids, pos, labels, action, rl_w, ce_w, ref_w, adv, ilp, ref_lp, temps = batch
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     times, losses = [], []
     for step in range(args.warmup + args.steps):
+        sync()
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.autocast):
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.autocast):
             hidden = forward(cfg, params, ids, pos, lengths)
-            logits = F.linear(hidden, params["lm_head"]).float() / temps[:, None]
+        # the LM head and logprobs in float32, as rlx computes them
+        logits = F.linear(hidden.float(), params["lm_head"]) / temps[:, None]
         lp = torch.log_softmax(logits, dim=-1).gather(1, labels[:, None]).squeeze(1)
         loss = loss_fn(lp, action, rl_w, ce_w, ref_w, adv, ilp, ref_lp)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(leaves(params), 1.0)
         opt.step()
+        sync()
         elapsed = time.perf_counter() - t0
         if step >= args.warmup:
             times.append(elapsed)

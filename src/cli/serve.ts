@@ -38,6 +38,7 @@ export default defineCommand({
     },
     "served-model-name": { type: "string", description: "The model name clients send (default: --model as given)" },
     dtype: { type: "string", default: "f32", description: "Weights in memory: f32 or bf16" },
+    device: { type: "string", default: "cpu", description: "Where the model runs: cpu or cuda[:N]" },
     policy: { type: "boolean", description: "Accept POST /update_weights (the live policy of a training run)" },
     "policy-version": { type: "string", default: "0", description: "The version the initial weights report" },
     "reload-mode": {
@@ -55,6 +56,8 @@ export default defineCommand({
     }
     if (args.dtype !== "f32" && args.dtype !== "bf16")
       throw new ConfigError(`--dtype ${args.dtype}: expected f32 or bf16`);
+    if (!/^(cpu|cuda(:\d+)?)$/.test(args.device))
+      throw new ConfigError(`--device ${args.device}: expected cpu or cuda[:N]`);
     const port = intFlag("port", args.port, 0);
     const maxBatch = intFlag("max-batch", args["max-batch"], 1);
     const maxModelLen =
@@ -73,7 +76,7 @@ export default defineCommand({
     ]);
     exitWithParent(); // a policy server of `rlx train` must not outlive a SIGKILLed orchestrator
     const tokenizer = Tokenizer.load(args.model);
-    const model = await loadModel(args.model, { dtype: args.dtype });
+    const model = await loadModel(args.model, { dtype: args.dtype, device: args.device });
     const engine = new Engine(model, {
       maxBatch,
       version,

@@ -44,6 +44,7 @@ export const configSchema = z.strictObject({
   model: z.strictObject({
     /** Hugging Face layout directory (config.json, model.safetensors, tokenizer.json). */
     path: z.string().min(1),
+    /** Weights as published and as the policy holds them (the trainer keeps float32 masters). */
     dtype: z.enum(["f32", "bf16"]).default("f32"),
   }),
 
@@ -145,6 +146,11 @@ export const configSchema = z.strictObject({
       host: z.string().default("127.0.0.1"),
       port: z.number().int().min(1).max(65535).default(8000),
       max_batch: positiveInt.default(64),
+      /** Where spawned and in-process policies run: "auto" = trainer.device; their weights are model.dtype. */
+      device: z
+        .string()
+        .regex(/^(auto|cpu|cuda(:\d+)?)$/, 'expected "auto", "cpu" or "cuda[:N]"')
+        .default("auto"),
       /**
        * How a published step reaches the policy: "in-flight" swaps weights between decode steps
        * (running rollouts continue on the new weights, PipelineRL); "drain" lets them finish on

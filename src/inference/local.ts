@@ -20,10 +20,10 @@ export class LocalClient implements SamplingClient {
   /** Loads an HF model directory and serves it in-process (maxBatch default 16). */
   static async fromModelDir(
     dir: string,
-    options: LocalClientOptions & { dtype?: NativeModel["dtype"] } = {},
+    options: LocalClientOptions & { dtype?: NativeModel["dtype"]; device?: string } = {},
   ): Promise<LocalClient> {
     const { loadModel } = await import("../model/hf.ts");
-    const model = await loadModel(dir, { dtype: options.dtype ?? "f32" });
+    const model = await loadModel(dir, { dtype: options.dtype ?? "f32", device: options.device ?? "cpu" });
     return new LocalClient(new Engine(model, { maxBatch: 16, ...options, ownsModel: true }));
   }
 

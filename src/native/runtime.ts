@@ -36,3 +36,15 @@ export async function benchMatmul(n = 1024, iters = 10): Promise<number> {
   const lib = await loadNative();
   return check(lib, lib.rlx_bench_matmul(n, iters));
 }
+
+/** The CUDA caching allocator of `device` in GiB (all 0 on the CPU); resetPeak starts a new peak. */
+export async function deviceMemory(
+  device: string,
+  resetPeak = false,
+): Promise<{ allocated: number; peak: number; reserved: number }> {
+  const lib = await loadNative();
+  const out = new BigInt64Array(3);
+  check(lib, lib.rlx_device_memory(Buffer.from(`${device}\0`), resetPeak ? 1 : 0, out));
+  const gib = (i: number) => Number(out[i]!) / 2 ** 30;
+  return { allocated: gib(0), peak: gib(1), reserved: gib(2) };
+}

@@ -11,6 +11,7 @@ export const symbols = {
   rlx_set_threads: { args: [i32], returns: i32 },
   rlx_runtime_info: { args: [], returns: cstring },
   rlx_bench_matmul: { args: [i32, i32], returns: f64 },
+  rlx_device_memory: { args: [ptr, i32, ptr], returns: i32 },
   // models
   rlx_model_create: { args: [ptr, i32, ptr, u64], returns: ptr },
   rlx_model_free: { args: [ptr], returns: i32 },
@@ -54,4 +55,4 @@ export const symbols = {
   rlx_dist_barrier: { args: [ptr], returns: i32 },
 } as const;
 
-export const ABI_VERSION = 1;
+export const ABI_VERSION = 2;

@@ -48,7 +48,13 @@ export class InProcessPolicy implements PolicyPool {
   static async create(
     modelDir: string,
     version: number,
-    options: { maxBatch: number; maxModelLen: number; reloadMode?: ReloadMode },
+    options: {
+      maxBatch: number;
+      maxModelLen: number;
+      reloadMode?: ReloadMode;
+      dtype?: "f32" | "bf16";
+      device?: string;
+    },
   ): Promise<InProcessPolicy> {
     return new InProcessPolicy(await LocalClient.fromModelDir(modelDir, { ...options, version }));
   }

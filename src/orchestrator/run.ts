@@ -108,6 +108,10 @@ function policyMode(config: ResolvedConfig, requested: InferenceMode): Inference
   return "in-process";
 }
 
+/** Where the policy runs: inference.device, or the trainer's device for "auto". */
+const policyDevice = (config: ResolvedConfig) =>
+  config.inference.device === "auto" ? config.trainer.device : config.inference.device;
+
 /** Tokens the policy serves beyond seq_len, for scoring prefixed sequences (OPSD's hint). */
 const SCORE_MARGIN = 512;
 
@@ -139,7 +143,13 @@ async function startPolicy(
     // One intra-op thread here: the trainer child computes at the same time on the other cores,
     // and this process's OpenMP threads cannot be made to wait passively once it has started.
     await loadNative(config.deterministic ? 1 : Number(process.env.RLX_THREADS ?? 1));
-    return InProcessPolicy.create(modelDir, version, { maxBatch: inf.max_batch, maxModelLen, reloadMode: inf.reload });
+    return InProcessPolicy.create(modelDir, version, {
+      maxBatch: inf.max_batch,
+      maxModelLen,
+      reloadMode: inf.reload,
+      dtype: config.model.dtype,
+      device: policyDevice(config),
+    });
   }
   const urls: string[] = [];
   for (let i = 0; i < inf.servers; i++) {
@@ -165,6 +175,10 @@ async function startPolicy(
         String(maxModelLen),
         "--reload-mode",
         inf.reload,
+        "--dtype",
+        config.model.dtype,
+        "--device",
+        policyDevice(config),
       ],
       env: { RLX_PARENT_PID: String(process.pid), ...(threads ? { RLX_THREADS: String(threads) } : {}) },
     });

@@ -30,6 +30,7 @@ import type { ResolvedConfig } from "../config/resolve.ts";
 import { RlxError } from "../errors.ts";
 import { loadModel, saveModel } from "../model/hf.ts";
 import { ProcessGroup, type StoreSpec } from "../native/dist.ts";
+import { deviceMemory } from "../native/runtime.ts";
 import { NativeOptimizer } from "../native/train.ts";
 import { costModelOf } from "./balance.ts";
 import { PUBLISHED_MARKER, type PublishedStep, batchPath, weightsDir, writeFileAtomic } from "../rundir/paths.ts";
@@ -134,6 +135,7 @@ export async function runTrainer(opts: TrainerOptions): Promise<void> {
   const t = config.trainer;
   const rank = opts.rank ?? 0;
   const lead = rank === 0;
+  const onGpu = t.device.startsWith("cuda");
   const who = t.world_size > 1 ? `trainer rank ${rank}` : "trainer";
   // join first: a rank that cannot reach the others fails before the slow model load
   using group = t.world_size > 1 ? await joinGroup(opts, rank) : null;
@@ -174,6 +176,11 @@ export async function runTrainer(opts: TrainerOptions): Promise<void> {
     const result = dp
       ? trainStepOnRank(dp, policy, batch.packed, stepOptions)
       : trainStep(policy, batch.packed, stepOptions);
+    if (onGpu) {
+      // the step's peak of the CUDA caching allocator, then a new peak for the next step
+      const memory = await deviceMemory(t.device, true);
+      Object.assign(result.metrics, { "memory/peak_gib": memory.peak, "memory/reserved_gib": memory.reserved });
+    }
     if (!lead) {
       log(
         `${who}: step ${step} loss ${result.metrics.loss?.toFixed(4)} micro_batches ${result.metrics.micro_batches} ${((performance.now() - trainStart) / 1000).toFixed(2)}s`,

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The GPU check (docs/gpu.md), for a GPU node with a Python PyTorch (CUDA), g++ and no Node, Bun or
+# network, in about 5 minutes: Bun and the npm dependencies come from .gpu/ (scripts/gpu_pack.sh
+# made it); the shim is built against python3's torch; `rlx doctor` and the native tests run on
+# it (test/native/cuda.test.ts included); then bench/gpu.ts measures on the qwen3-0.6b preset.
+# Everything it prints and writes lands in $OUT (default .gpu/out): doctor.json, native_tests.txt,
+# gpu_check.json, gpu_check.txt.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-.gpu/out}
+mkdir -p "$OUT"
+exec > >(tee "$OUT/gpu_check.log") 2>&1
+start=$(date +%s)
+step() { echo "[gpu_check $(($(date +%s) - start))s] $*"; }
+
+BUN=$PWD/.gpu/bun
+if [ ! -x "$BUN" ]; then
+  [ -s .gpu/bun.xz ] || { echo "no .gpu/bun.xz: run scripts/gpu_pack.sh first and carry .gpu"; exit 1; }
+  xz -dc .gpu/bun.xz >"$BUN" && chmod +x "$BUN"
+fi
+[ -d node_modules/zod ] || tar -xJf .gpu/node_modules.tar.xz
+step "python torch: $(python3 -c 'import torch; print(torch.__version__, "cuda", torch.version.cuda, "gpu", torch.cuda.is_available())')"
+
+step "building the shim against python3's torch"
+"$BUN" build.ts --shim --out-dir native/build/gpu || exit 1
+export RLX_SHIM=$PWD/native/build/gpu/librlx.so
+
+step "rlx doctor"
+"$BUN" src/main.ts doctor --json --size 4096 >"$OUT/doctor.json"
+cat "$OUT/doctor.json"
+
+step "native tests (CUDA ones included)"
+"$BUN" test --timeout 120000 test/native 2>&1 | tee "$OUT/native_tests.txt" | grep -E "^\(fail\)|^ *[0-9]+ (pass|fail|skip)$|cuda"
+
+step "benchmarks: trainer against PyTorch eager, decode, generation vs scoring"
+RLX_BENCH_PYTHON=$(command -v python3) "$BUN" bench/gpu.ts --device cuda --preset qwen3-0.6b --tokens 16384 \
+  --batches 1,64,256 --json "$OUT/gpu_check.json" | tee "$OUT/gpu_check.txt"
+step "done"
