@@ -33,7 +33,7 @@ async function shipped(): Promise<Shipped> {
 }
 
 /** The libtorch this node should use instead of the shipped shim's, or undefined to use the shipped one. */
-function otherTorch(built: Shipped["builtAgainst"]): Torch | undefined {
+export function otherTorch(built: Shipped["builtAgainst"]): Torch | undefined {
   const env = process.env.LIBTORCH;
   if (env) {
     const torch = torchAt(resolve(env), `LIBTORCH=${env}`);
