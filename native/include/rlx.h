@@ -20,7 +20,7 @@
 extern "C" {
 #endif
 
-#define RLX_ABI_VERSION 1
+#define RLX_ABI_VERSION 2
 
 /* ---- runtime ------------------------------------------------------------------------------ */
 
@@ -28,11 +28,16 @@ int rlx_abi_version(void);
 const char* rlx_last_error(void);
 /* Sets the intra-op thread count (at::set_num_threads); n <= 0 means the number of cores. */
 int rlx_set_threads(int n);
-/* JSON: {"abi","torch_version","threads","cores","blas","blas_path","cuda","mkldnn","cxx11_abi",
- *        "omp_wait_policy"} */
+/* JSON: {"abi","torch_version","torch_lib","threads","cores","blas","blas_path","cuda","cuda_build",
+ *        "nccl_built","cuda_runtime","cudnn","gpus":[{"name","memory_gib","capability"}],"mkldnn",
+ *        "cxx11_abi","omp_wait_policy"} */
 const char* rlx_runtime_info(void);
 /* Measured float32 matmul rate: iters products of two n x n matrices, GFLOP/s. */
 double rlx_bench_matmul(int n, int iters);
+/* The CUDA caching allocator of `device` ("cuda" or "cuda:N"): out[0] bytes allocated now, out[1]
+ * the peak since the last reset, out[2] bytes reserved. reset_peak != 0 then starts a new peak.
+ * "cpu" (and every device of a CPU build) reports 0, 0, 0. */
+int rlx_device_memory(const char* device, int reset_peak, int64_t* out);
 
 /* ---- models ------------------------------------------------------------------------------- */
 /* dtype codes used across the ABI: */

@@ -220,6 +220,17 @@ static void copy_out(const at::Tensor& t, const char* name, void* out, int dtype
   require(nbytes == want, std::string("\"") + name + "\" " + shape_str(t.sizes()) + " needs " + std::to_string(want) +
                               " bytes as this dtype; the buffer has " + std::to_string(nbytes));
   at::NoGradGuard no_grad;
+  if (t.is_cuda()) {
+    // Weight publishing reads every parameter: through one reused pinned buffer the device copy
+    // runs at full PCIe speed (a pageable destination is staged by the driver, several times slower).
+    static thread_local at::Tensor pinned;
+    if (!pinned.defined() || pinned.numel() < want)
+      pinned = at::empty({want}, at::TensorOptions().dtype(at::kByte).pinned_memory(true));
+    auto staged = pinned.narrow(0, 0, want).view(dt).view(t.sizes());
+    staged.copy_(t.detach());
+    std::memcpy(out, staged.data_ptr(), static_cast<size_t>(want));
+    return;
+  }
   auto src = t.detach().to(at::kCPU, dt).contiguous();
   std::memcpy(out, src.data_ptr(), static_cast<size_t>(want));
 }

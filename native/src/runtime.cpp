@@ -7,6 +7,7 @@
 #include <link.h>
 #if defined(RLX_CUDA)
 #include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #endif
 #include <chrono>
 #include <thread>
@@ -172,5 +173,26 @@ RLX_API double rlx_bench_matmul(int n, int iters) {
     for (int i = 0; i < iters; ++i) at::mm(a, b);
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return 2.0 * n * static_cast<double>(n) * n * iters / seconds / 1e9;
+  })
+}
+
+RLX_API int rlx_device_memory(const char* device, int reset_peak, int64_t* out) {
+  RLX_TRY(-1, {
+    rlx::require(device != nullptr && out != nullptr, "rlx_device_memory: device and out are required");
+    at::Device d(device);
+    out[0] = out[1] = out[2] = 0;
+#if defined(RLX_CUDA)
+    if (d.is_cuda() && at::hasCUDA()) {
+      namespace alloc = c10::cuda::CUDACachingAllocator;
+      const auto index = d.has_index() ? d.index() : c10::cuda::current_device();
+      const auto stats = alloc::getDeviceStats(index);
+      const size_t all = 0;  // StatType::AGGREGATE, first in every version (its namespace moved in 2.x)
+      out[0] = stats.allocated_bytes[all].current;
+      out[1] = stats.allocated_bytes[all].peak;
+      out[2] = stats.reserved_bytes[all].current;
+      if (reset_peak) alloc::resetPeakStats(index);
+    }
+#endif
+    return 0;
   })
 }
