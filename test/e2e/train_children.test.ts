@@ -21,7 +21,7 @@ beforeAll(async () => {
 });
 afterAll(() => rmSync(ws.dir, { recursive: true, force: true }));
 
-function config(name: string, extra = "") {
+function config(name: string, extra = "", inference = "") {
   return writeConfig(
     ws,
     name,
@@ -34,6 +34,7 @@ seq_len = 128
 max_tokens = 8
 [inference]
 port = ${freePort()}
+${inference}
 [[orchestrator.train.env]]
 id = ${JSON.stringify(ws.lettersEnv)}
 name = "letters"
@@ -98,7 +99,8 @@ test("a trainer that dies fails the run at once with its last lines; the policy 
 }, 90_000);
 
 test("a trainer that cannot start says why in the run's error", async () => {
-  const { path } = config("no_cuda", 'trainer = { device = "cuda" }');
+  // the policy stays on the CPU (inference.device "auto" would follow the trainer onto CUDA and fail first)
+  const { path } = config("no_cuda", 'trainer = { device = "cuda" }', 'device = "cpu"');
   const { code, err } = await rlx(["train", path, "--inference", "in-process"]).done;
   expect(code).toBe(1);
   expect(err).toMatch(

@@ -3,10 +3,11 @@
 import { expect, test } from "bun:test";
 import { NativeError } from "../../src/errors.ts";
 import { benchMatmul, runtimeInfo } from "../../src/native/runtime.ts";
+import { ABI_VERSION } from "../../src/native/symbols.ts";
 
 test("runtime info names libtorch, threads and a fast BLAS", async () => {
   const info = await runtimeInfo();
-  expect(info.abi).toBe(1);
+  expect(info.abi).toBe(ABI_VERSION);
   expect(info.torch_version).toMatch(/^\d+\.\d+/);
   expect(info.threads).toBeGreaterThanOrEqual(1);
   expect(info.blas).not.toBe("reference");
