@@ -8,7 +8,7 @@
 #   cuda  torch-2.* CUDA wheel and the nvidia_* wheels beside it: the shim built and linked
 #         against it (NCCL backend included), then the native tests run with it on this CPU.
 #
-# Wheels are found under $RLX_WHEELS (default: /opt/wheels, /opt/pypi, /opt/pypi-more) and
+# Wheels are found under $RLX_WHEELS (default: /opt/wheels, /opt/pypi, /opt/pypi-more, two levels deep) and
 # unpacked once into $RLX_WHEEL_CACHE (default ~/.cache/rlx/wheels). Each libtorch builds into its
 # own folder (native/build/torch-<version>-<cpu|cuda>) and the tests load it through RLX_SHIM. A leg
 # whose wheel is absent says so and is skipped, so a machine without them stays green.
@@ -21,8 +21,12 @@ SEARCH=${RLX_WHEELS:-/opt/wheels /opt/pypi /opt/pypi-more}
 legs=${*:-cpu cuda}
 status=0
 
+wheels() { # $1: a glob of wheel file names; every match under $SEARCH
+  for dir in $SEARCH; do [ -d "$dir" ] && find "$dir" -maxdepth 2 -name "$1"; done 2>/dev/null
+}
+
 find_wheel() { # $1: a glob of wheel file names, $2: a pattern to leave out; prints the newest match
-  for dir in $SEARCH; do ls -1 "$dir"/$1 2>/dev/null; done | grep -v -- "${2:-^$}" | sort -V | tail -1
+  wheels "$1" | grep -v -- "${2:-^$}" | sort -V | tail -1
 }
 
 unpack() { # $1: wheel, $2: target root, $3...: members; once per wheel (a marker file says done)
@@ -68,7 +72,7 @@ for leg in $legs; do
     fi
     root="$CACHE/$(basename "$wheel" .whl)"
     unpack "$wheel" "$root" 'torch/include/*' 'torch/lib/*' || { status=1; continue; }
-    nvidia=$(for dir in $SEARCH; do ls -1 "$dir"/nvidia_*.whl 2>/dev/null; done)
+    nvidia=$(wheels 'nvidia_*.whl')
     if [ -z "$nvidia" ]; then
       echo "[matrix] cuda: skipped (no nvidia_* wheels beside $wheel: libtorch_cuda cannot load)"
       continue
@@ -78,7 +82,7 @@ for leg in $legs; do
     out="native/build/torch-$version-cuda"
     run_leg "cuda build (torch $version)" env LIBTORCH="$root/torch" $BUN build.ts --shim --out-dir "$out" || continue
     # the NCCL backend must be compiled in (its symbols come from libtorch_cuda)
-    if nm -C "$out/librlx.so" 2>/dev/null | grep -q ProcessGroupNCCL; then
+    if nm -C "$out/librlx.so" 2>/dev/null | grep ProcessGroupNCCL >/dev/null; then # not -q: an early exit would SIGPIPE nm under pipefail
       echo "[matrix] cuda: NCCL backend compiled in"
     else
       echo "[matrix] cuda: FAILED: the NCCL backend is not compiled in (nccl.h or cuda_runtime_api.h not found)"
