@@ -25,7 +25,7 @@
 //     need. `versionEnd` is the version that produced its last token (equal in drain mode).
 //   - Cancellation (an AbortSignal, or onToken returning true for a stop string) frees the slot
 //     at once; native calls are synchronous, so a cancel can never land inside a step.
-import { type FinishReason, NativeGenerator, type SamplingParams, score } from "../native/generate.ts";
+import { type FinishReason, NativeGenerator, score } from "../native/generate.ts";
 import type { NativeModel } from "../native/model.ts";
 import { EngineClosedError, InvalidRequestError, QueueFullError } from "./errors.ts";
 import {
@@ -36,19 +36,8 @@ import {
   RELOAD_MODES,
   type ReloadMode,
 } from "./engine_api.ts";
+import { Job } from "./job.ts";
 import { checkRequest, checkSequences, type Limits, loadSameArchitecture } from "./limits.ts";
-
-interface Job {
-  request: EngineRequest;
-  sampling: SamplingParams;
-  tokens: number[];
-  logprobs: number[];
-  slot: number;
-  version: number;
-  versionEnd: number;
-  done: (result: EngineResult | Error) => void;
-  detach: () => void;
-}
 
 interface Reload {
   dir: string;
@@ -162,35 +151,9 @@ export class Engine {
     // Unseeded requests must not all share seed 0 (they would sample identical tokens).
     const sampling = { ...request.sampling, seed: request.sampling.seed ?? Math.floor(Math.random() * 2 ** 52) };
     return new Promise<EngineResult>((resolve, reject) => {
-      const job: Job = {
-        request,
-        sampling,
-        tokens: [],
-        logprobs: [],
-        slot: -1,
-        version: this.#version,
-        versionEnd: this.#version,
-        done: (result) => {
-          job.detach();
-          if (result instanceof Error) reject(result);
-          else resolve(result);
-        },
-        detach: () => {},
-      };
-      const signal = request.signal;
-      if (signal) {
-        if (signal.aborted)
-          return resolve({
-            tokens: [],
-            logprobs: [],
-            finish: "abort",
-            version: this.#version,
-            versionEnd: this.#version,
-          });
-        const onAbort = () => this.#cancel(job);
-        signal.addEventListener("abort", onAbort, { once: true });
-        job.detach = () => signal.removeEventListener("abort", onAbort);
-      }
+      const job = new Job(request, sampling, this.#version, resolve, reject);
+      if (request.signal?.aborted) return job.finish("abort");
+      job.onAbort(() => this.#cancel(job));
       this.#queue.push(job);
       this.#kick();
     });
@@ -273,15 +236,13 @@ export class Engine {
     try {
       first = this.#generator.add(batch.map((job) => ({ prompt: job.request.prompt, sampling: job.sampling })));
     } catch (err) {
-      for (const job of batch) job.done(err as Error);
+      for (const job of batch) job.fail(err as Error);
       return;
     }
     this.stats.admitted += batch.length;
     first.forEach((t, j) => {
       const job = batch[j]!;
-      job.slot = t.slot;
-      job.version = this.#version;
-      job.versionEnd = this.#version;
+      job.admit(t.slot, this.#version);
       this.#running.set(t.slot, job);
     });
     this.stats.maxRunning = Math.max(this.stats.maxRunning, this.#running.size);
@@ -294,7 +255,7 @@ export class Engine {
       produced = this.#generator.step();
     } catch (err) {
       // A failed step leaves the cache in an unknown state: fail everything running, start clean.
-      for (const job of this.#running.values()) job.done(err as Error);
+      for (const job of this.#running.values()) job.fail(err as Error);
       this.#running.clear();
       this.#generator.free();
       this.#generator = NativeGenerator.create(this.#model, { slots: this.maxBatch, capacity: this.maxModelLen });
@@ -307,33 +268,25 @@ export class Engine {
   #deliver(slot: number, token: number, logprob: number, finish: FinishReason | null): void {
     const job = this.#running.get(slot);
     if (!job) return;
-    job.tokens.push(token);
-    job.logprobs.push(logprob);
-    job.versionEnd = this.#version;
     this.stats.generatedTokens += 1;
-    let stopHere = false;
-    try {
-      stopHere = job.request.onToken?.(token, logprob, finish) === true;
-    } catch (err) {
-      // A consumer that throws (a closed stream) cancels its own request, never the batch.
-      this.#finish(job, finish === null, "abort");
-      return void err;
-    }
-    if (finish !== null) this.#finish(job, false, finish);
+    const stopHere = job.record(token, logprob, finish, this.#version);
+    // A consumer that throws (a closed stream) cancels its own request, never the batch.
+    if (stopHere === "threw") this.#finish(job, finish === null, "abort");
+    else if (finish !== null) this.#finish(job, false, finish);
     else if (stopHere) this.#finish(job, true, "stop");
   }
 
   #finish(job: Job, removeSlot: boolean, finish: EngineFinish): void {
     if (removeSlot) this.#generator.remove(job.slot);
     this.#running.delete(job.slot);
-    job.done({ tokens: job.tokens, logprobs: job.logprobs, finish, version: job.version, versionEnd: job.versionEnd });
+    job.finish(finish);
   }
 
   #cancel(job: Job): void {
     const queued = this.#queue.indexOf(job);
     if (queued >= 0) {
       this.#queue.splice(queued, 1);
-      job.done({ tokens: [], logprobs: [], finish: "abort", version: this.#version, versionEnd: this.#version });
+      job.finish("abort");
     } else if (job.slot >= 0 && this.#running.get(job.slot) === job) {
       this.#finish(job, true, "abort");
     }
