@@ -5,7 +5,7 @@ import { defineCommand } from "citty";
 import { formatError } from "../errors.ts";
 import type { RuntimeInfo } from "../native/runtime.ts";
 
-/** "13.0 (2 GPUs)", "CUDA build, no GPU", or "no" (a CPU libtorch). */
+/** The CUDA runtime version ("13.0"), "CUDA build, no GPU visible", or "no (CPU libtorch)". */
 function cudaLine(rt: RuntimeInfo): string {
   if (rt.cuda) return `${Math.floor(rt.cuda_runtime / 1000)}.${(rt.cuda_runtime % 1000) / 10}`;
   return rt.cuda_build ? "CUDA build, no GPU visible" : "no (CPU libtorch)";
@@ -30,7 +30,7 @@ export default defineCommand({
   },
   async run({ args }) {
     const findings: Finding[] = [];
-    let info: Record<string, unknown> | null = null;
+    let info: (RuntimeInfo & { shim: string; backends: string }) | null = null;
     let gflops: number | null = null;
     try {
       const { runtimeInfo, benchMatmul } = await import("../native/runtime.ts");
@@ -76,10 +76,10 @@ export default defineCommand({
         ["shim", info.shim],
         ["threads", `${info.threads} (cores ${info.cores})`],
         ["BLAS", `${info.blas} ${info.blas_path}`],
-        ["CUDA", cudaLine(info as unknown as RuntimeInfo)],
+        ["CUDA", cudaLine(info)],
         ["cuDNN", info.cudnn ? String(info.cudnn) : "-"],
-        ["GPUs", gpuLine(info as unknown as RuntimeInfo)],
-        ["c10d backends", String(info.backends)],
+        ["GPUs", gpuLine(info)],
+        ["c10d backends", info.backends],
         ["oneDNN", info.mkldnn ? "yes" : "no"],
         ["OMP_WAIT_POLICY", info.omp_wait_policy || "(libgomp default: spin)"],
         [`matmul f32 ${args.size}^2`, gflops === null ? "-" : `${gflops.toFixed(1)} GFLOP/s`],

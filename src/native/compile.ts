@@ -14,7 +14,7 @@
 // libtorch: the copy embedded in a binary runs from /tmp, where $ORIGIN means nothing.
 import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { cpus } from "node:os";
-import { dirname, join } from "node:path";
+import { dirname, join, resolve } from "node:path";
 
 const DEBIAN_INCLUDE = "/usr/include/torch/csrc/api/include";
 const DEBIAN_LIB = "/usr/lib/x86_64-linux-gnu";
@@ -119,7 +119,7 @@ export function findTorch(env: string | undefined = process.env.LIBTORCH): Torch
       throw new ShimBuildError(
         `LIBTORCH=${env} has no include/torch; point it at a libtorch or torch package directory`,
       );
-    return torchAt(env, `LIBTORCH=${env}`);
+    return torchAt(resolve(env), `LIBTORCH=${env}`);
   }
   if (existsSync(DEBIAN_INCLUDE)) {
     const version = headerVersion([DEBIAN_INCLUDE]);

@@ -1,5 +1,6 @@
 // Typed wrappers over the runtime calls of the shim: what libtorch and BLAS this process runs on.
 import { check, loadedShimPath, loadNative } from "./ffi.ts";
+import { cstr } from "./model.ts";
 
 export interface RuntimeInfo {
   abi: number;
@@ -44,7 +45,7 @@ export async function deviceMemory(
 ): Promise<{ allocated: number; peak: number; reserved: number }> {
   const lib = await loadNative();
   const out = new BigInt64Array(3);
-  check(lib, lib.rlx_device_memory(Buffer.from(`${device}\0`), resetPeak ? 1 : 0, out));
+  check(lib, lib.rlx_device_memory(cstr(device), resetPeak ? 1 : 0, out));
   const gib = (i: number) => Number(out[i]!) / 2 ** 30;
   return { allocated: gib(0), peak: gib(1), reserved: gib(2) };
 }

@@ -14,7 +14,7 @@ import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { NativeError } from "../errors.ts";
-import { buildShim, findTorch, type Torch, torchAt, torchTag } from "./compile.ts";
+import { buildShim, findTorch, type Torch, torchTag } from "./compile.ts";
 
 interface Shipped {
   path: string;
@@ -34,13 +34,9 @@ async function shipped(): Promise<Shipped> {
 
 /** The libtorch this node should use instead of the shipped shim's, or undefined to use the shipped one. */
 export function otherTorch(built: Shipped["builtAgainst"]): Torch | undefined {
-  const env = process.env.LIBTORCH;
-  if (env) {
-    const torch = torchAt(resolve(env), `LIBTORCH=${env}`);
-    return resolve(torch.libDir) === resolve(built.libDir) ? undefined : torch;
-  }
-  if (existsSync(join(built.libDir, "libtorch.so"))) return undefined;
-  return findTorch(undefined);
+  if (!process.env.LIBTORCH && existsSync(join(built.libDir, "libtorch.so"))) return undefined;
+  const torch = findTorch();
+  return resolve(torch.libDir) === resolve(built.libDir) ? undefined : torch;
 }
 
 const cacheRoot = () => join(process.env.XDG_CACHE_HOME || join(homedir(), ".cache"), "rlx", "shim");
