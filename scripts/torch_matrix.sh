@@ -29,12 +29,19 @@ find_wheel() { # $1: a glob of wheel file names, $2: a pattern to leave out; pri
   wheels "$1" | grep -v -- "${2:-^$}" | sort -V | tail -1
 }
 
-unpack() { # $1: wheel, $2: target root, $3...: members; once per wheel (a marker file says done)
+unpack() { # $1: wheel, $2: target root, $3...: member globs; once per wheel (a marker file says done)
   local wheel=$1 root=$2 marker
   shift 2
   marker="$root/.unpacked-$(basename "$wheel")"
   [ -f "$marker" ] && return 0
-  mkdir -p "$root" && unzip -q -o "$wheel" "$@" -d "$root" && touch "$marker"
+  # python3's zipfile rather than unzip, which a fresh machine may not have
+  mkdir -p "$root" && python3 - "$wheel" "$root" "$@" <<'PY' && touch "$marker"
+import fnmatch, sys, zipfile
+wheel, root, globs = sys.argv[1], sys.argv[2], sys.argv[3:]
+with zipfile.ZipFile(wheel) as z:
+    members = [m for m in z.namelist() if any(fnmatch.fnmatch(m, g) for g in globs)]
+    z.extractall(root, members)
+PY
 }
 
 run_leg() { # $1: name, then the command; counts toward the exit status
