@@ -13,7 +13,7 @@ import { join, resolve } from "node:path";
 import { buildShim, findTorch, ShimBuildError } from "./src/native/compile.ts";
 
 const ROOT = import.meta.dir;
-export const SOURCES = { srcDir: join(ROOT, "native/src"), includeDir: join(ROOT, "native/include") };
+const SOURCES = { srcDir: join(ROOT, "native/src"), includeDir: join(ROOT, "native/include") };
 
 function flag(name: string): string | undefined {
   const at = process.argv.indexOf(name);

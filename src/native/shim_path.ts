@@ -80,7 +80,7 @@ export async function shimPath(): Promise<string> {
     torch = otherTorch(ship.builtAgainst);
   } catch (err) {
     throw new NativeError(
-      `this rlx was built against torch ${ship.builtAgainst.version} in ${ship.builtAgainst.libDir}, which is not on this machine, and no other libtorch was found: ${(err as Error).message}`,
+      `this rlx's shim was built against torch ${ship.builtAgainst.version} in ${ship.builtAgainst.libDir}; another libtorch is needed here, and none was usable: ${(err as Error).message}`,
       {
         fix: "pip install torch (python3 must import it), or set LIBTORCH to an unpacked libtorch or a torch package folder",
       },
