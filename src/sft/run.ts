@@ -8,7 +8,8 @@
 // One step: take the next examples up to `batch_tokens`, pack them into rows of `seq_len`, forward
 // and backward every row, one AdamW update at the schedule's learning rate. Every `eval.interval`
 // steps (and before the first and after the last) the live model is evaluated in-process on the
-// eval envs' held-out tasks. The run directory gets config.resolved.toml, metrics.jsonl (one line
+// eval envs' held-out tasks; with `[eval.stop]` the run ends at the first eval inside the score
+// band (band.ts). The run directory gets config.resolved.toml, metrics.jsonl (one line
 // per step, eval keys as eval/<env>/pass@1 so `rlx report` charts them), checkpoints/step_N/ every
 // `save.interval` steps, and the final model in model/ (HF layout: `rlx eval`, `rlx serve` and
 // `rlx train` load it).
