@@ -14,7 +14,9 @@
 #
 # The bands (configs/examples/sft_*.toml, [eval.stop]): student greedy 0.40-0.65 (the documented
 # student read 0.53), teacher >= 0.85, the subtraction student (8d) sub greedy 0.05-0.30 (one that
-# samples `-` sometimes), the subtraction teacher >= 0.50, the lean student 0.40-0.65.
+# samples `-` sometimes), the subtraction teacher >= 0.40, the lean student 0.40-0.80. SFT is
+# deterministic on a machine, so a model whose row exists but whose files are gone (a fresh
+# checkout of runs/) is trained again and must stop at the recorded step with the recorded value.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 RLX=${RLX:-dist/rlx}
@@ -32,17 +34,19 @@ started=$(date +%s)
 # evaluate MODEL ARGS FILE [MAX_TOKENS]: eval-200 of one env, unless FILE exists.
 evaluate() { [ -s "$3" ] || $RLX eval --model "$1" --env math --args "$2" --n 200 --k 8 --max-tokens "${4:-48}" --seed 0 --out "$3" > /dev/null; }
 last_weights() { ls -d "$1"/weights/step_* | sort -t_ -k2 -n | tail -1; }
-# timed LOG CMD...: runs CMD with its output in LOG; sets WALL (seconds) and LOAD (load averages at the start).
+# timed LOG CMD...: runs CMD with its output in LOG; sets WALL (seconds), LOAD (load averages at the
+# start) and COMMIT (the checkout it started from; +changes when tracked files differ from it).
 timed() {
   local log=$1 t0
   shift
   LOAD=$(cut -d' ' -f1-3 /proc/loadavg)
+  COMMIT=$(git describe --always --abbrev=7 --dirty=+changes)
   t0=$(date +%s)
   "$@" > "$log" 2>&1 || { tail -20 "$log" >&2; echo "failed: $* (log: $log)" >&2; exit 1; }
   WALL=$(($(date +%s) - t0))
 }
-# row FILE ARGS...: row.ts with this run's wall time and load.
-row() { local file=$1; shift; $BUN scripts/experiments/row.ts --out "$ROWS/$file.json" --wall "$WALL" --load-start "$LOAD" "$@"; }
+# row FILE ARGS...: row.ts with this run's wall time, load and commit.
+row() { local file=$1; shift; $BUN scripts/experiments/row.ts --out "$ROWS/$file.json" --wall "$WALL" --load-start "$LOAD" --commit "$COMMIT" "$@"; }
 # serve NAME MODEL PORT: a frozen teacher (one thread), stopped when the script exits.
 serve() {
   RLX_THREADS=1 $RLX serve --model "$2" --served-model-name "$1" --port "$3" --max-batch 256 > "$OUT/$1-serve.log" 2>&1 &
@@ -55,10 +59,16 @@ trap '[ -z "${SERVERS:-}" ] || kill $SERVERS 2>/dev/null' EXIT
 band_sft() {
   local id=$1 name=$2 config=$3 experiment=$4 args=$5 max=$6
   shift 6
-  [ -f "$ROWS/$name.json" ] && return
+  [ -f "$ROWS/$name.json" ] && [ -f "$OUT/$name/eval.json" ] && return
   rm -rf "$OUT/$name"
   timed "$OUT/$name.log" $RLX sft "$config" --set output_dir="$OUT/$name" "$@"
   evaluate "$OUT/$name/model" "$args" "$OUT/$name/eval.json" "$max"
+  if [ -f "$ROWS/$name.json" ]; then # rebuilt: the stop must be the recorded one
+    $BUN -e 'const [a, b] = process.argv.slice(1).map((f) => require(f));
+      if (a.band.step !== b.step || a.band.value !== b.value) { console.error(`rebuilt: stopped at step ${b.step} (${b.value}), the row says ${a.band.step} (${a.band.value})`); process.exit(1); }' \
+      "$PWD/$ROWS/$name.json" "$PWD/$OUT/$name/band.json"
+    return
+  fi
   row "$name" --row "$id" --seed 0 --algorithm sft --experiment "$experiment" --after "math=$OUT/$name/eval.json" \
     --band "$OUT/$name/band.json" --command "rlx sft $config $*"
 }

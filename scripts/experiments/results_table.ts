@@ -18,15 +18,19 @@ const range = (xs: number[], digits: number) => {
   return lo.toFixed(digits) === hi.toFixed(digits) ? lo.toFixed(digits) : `${lo.toFixed(digits)}-${hi.toFixed(digits)}`;
 };
 
-/** "greedy ±se / pass@1 / pass@8", means over seeds, one part per env (named when there are several). */
-function scoresCell(group: RowGroup, pick: (r: RowGroup["results"][number]) => Record<string, Scores> | undefined) {
+/** "greedy ±se / pass@1 / pass@8", means over seeds (±se where `spread`), one part per env (named when there are several). */
+function scoresCell(
+  group: RowGroup,
+  pick: (r: RowGroup["results"][number]) => Record<string, Scores> | undefined,
+  spread: boolean,
+) {
   const envs = envsOf(group);
   return envs
     .map((env) => {
       const all = group.results.map((r) => pick(r)?.[env]).filter((s): s is Scores => s !== undefined);
       if (all.length === 0) return "-";
       const greedy = all.map((s) => s.greedy);
-      const se = all.length > 1 ? ` ±${f3(standardError(greedy))}` : "";
+      const se = spread && all.length > 1 ? ` ±${f3(standardError(greedy))}` : "";
       const text = `${f3(mean(greedy))}${se} / ${f3(mean(all.map((s) => s.pass1)))} / ${f3(mean(all.map((s) => s.pass8)))}`;
       return envs.length > 1 ? `${env} ${text}` : text;
     })
@@ -48,8 +52,8 @@ function tableRow(group: RowGroup): string {
     `${first.experiment}${band}`,
     first.algorithm,
     group.results.map((r) => r.seed).join(", "),
-    scoresCell(group, (r) => r.before),
-    `**${scoresCell(group, (r) => r.after)}**`,
+    scoresCell(group, (r) => r.before, false),
+    `**${scoresCell(group, (r) => r.after, true)}**`,
     `${range(
       group.results.map((r) => r.wall_s / 60),
       1,

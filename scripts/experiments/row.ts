@@ -6,7 +6,10 @@
 //
 //   bun scripts/experiments/row.ts --out FILE --row 2 --seed 0 --algorithm grpo --experiment "..."
 //     [--before ENV=EVAL.json]... --after ENV=EVAL.json... --wall SECONDS --load-start "1 5 15"
-//     [--band BAND.json] [--steps N] --command "..."
+//     [--band BAND.json] [--steps N] [--commit C] --command "..."
+//
+// --commit is the checkout the run started from (reproduce.sh takes it when the run starts);
+// without it, the checkout now.
 import { execSync } from "node:child_process";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname } from "node:path";
@@ -27,6 +30,7 @@ const { values } = parseArgs({
     band: { type: "string" },
     steps: { type: "string" },
     command: { type: "string" },
+    commit: { type: "string" },
   },
   strict: true,
 });
@@ -52,8 +56,8 @@ function scores(pairs: string[]): Record<string, Scores> {
 
 const loads = (text: string) => text.trim().split(/\s+/).slice(0, 3).map(Number);
 const cpu = /Model name:\s*(.+)/.exec(execSync("lscpu", { encoding: "utf8" }))?.[1]?.trim() ?? "unknown";
-const commit = execSync("git rev-parse --short HEAD", { encoding: "utf8" }).trim();
-const dirty = execSync("git status --porcelain --untracked-files=no", { encoding: "utf8" }).trim() !== "";
+const commit =
+  values.commit ?? execSync("git describe --always --abbrev=7 --dirty=+changes", { encoding: "utf8" }).trim();
 
 const row: ResultRow = {
   row: values.row!,
@@ -68,7 +72,7 @@ const row: ResultRow = {
   load: { start: loads(values["load-start"]!), end: loads(readFileSync("/proc/loadavg", "utf8")) },
   cpu,
   cores: Number(execSync("nproc", { encoding: "utf8" }).trim()),
-  commit: dirty ? `${commit}+changes` : commit,
+  commit,
   date: new Date().toISOString(),
   command: values.command!,
 };
