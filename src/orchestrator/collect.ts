@@ -1,15 +1,16 @@
 // Steps 2-3 of the step loop (src/orchestrator/loop.ts): the rollouts of one batch. Groups are drawn
-// (env by ratio, then the env's next task) until they hold batch_size rollouts and run all at once,
-// each env with its own algorithm and sampling source: scoreRollout as each rollout finishes,
-// scoreGroup once its group has. A group older than max_off_policy_steps is dropped (counted) and
-// replaced. The trainable rollouts become samples (routed by each env's loss component, zero
+// (env by ratio, then the env's sampler: a fresh task, or a stored group to replay) until they hold
+// batch_size rollouts and run all at once, each env with its own algorithm and sampling source:
+// scoreRollout as each rollout finishes, scoreGroup once its group has. Each finished fresh group
+// updates its task's statistics and passes its env sampler's admission gate or is replaced
+// (docs/sampling.md). A group older than max_off_policy_steps is dropped (counted) and replaced. The trainable rollouts become samples (routed by each env's loss component, zero
 // advantages filtered); a batch with nothing to train is sampled again, and MAX_EMPTY_BATCHES in a
 // row abort the run with the reason. A failing hook fails its rollouts, as data, never the run.
 import { finishGroup, finishRollout, isTrainable, type LossComponent } from "../algorithms/base.ts";
 import { groupRelativeTypes } from "../algorithms/registry.ts";
 import { filterZeroAdvantage, rolloutToSamples } from "../algorithms/samples.ts";
 import type { ResolvedConfig } from "../config/resolve.ts";
-import type { Rollout } from "../data/types.ts";
+import type { Rollout, Task } from "../data/types.ts";
 import { hashString } from "../envs/random.ts";
 import { RlxError } from "../errors.ts";
 import type { ChatRenderer } from "../model/render.ts";
@@ -17,6 +18,7 @@ import { runRollout } from "../rollout/driver.ts";
 import type { AuditInput } from "../rundir/audit.ts";
 import type { FailureWindow } from "./failures.ts";
 import { type Progress, rolloutMetrics } from "./metrics.ts";
+import type { TaskStats } from "../sampling/stats.ts";
 import type { Draw, TaskSampler } from "./sampler.ts";
 import type { TrainEnv } from "./setup.ts";
 
@@ -42,6 +44,10 @@ export interface Collected {
   dropped: number;
   emptyRetries: number;
   frozenEnvs: Set<string>;
+  /** Per env: the gate's and the replay's counts, summed over the step's tries. */
+  admission: Map<string, EnvAdmission>;
+  /** Rollouts trained again from a replay buffer. */
+  replayed: Set<Rollout>;
 }
 
 /** Rollouts for step N until a batch has something to train (or MAX_EMPTY_BATCHES say it never will). */
@@ -54,12 +60,23 @@ export async function collectStep(
 ): Promise<Collected> {
   const frozenEnvs = new Set(o.envs.filter((e) => e.frozen).map((e) => e.resolved.name));
   let dropped = 0;
+  const admission = new Map<string, EnvAdmission>();
   for (let empty = 0; ; empty++) {
     const sampled = await sampleGroups(step, o, sampler, progress);
     dropped += sampled.dropped;
+    for (const [env, count] of sampled.admission) admission.set(env, addCounts(admission.get(env), count));
     failures.check(step, sampled.groups.flat());
-    const built = buildSamples(sampled.groups, o.envs, o.config.orchestrator.filter_zero_advantages);
-    if (built.kept.length > 0) return { ...built, groups: sampled.groups, dropped, emptyRetries: empty, frozenEnvs };
+    const built = buildSamples(sampled.groups, o.envs, o.config.orchestrator.filter_zero_advantages, sampled.replayed);
+    if (built.kept.length > 0)
+      return {
+        ...built,
+        groups: sampled.groups,
+        dropped,
+        emptyRetries: empty,
+        frozenEnvs,
+        admission,
+        replayed: sampled.replayed,
+      };
     const rollouts = sampled.groups.flat();
     const failed = rollouts.filter((r) => r.error);
     const why =
@@ -78,34 +95,68 @@ export async function collectStep(
   }
 }
 
-/** Groups for step N totalling at least batch_size rollouts, none of them stale. */
+/** What happened to one env's groups while a batch was collected (the sampling/<env>/* metrics). */
+export interface EnvAdmission {
+  /** Fresh groups the gate admitted (all of them without a gate). */
+  admitted: number;
+  /** Fresh groups the gate rejected (replaced by others). */
+  rejected: number;
+  /** Groups admitted past the over-sampling bound, ungated. */
+  overBound: number;
+  /** Stored groups trained again. */
+  replayed: number;
+  /** Rollouts the gate rejected (what the over-sampling bound counts). */
+  rejectedRollouts: number;
+}
+
+export interface Sampled {
+  /** The batch's groups in draw order: admitted fresh ones and replayed ones. */
+  groups: Rollout[][];
+  /** The rollouts of replayed groups (trained before, in an earlier step). */
+  replayed: Set<Rollout>;
+  /** Rollouts dropped as stale. */
+  dropped: number;
+  /** Per env name. */
+  admission: Map<string, EnvAdmission>;
+}
+
+/**
+ * Groups for step N totalling at least batch_size rollouts, none of them stale, each admitted by
+ * its env's sampler: drawn (a fresh task, or a stored group to replay), run all at once, then, in
+ * draw order, each fresh group's task statistics recorded, the gate asked, the sampler told. A
+ * rejected group is replaced by drawing again for what is still missing.
+ */
 export async function sampleGroups(
   step: number,
   o: CollectContext,
   sampler: TaskSampler,
   progress: Progress,
-): Promise<{ groups: Rollout[][]; dropped: number }> {
+): Promise<Sampled> {
   const minVersion = step - 1 - o.config.orchestrator.max_off_policy_steps;
-  const groups: Rollout[][] = [];
-  let dropped = 0;
+  const out: Sampled = { groups: [], replayed: new Set(), dropped: 0, admission: new Map() };
+  for (const env of o.envs)
+    out.admission.set(env.resolved.name, { admitted: 0, rejected: 0, overBound: 0, replayed: 0, rejectedRollouts: 0 });
   let need = o.config.orchestrator.batch_size;
   while (need > 0) {
     const draws: Draw[] = [];
     let planned = 0;
     while (planned < need) {
-      const draw = sampler.next();
+      const draw = sampler.next(step);
       draws.push(draw);
       planned += draw.groupSize;
     }
-    progress.grow(planned);
-    for (const group of await Promise.all(draws.map((draw) => runGroup(draw, o, progress)))) {
-      const env = o.envs.find((e) => e.resolved.name === group[0]!.env)!;
+    progress.grow(draws.reduce((n, d) => n + (d.replay ? 0 : d.groupSize), 0));
+    const finished = await Promise.all(draws.map((draw) => (draw.replay ? draw.replay : runGroup(draw, o, progress))));
+    for (const [i, group] of finished.entries()) {
+      const draw = draws[i]!;
+      const env = o.envs.find((e) => e.resolved.name === draw.env)!;
+      const count = out.admission.get(draw.env)!;
       const versions = group.filter((r) => r.numTurns > 0).map((r) => r.policyVersion);
       if (!env.frozen && versions.length > 0 && Math.min(...versions) < minVersion) {
-        dropped += group.length;
-        if (dropped >= MAX_EMPTY_BATCHES * o.config.orchestrator.batch_size) {
+        out.dropped += group.length;
+        if (out.dropped >= MAX_EMPTY_BATCHES * o.config.orchestrator.batch_size) {
           throw new RlxError(
-            `step ${step}: ${dropped} rollouts in a row were sampled by weights older than version ${minVersion} (max_off_policy_steps ${o.config.orchestrator.max_off_policy_steps}); the last by version ${Math.min(...versions)}`,
+            `step ${step}: ${out.dropped} rollouts in a row were sampled by weights older than version ${minVersion} (max_off_policy_steps ${o.config.orchestrator.max_off_policy_steps}); the last by version ${Math.min(...versions)}`,
             {
               fix: "the policy is not serving the weights the trainer publishes: check the policy servers' logs (POST /update_weights)",
             },
@@ -113,15 +164,30 @@ export async function sampleGroups(
         }
         continue;
       }
-      groups.push(group);
+      if (draw.replay) {
+        count.replayed++;
+        for (const rollout of group) out.replayed.add(rollout);
+      } else {
+        env.stats.record(group, step);
+        const verdict = env.sampler.admit(group, count.rejectedRollouts);
+        env.sampler.observe(group, verdict !== "reject", step);
+        if (verdict === "reject") {
+          count.rejected++;
+          count.rejectedRollouts += group.length;
+          continue;
+        }
+        if (verdict === "over_bound") count.overBound++;
+        else count.admitted++;
+      }
+      out.groups.push(group);
       need -= group.length;
     }
   }
-  return { groups, dropped };
+  return out;
 }
 
 /** One group: group_size rollouts of one task, scored as each finishes and then as a group. */
-async function runGroup(draw: Draw, o: CollectContext, progress: Progress): Promise<Rollout[]> {
+async function runGroup(draw: Draw & { task: Task }, o: CollectContext, progress: Progress): Promise<Rollout[]> {
   const train = o.envs.find((e) => e.resolved.name === draw.env)!;
   const env = train.resolved;
   const group = await Promise.all(
@@ -166,18 +232,40 @@ async function failAsData(rollouts: Rollout[], hook: string, run: () => Promise<
   }
 }
 
-/** Training samples of the trainable rollouts, routed per env's algorithm, zero advantages filtered. */
+const addCounts = (a: EnvAdmission | undefined, b: EnvAdmission): EnvAdmission =>
+  a
+    ? {
+        admitted: a.admitted + b.admitted,
+        rejected: a.rejected + b.rejected,
+        overBound: a.overBound + b.overBound,
+        replayed: a.replayed + b.replayed,
+        rejectedRollouts: a.rejectedRollouts + b.rejectedRollouts,
+      }
+    : b;
+
+/** Training samples of the trainable rollouts, routed per env's algorithm, zero advantages filtered;
+ * each names its task's statistics and whether it was replayed (for the audit record). */
 export function buildSamples(
   groups: Rollout[][],
-  envs: ReadonlyArray<{ resolved: { name: string }; lossType: LossComponent; algoName: string }>,
+  envs: ReadonlyArray<{ resolved: { name: string }; lossType: LossComponent; algoName: string; stats?: TaskStats }>,
   filter: boolean,
-): Omit<Collected, "groups" | "dropped" | "emptyRetries" | "frozenEnvs"> {
+  replayed: ReadonlySet<Rollout> = new Set(),
+): Pick<Collected, "kept" | "filteredSamples" | "zeroedTokens"> {
   const all: KeptSample[] = [];
   for (const rollout of groups.flat()) {
     if (!isTrainable(rollout)) continue;
     const env = envs.find((e) => e.resolved.name === rollout.env)!;
+    const stat = env.stats?.get(rollout.taskId);
+    const taskStats = stat && { ...stat };
     rolloutToSamples(rollout, env.lossType).forEach((sample, sampleIndex) =>
-      all.push({ rollout, sample, sampleIndex, algo: env.algoName }),
+      all.push({
+        rollout,
+        sample,
+        sampleIndex,
+        algo: env.algoName,
+        replayed: replayed.has(rollout),
+        ...(taskStats ? { taskStats } : {}),
+      }),
     );
   }
   if (!filter) return { kept: all, filteredSamples: 0, zeroedTokens: 0 };

@@ -11,9 +11,10 @@
 //   Meanwhile the WeightWatcher loads each step the trainer publishes into the policy and writes
 //   the step's metrics line. The run ends when the trainer has published max_steps.
 //
-// A batch takes exactly the groups dispatched for it (nothing is carried over), so when batch N is
-// cut nothing is buffered or in flight: the orchestrator's checkpoint state is the step number and
-// the sampler's state, and a resumed run draws exactly the tasks the killed run would have drawn.
+// A batch takes exactly the groups it draws, admits or replays, so when batch N is cut nothing is in
+// flight: what outlives the step (the draw's RNG, each env's task statistics, sampler state and
+// replay buffer, each algorithm's own state) is registered in one CarriedState (carried.ts), saved
+// on checkpoint steps, and a resumed run draws exactly what the killed run would have drawn.
 // Failures are data: a rollout whose env, tool, endpoint or algorithm hook failed carries its
 // error, is excluded from training and is counted per env in the metrics.
 import { mkdirSync } from "node:fs";
@@ -29,17 +30,45 @@ import { collectedMetrics, collectStep, warnFailures } from "./collect.ts";
 import { FailureWindow } from "./failures.ts";
 import { MetricsLog, Progress } from "./metrics.ts";
 import type { PolicyPool } from "./policy.ts";
-import { type SamplerState, TaskSampler } from "./sampler.ts";
+import { CarriedState } from "./carried.ts";
+import { TaskSampler } from "./sampler.ts";
+import { samplingMetrics } from "./sampling_metrics.ts";
 import type { TrainEnv } from "./setup.ts";
 import type { TrainEval } from "./train_eval.ts";
 import { WeightWatcher } from "./weight_watcher.ts";
 
 /** What the orchestrator checkpoints (inside step file N on checkpoint steps). */
 export interface OrchestratorState {
-  format: 1;
+  format: 2;
   /** The last step whose batch was cut. */
   step: number;
-  sampler: SamplerState;
+  /** Everything that outlives a step, by key (carried.ts). */
+  carried: Record<string, unknown>;
+}
+
+/** The run-level draw over the envs' samplers, and the registry of all state that outlives a step. */
+export function samplingState(
+  envs: readonly TrainEnv[],
+  seed: number,
+): { sampler: TaskSampler; carried: CarriedState } {
+  const sampler = new TaskSampler(
+    envs.map((e) => ({
+      name: e.resolved.name,
+      ratio: e.resolved.ratio,
+      groupSize: e.resolved.group_size,
+      sampler: e.sampler,
+      tasks: e.tasks,
+    })),
+    seed,
+  );
+  const carried = new CarriedState();
+  carried.register("draws", sampler);
+  for (const e of envs) {
+    carried.register(`stats/${e.resolved.name}`, e.stats);
+    carried.register(`sampler/${e.resolved.name}`, e.sampler);
+    carried.register(`algorithm/${e.resolved.name}`, e.algorithm);
+  }
+  return { sampler, carried };
 }
 
 export interface LoopOptions {
@@ -67,16 +96,8 @@ export async function runTrainLoop(o: LoopOptions): Promise<LoopResult> {
   const orch = config.orchestrator;
   const lag = Math.min(orch.max_async_level, orch.max_off_policy_steps);
   const envNames = o.envs.map((e) => e.resolved.name);
-  const sampler = new TaskSampler(
-    o.envs.map((e) => ({
-      name: e.resolved.name,
-      ratio: e.resolved.ratio,
-      groupSize: e.resolved.group_size,
-      tasks: e.tasks,
-    })),
-    config.seed,
-    o.resume?.sampler,
-  );
+  const { sampler, carried } = samplingState(o.envs, config.seed);
+  if (o.resume) carried.load(o.resume.carried, `the checkpoint of step ${o.resume.step}`);
   const progress = new Progress();
   const print = progress.around(o.print);
   const warn = progress.around(o.warn);
@@ -124,10 +145,11 @@ export async function runTrainLoop(o: LoopOptions): Promise<LoopResult> {
         samples: row.samples.map((s): BatchSample => ({ ...s, policyVersion: versions.get(s.rolloutId) ?? -1 })),
       }));
       const state: OrchestratorState | undefined = isCheckpointStep(step, config)
-        ? { format: 1, step, sampler: sampler.snapshot() }
+        ? { format: 2, step, carried: carried.save() }
         : undefined;
       const stepMetrics = {
         ...collectedMetrics(step, collected, envNames, rolloutSeconds),
+        ...samplingMetrics(step, collected, o.envs),
         "batch/rows": packed.rows.length,
         "batch/truncated_samples": packed.truncatedSamples,
         "time/wait_for_policy": waitForPolicy,
