@@ -1,0 +1,109 @@
+// The samplers inside the step loop's collection (sampleGroups, collectStep): the filter's gate
+// replaces rejected groups so a batch is always whole, gives up past its over-sampling bound, and
+// is counted; the replay sampler mixes stored groups back in, never staler than its bound and
+// with their original policy versions; the task statistics and the audit fields follow. The real
+// rollout driver, env and algorithm run against scripted clients.
+import { expect, test } from "bun:test";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { collectStep, sampleGroups } from "../../../src/orchestrator/collect.ts";
+import { FailureWindow } from "../../../src/orchestrator/failures.ts";
+import { Progress } from "../../../src/orchestrator/metrics.ts";
+import { samplingMetrics } from "../../../src/orchestrator/sampling_metrics.ts";
+import { hasSpread } from "../../../src/sampling/base.ts";
+import { LETTERS_ENV } from "../../e2e/train_helpers.ts";
+import { harness, Scripted } from "./collect_harness.ts";
+
+const envFile = join(mkdtempSync(join(tmpdir(), "rlx-admission-")), "letters.ts");
+writeFileSync(envFile, LETTERS_ENV);
+
+/** Tasks whose number is even get the same reply every time (a flat group); odd ones alternate. */
+const halfFlat = () =>
+  new Scripted((call, prompt) =>
+    Number(/letters, (\d+)/.exec(prompt)?.[1]) % 2 === 0 ? "abc" : call % 2 ? "ab1" : "xyz",
+  );
+
+test("the gate rejects flat groups and draws replacements until the batch holds batch_size rollouts with spread", async () => {
+  const { o, sampler, train } = await harness({
+    envFile,
+    client: halfFlat(),
+    orchestrator: 'batch_size = 8\ngroup_size = 2\nsampler = { type = "filter" }',
+  });
+  for (let step = 1; step <= 4; step++) {
+    const got = await sampleGroups(step, o, sampler, new Progress());
+    expect(got.groups.flat().length).toBe(8);
+    expect(got.groups.every(hasSpread)).toBe(true);
+    const count = got.admission.get("letters")!;
+    expect(count.admitted).toBe(4);
+    expect(count.rejected).toBeGreaterThan(0);
+    expect(count.rejectedRollouts).toBe(2 * count.rejected);
+  }
+  // every drawn group, admitted or not, counts in its task's statistics
+  const seen = [...Array(30).keys()].map((i) => train.stats.get(`train-${i}`)).filter((s) => s !== undefined);
+  expect(seen.reduce((n, s) => n + s.attempts, 0)).toBe(2 * sampler.saveState().groups);
+});
+
+test("past max_oversample the gate admits the step's groups ungated, and says so", async () => {
+  const { o, sampler } = await harness({
+    envFile,
+    client: new Scripted(() => "abc"),
+    orchestrator: 'batch_size = 8\ngroup_size = 2\nsampler = { type = "filter", max_oversample = 2 }',
+  });
+  const got = await sampleGroups(1, o, sampler, new Progress());
+  const count = got.admission.get("letters")!;
+  expect(count.rejectedRollouts).toBe(8); // (2 - 1) x batch_size rejected, then the bound
+  expect(count.overBound).toBe(4);
+  expect(got.groups.flat().length).toBe(8);
+  expect(sampler.saveState().groups).toBe(8); // 2 x batch_size rollouts generated
+});
+
+test("replayed groups are never staler than max_age and keep the version that sampled them", async () => {
+  let version = 0;
+  const { o, sampler, train } = await harness({
+    envFile,
+    client: new Scripted(
+      (call) => (call % 2 ? "ab1" : "xyz"),
+      () => version,
+    ),
+    orchestrator:
+      'batch_size = 8\ngroup_size = 2\nmax_off_policy_steps = 3\nsampler = { type = "replay", share = 0.6, max_age = 2, max_replays = 2 }',
+  });
+  const firstSeen = new Map<string, number>();
+  let replays = 0;
+  for (let step = 1; step <= 12; step++) {
+    version = step - 1; // the trainer keeps up: step N samples with weights N - 1
+    const got = await sampleGroups(step, o, sampler, new Progress());
+    expect(got.groups.flat().length).toBe(8);
+    for (const rollout of got.groups.flat()) {
+      if (!got.replayed.has(rollout)) {
+        expect(firstSeen.has(rollout.id)).toBe(false);
+        firstSeen.set(rollout.id, rollout.policyVersion);
+        continue;
+      }
+      replays++;
+      expect(rollout.policyVersion).toBe(firstSeen.get(rollout.id)!);
+      expect(rollout.policyVersion).toBeLessThan(step - 1);
+      expect(rollout.policyVersion).toBeGreaterThanOrEqual(step - 1 - 2);
+    }
+    const m = samplingMetrics(step, { ...got, groups: got.groups }, [train]);
+    expect(m["sampling/letters/buffer_size"]).toBeLessThanOrEqual(64);
+    expect(m["sampling/letters/buffer_age"]).toBeLessThanOrEqual(2);
+    expect(m["sampling/letters/replayed"]).toBe(got.admission.get("letters")!.replayed);
+  }
+  expect(replays).toBeGreaterThan(20);
+});
+
+test("collectStep's kept samples name their task's statistics and whether they were replayed", async () => {
+  const { o, sampler } = await harness({
+    envFile,
+    client: new Scripted((call) => (call % 2 ? "ab1" : "xyz")),
+    orchestrator: 'batch_size = 4\ngroup_size = 2\nsampler = { type = "replay", share = 1 }',
+  });
+  const first = await collectStep(1, o, sampler, new Progress(), new FailureWindow(1));
+  expect(first.kept.every((k) => k.replayed === false && k.taskStats!.attempts === 2)).toBe(true);
+  const second = await collectStep(2, o, sampler, new Progress(), new FailureWindow(1));
+  expect(second.kept.map((k) => k.replayed)).toEqual([true, true, true, true]);
+  expect(second.kept.map((k) => k.rollout.id).sort()).toEqual(first.kept.map((k) => k.rollout.id).sort());
+  expect(second.admission.get("letters")!.replayed).toBe(2);
+});
