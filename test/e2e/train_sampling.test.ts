@@ -154,6 +154,7 @@ test("kill -9 after a checkpoint and --resume reproduce a curriculum and replay 
   const resumed = await rlx(["train", killed.path, "--resume"]).done;
   expect(resumed.err).not.toContain("error:");
   expect(resumed.code).toBe(0);
+  expect(resumed.out + resumed.err).toMatch(/resuming after step [2-5] of 6/); // killed mid-run, not after it
 
   const expected = draws(whole.runDir);
   expect(expected.length).toBe(6 * 8); // every drawn rollout is trained (and audited)
