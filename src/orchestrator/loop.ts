@@ -30,8 +30,7 @@ import { collectedMetrics, collectStep, warnFailures } from "./collect.ts";
 import { FailureWindow } from "./failures.ts";
 import { MetricsLog, Progress } from "./metrics.ts";
 import type { PolicyPool } from "./policy.ts";
-import { CarriedState } from "./carried.ts";
-import { TaskSampler } from "./sampler.ts";
+import { samplingState } from "./sampler.ts";
 import { samplingMetrics } from "./sampling_metrics.ts";
 import type { TrainEnv } from "./setup.ts";
 import type { TrainEval } from "./train_eval.ts";
@@ -44,31 +43,6 @@ export interface OrchestratorState {
   step: number;
   /** Everything that outlives a step, by key (carried.ts). */
   carried: Record<string, unknown>;
-}
-
-/** The run-level draw over the envs' samplers, and the registry of all state that outlives a step. */
-export function samplingState(
-  envs: readonly TrainEnv[],
-  seed: number,
-): { sampler: TaskSampler; carried: CarriedState } {
-  const sampler = new TaskSampler(
-    envs.map((e) => ({
-      name: e.resolved.name,
-      ratio: e.resolved.ratio,
-      groupSize: e.resolved.group_size,
-      sampler: e.sampler,
-      tasks: e.tasks,
-    })),
-    seed,
-  );
-  const carried = new CarriedState();
-  carried.register("draws", sampler);
-  for (const e of envs) {
-    carried.register(`stats/${e.resolved.name}`, e.stats);
-    carried.register(`sampler/${e.resolved.name}`, e.sampler);
-    carried.register(`algorithm/${e.resolved.name}`, e.algorithm);
-  }
-  return { sampler, carried };
 }
 
 export interface LoopOptions {

@@ -16,6 +16,8 @@ import type { Sampler } from "../sampling/base.ts";
 import { TaskStats } from "../sampling/stats.ts";
 import { Uniform } from "../sampling/uniform.ts";
 import { nextRandom } from "../sampling/walk.ts";
+import { CarriedState } from "./carried.ts";
+import type { TrainEnv } from "./setup.ts";
 
 export interface SamplerEnv {
   name: string;
@@ -85,4 +87,29 @@ export class TaskSampler {
     if ("replay" in pick) return { env: env.name, groupSize: pick.replay.length, replay: pick.replay };
     return { env: env.name, groupSize: env.groupSize, task: pick.task, groupId: `${env.name}/g${this.state.groups++}` };
   }
+}
+
+/** The run-level draw over the envs' samplers, and the registry of all state that outlives a step. */
+export function samplingState(
+  envs: readonly TrainEnv[],
+  seed: number,
+): { sampler: TaskSampler; carried: CarriedState } {
+  const sampler = new TaskSampler(
+    envs.map((e) => ({
+      name: e.resolved.name,
+      ratio: e.resolved.ratio,
+      groupSize: e.resolved.group_size,
+      sampler: e.sampler,
+      tasks: e.tasks,
+    })),
+    seed,
+  );
+  const carried = new CarriedState();
+  carried.register("draws", sampler);
+  for (const e of envs) {
+    carried.register(`stats/${e.resolved.name}`, e.stats);
+    carried.register(`sampler/${e.resolved.name}`, e.sampler);
+    carried.register(`algorithm/${e.resolved.name}`, e.algorithm);
+  }
+  return { sampler, carried };
 }

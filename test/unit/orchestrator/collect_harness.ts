@@ -17,7 +17,7 @@ import {
 import { ChatRenderer } from "../../../src/model/render.ts";
 import { Tokenizer } from "../../../src/model/tokenizer.ts";
 import type { CollectContext } from "../../../src/orchestrator/collect.ts";
-import { samplingState } from "../../../src/orchestrator/loop.ts";
+import { samplingState } from "../../../src/orchestrator/sampler.ts";
 import { createEnvAlgorithms, createEnvSampler, type TrainEnv } from "../../../src/orchestrator/setup.ts";
 
 export const tokenizer = new Tokenizer(byteTokenizerJson(), byteTokenizerConfig(), byteGenerationConfig());
