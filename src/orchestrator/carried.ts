@@ -1,13 +1,14 @@
 // The orchestrator's state that outlives a step, in one place (docs/sampling.md, "State across
 // steps"). Everything the step loop carries from one batch to the next registers here under a key:
 //
-//   draws              the run-level draw: the env-choice RNG and the group counter (sampler.ts)
+//   draws              the run-level draw: the env-choice RNG, the group counter and the admitted
+//                      groups drawn ahead that wait for the next step (sampler.ts, groups.ts)
 //   stats/<env>        the env's per-task statistics (src/sampling/stats.ts)
 //   sampler/<env>      the env's sampler's own state: its cursor, RNG, replay buffer
 //   algorithm/<env>    the env's algorithm's own state, when it keeps one (Algorithm.saveState)
 //
-// When batch N is cut nothing is in flight (a step runs exactly the groups it draws, or admits,
-// or replays), so `save()` then is the whole truth: it travels in step file N to the trainer,
+// When batch N is cut nothing is in flight (every group drawn for it has finished and was trained,
+// discarded or kept pending), so `save()` then is the whole truth: it travels in step file N to the trainer,
 // which writes it into checkpoints/step_N/orchestrator.json; `--resume` hands it to `load()` before
 // the first draw, and a resumed run draws exactly what the killed run would have. A part whose
 // saveState() returns undefined keeps nothing. Later features (judges, barriers, several agents)

@@ -1,37 +1,19 @@
-// Steps 2-3 of the step loop (src/orchestrator/loop.ts): the rollouts of one batch. Groups are drawn
-// (env by ratio, then the env's sampler: a fresh task, or a stored group to replay) until they hold
-// batch_size rollouts and run all at once, each env with its own algorithm and sampling source:
-// scoreRollout as each rollout finishes, scoreGroup once its group has. Each finished fresh group
-// updates its task's statistics and passes its env sampler's admission gate or is replaced
-// (docs/sampling.md). A group older than max_off_policy_steps is dropped (counted) and replaced. The trainable rollouts become samples (routed by each env's loss component, zero
-// advantages filtered); a batch with nothing to train is sampled again, and MAX_EMPTY_BATCHES in a
-// row abort the run with the reason. A failing hook fails its rollouts, as data, never the run.
-import { finishGroup, finishRollout, isTrainable, type LossComponent } from "../algorithms/base.ts";
+// Steps 2-3 of the step loop (src/orchestrator/loop.ts): one batch, from its groups (drawn, run,
+// admitted or replaced: groups.ts) to the samples it trains. The trainable rollouts become samples
+// (routed by each env's loss component, zero advantages filtered); a batch with nothing to train
+// is sampled again, and MAX_EMPTY_BATCHES in a row abort the run with the reason. Also the
+// orchestrator's half of the step's metrics and the per-env failure warnings.
+import { isTrainable, type LossComponent } from "../algorithms/base.ts";
 import { groupRelativeTypes } from "../algorithms/registry.ts";
 import { filterZeroAdvantage, rolloutToSamples } from "../algorithms/samples.ts";
-import type { ResolvedConfig } from "../config/resolve.ts";
-import type { Rollout, Task } from "../data/types.ts";
-import { hashString } from "../envs/random.ts";
+import type { Rollout } from "../data/types.ts";
 import { RlxError } from "../errors.ts";
-import type { ChatRenderer } from "../model/render.ts";
-import { runRollout } from "../rollout/driver.ts";
 import type { AuditInput } from "../rundir/audit.ts";
-import type { FailureWindow } from "./failures.ts";
-import { type Progress, rolloutMetrics } from "./metrics.ts";
 import type { TaskStats } from "../sampling/stats.ts";
-import type { Draw, TaskSampler } from "./sampler.ts";
-import type { TrainEnv } from "./setup.ts";
-
-/** What collecting a batch needs from the run. */
-export interface CollectContext {
-  config: ResolvedConfig;
-  envs: TrainEnv[];
-  renderer: ChatRenderer;
-  warn: (line: string) => void;
-}
-
-/** Batches in a row with nothing to train before the run gives up. */
-export const MAX_EMPTY_BATCHES = 10;
+import type { FailureWindow } from "./failures.ts";
+import { type CollectContext, type EnvAdmission, MAX_EMPTY_BATCHES, sampleGroups } from "./groups.ts";
+import { type Progress, rolloutMetrics } from "./metrics.ts";
+import type { TaskSampler } from "./sampler.ts";
 
 /** A sample the step trains, with what its audit record names (its rollout, index and algorithm). */
 export type KeptSample = Omit<AuditInput, "step">;
@@ -92,143 +74,6 @@ export async function collectStep(
       );
     }
     o.warn(`step ${step}: nothing to train in this batch (${why}); sampling again`);
-  }
-}
-
-/** What happened to one env's groups while a batch was collected (the sampling/<env>/* metrics). */
-export interface EnvAdmission {
-  /** Fresh groups the gate admitted (all of them without a gate). */
-  admitted: number;
-  /** Fresh groups the gate rejected (replaced by others). */
-  rejected: number;
-  /** Groups admitted past the over-sampling bound, ungated. */
-  overBound: number;
-  /** Stored groups trained again. */
-  replayed: number;
-  /** Rollouts the gate rejected (what the over-sampling bound counts). */
-  rejectedRollouts: number;
-}
-
-export interface Sampled {
-  /** The batch's groups in draw order: admitted fresh ones and replayed ones. */
-  groups: Rollout[][];
-  /** The rollouts of replayed groups (trained before, in an earlier step). */
-  replayed: Set<Rollout>;
-  /** Rollouts dropped as stale. */
-  dropped: number;
-  /** Per env name. */
-  admission: Map<string, EnvAdmission>;
-}
-
-/**
- * Groups for step N totalling at least batch_size rollouts, none of them stale, each admitted by
- * its env's sampler: drawn (a fresh task, or a stored group to replay), run all at once, then, in
- * draw order, each fresh group's task statistics recorded, the gate asked, the sampler told. A
- * rejected group is replaced by drawing again for what is still missing.
- */
-export async function sampleGroups(
-  step: number,
-  o: CollectContext,
-  sampler: TaskSampler,
-  progress: Progress,
-): Promise<Sampled> {
-  const minVersion = step - 1 - o.config.orchestrator.max_off_policy_steps;
-  const out: Sampled = { groups: [], replayed: new Set(), dropped: 0, admission: new Map() };
-  for (const env of o.envs)
-    out.admission.set(env.resolved.name, { admitted: 0, rejected: 0, overBound: 0, replayed: 0, rejectedRollouts: 0 });
-  let need = o.config.orchestrator.batch_size;
-  while (need > 0) {
-    const draws: Draw[] = [];
-    let planned = 0;
-    while (planned < need) {
-      const draw = sampler.next(step);
-      draws.push(draw);
-      planned += draw.groupSize;
-    }
-    progress.grow(draws.reduce((n, d) => n + (d.replay ? 0 : d.groupSize), 0));
-    const finished = await Promise.all(draws.map((draw) => (draw.replay ? draw.replay : runGroup(draw, o, progress))));
-    for (const [i, group] of finished.entries()) {
-      const draw = draws[i]!;
-      const env = o.envs.find((e) => e.resolved.name === draw.env)!;
-      const count = out.admission.get(draw.env)!;
-      const versions = group.filter((r) => r.numTurns > 0).map((r) => r.policyVersion);
-      if (!env.frozen && versions.length > 0 && Math.min(...versions) < minVersion) {
-        out.dropped += group.length;
-        if (out.dropped >= MAX_EMPTY_BATCHES * o.config.orchestrator.batch_size) {
-          throw new RlxError(
-            `step ${step}: ${out.dropped} rollouts in a row were sampled by weights older than version ${minVersion} (max_off_policy_steps ${o.config.orchestrator.max_off_policy_steps}); the last by version ${Math.min(...versions)}`,
-            {
-              fix: "the policy is not serving the weights the trainer publishes: check the policy servers' logs (POST /update_weights)",
-            },
-          );
-        }
-        continue;
-      }
-      if (draw.replay) {
-        count.replayed++;
-        for (const rollout of group) out.replayed.add(rollout);
-      } else {
-        env.stats.record(group, step);
-        const verdict = env.sampler.admit(group, count.rejectedRollouts);
-        env.sampler.observe(group, verdict !== "reject", step);
-        if (verdict === "reject") {
-          count.rejected++;
-          count.rejectedRollouts += group.length;
-          continue;
-        }
-        if (verdict === "over_bound") count.overBound++;
-        else count.admitted++;
-      }
-      out.groups.push(group);
-      need -= group.length;
-    }
-  }
-  return out;
-}
-
-/** One group: group_size rollouts of one task, scored as each finishes and then as a group. */
-async function runGroup(draw: Draw & { task: Task }, o: CollectContext, progress: Progress): Promise<Rollout[]> {
-  const train = o.envs.find((e) => e.resolved.name === draw.env)!;
-  const env = train.resolved;
-  const group = await Promise.all(
-    Array.from({ length: draw.groupSize }, async (_, i) => {
-      const id = `${draw.groupId}/r${i}`;
-      const rollout = await runRollout({
-        id,
-        groupId: draw.groupId,
-        envId: env.name,
-        env: train.env,
-        task: draw.task,
-        client: train.client,
-        renderer: o.renderer,
-        sampling: {
-          maxTokens: env.max_tokens,
-          temperature: env.temperature,
-          topP: 1,
-          topK: 0,
-          seed: hashString(`${o.config.seed}:${id}`),
-        },
-        maxContextTokens: o.config.orchestrator.seq_len,
-      });
-      await failAsData([rollout], "scoreRollout", () => finishRollout(train.algorithm, rollout));
-      progress.tick();
-      return rollout;
-    }),
-  );
-  await failAsData(group, "scoreGroup", () => finishGroup(train.algorithm, group));
-  return group;
-}
-
-/** Runs an algorithm hook; if it throws, the rollouts it was scoring fail (as data, not a crash). */
-async function failAsData(rollouts: Rollout[], hook: string, run: () => Promise<void>): Promise<void> {
-  try {
-    await run();
-  } catch (err) {
-    for (const rollout of rollouts) {
-      if (rollout.error) continue;
-      rollout.error = `${hook} failed: ${(err as Error).message}`;
-      rollout.metrics = { ...rollout.metrics, error: 1 };
-    }
   }
 }
 

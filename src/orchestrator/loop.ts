@@ -4,17 +4,17 @@
 //   1. Wait until the trainer has published weights N-1-L (L = min(max_async_level,
 //      max_off_policy_steps)): the orchestrator never runs more than max_async_level steps ahead,
 //      and it never samples what it would have to drop as stale.
-//   2-3. Collect the batch's rollouts, scored by each env's algorithm, until it has something to
-//      train (src/orchestrator/collect.ts).
+//   2-3. Collect the batch's groups, scored by each env's algorithm and admitted by its sampler
+//      (groups.ts), until it has something to train (collect.ts).
 //   4. Pack, write batches/step_N.bin atomically (with the orchestrator's state on checkpoint
 //      steps), the audit records rollouts/step_N.jsonl, and stage the step's metrics.
 //   Meanwhile the WeightWatcher loads each step the trainer publishes into the policy and writes
 //   the step's metrics line. The run ends when the trainer has published max_steps.
 //
-// A batch takes exactly the groups it draws, admits or replays, so when batch N is cut nothing is in
-// flight: what outlives the step (the draw's RNG, each env's task statistics, sampler state and
-// replay buffer, each algorithm's own state) is registered in one CarriedState (carried.ts), saved
-// on checkpoint steps, and a resumed run draws exactly what the killed run would have drawn.
+// When batch N is cut nothing is in flight: what outlives the step (the draw's RNG and the groups
+// drawn ahead for the next step, each env's task statistics, sampler state and replay buffer,
+// each algorithm's own state) is registered in one CarriedState (carried.ts), saved on checkpoint
+// steps, and a resumed run draws exactly what the killed run would have drawn.
 // Failures are data: a rollout whose env, tool, endpoint or algorithm hook failed carries its
 // error, is excluded from training and is counted per env in the metrics.
 import { mkdirSync } from "node:fs";
@@ -123,7 +123,7 @@ export async function runTrainLoop(o: LoopOptions): Promise<LoopResult> {
         : undefined;
       const stepMetrics = {
         ...collectedMetrics(step, collected, envNames, rolloutSeconds),
-        ...samplingMetrics(step, collected, o.envs),
+        ...samplingMetrics(step, collected, o.envs, sampler.pending),
         "batch/rows": packed.rows.length,
         "batch/truncated_samples": packed.truncatedSamples,
         "time/wait_for_policy": waitForPolicy,

@@ -3,8 +3,9 @@
 // its tasks it gets, or which stored group is replayed in its place.
 //
 // Why built this way: a resumed run must draw exactly what the uninterrupted run would have, so
-// the run-level state is a 32-bit RNG state for the env choice and a group counter (registered as
-// "draws" in carried.ts), and each env sampler's state is its own. With `uniform` samplers the
+// the run-level state is a 32-bit RNG state for the env choice, a group counter and the groups
+// pending from the last step (registered as "draws" in carried.ts), and each env sampler's state
+// is its own. With `uniform` samplers the
 // draws are rlx's draws since its first sampler, bit for bit.
 //
 // `ratio` is a share of rollouts, not of groups: an env with group_size 8 and one with 4 at equal
@@ -35,17 +36,28 @@ export function uniformEnv(env: Omit<SamplerEnv, "sampler">, seed: number): Samp
   return { ...env, sampler: new Uniform({ type: "uniform", pass_reward: 1 }, ctx) };
 }
 
+/** A group drawn ahead for an earlier step, admitted, and not needed there (groups.ts). */
+export interface PendingGroup {
+  group: Rollout[];
+  /** It came from a replay buffer (it is trained again, not for the first time). */
+  replay: boolean;
+}
+
 /** The run-level draw's state. */
 export interface DrawState {
   /** The env-choice RNG's 32-bit state. */
   rng: number;
   /** Fresh groups drawn so far (group ids are numbered by it). */
   groups: number;
+  /** Groups waiting to be the first ones of the next step, oldest first. */
+  pending: PendingGroup[];
 }
 
-/** The next group: a fresh one (`task`, a new group id) or a stored one to train again (`replay`). */
+/** The next group: a fresh one (`task`, a new group id), a stored one to train again (`replay`), or
+ * one drawn ahead for an earlier step and admitted there (`pending`). */
 export type Draw = { env: string; groupSize: number } & (
-  { task: Task; groupId: string; replay?: undefined } | { replay: Rollout[]; task?: undefined; groupId?: undefined }
+  | { kind: "fresh"; task: Task; groupId: string; group?: undefined }
+  | { kind: "replay" | "pending"; group: Rollout[]; task?: undefined; groupId?: undefined }
 );
 
 export class TaskSampler {
@@ -64,19 +76,34 @@ export class TaskSampler {
     }
     const total = envs.reduce((sum, env) => sum + env.ratio / env.groupSize, 0);
     this.weights = envs.map((env) => env.ratio / env.groupSize / total);
-    this.state = { rng: hashString(`sampler:${seed}`), groups: 0 };
+    this.state = { rng: hashString(`sampler:${seed}`), groups: 0, pending: [] };
   }
 
   saveState(): DrawState {
-    return { ...this.state };
+    return { ...this.state, pending: [...this.state.pending] };
   }
 
   loadState(state: DrawState): void {
-    this.state = { ...state };
+    this.state = { ...state, pending: [...(state.pending ?? [])] };
   }
 
-  /** The next group for `step`: an env by ratio, then whatever that env's sampler picks. */
+  /** Groups waiting for the next step. */
+  get pending(): number {
+    return this.state.pending.length;
+  }
+
+  /** Keeps an admitted group for the next step (it is drawn before anything else). */
+  keep(pending: PendingGroup): void {
+    this.state.pending.push(pending);
+  }
+
+  /** The next group for `step`: a pending one, else an env by ratio and whatever its sampler picks. */
   next(step: number): Draw {
+    const waiting = this.state.pending.shift();
+    if (waiting) {
+      const { group, replay } = waiting;
+      return { env: group[0]!.env, groupSize: group.length, kind: replay ? "replay" : "pending", group };
+    }
     const r = nextRandom(this.state.rng);
     this.state.rng = r.state;
     let index = 0;
@@ -84,8 +111,9 @@ export class TaskSampler {
     while (r.value >= cumulative && index < this.envs.length - 1) cumulative += this.weights[++index]!;
     const env = this.envs[index]!;
     const pick = env.sampler.next(step);
-    if ("replay" in pick) return { env: env.name, groupSize: pick.replay.length, replay: pick.replay };
-    return { env: env.name, groupSize: env.groupSize, task: pick.task, groupId: `${env.name}/g${this.state.groups++}` };
+    if ("replay" in pick) return { env: env.name, groupSize: pick.replay.length, kind: "replay", group: pick.replay };
+    const groupId = `${env.name}/g${this.state.groups++}`;
+    return { env: env.name, groupSize: env.groupSize, kind: "fresh", task: pick.task, groupId };
   }
 }
 

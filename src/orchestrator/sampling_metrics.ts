@@ -9,11 +9,13 @@ import { PASS_RATE_BINS } from "../sampling/stats.ts";
 import type { Collected } from "./collect.ts";
 import type { TrainEnv } from "./setup.ts";
 
-/** `sampling/<env>/...` keys and `sampling/signal_share` for step `step`'s collected batch. */
+/** `sampling/<env>/...` keys, `sampling/signal_share` and `sampling/pending` (groups drawn ahead
+ * and waiting for the next step) for step `step`'s collected batch. */
 export function samplingMetrics(
   step: number,
   collected: Pick<Collected, "admission" | "groups">,
   envs: readonly TrainEnv[],
+  pending: number,
 ): Record<string, number> {
   const out: Record<string, number> = {};
   for (const env of envs) {
@@ -32,5 +34,6 @@ export function samplingMetrics(
   }
   const groups = collected.groups.filter((g: Rollout[]) => g.length > 0);
   out["sampling/signal_share"] = groups.length ? groups.filter(hasSpread).length / groups.length : 0;
+  out["sampling/pending"] = pending;
   return out;
 }

@@ -3,9 +3,9 @@
 // differ by more than `min_reward_spread` (max - min) and its pass rate is inside
 // [min_pass_rate, max_pass_rate]; a rejected group is replaced by a fresh one, so the step still
 // gets its full batch_size of useful rollouts. The bound: once the gate has rejected
-// (max_oversample - 1) x batch_size rollouts of this env in one step, the step's remaining groups
-// are admitted ungated ("over_bound", counted), so a task set the policy cannot learn from costs
-// at most max_oversample times the rollouts of an ungated step before the step goes on.
+// (max_oversample - 1) x batch_size rollouts of this env in one step, the groups that fill the
+// step's batch are admitted ungated ("over_bound", counted), so a task set the policy cannot learn
+// from costs a few times the rollouts of an ungated step before the step goes on.
 import { type ZodType, z } from "zod";
 import type { Rollout } from "../data/types.ts";
 import { passRewardField, type Verdict } from "./base.ts";

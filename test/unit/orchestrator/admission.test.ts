@@ -7,7 +7,8 @@ import { expect, test } from "bun:test";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { collectStep, sampleGroups } from "../../../src/orchestrator/collect.ts";
+import { collectStep } from "../../../src/orchestrator/collect.ts";
+import { sampleGroups } from "../../../src/orchestrator/groups.ts";
 import { FailureWindow } from "../../../src/orchestrator/failures.ts";
 import { Progress } from "../../../src/orchestrator/metrics.ts";
 import { samplingMetrics } from "../../../src/orchestrator/sampling_metrics.ts";
@@ -31,17 +32,42 @@ test("the gate rejects flat groups and draws replacements until the batch holds 
     orchestrator: 'batch_size = 8\ngroup_size = 2\nsampler = { type = "filter" }',
   });
   for (let step = 1; step <= 4; step++) {
+    const waiting = sampler.pending; // admitted in the last step, drawn ahead: this step's first
     const got = await sampleGroups(step, o, sampler, new Progress());
     expect(got.groups.flat().length).toBe(8);
     expect(got.groups.every(hasSpread)).toBe(true);
     const count = got.admission.get("letters")!;
-    expect(count.admitted).toBe(4);
+    expect(count.admitted).toBe(4 - waiting + sampler.pending);
     expect(count.rejected).toBeGreaterThan(0);
     expect(count.rejectedRollouts).toBe(2 * count.rejected);
   }
   // every drawn group, admitted or not, counts in its task's statistics
   const seen = [...Array(30).keys()].map((i) => train.stats.get(`train-${i}`)).filter((s) => s !== undefined);
   expect(seen.reduce((n, s) => n + s.attempts, 0)).toBe(2 * sampler.saveState().groups);
+});
+
+test("replacement rounds draw ahead; admitted groups the batch does not need are the next step's first", async () => {
+  const { o, sampler } = await harness({
+    envFile,
+    client: halfFlat(),
+    orchestrator: 'batch_size = 8\ngroup_size = 2\nsampler = { type = "filter" }',
+  });
+  let carried = 0;
+  let waiting: string[] = [];
+  for (let step = 1; step <= 8; step++) {
+    const got = await sampleGroups(step, o, sampler, new Progress());
+    expect(got.groups.flat().length).toBe(8);
+    expect(got.groups.every(hasSpread)).toBe(true);
+    // the groups left waiting by the last step open this one, in order
+    expect(got.groups.slice(0, waiting.length).map((g) => g[0]!.groupId)).toEqual(waiting);
+    const saved = JSON.parse(JSON.stringify(sampler.saveState())) as {
+      pending: Array<{ group: { groupId: string }[] }>;
+    };
+    waiting = saved.pending.map((p) => p.group[0]!.groupId);
+    expect(waiting.length).toBe(sampler.pending);
+    carried += waiting.length;
+  }
+  expect(carried).toBeGreaterThan(0);
 });
 
 test("past max_oversample the gate admits the step's groups ungated, and says so", async () => {
@@ -52,10 +78,15 @@ test("past max_oversample the gate admits the step's groups ungated, and says so
   });
   const got = await sampleGroups(1, o, sampler, new Progress());
   const count = got.admission.get("letters")!;
-  expect(count.rejectedRollouts).toBe(8); // (2 - 1) x batch_size rejected, then the bound
+  // round 1: 4 groups rejected, (2 - 1) x batch_size rollouts: the bound. Round 2 draws twice what
+  // is missing (nothing was admitted): 4 groups fill the batch ungated, the 4 drawn ahead are
+  // discarded rather than kept for the next step
   expect(count.overBound).toBe(4);
+  expect(count.rejected).toBe(8);
+  expect(count.rejectedRollouts).toBe(16);
   expect(got.groups.flat().length).toBe(8);
-  expect(sampler.saveState().groups).toBe(8); // 2 x batch_size rollouts generated
+  expect(sampler.saveState().groups).toBe(12);
+  expect(sampler.pending).toBe(0);
 });
 
 test("replayed groups are never staler than max_age and keep the version that sampled them", async () => {
@@ -86,7 +117,7 @@ test("replayed groups are never staler than max_age and keep the version that sa
       expect(rollout.policyVersion).toBeLessThan(step - 1);
       expect(rollout.policyVersion).toBeGreaterThanOrEqual(step - 1 - 2);
     }
-    const m = samplingMetrics(step, { ...got, groups: got.groups }, [train]);
+    const m = samplingMetrics(step, got, [train], sampler.pending);
     expect(m["sampling/letters/buffer_size"]).toBeLessThanOrEqual(64);
     expect(m["sampling/letters/buffer_age"]).toBeLessThanOrEqual(2);
     expect(m["sampling/letters/replayed"]).toBe(got.admission.get("letters")!.replayed);

@@ -7,7 +7,7 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Grpo } from "../../../src/algorithms/grpo.ts";
-import { sampleGroups } from "../../../src/orchestrator/collect.ts";
+import { sampleGroups } from "../../../src/orchestrator/groups.ts";
 import { Progress } from "../../../src/orchestrator/metrics.ts";
 import { samplingState } from "../../../src/orchestrator/sampler.ts";
 import { LETTERS_ENV } from "../../e2e/train_helpers.ts";

@@ -16,7 +16,7 @@ import {
 } from "../../../src/model/byte_tokenizer.ts";
 import { ChatRenderer } from "../../../src/model/render.ts";
 import { Tokenizer } from "../../../src/model/tokenizer.ts";
-import type { CollectContext } from "../../../src/orchestrator/collect.ts";
+import type { CollectContext } from "../../../src/orchestrator/groups.ts";
 import { samplingState } from "../../../src/orchestrator/sampler.ts";
 import { createEnvAlgorithms, createEnvSampler, type TrainEnv } from "../../../src/orchestrator/setup.ts";
 

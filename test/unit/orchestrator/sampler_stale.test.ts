@@ -3,7 +3,7 @@
 // source never go stale; a policy stuck on old weights aborts the run instead of looping forever.
 // The real rollout driver, env and algorithm run against a scripted client that reports versions.
 import { expect, test } from "bun:test";
-import { MAX_EMPTY_BATCHES, sampleGroups } from "../../../src/orchestrator/collect.ts";
+import { MAX_EMPTY_BATCHES, sampleGroups } from "../../../src/orchestrator/groups.ts";
 import { Progress } from "../../../src/orchestrator/metrics.ts";
 import { LETTERS_ENV } from "../../e2e/train_helpers.ts";
 import { harness, Scripted } from "./collect_harness.ts";
