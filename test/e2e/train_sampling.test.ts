@@ -2,7 +2,7 @@
 //   - the admission gate: with half the tasks giving every rollout the same reward, every step
 //     trains batch_size rollouts, all from groups whose rewards differ, and the gate's rejections
 //     are counted;
-//   - the carried state: a deterministic run with a curriculum env and a replay env, killed with
+//   - the carried state: a deterministic run with a curriculum, a replay and a filter env, killed with
 //     -9 after its step-2 checkpoint and resumed, draws exactly what the uninterrupted run drew
 //     (the same groups, tasks, replays and policy versions, step by step) and logs the same metrics.
 import { afterAll, beforeAll, expect, test } from "bun:test";
@@ -91,11 +91,13 @@ name = "half"
     }
   }
   const metrics = readMetrics(runDir);
+  let waiting = 0; // admitted groups drawn ahead by the step before, the first of this one
   for (const row of metrics) {
     expect(row["batch/samples"]).toBe(8);
     expect(row["rollouts/count"]).toBe(8);
-    expect(row["sampling/half/admitted"]).toBe(4);
+    expect(row["sampling/half/admitted"]! + waiting - row["sampling/pending"]!).toBe(4);
     expect(row["sampling/signal_share"]).toBe(1);
+    waiting = row["sampling/pending"]!;
   }
   // the flat half was drawn and turned away (about as many groups as were admitted)
   expect(metrics.reduce((n, row) => n + row["sampling/half/rejected"]!, 0)).toBeGreaterThanOrEqual(4);
@@ -124,6 +126,10 @@ sampler = { type = "curriculum", pass_reward = 0.5, retry_after = 2 }
 id = ${letters}
 name = "b"
 sampler = { type = "replay", share = 0.5, max_age = 2 }
+[[orchestrator.train.env]]
+id = ${letters}
+name = "c"
+sampler = { type = "filter", pass_reward = 0.3, max_pass_rate = 0.5 }
 `;
 
 /** What a run drew, step by step: (step, group, rollout, task, replayed, version) of every trained sample. */
@@ -137,7 +143,7 @@ const timing = (key: string) => key === "time" || key.startsWith("time/") || key
 const metricsOf = (runDir: string) =>
   readMetrics(runDir).map((row) => Object.fromEntries(Object.entries(row).filter(([key]) => !timing(key))));
 
-test("kill -9 after a checkpoint and --resume reproduce a curriculum and replay run's draws exactly", async () => {
+test("kill -9 after a checkpoint and --resume reproduce a curriculum, replay and filter run's draws exactly", async () => {
   const letters = JSON.stringify(ws.lettersEnv);
   const whole = writeConfig(ws, "whole", RESUME_CONFIG(letters));
   const first = await rlx(["train", whole.path]).done;
@@ -163,6 +169,7 @@ test("kill -9 after a checkpoint and --resume reproduce a curriculum and replay 
   expect(expected.some((line) => line.includes(" true v"))).toBe(true); // something was replayed
   expect(draws(killed.runDir)).toEqual(expected);
   expect(metricsOf(killed.runDir)).toEqual(metricsOf(whole.runDir));
+  expect(readMetrics(whole.runDir).reduce((n, row) => n + row["sampling/c/rejected"]!, 0)).toBeGreaterThan(0);
   // replayed samples carry the version that sampled them, never older than max_off_policy_steps
   for (const records of readAudit(whole.runDir).values())
     for (const r of records.filter((r) => r.replayed)) {
