@@ -92,6 +92,7 @@ export async function sampleGroups(
   const out: Sampled = { groups: [], replayed: new Set(), dropped: 0, admission: new Map() };
   for (const env of o.envs)
     out.admission.set(env.resolved.name, { admitted: 0, rejected: 0, overBound: 0, replayed: 0, rejectedRollouts: 0 });
+  const inBatch = new Set<Rollout>();
   let need = o.config.orchestrator.batch_size;
   while (need > 0) {
     const draws: Array<{ draw: Draw; ahead: boolean }> = [];
@@ -140,9 +141,13 @@ export async function sampleGroups(
         continue;
       }
       if (draw.kind === "replay") {
+        // a group trains once per step: one stored in an earlier round (or kept pending from the
+        // last step) may come back from its buffer while it is in this batch already
+        if (group.some((rollout) => inBatch.has(rollout))) continue;
         count.replayed++;
         for (const rollout of group) out.replayed.add(rollout);
       }
+      for (const rollout of group) inBatch.add(rollout);
       out.groups.push(group);
       need -= group.length;
     }

@@ -89,8 +89,8 @@ export class Curriculum extends Uniform<CurriculumConfig> {
   }
 
   override loadState(state: unknown): void {
-    const s = state as { cursor: number; rng: number };
+    const s = state as { cursor: number; rng?: number };
     this.cursor = s.cursor;
-    this.rng = s.rng;
+    this.rng = s.rng ?? this.rng; // a uniform sampler's state (a format-1 checkpoint) has no RNG
   }
 }

@@ -69,9 +69,9 @@ export class Replay extends Uniform<ReplayConfig> {
   }
 
   override loadState(state: unknown): void {
-    const s = state as { cursor: number; rng: number; buffer: BufferedGroup[] };
+    const s = state as { cursor: number; rng?: number; buffer?: BufferedGroup[] };
     this.cursor = s.cursor;
-    this.rng = s.rng;
-    this.buffer.loadState(s.buffer);
+    this.rng = s.rng ?? this.rng; // a uniform sampler's state (a format-1 checkpoint) has only a cursor
+    this.buffer.loadState(s.buffer ?? []);
   }
 }

@@ -138,3 +138,23 @@ test("collectStep's kept samples name their task's statistics and whether they w
   expect(second.kept.map((k) => k.rollout.id).sort()).toEqual(first.kept.map((k) => k.rollout.id).sort());
   expect(second.admission.get("letters")!.replayed).toBe(2);
 });
+
+test("a group stored in an earlier round of the same step is not replayed into the batch it is in", async () => {
+  // step 5, max_off_policy_steps 2: the first two groups are fresh (and stored), the next two stale,
+  // so a second round draws while the buffer holds groups of this very batch
+  const { o, sampler } = await harness({
+    envFile,
+    client: new Scripted(
+      (call) => (call % 2 ? "ab1" : "xyz"),
+      (call) => (call < 4 ? 3 : call < 8 ? 1 : 4),
+    ),
+    orchestrator:
+      'batch_size = 8\ngroup_size = 2\nmax_off_policy_steps = 2\nsampler = { type = "replay", share = 1, max_age = 2 }',
+  });
+  const got = await sampleGroups(5, o, sampler, new Progress());
+  const ids = got.groups.flat().map((r) => r.id);
+  expect(got.dropped).toBe(4);
+  expect(ids.length).toBe(8);
+  expect(new Set(ids).size).toBe(8);
+  expect(got.replayed.size).toBe(0);
+});
