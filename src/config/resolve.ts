@@ -137,6 +137,10 @@ export function resolveConfig(config: RawConfig, source: string): Resolution {
     const algoPath = env.algo ? [...path, "algo"] : ["orchestrator", "algo"];
     warnings.push(...checkAlgo(algo, { source, path: algoPath, env: { path, name, groupSize: group_size } }, run));
     const args = checkEnvArgs(env, source, path);
+    if (env.ratio_steps !== undefined && env.ratio_end === undefined)
+      throw new ConfigError(`${source}: ${keyPath([...path, "ratio_steps"])}: a schedule needs ratio_end`, {
+        fix: "set ratio_end (the ratio at ratio_steps), or remove ratio_steps",
+      });
     const samplerPath = env.sampler ? [...path, "sampler"] : ["orchestrator", "sampler"];
     const sampler = env.sampler
       ? parseSamplerConfig(env.sampler, { source, path: samplerPath })

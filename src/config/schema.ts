@@ -16,6 +16,10 @@ const envEntry = z.strictObject({
   name: z.string().min(1).optional(),
   /** Relative share of rollouts drawn from this env. */
   ratio: z.number().positive().default(1),
+  /** A schedule over steps: the share moves linearly from `ratio` at step 1 to this at ratio_steps (flat after). */
+  ratio_end: z.number().positive().optional(),
+  /** Steps over which ratio moves to ratio_end; absent = max_steps. */
+  ratio_steps: positiveInt.optional(),
   /** Rollouts per task; defaults to orchestrator.group_size. */
   group_size: positiveInt.optional(),
   /** Sampling temperature; defaults to orchestrator.temperature. */
@@ -30,7 +34,7 @@ const envEntry = z.strictObject({
   sampler: samplerBlock.optional(),
 });
 
-const evalEntry = envEntry.omit({ algo: true, ratio: true, sampler: true });
+const evalEntry = envEntry.omit({ algo: true, ratio: true, ratio_end: true, ratio_steps: true, sampler: true });
 
 export const configSchema = z.strictObject({
   /** Run directory: metrics, rollouts, weights, checkpoints, logs. */

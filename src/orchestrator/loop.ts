@@ -70,7 +70,7 @@ export async function runTrainLoop(o: LoopOptions): Promise<LoopResult> {
   const orch = config.orchestrator;
   const lag = Math.min(orch.max_async_level, orch.max_off_policy_steps);
   const envNames = o.envs.map((e) => e.resolved.name);
-  const { sampler, carried } = samplingState(o.envs, config.seed);
+  const { sampler, carried } = samplingState(o.envs, config.seed, config.max_steps);
   if (o.resume) carried.load(o.resume.carried, `the checkpoint of step ${o.resume.step}`);
   const progress = new Progress();
   const print = progress.around(o.print);

@@ -9,7 +9,8 @@
 // draws are rlx's draws since its first sampler, bit for bit.
 //
 // `ratio` is a share of rollouts, not of groups: an env with group_size 8 and one with 4 at equal
-// ratio get one group of the first per two of the second.
+// ratio get one group of the first per two of the second. With `ratio_end` an env's ratio follows
+// a schedule over steps (linear from `ratio` at step 1 to `ratio_end` at `ratio_steps`).
 import type { Rollout, Task } from "../data/types.ts";
 import { hashString } from "../envs/random.ts";
 import { RlxError } from "../errors.ts";
@@ -23,6 +24,8 @@ import type { TrainEnv } from "./setup.ts";
 export interface SamplerEnv {
   name: string;
   ratio: number;
+  /** The ratio's schedule: `ratio` at step 1, `end` at step `steps`, flat after. */
+  schedule?: { end: number; steps: number };
   groupSize: number;
   sampler: Sampler<any>;
   /** Checked to be non-empty (an env without train tasks cannot be drawn from). */
@@ -60,8 +63,22 @@ export type Draw = { env: string; groupSize: number } & (
   | { kind: "replay" | "pending"; group: Rollout[]; task?: undefined; groupId?: undefined }
 );
 
+/** An env's ratio at `step` (its schedule, if it has one). */
+export function ratioAt(env: Pick<SamplerEnv, "ratio" | "schedule">, step: number): number {
+  if (!env.schedule) return env.ratio;
+  const t = Math.min(1, Math.max(0, (step - 1) / Math.max(1, env.schedule.steps - 1)));
+  return env.ratio + (env.schedule.end - env.ratio) * t;
+}
+
+/** Each env's probability of being drawn at `step`: its ratio per rollout of a group, normalized. */
+function envWeights(envs: readonly SamplerEnv[], step: number): number[] {
+  const total = envs.reduce((sum, env) => sum + ratioAt(env, step) / env.groupSize, 0);
+  return envs.map((env) => ratioAt(env, step) / env.groupSize / total);
+}
+
 export class TaskSampler {
-  private readonly weights: number[];
+  private weights: number[];
+  private weightsStep = 1;
   private state: DrawState;
 
   constructor(
@@ -74,8 +91,7 @@ export class TaskSampler {
           fix: "check the env's args (dataset path, size)",
         });
     }
-    const total = envs.reduce((sum, env) => sum + env.ratio / env.groupSize, 0);
-    this.weights = envs.map((env) => env.ratio / env.groupSize / total);
+    this.weights = envWeights(envs, 1);
     this.state = { rng: hashString(`sampler:${seed}`), groups: 0, pending: [] };
   }
 
@@ -104,6 +120,10 @@ export class TaskSampler {
       const { group, replay } = waiting;
       return { env: group[0]!.env, groupSize: group.length, kind: replay ? "replay" : "pending", group };
     }
+    if (step !== this.weightsStep && this.envs.some((env) => env.schedule)) {
+      this.weights = envWeights(this.envs, step);
+      this.weightsStep = step;
+    }
     const r = nextRandom(this.state.rng);
     this.state.rng = r.state;
     let index = 0;
@@ -121,11 +141,15 @@ export class TaskSampler {
 export function samplingState(
   envs: readonly TrainEnv[],
   seed: number,
+  maxSteps: number,
 ): { sampler: TaskSampler; carried: CarriedState } {
   const sampler = new TaskSampler(
     envs.map((e) => ({
       name: e.resolved.name,
       ratio: e.resolved.ratio,
+      ...(e.resolved.ratio_end === undefined
+        ? {}
+        : { schedule: { end: e.resolved.ratio_end, steps: e.resolved.ratio_steps ?? maxSteps } }),
       groupSize: e.resolved.group_size,
       sampler: e.sampler,
       tasks: e.tasks,

@@ -41,7 +41,7 @@ test("a run's carried state holds draws, statistics, sampler and algorithm state
   const counting = new CountingGrpo(plain.train.algorithm.config as any);
   const run = await harness({ envFile, client, orchestrator });
   run.train.algorithm = counting;
-  const { sampler, carried } = samplingState([run.train], 0);
+  const { sampler, carried } = samplingState([run.train], 0, 10);
   const o = { ...run.o, envs: [run.train] };
   for (let step = 1; step <= 3; step++) await sampleGroups(step, o, sampler, new Progress());
   const saved = JSON.parse(JSON.stringify(carried.save()));
@@ -52,7 +52,7 @@ test("a run's carried state holds draws, statistics, sampler and algorithm state
   const again = await harness({ envFile, client, orchestrator });
   const restored = new CountingGrpo(plain.train.algorithm.config as any);
   again.train.algorithm = restored;
-  const resumed = samplingState([again.train], 0);
+  const resumed = samplingState([again.train], 0, 10);
   resumed.carried.load(saved, "test");
   expect(restored.scored).toBe(counting.scored);
   expect(JSON.parse(JSON.stringify(resumed.carried.save()))).toEqual(saved);

@@ -74,5 +74,5 @@ export async function harness(o: {
     stats,
   };
   const ctx: CollectContext = { config, envs: [train], renderer: new ChatRenderer(tokenizer), warn: () => {} };
-  return { o: ctx, ...samplingState([train], config.seed), train, dir };
+  return { o: ctx, ...samplingState([train], config.seed, config.max_steps), train, dir };
 }

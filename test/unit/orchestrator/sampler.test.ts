@@ -4,7 +4,7 @@ import { expect, test } from "bun:test";
 import { createHash } from "node:crypto";
 import type { Task } from "../../../src/envs/types.ts";
 import { CarriedState } from "../../../src/orchestrator/carried.ts";
-import { type Draw, type SamplerEnv, TaskSampler, uniformEnv } from "../../../src/orchestrator/sampler.ts";
+import { type Draw, ratioAt, type SamplerEnv, TaskSampler, uniformEnv } from "../../../src/orchestrator/sampler.ts";
 
 const tasks = (prefix: string, n: number): Task[] =>
   Array.from({ length: n }, (_, i) => ({ id: `${prefix}${i}`, prompt: [], answer: "" }));
@@ -95,4 +95,20 @@ test("an env without tasks is an error naming it", () => {
   expect(() => new TaskSampler([uniformEnv({ name: "empty", ratio: 1, groupSize: 2, tasks: [] }, 0)], 0)).toThrow(
     'env "empty" has no train tasks',
   );
+});
+
+test("an env's ratio can follow a schedule over steps: linear from ratio to ratio_end, flat after", () => {
+  const list = [
+    { ...uniformEnv({ name: "a", ratio: 3, groupSize: 4, tasks: tasks("a", 7) }, 0), schedule: { end: 1, steps: 11 } },
+    uniformEnv({ name: "b", ratio: 1, groupSize: 4, tasks: tasks("b", 5) }, 0),
+  ];
+  expect([1, 6, 11, 40].map((step) => ratioAt(list[0]!, step))).toEqual([3, 2, 1, 1]);
+  const s = new TaskSampler(list, 0);
+  const share = (step: number) => {
+    const draws = Array.from({ length: 4000 }, () => s.next(step));
+    return draws.filter((d) => d.env === "a").length / draws.length;
+  };
+  expect(share(1)).toBeCloseTo(0.75, 1);
+  expect(share(6)).toBeCloseTo(2 / 3, 1);
+  expect(share(20)).toBeCloseTo(0.5, 1);
 });

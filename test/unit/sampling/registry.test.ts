@@ -72,3 +72,12 @@ test("the example custom sampler loads, checks its own fields, draws the least-s
   expect(sampler.admit(group("t0", [1, 0]), 0)).toBe("admit");
   expect(sampler.saveState()).toEqual({ cursor: expect.any(Number) });
 });
+
+test("an env's ratio schedule resolves as written; ratio_steps alone is an error naming the key", () => {
+  const envs = config("", '[[orchestrator.train.env]]\nid = "math"\nratio = 3\nratio_end = 1\nratio_steps = 50\n')()
+    .orchestrator.train.env;
+  expect(envs[0]).toMatchObject({ ratio: 3, ratio_end: 1, ratio_steps: 50 });
+  expect(config("", '[[orchestrator.train.env]]\nid = "math"\nratio_steps = 50\n')).toThrow(
+    /run\.toml: orchestrator\.train\.env\[0\]\.ratio_steps: a schedule needs ratio_end/,
+  );
+});
