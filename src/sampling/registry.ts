@@ -96,7 +96,12 @@ async function loadCustomClass(file: string, site: SamplerSite): Promise<Sampler
   }
   if (typeof module.default !== "function")
     throw new ConfigError(`${at}: "${file}" has no default export function`, { fix: shape });
-  const cls = (module.default as (kit: SamplerKit) => unknown)(samplerKit);
+  let cls: unknown;
+  try {
+    cls = (module.default as (kit: SamplerKit) => unknown)(samplerKit);
+  } catch (err) {
+    throw new ConfigError(`${at}: the default export of "${file}" threw: ${(err as Error).message}`, { fix: shape });
+  }
   if (typeof cls !== "function" || !(cls.prototype instanceof Sampler))
     throw new ConfigError(
       `${at}: the default export of "${file}" must return a class extending the Sampler it is given`,
