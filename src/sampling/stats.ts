@@ -13,7 +13,7 @@ export interface TaskStat {
   attempts: number;
   /** Of those, rollouts whose reward reached `pass_reward`. */
   passes: number;
-  /** Pass rate of the task's most recent group (what the policy does now; NaN before any). */
+  /** Pass rate of the task's most recent group (what the policy does now). */
   lastPassRate: number;
   /** The step the task's most recent group was drawn for. */
   lastSeenStep: number;
@@ -50,8 +50,8 @@ export class TaskStats {
     const ok = group.filter((r) => !r.error);
     if (ok.length === 0) return;
     const id = ok[0]!.taskId;
-    const stat = this.table.get(id) ?? { attempts: 0, passes: 0, lastPassRate: NaN, lastSeenStep: step };
     const passes = ok.filter((r) => this.passed(r)).length;
+    const stat = this.table.get(id) ?? { attempts: 0, passes: 0, lastPassRate: 0, lastSeenStep: step };
     stat.attempts += ok.length;
     stat.passes += passes;
     stat.lastPassRate = passes / ok.length;
