@@ -84,7 +84,10 @@ function prepareRunDir(runDir: string, o: TrainOptions): LoadedCheckpoint | unde
   return undefined;
 }
 
-function orchestratorState(checkpoint: LoadedCheckpoint): OrchestratorState {
+/** The orchestrator state of a checkpoint, a format-1 one (before samplers) read as uniform samplers' state. */
+export function orchestratorState(
+  checkpoint: Pick<LoadedCheckpoint, "dir" | "step" | "orchestratorState">,
+): OrchestratorState {
   const state = checkpoint.orchestratorState as { format?: number; step?: number; carried?: object; sampler?: any };
   // format 1 (before samplers were pluggable) held the uniform walk's cursors, the RNG, the counter
   if (state?.format === 1 && state.step === checkpoint.step && state.sampler) {
