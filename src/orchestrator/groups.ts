@@ -126,9 +126,10 @@ export async function sampleGroups(
       if (draw.kind === "fresh") {
         env.stats.record(group, step);
         const verdict = env.sampler.admit(group, count.rejectedRollouts);
-        env.sampler.observe(group, verdict !== "reject", step);
         // past the bound a group is admitted only to fill this batch, never kept for the next
-        if (verdict === "reject" || (verdict === "over_bound" && ahead && need <= 0)) {
+        const turnedAway = verdict === "reject" || (verdict === "over_bound" && ahead && need <= 0);
+        env.sampler.observe(group, !turnedAway, step);
+        if (turnedAway) {
           count.rejected++;
           count.rejectedRollouts += group.length;
           continue;
