@@ -5,8 +5,8 @@
 // Why built this way: a resumed run must draw exactly what the uninterrupted run would have, so
 // the run-level state is a 32-bit RNG state for the env choice, a group counter and the groups
 // pending from the last step (registered as "draws" in carried.ts), and each env sampler's state
-// is its own. With `uniform` samplers the
-// draws are rlx's draws since its first sampler, bit for bit.
+// is its own. With `uniform` samplers the draws are rlx's draws since its first sampler, bit for
+// bit (test/unit/orchestrator/sampler.test.ts).
 //
 // `ratio` is a share of rollouts, not of groups: an env with group_size 8 and one with 4 at equal
 // ratio get one group of the first per two of the second. With `ratio_end` an env's ratio follows
@@ -21,6 +21,7 @@ import { nextRandom } from "../sampling/walk.ts";
 import { CarriedState } from "./carried.ts";
 import type { TrainEnv } from "./setup.ts";
 
+/** One train env as the run-level draw sees it. */
 export interface SamplerEnv {
   name: string;
   ratio: number;
