@@ -1,11 +1,12 @@
 // The run config: every key, its type and its default. Config files hold deltas over these
 // defaults (configs/*.toml). Strict objects everywhere: an unknown key is an error, never ignored.
-// Algorithm blocks are parsed and checked per type by the algorithm registry
-// (src/algorithms/registry.ts, each algorithm's schema in its own file), and env args by each
+// Algorithm and sampler blocks are parsed and checked per type by their registries
+// (src/algorithms/registry.ts, src/sampling/registry.ts), and env args by each
 // environment's own schema, so both errors name the path the user typed.
 import { z } from "zod";
 
 const algoBlock = z.looseObject({ type: z.string() });
+const samplerBlock = z.looseObject({ type: z.string() });
 const positiveInt = z.number().int().positive();
 
 const envEntry = z.strictObject({
@@ -15,6 +16,10 @@ const envEntry = z.strictObject({
   name: z.string().min(1).optional(),
   /** Relative share of rollouts drawn from this env. */
   ratio: z.number().positive().default(1),
+  /** A schedule over steps: the share moves linearly from `ratio` at step 1 to this at ratio_steps (flat after). */
+  ratio_end: z.number().positive().optional(),
+  /** Steps over which ratio moves to ratio_end; absent = max_steps. */
+  ratio_steps: positiveInt.optional(),
   /** Rollouts per task; defaults to orchestrator.group_size. */
   group_size: positiveInt.optional(),
   /** Sampling temperature; defaults to orchestrator.temperature. */
@@ -25,9 +30,11 @@ const envEntry = z.strictObject({
   args: z.record(z.string(), z.unknown()).default({}),
   /** This env's algorithm; absent = a deep copy of [orchestrator.algo]. */
   algo: algoBlock.optional(),
+  /** This env's sampler (docs/sampling.md); absent = a deep copy of [orchestrator.sampler]. */
+  sampler: samplerBlock.optional(),
 });
 
-const evalEntry = envEntry.omit({ algo: true, ratio: true });
+const evalEntry = envEntry.omit({ algo: true, ratio: true, ratio_end: true, ratio_steps: true, sampler: true });
 
 export const configSchema = z.strictObject({
   /** Run directory: metrics, rollouts, weights, checkpoints, logs. */
@@ -125,6 +132,8 @@ export const configSchema = z.strictObject({
     /** Remove rl membership of zero-advantage tokens before packing. */
     filter_zero_advantages: z.boolean().default(true),
     algo: algoBlock.default({ type: "grpo" }),
+    /** Which tasks each env draws, which finished groups a batch admits, what is replayed (docs/sampling.md). */
+    sampler: samplerBlock.default({ type: "uniform" }),
     train: z.strictObject({ env: z.array(envEntry).min(1, "at least one [[orchestrator.train.env]] is needed") }),
     eval: z
       .strictObject({

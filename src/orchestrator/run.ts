@@ -84,9 +84,19 @@ function prepareRunDir(runDir: string, o: TrainOptions): LoadedCheckpoint | unde
   return undefined;
 }
 
-function orchestratorState(checkpoint: LoadedCheckpoint): OrchestratorState {
-  const state = checkpoint.orchestratorState as Partial<OrchestratorState>;
-  if (state?.format !== 1 || state.step !== checkpoint.step || !state.sampler) {
+/** The orchestrator state of a checkpoint, a format-1 one (before samplers) read as uniform samplers' state. */
+export function orchestratorState(
+  checkpoint: Pick<LoadedCheckpoint, "dir" | "step" | "orchestratorState">,
+): OrchestratorState {
+  const state = checkpoint.orchestratorState as { format?: number; step?: number; carried?: object; sampler?: any };
+  // format 1 (before samplers were pluggable) held the uniform walk's cursors, the RNG, the counter
+  if (state?.format === 1 && state.step === checkpoint.step && state.sampler) {
+    const { cursors, rng, groups } = state.sampler as { cursors: Record<string, number>; rng: number; groups: number };
+    const carried: Record<string, unknown> = { draws: { rng, groups } };
+    for (const [env, cursor] of Object.entries(cursors)) carried[`sampler/${env}`] = { cursor };
+    return { format: 2, step: state.step, carried };
+  }
+  if (state?.format !== 2 || state.step !== checkpoint.step || typeof state.carried !== "object") {
     throw new RlxError(`${checkpoint.dir}/orchestrator.json is not an orchestrator state of step ${checkpoint.step}`, {
       fix: "resume from another checkpoint",
     });

@@ -1,7 +1,7 @@
 // Checkpoints (docs/architecture.md §10): `checkpoints/step_N/` holds everything a killed run needs to continue
 // as if it had not stopped: the trainer's float32 weights and AdamW state after step N, and the
-// orchestrator's state as it was when it cut batch N (the step and the sampler's state: a batch
-// takes exactly the groups dispatched for it, so nothing is buffered or in flight at the cut).
+// orchestrator's state as it was when it cut batch N (the step and everything it carries across
+// steps, src/orchestrator/carried.ts: nothing is in flight at the cut).
 //
 //   checkpoints/step_N/
 //     trainer/model/         HF layout, float32 (exact, whatever dtype the run publishes in)
