@@ -11,41 +11,22 @@
 //   - Content: render the message once more with its content replaced by a sentinel; where the
 //     sentinel lands is where the content starts. If the template transformed the content (strip),
 //     fall back to searching for it inside the message's text.
-//   - Tokens: each span is encoded on its own, content with `encodePlain` (never special tokens)
-//     and scaffold with `encode`. Span edges fall on special tokens or newlines in ChatML, where a
-//     regex pre-tokenizer splits anyway, so the ids match whole-string encoding there; elsewhere a
-//     token may split at an edge. rlx always renders this way, so sampling and training agree.
-//     (Metaspace/sentencepiece tokenizers that prepend a space per encode call are not supported.)
+//   - Tokens: the whole text is encoded once, as transformers and vLLM encode it, and each token
+//     is attributed by its character offset (tokenize_spans.ts, which also says what happens to a
+//     token that crosses a span edge).
 import { Template } from "@huggingface/jinja";
 import { ModelFileError } from "../errors.ts";
 import type { ChatMessage, ToolSpec } from "./chat.ts";
 import type { Tokenizer } from "./tokenizer.ts";
+import { type AttributedText, type AttributedTokens, type Span, tokenizeSpans } from "./tokenize_spans.ts";
+
+export type { AttributedText, AttributedTokens, Span } from "./tokenize_spans.ts";
 
 export interface RenderOptions {
   tools?: ToolSpec[];
   addGenerationPrompt: boolean;
   /** Extra template variables (e.g. `enable_thinking`). */
   templateArgs?: Record<string, unknown>;
-}
-
-/** A character range of rendered text owned by one message. */
-export interface Span {
-  start: number;
-  end: number;
-  messageIndex: number;
-  isContent: boolean;
-}
-
-export interface AttributedText {
-  text: string;
-  spans: Span[];
-}
-
-/** Token ids with per-token attribution (parallel arrays). */
-export interface AttributedTokens {
-  tokenIds: number[];
-  messageIndex: number[];
-  isContent: boolean[];
 }
 
 const CONTENT_SENTINEL = "\u2063rlx\u2063content\u2063";
@@ -106,20 +87,9 @@ export class ChatRenderer {
     return { text, spans };
   }
 
-  /** Encodes attributed text from character `from` on (spans cut at `from`). */
+  /** Encodes attributed text from character `from` on, whole (tokenize_spans.ts), attributed by offset. */
   tokenize(attributed: AttributedText, from = 0): AttributedTokens {
-    const out: AttributedTokens = { tokenIds: [], messageIndex: [], isContent: [] };
-    for (const span of attributed.spans) {
-      if (span.end <= from) continue;
-      const piece = attributed.text.slice(Math.max(span.start, from), span.end);
-      const ids = span.isContent ? this.tokenizer.encodePlain(piece) : this.tokenizer.encode(piece);
-      for (const id of ids) {
-        out.tokenIds.push(id);
-        out.messageIndex.push(span.messageIndex);
-        out.isContent.push(span.isContent && !this.tokenizer.specialIds.has(id));
-      }
-    }
-    return out;
+    return tokenizeSpans(this.tokenizer, attributed, from);
   }
 
   /** Renders, attributes and encodes a whole conversation. */

@@ -12,10 +12,10 @@
 // inside the content is text, not a stop). The whole conversation's rendering must start with
 // that much of the turn as generated (the extension property the rollout driver also needs);
 // templates that rewrite earlier turns fail here with the row named. Tokens come from the same
-// attributed rendering rollouts use, split at those character positions, so SFT and RL see the
-// same ids for the same conversation.
+// attributed rendering rollouts use (the whole text encoded once), weighted by each token's
+// character offset, so SFT and RL see the same ids for the same conversation.
 import { EnvError } from "../errors.ts";
-import type { ChatRenderer, RenderOptions, Span } from "../model/render.ts";
+import type { ChatRenderer, RenderOptions } from "../model/render.ts";
 import type { SftConversation } from "./data.ts";
 
 export interface SftTokens {
@@ -52,22 +52,6 @@ function targetRange(
   return [prompt.length, end];
 }
 
-/** Cuts spans at `cuts` so that every piece lies wholly inside or outside each target range. */
-function splitSpans(spans: Span[], cuts: number[]): Span[] {
-  const out: Span[] = [];
-  for (const span of spans) {
-    let start = span.start;
-    for (const cut of cuts) {
-      if (cut > start && cut < span.end) {
-        out.push({ ...span, start, end: cut });
-        start = cut;
-      }
-    }
-    out.push({ ...span, start });
-  }
-  return out;
-}
-
 /** Renders a conversation and weights its target tokens. */
 export function tokenizeConversation(renderer: ChatRenderer, conv: SftConversation): SftTokens {
   const attributed = renderer.attribute(conv.messages, { tools: conv.tools, addGenerationPrompt: false });
@@ -79,19 +63,9 @@ export function tokenizeConversation(renderer: ChatRenderer, conv: SftConversati
     if (i >= conv.targetsFrom && m.role === "assistant")
       ranges.push(targetRange(renderer, conv, i, attributed.text, stops));
   });
-  const pieces = splitSpans(
-    attributed.spans,
-    ranges.flat().sort((a, b) => a - b),
-  );
-  const out: SftTokens = { tokenIds: [], ceWeights: [] };
-  for (const piece of pieces) {
-    if (piece.end <= piece.start) continue;
-    const ids = renderer.tokenize({ text: attributed.text, spans: [piece] }).tokenIds;
-    const target = ranges.some(([a, b]) => piece.start >= a && piece.end <= b) ? 1 : 0;
-    for (const id of ids) {
-      out.tokenIds.push(id);
-      out.ceWeights.push(target);
-    }
-  }
-  return out;
+  const tokens = renderer.tokenize(attributed);
+  // A token is a target when it starts inside a target range (a crossing token at an edge belongs
+  // where it starts, as everywhere in rendering: src/model/tokenize_spans.ts).
+  const ceWeights = tokens.offsets.map((at) => (ranges.some(([a, b]) => at >= a && at < b) ? 1 : 0));
+  return { tokenIds: tokens.tokenIds, ceWeights };
 }

@@ -162,11 +162,7 @@ describe("config.json refusals name the file and the key", () => {
       "rope_scaling.low_freq_factor",
       'required for rope_type "llama3"',
     );
-    expectRefusal(
-      { ...LLAMA_MINIMAL, rope_scaling: { type: "linear", factor: 2 } },
-      "rope_scaling.type",
-      '"linear"',
-    );
+    expectRefusal({ ...LLAMA_MINIMAL, rope_scaling: { type: "linear", factor: 2 } }, "rope_scaling.type", '"linear"');
     expectRefusal(
       { ...LLAMA_MINIMAL, rope_parameters: { rope_type: "longrope", rope_theta: 1e4 } },
       "rope_parameters.rope_type",
