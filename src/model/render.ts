@@ -15,6 +15,7 @@
 //     is attributed by its character offset (tokenize_spans.ts, which also says what happens to a
 //     token that crosses a span edge).
 import { Template } from "@huggingface/jinja";
+import "./jinja_strings.ts"; // Python strip(chars) semantics (the library ignores the argument)
 import { ModelFileError } from "../errors.ts";
 import type { ChatMessage, ToolSpec } from "./chat.ts";
 import type { Tokenizer } from "./tokenizer.ts";
@@ -37,6 +38,54 @@ function commonPrefixLength(a: string, b: string): number {
   let i = 0;
   while (i < n && a.charCodeAt(i) === b.charCodeAt(i)) i++;
   return i;
+}
+
+/** A message's own printed values (content, reasoning, tool names), trimmed, non-empty. */
+function fieldValues(message: ChatMessage): string[] {
+  const values = [
+    message.content,
+    message.reasoning_content ?? "",
+    ...(message.tool_calls ?? []).map((c) => c.function.name),
+  ];
+  return values.map((v) => v.trim()).filter((v) => v !== "");
+}
+
+/** The index of the n-th (1-based) occurrence of `needle` in `text` from `from`, or -1. */
+function nthIndexOf(text: string, needle: string, from: number, n: number): number {
+  let at = from - 1;
+  for (let k = 0; k < n; k++) {
+    at = text.indexOf(needle, at + 1);
+    if (at === -1) return -1;
+  }
+  return at;
+}
+
+/**
+ * Where message i ends in the full rendering `text`, given `prefix`, the rendering of messages
+ * 0..i alone. Usually their common prefix. But a template may render earlier turns differently
+ * once later ones follow (Qwen3 drops the <think> block of assistant turns before the last user
+ * message): then the prefix diverges before message i's last printed field (its content, a tool
+ * call, its reasoning). The end is then realigned on that field: the closing text after it in
+ * the prefix, as far as the full text agrees.
+ */
+function messageEnd(prefix: string, text: string, start: number, message: ChatMessage): number {
+  const common = commonPrefixLength(prefix, text);
+  const values = fieldValues(message);
+  const rest = prefix.slice(common);
+  if (common >= start && !values.some((v) => rest.includes(v))) return common;
+  const byLastPrinted = values
+    .map((v) => [v, prefix.lastIndexOf(v)] as const)
+    .filter(([, at]) => at !== -1)
+    .sort((x, y) => y[1] - x[1]);
+  for (const [value, inPrefix] of byLastPrinted) {
+    // The same occurrence in the full text: a tool name also occurs inside the content before it.
+    const calls = (message.tool_calls ?? []).filter((c) => c.function.name.trim() === value).length;
+    const n = calls > 0 ? calls + message.content.split(value).length - 1 : 1;
+    const at = nthIndexOf(text, value, start, n);
+    if (at === -1) continue; // not printed in the full rendering (dropped reasoning)
+    return at + commonPrefixLength(prefix.slice(inPrefix), text.slice(at));
+  }
+  return Math.max(common, start);
 }
 
 export class ChatRenderer {
@@ -75,7 +124,7 @@ export class ChatRenderer {
       let end: number;
       if (i < messages.length - 1) {
         const prefix = this.tryText(messages.slice(0, i + 1), closed);
-        end = prefix === undefined ? start : commonPrefixLength(prefix, text);
+        end = prefix === undefined ? start : messageEnd(prefix, text, start, messages[i]!);
       } else {
         end = options.addGenerationPrompt ? this.closedLength(messages, closed, text) : text.length;
       }
@@ -193,10 +242,15 @@ export class ChatRenderer {
     const probe = [...messages.slice(0, i), { ...messages[i]!, [field]: sentinel }];
     const rendered = this.tryText(probe, closed);
     const at = rendered?.indexOf(sentinel) ?? -1;
-    for (const candidate of new Set([value, value.trim(), value.replace(/^\n+/, "").trimEnd()])) {
-      if (!candidate) continue;
+    // The value as printed: as is, or stripped the ways templates strip it (trim, strip('\n')).
+    const candidates = [
+      ...new Set([value, value.trim(), value.replace(/^\n+/, "").replace(/\n+$/, ""), value.replace(/^\n+/, "")]),
+    ].filter((c) => c);
+    // Where the sentinel landed first (a search could match a newline of the scaffold before it).
+    for (const candidate of candidates)
       if (at >= after && at + candidate.length <= end && text.startsWith(candidate, at))
         return [at, at + candidate.length];
+    for (const candidate of candidates) {
       const found = text.indexOf(candidate, after);
       if (found !== -1 && found + candidate.length <= end) return [found, found + candidate.length];
     }
