@@ -150,10 +150,17 @@ export class ChatRenderer {
   /**
    * The tokens that extend a sequence after a sampled assistant turn (the extension property):
    * `prevText` is the template text the sequence had up to the generation prompt, the model then
-   * produced `messages[assistantIndex]` ending in the stop token spelled `stopText`. Returns the
-   * new template text and the tokens to append (template tail after the stop token, the new
-   * messages, the generation prompt), or null when the template does not extend its previous
-   * rendering (it rewrote an earlier turn), in which case the caller re-renders from scratch.
+   * produced `messages[assistantIndex]`, `generated` as text, ending in the stop token spelled
+   * `stopText`. Returns the new template text and the tokens to append (template tail after the
+   * stop token, the new messages, the generation prompt), or null when the template does not
+   * extend its previous rendering, in which case the caller re-renders from scratch:
+   *   - the new rendering does not start with `prevText` (an earlier turn or the generation prompt
+   *     was rewritten: Qwen3's enable_thinking false prompt ends in an empty think block that the
+   *     turn, once followed by others, is rendered without);
+   *   - the turn itself renders differently once followed by others than as the last message,
+   *     and not as it was generated either (Qwen3 drops the <think> block of a turn before the
+   *     last user message). A turn the template merely formats differently from the sample
+   *     (spacing in tool-call JSON) is kept as sampled: tokens are never re-tokenized.
    */
   bridge(
     prevText: string,
@@ -161,17 +168,27 @@ export class ChatRenderer {
     assistantIndex: number,
     stopText: string,
     options: RenderOptions,
+    generated?: string,
   ): { text: string; tokens: AttributedTokens } | null {
-    const upToAssistant = this.tryText(messages.slice(0, assistantIndex + 1), {
-      ...options,
-      addGenerationPrompt: false,
-    });
-    if (upToAssistant === undefined || !upToAssistant.startsWith(prevText)) return null;
-    const stopAt = upToAssistant.lastIndexOf(stopText);
+    const asLast = this.tryText(messages.slice(0, assistantIndex + 1), { ...options, addGenerationPrompt: false });
+    let attributed: AttributedText;
+    try {
+      attributed = this.attribute(messages, options);
+    } catch {
+      return null;
+    }
+    const { text, spans } = attributed;
+    if (asLast === undefined || !asLast.startsWith(prevText) || !text.startsWith(prevText)) return null;
+    const mine = spans.filter((s) => s.messageIndex === assistantIndex);
+    if (mine.length === 0) return null;
+    const stopAt = text.lastIndexOf(stopText, mine.at(-1)!.end - stopText.length);
     if (stopAt < prevText.length) return null;
-    const attributed = this.attribute(messages, options);
-    if (!attributed.text.startsWith(upToAssistant)) return null;
-    return { text: attributed.text, tokens: this.tokenize(attributed, stopAt + stopText.length) };
+    const turn = text.slice(prevText.length, stopAt + stopText.length);
+    const lastStop = asLast.lastIndexOf(stopText);
+    const turnAsLast =
+      lastStop < prevText.length ? undefined : asLast.slice(prevText.length, lastStop + stopText.length);
+    if (turn !== turnAsLast && turn !== generated) return null;
+    return { text, tokens: this.tokenize(attributed, stopAt + stopText.length) };
   }
 
   private tryText(messages: ChatMessage[], options: RenderOptions): string | undefined {
