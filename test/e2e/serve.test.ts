@@ -13,6 +13,7 @@ import { score } from "../../src/native/generate.ts";
 import type { NativeModel } from "../../src/native/model.ts";
 import { trainStep } from "../../src/native/train.ts";
 import { splitAssistant } from "../../src/inference/chat_stream.ts";
+import type { ToolSpec } from "../../src/model/chat.ts";
 import { microModelDir } from "../fixtures/serve_model.ts";
 import { type ServeProcess, startServe } from "./serve_harness.ts";
 
@@ -262,7 +263,7 @@ describe("chat completions", () => {
   });
 
   test("tools: rendered by the template as /tokenize renders messages; the completion split as the parser splits it", async () => {
-    const tools = [
+    const tools: ToolSpec[] = [
       {
         type: "function",
         function: { name: "forth", description: "run", parameters: { type: "object", properties: {} } },
