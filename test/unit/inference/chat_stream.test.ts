@@ -3,7 +3,12 @@
 // reads from the same text, and pushing the text in pieces (every two-way split, and one
 // character at a time, as streaming does) gives exactly the split of the whole text.
 import { describe, expect, test } from "bun:test";
-import { type AssistantDelta, AssistantStream, splitAssistant } from "../../../src/inference/chat_stream.ts";
+import {
+  type AssistantDelta,
+  AssistantStream,
+  splitAssistant,
+  type ToolCallOut,
+} from "../../../src/inference/chat_stream.ts";
 import { parseAssistant } from "../../../src/model/parse.ts";
 
 const CALL_A = '<tool_call>\n{"name": "forth", "arguments": {"code": "3 4 + ."}}\n</tool_call>';
@@ -37,7 +42,7 @@ describe("assistant split", () => {
   for (const [what, text, tools] of CASES) {
     test(`${what}: streamed in any pieces = whole`, () => {
       const whole = splitAssistant(text, tools);
-      const strip = (c: { index: number; function: unknown }) => ({ index: c.index, function: c.function });
+      const strip = (c: ToolCallOut) => ({ index: c.index, function: c.function });
       const expected = { ...whole, tool_calls: whole.tool_calls.map(strip) };
       for (let cut = 0; cut <= text.length; cut++)
         expect(streamed([text.slice(0, cut), text.slice(cut)], tools)).toEqual(expected);
