@@ -122,6 +122,8 @@ export const configSchema = z.strictObject({
     max_failure_rate: z.number().min(0).max(1).default(0.5),
     /** Remove rl membership of zero-advantage tokens before packing. */
     filter_zero_advantages: z.boolean().default(true),
+    /** Extra chat-template variables for every rollout and eval, e.g. { enable_thinking = false } (Qwen3). */
+    chat_template_kwargs: z.record(z.string(), z.unknown()).default({}),
     algo: algoBlock.default({ type: "grpo" }),
     train: z.strictObject({ env: z.array(envEntry).min(1, "at least one [[orchestrator.train.env]] is needed") }),
     eval: z
