@@ -71,6 +71,14 @@ export default defineCommand({
             `${duration(summary.seconds)} (${duration(summary.trainSeconds)}, ${rate.toLocaleString("en-US")} tok/s)`,
           ],
           ["truncated examples", String(summary.truncatedExamples)],
+          ...(summary.band
+            ? [
+                [
+                  "stopped in band",
+                  `${summary.band.metric} ${summary.band.value.toFixed(3)} in [${summary.band.min}, ${summary.band.max ?? "∞"}] at step ${summary.band.step}`,
+                ],
+              ]
+            : []),
           ["model", summary.modelDir],
           ["metrics", `${summary.outputDir}/metrics.jsonl (rlx report ${summary.outputDir})`],
         ],

@@ -91,6 +91,8 @@ export const configSchema = z.strictObject({
           type: z.enum(["constant", "linear", "cosine"]).default("constant"),
           warmup_steps: z.number().int().min(0).default(0),
           min_lr: z.number().min(0).default(0),
+          /** Steps over which the rate decays to min_lr (then stays there); absent = the run's steps. */
+          decay_steps: z.number().int().positive().optional(),
         })
         .prefault({}),
       /** The default rl loss (DPPO + KL, as prime-rl's trainer/rl/loss.py; docs/architecture.md §6). */

@@ -6,7 +6,8 @@
 //   [model]    path        the model to start from (HF layout)
 //   [data]     path, repeat  JSONL file(s): chat messages or prompt/completion rows; per-file repeat counts
 //   [trainer]  steps | epochs, batch_tokens (per optimizer step), seq_len (per packed row), optim, schedule
-//   [eval]     env list, interval, num_examples, k, greedy: held-out tasks between steps
+//   [eval]     env list, interval, num_examples, k, greedy: held-out tasks between steps;
+//              [eval.stop] metric, min, max: stop at the first eval inside the band (band.ts)
 //   [save]     interval, keep, dtype  resumable checkpoints (`rlx sft --resume`); the final model always goes to <output_dir>/model
 import { z } from "zod";
 import { ConfigError, configError } from "../errors.ts";
@@ -80,6 +81,16 @@ export const sftConfigSchema = z.strictObject({
       /** Also one temperature-0 sample per task (greedy/pass@1). */
       greedy: z.boolean().default(true),
       max_tokens: positiveInt.default(128),
+      /** Stop the run at the first eval whose `metric` is in [min, max] (band.ts); absent = train every step. */
+      stop: z
+        .strictObject({
+          /** A key the eval records, e.g. eval/math/greedy/pass@1. */
+          metric: z.string().regex(/^eval\/[^/]+\/.+/, "an eval metric key, eval/<env name>/<metric>"),
+          min: z.number(),
+          /** Absent = no upper bound. */
+          max: z.number().optional(),
+        })
+        .optional(),
     })
     .optional(),
 
@@ -87,7 +98,7 @@ export const sftConfigSchema = z.strictObject({
     .strictObject({
       /** Write a resumable <output_dir>/checkpoints/step_N every N steps; 0 = only the final model. */
       interval: z.number().int().min(0).default(0),
-      /** Checkpoints kept (the newest); 0 = all, so a later pick among them (pick_checkpoint.ts) can see every one. */
+      /** Checkpoints kept (the newest); 0 = all. */
       keep: z.number().int().min(0).default(0),
       /** The final model's weights dtype on disk (checkpoints are always f32, to resume exactly). */
       dtype: z.enum(["f32", "bf16"]).default("f32"),
@@ -103,6 +114,22 @@ function checkEvalEnvs(config: SftConfig, source: string): void {
   config.eval?.env.forEach((env, i) => (env.args = checkEnvArgs(env, source, ["eval", "env", i])));
 }
 
+/** The stop band's metric must belong to an eval env, and its band must not be empty. */
+function checkStopBand(config: SftConfig, source: string): void {
+  const stop = config.eval?.stop;
+  if (!stop) return;
+  const names = config.eval!.env.map((e) => e.name ?? e.id);
+  const env = stop.metric.split("/")[1]!;
+  if (!names.includes(env)) {
+    throw new ConfigError(`${source}: eval.stop.metric ${stop.metric} names env ${env}, which is not an eval env`, {
+      fix: `use eval/<name>/..., where <name> is one of ${names.join(", ")}`,
+    });
+  }
+  if (stop.max !== undefined && stop.min > stop.max) {
+    throw new ConfigError(`${source}: eval.stop has min ${stop.min} > max ${stop.max}`, { fix: "min <= max" });
+  }
+}
+
 /** Loads an sft config: schema defaults < TOML file < `--set` overrides. */
 export function loadSftConfig(path: string, overrides: readonly string[] = []): SftConfig {
   const raw = readToml(path);
@@ -114,6 +141,7 @@ export function loadSftConfig(path: string, overrides: readonly string[] = []): 
     throw new ConfigError(err.message.replaceAll("src/config/schema.ts", "src/sft/config.ts"), { fix: err.fix });
   }
   checkEvalEnvs(parsed.data, source);
+  checkStopBand(parsed.data, source);
   const { path: files, repeat } = parsed.data.data;
   const fileCount = typeof files === "string" ? 1 : files.length;
   if (repeat && repeat.length !== fileCount) {

@@ -36,6 +36,7 @@ import { type EnvEval, evalMetrics, evaluate, loadEvalTasks } from "../eval/eval
 import { learningRate } from "../trainer/schedule.ts";
 import { type SftExample, SftBatches } from "./batches.ts";
 import { readSftRows } from "./data.ts";
+import { type BandRecord, BandWatch } from "./band.ts";
 import { checkRunDir, dataFingerprint, RUN_FILES, type SftState, sftState } from "./resume.ts";
 import { tokenizeConversation } from "./tokens.ts";
 import { nativePolicy, trainStep } from "../trainer/step.ts";
@@ -57,6 +58,8 @@ export interface SftSummary {
   outputDir: string;
   evalBefore: EnvEval[];
   evalAfter: EnvEval[];
+  /** Where `[eval.stop]` stopped the run (also in <output_dir>/band.json). */
+  band?: BandRecord;
 }
 
 export interface SftOptions {
@@ -196,15 +199,15 @@ export async function runSft(config: SftConfig, options: SftOptions = {}): Promi
     const policy = nativePolicy(model, optimizer);
     const batches = new SftBatches(examples, batchOptions);
     if (resumed) batches.restore(resumed.batches);
+    const bandWatch = config.eval?.stop && new BandWatch(config.eval.stop);
+    let lastEvalMetrics: Record<string, number> = {};
+    let band: BandRecord | undefined;
     const runEval = async (step: number): Promise<EnvEval[]> => {
       if (evalEnvs.length === 0) return [];
       const started = performance.now();
       const results = await evalAll(model, renderer, config, evalEnvs);
-      record({
-        step,
-        ...Object.assign({}, ...results.map((r) => evalMetrics(r))),
-        "time/eval": (performance.now() - started) / 1000,
-      });
+      lastEvalMetrics = Object.assign({}, ...results.map((r) => evalMetrics(r)));
+      record({ step, ...lastEvalMetrics, "time/eval": (performance.now() - started) / 1000 });
       log(
         `eval  step ${step}: ${results
           .map(
@@ -227,7 +230,9 @@ export async function runSft(config: SftConfig, options: SftOptions = {}): Promi
     let firstNll = resumed?.firstNll ?? Number.NaN;
     let lastNll = resumed?.lastNll ?? Number.NaN;
     const width = String(totalSteps).length;
-    for (let step = (resumed?.step ?? 0) + 1; step <= totalSteps; step++) {
+    let step = resumed?.step ?? 0;
+    while (step < totalSteps && !band) {
+      step++;
       const packed = batches.nextPacked();
       const lr = learningRate(step, optim.lr, t.schedule, totalSteps);
       const result = trainStep(policy, packed, {
@@ -259,10 +264,13 @@ export async function runSft(config: SftConfig, options: SftOptions = {}): Promi
       log(
         `step ${String(step).padStart(width)}/${totalSteps} | nll ${m.nll!.toFixed(4)} | lr ${fmtLr(lr)} | grad ${m.grad_norm!.toFixed(2)}${m.skipped ? " (skipped: not finite)" : ""} | ${packed.tokens} tok | ${Math.round(m.tokens_per_s!)} tok/s | ${m.seconds!.toFixed(2)} s | epoch ${batches.epochs.toFixed(2)}`,
       );
-      if (config.eval && (step % config.eval.interval === 0 || step === totalSteps)) evalAfter = await runEval(step);
+      if (config.eval && (step % config.eval.interval === 0 || step === totalSteps)) {
+        evalAfter = await runEval(step);
+        if (bandWatch?.check(step, lastEvalMetrics)) band = bandWatch.write(runDir, step);
+      }
       // After the step's eval, so a checkpoint's metrics (kept on resume) include the eval of its step.
       // The last step is checkpointed too, so a finished run trains further with --resume --set trainer.steps=N.
-      if (config.save.interval > 0 && (step % config.save.interval === 0 || step === totalSteps)) {
+      if (config.save.interval > 0 && (step % config.save.interval === 0 || step === totalSteps || band)) {
         const state: SftState = {
           format: 1,
           kind: "sft",
@@ -285,8 +293,11 @@ export async function runSft(config: SftConfig, options: SftOptions = {}): Promi
     const seconds = (performance.now() - started) / 1000;
     const modelDir = join(runDir, "model");
     saveModel(model, modelDir, { dtype: config.save.dtype, sourceDir: config.model.path });
+    if (bandWatch && !band) throw bandWatch.shortOfBand(step);
+    if (band)
+      log(`stopped at step ${step}: ${band.metric} ${band.value.toFixed(3)} is in the band (${runDir}/band.json)`);
     return {
-      steps: totalSteps,
+      steps: step,
       seconds,
       trainSeconds,
       tokens,
@@ -299,6 +310,7 @@ export async function runSft(config: SftConfig, options: SftOptions = {}): Promi
       outputDir: runDir,
       evalBefore,
       evalAfter,
+      band,
     };
   } finally {
     model.free();

@@ -160,3 +160,58 @@ test("rlx sft: a bad config or dataset row fails before training, naming the key
   expect(noArgs.code).toBe(1);
   expect(noArgs.err).toContain("Missing required positional argument: CONFIG");
 }, 60_000);
+
+test("[eval.stop]: the run stops at the first eval inside the band and records it; a jump past the band or a last step short of it is an error", async () => {
+  const base = {
+    model: { path: model },
+    data: { path: demos },
+    trainer: { steps: 60, batch_tokens: 1024, seq_len: 512, optim: { lr: 1e-2 } },
+    save: { interval: 10 },
+  };
+  const evalBlock = (stop: Record<string, number | string>) => ({
+    env: [{ id: "math", args: { operations: ["+"] } }],
+    num_examples: 2,
+    max_tokens: 40,
+    interval: 5,
+    stop: { metric: "eval/math/greedy/pass@1", ...stop },
+  });
+  const out = join(dir, "band");
+  const summary = await runSft(sftConfigSchema.parse({ ...base, output_dir: out, eval: evalBlock({ min: 0.5 }) }), {
+    log: () => {},
+  });
+  const evals = readFileSync(join(out, "metrics.jsonl"), "utf8")
+    .trim()
+    .split("\n")
+    .map((l) => JSON.parse(l) as Record<string, number>)
+    .filter((r) => "eval/math/greedy/pass@1" in r)
+    .map((r) => [r.step!, r["eval/math/greedy/pass@1"]!]);
+  const first = evals.find(([step, value]) => step! > 0 && value! >= 0.5)!;
+  expect(summary.steps).toBe(first[0]!);
+  expect(summary.steps).toBeLessThan(60);
+  expect(evals.at(-1)).toEqual(first); // nothing trained or evaluated after the stop
+  const record = JSON.parse(readFileSync(join(out, "band.json"), "utf8"));
+  expect(record).toEqual({ ...summary.band, max: undefined });
+  expect(record).toMatchObject({ metric: "eval/math/greedy/pass@1", min: 0.5, step: first[0], value: first[1] });
+  expect(record.seen).toEqual(evals.filter(([step]) => step! > 0));
+  expect(existsSync(join(out, "model", "model.safetensors"))).toBe(true);
+  expect(existsSync(join(out, "checkpoints", `step_${summary.steps}`, "manifest.json"))).toBe(true);
+
+  // With two tasks the value is 0, 0.5 or 1: nothing lands in [0.2, 0.4], so the first nonzero eval jumped past it.
+  const past = sftConfigSchema.parse({
+    ...base,
+    output_dir: join(dir, "band-past"),
+    eval: evalBlock({ min: 0.2, max: 0.4 }),
+  });
+  await expect(runSft(past, { log: () => {} })).rejects.toThrow(
+    /jumped past the stop band \[0\.2, 0\.4\] at step \d+ \(step:value 5:/,
+  );
+  const short = sftConfigSchema.parse({
+    ...base,
+    trainer: { ...base.trainer, steps: 10 },
+    output_dir: join(dir, "band-short"),
+    eval: evalBlock({ min: 1.5 }),
+  });
+  await expect(runSft(short, { log: () => {} })).rejects.toThrow(
+    /never entered the stop band \[1\.5, ∞\] by the last step 10/,
+  );
+}, 120_000);

@@ -5,10 +5,17 @@
 //   user:      Compute (47 + 18) * 3.  Put your final answer in \boxed{}.
 //   solution:  47 + 18 = 65.  65 * 3 = 195.  Answer: \boxed{195}
 //   reward:    1 when the boxed (or last-line) number equals 195, else 0
+//
+// `format = "bare"` is the lean variant for experiments that want few tokens per step: the user
+// turn is the expression alone (`(47+18)*3=`) and the demonstration is the answer alone (`195`),
+// about a quarter of the chat format's tokens. The model's chat template still wraps the turns;
+// a model directory whose chat_template.jinja just concatenates contents (as the reproduce
+// script's lean student uses, scripts/experiments/bare_template.jinja) leaves the prompt bare.
 import { z } from "zod";
 import { finalReply, gradeReply } from "../answer.ts";
 import { generateSplit, loadJsonlSplit, promptMessages, sampleTasks } from "../tasks.ts";
 import type { EnvDefinition, Task } from "../types.ts";
+import { EnvError } from "../../errors.ts";
 import { generateProblem, OPERATIONS } from "./generate.ts";
 
 const ANSWER_FORMAT = "Put your final answer in \\boxed{}.";
@@ -17,7 +24,10 @@ const Args = z.strictObject({
   digits: z.number().int().min(1).max(6).default(2),
   operations: z.array(z.enum(OPERATIONS)).min(1).default(["+", "-", "*"]),
   steps: z.number().int().min(1).max(6).default(1),
-  word_problems: z.boolean().default(true),
+  /** chat: "Compute 47 + 18.\nPut your final answer in \\boxed{}." / bare: "47+18=" answered by "65". */
+  format: z.enum(["chat", "bare"]).default("chat"),
+  /** Word problems for some one-step tasks (chat format only; default true there). */
+  word_problems: z.boolean().optional(),
   train_size: z.number().int().positive().default(5000),
   eval_size: z.number().int().positive().default(200),
   eval_fraction: z.number().gt(0).lt(1).default(0.2),
@@ -26,6 +36,9 @@ const Args = z.strictObject({
 });
 
 type MathArgs = z.infer<typeof Args>;
+
+/** The bare prompt of an expression: no spaces, an equals sign to complete. */
+export const bareQuestion = (expression: string) => `${expression.replaceAll(" ", "")}=`;
 
 function mathTask(
   id: string,
@@ -43,6 +56,13 @@ const math: EnvDefinition<MathArgs> = {
     "single-turn arithmetic problems (digits, operations, steps); exact-match reward on a boxed or final-line number",
   args: Args,
   create(args) {
+    const bare = args.format === "bare";
+    if (bare && (args.word_problems || args.data_file)) {
+      throw new EnvError(
+        `math: ${args.word_problems ? "word_problems" : "data_file"} applies to format chat; a bare prompt is a generated expression alone`,
+        { fix: 'drop it, or use format = "chat"' },
+      );
+    }
     return {
       tools: [],
       maxTurns: 1,
@@ -58,10 +78,15 @@ const math: EnvDefinition<MathArgs> = {
           digits: args.digits,
           operations: args.operations,
           steps: args.steps,
-          wordProblems: args.word_problems,
+          wordProblems: !bare && (args.word_problems ?? true),
         };
         return generateSplit("math", split, seed, size, args.eval_fraction, (rng) => {
           const problem = generateProblem(rng, settings);
+          if (bare) {
+            const answer = String(problem.answer);
+            const prompt = promptMessages(args.system_prompt, bareQuestion(problem.expression));
+            return { id: problem.expression, prompt, answer, solution: answer };
+          }
           return mathTask(
             problem.expression,
             problem.question,

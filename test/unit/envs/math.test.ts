@@ -105,6 +105,28 @@ describe("math env", () => {
     expect(grade().reward).toBe(0);
   });
 
+  test("format bare: the expression alone to complete, the answer alone as reply and demonstration, the chat format's task ids", async () => {
+    const args = { operations: ["+", "-"], steps: 2 };
+    const bare = await createEnv(math, { ...args, format: "bare" });
+    const chat = await createEnv(math, args);
+    const [bareTasks, chatTasks] = [await bare.load("eval", 3), await chat.load("eval", 3)];
+    expect(bareTasks.map((t) => t.id)).toEqual(chatTasks.map((t) => t.id));
+    for (const task of bareTasks) {
+      expect(task.prompt).toEqual([{ role: "user", content: `${task.id.replaceAll(" ", "")}=` }]);
+      expect(task.prompt[0]!.content).toMatch(/^\(\d+[-+]\d+\)[-+]\d+=$/);
+      expect(Number(task.answer)).toBe(evaluate(task.id));
+      const demo = await bare.demonstrate!(task);
+      expect(demo.at(-1)).toEqual(assistant(task.answer));
+      expect(bare.reward(task, finishedRollout(task, demo.at(-1)!)).reward).toBe(1);
+      expect(bare.reward(task, finishedRollout(task, assistant(String(Number(task.answer) + 1)))).reward).toBe(0);
+    }
+    for (const extra of [{ word_problems: true }, { data_file: "tasks.jsonl" }]) {
+      await expect(createEnv(math, { format: "bare", ...extra })).rejects.toThrow(
+        new RegExp(`${Object.keys(extra)[0]} applies to format chat`),
+      );
+    }
+  });
+
   test("demonstrations are the worked solution", async () => {
     const env = await createEnv(math, {});
     const [task] = await env.load("train", 0);

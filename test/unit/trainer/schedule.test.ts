@@ -35,3 +35,12 @@ test("a run no longer than its warmup never leaves the ramp; steps past the end 
   expect(learningRate(5, lr, s, 5)).toBeCloseTo(5e-4, 15);
   expect(learningRate(12, lr, { ...s, warmup_steps: 2 }, 10)).toBeCloseTo(0, 15);
 });
+
+test("decay_steps: the decay ends there and min_lr holds after it, whatever the run's length", () => {
+  const s = { type: "cosine" as const, warmup_steps: 0, min_lr: 1e-4, decay_steps: 8 };
+  for (const maxSteps of [8, 20, 1000]) {
+    expect(learningRate(4, lr, s, maxSteps)).toBeCloseTo((1e-3 + 1e-4) / 2, 15);
+    expect([8, 9, 20].map((step) => learningRate(step, lr, s, maxSteps))).toEqual([1e-4, 1e-4, 1e-4]);
+  }
+  expect(learningRate(4, lr, { ...s, type: "linear" }, 100)).toBeCloseTo(1e-3 - 9e-4 / 2, 15);
+});

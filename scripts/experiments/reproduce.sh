@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# The core of docs/results.md in one command, on any machine: the bootstrap models by band (an SFT
+# run stops at the first held-out eval inside a stated band, src/sft/band.ts, rather than at a
+# step count), then rows 2 (GRPO), 3 (MaxRL), 4 (OPD), 5 (SFT distillation), 8d (GRPO on `add`
+# and OPD on `sub` in one run) and L (GRPO on the lean `format = "bare"` task) from them, at
+# SEEDS (default 0 1), each scored by `rlx eval` on all 200 held-out tasks (greedy pass@1, and
+# pass@1 / pass@8 from 8 samples at temperature 1). Every result becomes one JSON file under
+# docs/results/reproduce/SET/ (row.ts: scores, seed, wall time, load, CPU model, commit); then
+# results_table.ts regenerates docs/results.md's table from all sets. Runs and models go to
+# runs/reproduce/SET/ (ignored). A result whose JSON exists is not run again, so a stopped
+# command continues where it stopped.
+#
+#   bash scripts/experiments/reproduce.sh SET        e.g. SET=epyc-1 (a name for this run of it)
+#
+# The bands (configs/examples/sft_*.toml, [eval.stop]): student greedy 0.40-0.65 (the documented
+# student read 0.53), teacher >= 0.85, the subtraction student (8d) sub greedy 0.05-0.30 (one that
+# samples `-` sometimes), the subtraction teacher >= 0.50, the lean student 0.40-0.65.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+RLX=${RLX:-dist/rlx}
+BUN=node_modules/.bin/bun
+SET=${1:?usage: reproduce.sh SET   (a name for this run of the command, e.g. epyc-1)}
+SEEDS=${SEEDS:-0 1}
+OUT=runs/reproduce/$SET
+ROWS=docs/results/reproduce/$SET
+ADD='{"operations": ["+"], "word_problems": false}'
+SUB='{"operations": ["-"], "word_problems": false, "train_size": 3000}'
+BARE='{"operations": ["+"], "format": "bare"}'
+mkdir -p $OUT $ROWS
+started=$(date +%s)
+
+# evaluate MODEL ARGS FILE [MAX_TOKENS]: eval-200 of one env, unless FILE exists.
+evaluate() { [ -s "$3" ] || $RLX eval --model "$1" --env math --args "$2" --n 200 --k 8 --max-tokens "${4:-48}" --seed 0 --out "$3" > /dev/null; }
+last_weights() { ls -d "$1"/weights/step_* | sort -t_ -k2 -n | tail -1; }
+# timed LOG CMD...: runs CMD with its output in LOG; sets WALL (seconds) and LOAD (load averages at the start).
+timed() {
+  local log=$1 t0
+  shift
+  LOAD=$(cut -d' ' -f1-3 /proc/loadavg)
+  t0=$(date +%s)
+  "$@" > "$log" 2>&1 || { tail -20 "$log" >&2; echo "failed: $* (log: $log)" >&2; exit 1; }
+  WALL=$(($(date +%s) - t0))
+}
+# row FILE ARGS...: row.ts with this run's wall time and load.
+row() { local file=$1; shift; $BUN scripts/experiments/row.ts --out "$ROWS/$file.json" --wall "$WALL" --load-start "$LOAD" "$@"; }
+# serve NAME MODEL PORT: a frozen teacher (one thread), stopped when the script exits.
+serve() {
+  RLX_THREADS=1 $RLX serve --model "$2" --served-model-name "$1" --port "$3" --max-batch 256 > "$OUT/$1-serve.log" 2>&1 &
+  SERVERS="${SERVERS:-} $!"
+  until curl -sf "http://127.0.0.1:$3/health" > /dev/null; do sleep 0.5; done
+}
+trap '[ -z "${SERVERS:-}" ] || kill $SERVERS 2>/dev/null' EXIT
+
+# band_sft ROW NAME CONFIG EXPERIMENT EVAL_ARGS [MAX_TOKENS] [--set ...]: a model by stop band -> $OUT/NAME/model.
+band_sft() {
+  local id=$1 name=$2 config=$3 experiment=$4 args=$5 max=$6
+  shift 6
+  [ -f "$ROWS/$name.json" ] && return
+  rm -rf "$OUT/$name"
+  timed "$OUT/$name.log" $RLX sft "$config" --set output_dir="$OUT/$name" "$@"
+  evaluate "$OUT/$name/model" "$args" "$OUT/$name/eval.json" "$max"
+  row "$name" --row "$id" --seed 0 --algorithm sft --experiment "$experiment" --after "math=$OUT/$name/eval.json" \
+    --band "$OUT/$name/band.json" --command "rlx sft $config $*"
+}
+
+# rl ROW NAME SEED ALGO EXPERIMENT MODEL [--set ...]: 40 steps of configs/examples/grpo_add.toml, eval-200 after.
+rl() {
+  local id=$1 name=$2 seed=$3 algo=$4 experiment=$5 model=$6
+  shift 6
+  [ -f "$ROWS/$name-s$seed.json" ] && return
+  local run=$OUT/$name-s$seed
+  rm -rf "$run"
+  timed "$run.log" $RLX train configs/examples/grpo_add.toml --set output_dir="$run" --set seed="$seed" \
+    --set model.path="$model" --set orchestrator.algo.type="$algo" --set orchestrator.eval.interval=20 "$@"
+  evaluate "$(last_weights "$run")" "$ADD" "$run/eval.json"
+  row "$name-s$seed" --row "$id" --seed "$seed" --algorithm "$algo" --experiment "$experiment" --steps 40 \
+    --before "math=$OUT/student/eval.json" --after "math=$run/eval.json" \
+    --command "rlx train configs/examples/grpo_add.toml --set orchestrator.algo.type=$algo $*"
+}
+
+echo "reproduce $SET: $(lscpu | sed -n 's/Model name: *//p'), $(nproc) cores, commit $(git rev-parse --short HEAD)"
+[ -f $OUT/tiny/config.json ] || $RLX init --preset tiny --seed 0 --out $OUT/tiny > /dev/null
+[ -s $OUT/add.jsonl ] || $RLX env demos math --n 6000 --seed 0 --out $OUT/add.jsonl \
+  --args '{"operations": ["+"], "word_problems": false, "train_size": 6000}' > /dev/null
+[ -s $OUT/addsub.jsonl ] || $RLX env demos math --n 6000 --seed 0 --out $OUT/addsub.jsonl \
+  --args '{"operations": ["+", "-"], "word_problems": false}' > /dev/null
+
+echo "== bootstrap: student, teacher, subtraction student and teacher (stop bands)"
+band_sft 1a student configs/examples/sft_add_student.toml "student: tiny (3.3M) from scratch, SFT on 6,000 addition demos" "$ADD" 48 \
+  --set model.path=$OUT/tiny --set data.path=$OUT/add.jsonl
+band_sft 1b teacher configs/examples/sft_add_teacher.toml "teacher: the student, SFT further" "$ADD" 48 \
+  --set model.path=$OUT/student/model --set data.path=$OUT/add.jsonl
+band_sft 8d-s sub-student configs/examples/sft_sub_student.toml "8d's student: the student, SFT on +/- demos until it sometimes subtracts" "$SUB" 48 \
+  --set model.path=$OUT/student/model --set data.path=$OUT/addsub.jsonl
+band_sft 8d-t sub-teacher configs/examples/sft_sub_teacher.toml "8d's subtraction teacher: the teacher, SFT on +/- demos" "$SUB" 48 \
+  --set model.path=$OUT/teacher/model --set data.path=$OUT/addsub.jsonl
+evaluate $OUT/sub-student/model "$ADD" $OUT/sub-student/eval-add.json
+
+serve add-teacher $OUT/teacher/model 8321
+for seed in $SEEDS; do
+  echo "== seed $seed: GRPO, MaxRL, OPD, SFT distillation"
+  rl 2 grpo "$seed" grpo "GRPO from the student, 40 steps" $OUT/student/model
+  rl 3 max_rl "$seed" max_rl "MaxRL from the student, 40 steps" $OUT/student/model
+  rl 4 opd "$seed" opd "OPD: the teacher served by rlx serve prefills the student's samples, 40 steps" $OUT/student/model \
+    --set orchestrator.algo.teacher.name=add-teacher --set orchestrator.algo.teacher.base_url=http://127.0.0.1:8321/v1
+  rl 5 sft "$seed" sft "SFT distillation: rollouts sampled by the served teacher, cross-entropy on them, 40 steps" $OUT/student/model \
+    --set orchestrator.algo.sampling.source.name=add-teacher --set orchestrator.algo.sampling.source.base_url=http://127.0.0.1:8321/v1
+done
+
+echo "== 8d: GRPO on add and OPD on sub in one run"
+serve sub-teacher $OUT/sub-teacher/model 8322
+for seed in $SEEDS; do
+  [ -f "$ROWS/mixed-s$seed.json" ] && continue
+  run=$OUT/mixed-s$seed
+  rm -rf $run
+  timed $run.log $RLX train configs/examples/opd_two_teachers.toml --set output_dir=$run --set seed=$seed \
+    --set model.path=$OUT/sub-student/model --set 'orchestrator.train.env[0].algo={type = "grpo"}' \
+    --set 'orchestrator.train.env[1].algo.teacher.base_url="http://127.0.0.1:8322/v1"' --set orchestrator.eval.interval=20
+  evaluate "$(last_weights $run)" "$ADD" $run/eval-add.json
+  evaluate "$(last_weights $run)" "$SUB" $run/eval-sub.json
+  row mixed-s$seed --row 8d --seed $seed --algorithm "grpo + opd" --steps 40 \
+    --experiment "add on GRPO and sub on OPD (the subtraction teacher) in one run, from 8d's student, 40 steps" \
+    --before add=$OUT/sub-student/eval-add.json --before sub=$OUT/sub-student/eval.json \
+    --after add=$run/eval-add.json --after sub=$run/eval-sub.json \
+    --command "rlx train configs/examples/opd_two_teachers.toml --set 'orchestrator.train.env[0].algo={type = \"grpo\"}'"
+done
+
+echo "== L: the lean task format (format = \"bare\", a bare chat template)"
+if [ ! -f $OUT/tiny-bare/config.json ]; then
+  $RLX init --preset tiny --seed 0 --out $OUT/tiny-bare > /dev/null
+  cp scripts/experiments/bare_template.jinja $OUT/tiny-bare/chat_template.jinja
+fi
+[ -s $OUT/add-bare.jsonl ] || $RLX env demos math --n 6000 --seed 0 --out $OUT/add-bare.jsonl \
+  --args '{"operations": ["+"], "format": "bare", "train_size": 6000}' > /dev/null
+band_sft L-s bare-student configs/examples/sft_bare_student.toml "lean student: tiny from scratch, a bare template, SFT on 6,000 bare demos (48+22= -> 70)" "$BARE" 8 \
+  --set model.path=$OUT/tiny-bare --set data.path=$OUT/add-bare.jsonl
+for seed in $SEEDS; do
+  [ -f "$ROWS/grpo-bare-s$seed.json" ] && continue
+  run=$OUT/grpo-bare-s$seed
+  rm -rf $run
+  timed $run.log $RLX train configs/examples/grpo_bare.toml --set output_dir=$run --set seed=$seed \
+    --set model.path=$OUT/bare-student/model
+  evaluate "$(last_weights $run)" "$BARE" $run/eval.json 8
+  row grpo-bare-s$seed --row L --seed $seed --algorithm grpo --steps 40 \
+    --experiment "GRPO on the lean format from the lean student, 40 steps" \
+    --before math=$OUT/bare-student/eval.json --after math=$run/eval.json \
+    --command "rlx train configs/examples/grpo_bare.toml"
+done
+
+$BUN scripts/experiments/results_table.ts
+echo "reproduce $SET: done in $((($(date +%s) - started) / 60)) min; rows in $ROWS, table in docs/results.md"
