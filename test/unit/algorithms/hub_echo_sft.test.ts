@@ -5,7 +5,7 @@
 // may merge the output's last character with the template's next one (Qwen's ">\n" before
 // "</tool_response>"): that merged token is weighted whole, and the test says so.
 import { describe, expect, test } from "bun:test";
-import { finishRollout, type AlgorithmContext } from "../../../src/algorithms/base.ts";
+import { finishRollout } from "../../../src/algorithms/base.ts";
 import { Echo } from "../../../src/algorithms/echo.ts";
 import forth from "../../../src/envs/forth/index.ts";
 import { createEnv } from "../../../src/envs/index.ts";
