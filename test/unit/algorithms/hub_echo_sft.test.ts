@@ -12,7 +12,7 @@ import { createEnv } from "../../../src/envs/index.ts";
 import type { Completion, SamplingClient } from "../../../src/inference/types.ts";
 import { ChatRenderer } from "../../../src/model/render.ts";
 import { runRollout } from "../../../src/rollout/driver.ts";
-import { tokenizeConversation } from "../../../src/sft/tokens.ts";
+import { tokenizeConversation, tokenizeConversationSamples } from "../../../src/sft/tokens.ts";
 import { hubTokenizer } from "../../fixtures/hub_tokenizers.ts";
 
 const CODES = ["3 4 + .", "1 2 3 .s", "10 0 /", "2 3 * . cr", "5 dup * ."];
@@ -80,3 +80,32 @@ for (const name of ["qwen3", "llama3_1"] as const) {
     });
   });
 }
+
+test("qwen3: a multi-turn tool demonstration becomes one SFT sample per rewritten turn, each target as generated", () => {
+  const tokenizer = hubTokenizer("qwen3");
+  const renderer = new ChatRenderer(tokenizer);
+  const messages = [
+    { role: "user" as const, content: "Compute 3 + 4 with Forth." },
+    {
+      role: "assistant" as const,
+      content: "",
+      tool_calls: [{ type: "function" as const, function: { name: "forth", arguments: { code: "3 4 + ." } } }],
+    },
+    { role: "tool" as const, content: "7 \nstack: <0>" },
+    { role: "assistant" as const, content: "The answer is 7." },
+  ];
+  const conv = { messages, targetsFrom: 1, where: "demos.jsonl:3", env: "forth" };
+  // As one rendering the template rewrites turn 1 (its empty think block is gone): refused ...
+  expect(() => tokenizeConversation(renderer, conv)).toThrow("renders the turns up to assistant message 1 differently");
+  // ... and split into two samples, each a whole rendering whose targets are exactly one turn as generated.
+  const samples = tokenizeConversationSamples(renderer, conv);
+  const targets = samples.map((s) => tokenizer.decode(s.tokenIds.filter((_, i) => s.ceWeights[i] === 1)));
+  expect(targets).toEqual([
+    '<think>\n\n</think>\n\n<tool_call>\n{"name": "forth", "arguments": {"code": "3 4 + ."}}\n</tool_call><|im_end|>',
+    "<think>\n\n</think>\n\nThe answer is 7.<|im_end|>",
+  ]);
+  expect(samples[0]!.tokenIds).toEqual(
+    tokenizer.encode(renderer.text(messages.slice(0, 2), { addGenerationPrompt: false })),
+  );
+  expect(samples[1]!.tokenIds).toEqual(tokenizer.encode(renderer.text(messages, { addGenerationPrompt: false })));
+});
