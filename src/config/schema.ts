@@ -131,6 +131,8 @@ export const configSchema = z.strictObject({
     max_failure_rate: z.number().min(0).max(1).default(0.5),
     /** Remove rl membership of zero-advantage tokens before packing. */
     filter_zero_advantages: z.boolean().default(true),
+    /** Extra chat-template variables for every rollout and eval, e.g. { enable_thinking = false } (Qwen3). */
+    chat_template_kwargs: z.record(z.string(), z.unknown()).default({}),
     algo: algoBlock.default({ type: "grpo" }),
     /** Which tasks each env draws, which finished groups a batch admits, what is replayed (docs/sampling.md). */
     sampler: samplerBlock.default({ type: "uniform" }),

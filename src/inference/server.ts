@@ -12,7 +12,8 @@
 // `policy_version` (the version at admission, the oldest that produced any of its tokens).
 import { existsSync, statSync } from "node:fs";
 import type { Tokenizer } from "../model/tokenizer.ts";
-import { handleChat } from "./chat.ts";
+import { handleChat, renderChat } from "./chat.ts";
+import { readChatInputs } from "./chat_request.ts";
 import type { ServeContext } from "./choice.ts";
 import { handleCompletions } from "./completions.ts";
 import type { Engine } from "./engine.ts";
@@ -124,9 +125,17 @@ async function handleUpdateWeights(ctx: ServeContext, request: Request): Promise
 async function handleTokenize(ctx: ServeContext, request: Request): Promise<Response> {
   const f = Fields.parse(await request.text());
   checkModelName(ctx, f.string("model"));
-  const prompt = f.string("prompt");
-  if (prompt === undefined) throw new InvalidRequestError("prompt is required (a string)", "prompt");
-  const tokens = ctx.tokenizer.encode(prompt);
+  let tokens: number[];
+  if (f.has("messages")) {
+    // vLLM's chat form: messages (+ tools, add_generation_prompt, chat_template_kwargs), rendered
+    // exactly as /v1/chat/completions renders its prompt.
+    tokens = renderChat(ctx, readChatInputs(f));
+  } else {
+    const prompt = f.string("prompt");
+    if (prompt === undefined)
+      throw new InvalidRequestError("prompt (a string) or messages (a chat) is required", "prompt");
+    tokens = ctx.tokenizer.encode(prompt);
+  }
   return Response.json({ count: tokens.length, max_model_len: ctx.engine.maxModelLen, tokens });
 }
 

@@ -179,6 +179,7 @@ async function runGroup(draw: Draw & { kind: "fresh" }, o: CollectContext, progr
           seed: hashString(`${o.config.seed}:${id}`),
         },
         maxContextTokens: o.config.orchestrator.seq_len,
+        templateArgs: o.config.orchestrator.chat_template_kwargs,
       });
       await failAsData([rollout], "scoreRollout", () => finishRollout(train.algorithm, rollout));
       progress.tick();

@@ -31,6 +31,9 @@ export function rolloutMetrics(rollouts: readonly Rollout[], envs: readonly stri
   out["rollouts/completion_tokens"] = mean(ok.map(sampled));
   out["rollouts/turns"] = mean(ok.map((r) => r.numTurns));
   out["rollouts/truncated"] = mean(ok.map((r) => (r.stopReason === "done" ? 0 : 1)));
+  // A chat template that rewrote an earlier turn split a rollout into several samples (driver.ts).
+  out["rollouts/samples"] = mean(ok.map((r) => r.numSamples));
+  out["rollouts/extension_breaks"] = ok.reduce((n, r) => n + r.numSamples - 1, 0);
   for (const env of envs) {
     const mine = rollouts.filter((r) => r.env === env);
     if (mine.length === 0) continue;
