@@ -18,6 +18,9 @@ export class RlxError extends Error {
 /** A bad config file, key, value or override: the message names the file and the key path. */
 export class ConfigError extends RlxError {}
 
+/** A command line with an unknown flag, command or extra argument (names it, suggests the closest). */
+export class UsageError extends RlxError {}
+
 /** A failed call into the native shim; the message is the shim's (a C++ exception's text). */
 export class NativeError extends RlxError {}
 

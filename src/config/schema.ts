@@ -141,6 +141,8 @@ export const configSchema = z.strictObject({
     .strictObject({
       /** External OpenAI-compatible policy servers; empty = spawn `rlx serve --policy`. */
       base_urls: z.array(z.url({ protocol: /^https?$/ })).default([]),
+      /** Environment variable holding base_urls' API key (spawned servers get a fresh one per run). */
+      api_key_var: z.string().min(1).optional(),
       /** Policy servers to spawn when base_urls is empty. */
       servers: positiveInt.default(1),
       host: z.string().default("127.0.0.1"),
