@@ -27,6 +27,9 @@ export class NativeError extends RlxError {}
 /** A model directory or file that cannot be read or written (names the file and tensor). */
 export class ModelFileError extends RlxError {}
 
+/** A file whose bytes disagree with the checksum recorded when it was written (names the file and tensor). */
+export class ChecksumError extends RlxError {}
+
 /** An environment that cannot load tasks or run (a bad dataset file, a missing field). */
 export class EnvError extends RlxError {}
 

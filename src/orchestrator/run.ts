@@ -12,7 +12,13 @@ import { ConfigError, RlxError } from "../errors.ts";
 import { ChatRenderer } from "../model/render.ts";
 import { Tokenizer } from "../model/tokenizer.ts";
 import { writeFileAtomic } from "../rundir/paths.ts";
-import { type LoadedCheckpoint, latestCheckpoint, readCheckpoint, rewindRunDir } from "../rundir/checkpoint.ts";
+import {
+  type LoadedCheckpoint,
+  latestCheckpoint,
+  openCheckpoint,
+  readCheckpoint,
+  rewindRunDir,
+} from "../rundir/checkpoint.ts";
 import { Children } from "./children.ts";
 import { planLaunch } from "./launch.ts";
 import { type LoopResult, type OrchestratorState, runTrainLoop } from "./loop.ts";
@@ -58,7 +64,7 @@ function prepareRunDir(runDir: string, o: TrainOptions): LoadedCheckpoint | unde
           fix: "checkpoints are written every ckpt.interval steps (and at the end); start fresh without --resume, or use --resume-from DIR",
         });
       }
-      checkpoint = readCheckpoint(latest.dir);
+      checkpoint = openCheckpoint(latest.dir); // latestCheckpoint verified it
     }
     const ownRun = !relative(join(runDir, "checkpoints"), checkpoint.dir).startsWith("..");
     if (ownRun) rewindRunDir(runDir, checkpoint.step);
