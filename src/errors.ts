@@ -30,6 +30,9 @@ export class ModelFileError extends RlxError {}
 /** A file whose bytes disagree with the checksum recorded when it was written (names the file and tensor). */
 export class ChecksumError extends RlxError {}
 
+/** A write that the disk refused (full, over quota, read-only, I/O error): names what was being written. */
+export class DiskError extends RlxError {}
+
 /** An environment that cannot load tasks or run (a bad dataset file, a missing field). */
 export class EnvError extends RlxError {}
 

@@ -169,6 +169,11 @@ export const configSchema = z.strictObject({
       interval: z.number().int().min(0).default(0),
       /** Checkpoints kept on disk. */
       keep: positiveInt.default(2),
+      /**
+       * On SIGTERM (a scheduler's pre-emption) the trainer checkpoints the last finished step
+       * before it exits, so a resumed run loses at most the step in flight.
+       */
+      on_sigterm: z.boolean().default(true),
     })
     .prefault({}),
 

@@ -6,8 +6,8 @@
 //      and it never samples what it would have to drop as stale.
 //   2-3. Collect the batch's rollouts, scored by each env's algorithm, until it has something to
 //      train (src/orchestrator/collect.ts).
-//   4. Pack, write batches/step_N.bin atomically (with the orchestrator's state on checkpoint
-//      steps), the audit records rollouts/step_N.jsonl, and stage the step's metrics.
+//   4. Pack, write batches/step_N.bin atomically (with the orchestrator's state, which the
+//      checkpoint of this step holds), the audit records rollouts/step_N.jsonl, and stage the step's metrics.
 //   Meanwhile the WeightWatcher loads each step the trainer publishes into the policy and writes
 //   the step's metrics line. The run ends when the trainer has published max_steps.
 //
@@ -22,7 +22,6 @@ import type { ResolvedConfig } from "../config/resolve.ts";
 import { packStep } from "../data/pack.ts";
 import type { ChatRenderer } from "../model/render.ts";
 import { writeAudit } from "../rundir/audit.ts";
-import { isCheckpointStep } from "../rundir/checkpoint.ts";
 import { batchPath } from "../rundir/paths.ts";
 import { type BatchSample, writeStepBatch } from "../rundir/step_file.ts";
 import { collectedMetrics, collectStep, warnFailures } from "./collect.ts";
@@ -34,7 +33,7 @@ import type { TrainEnv } from "./setup.ts";
 import type { TrainEval } from "./train_eval.ts";
 import { WeightWatcher } from "./weight_watcher.ts";
 
-/** What the orchestrator checkpoints (inside step file N on checkpoint steps). */
+/** What the orchestrator checkpoints (inside every step file N: any step may be checkpointed). */
 export interface OrchestratorState {
   format: 1;
   /** The last step whose batch was cut. */
@@ -123,9 +122,8 @@ export async function runTrainLoop(o: LoopOptions): Promise<LoopResult> {
         ...row,
         samples: row.samples.map((s): BatchSample => ({ ...s, policyVersion: versions.get(s.rolloutId) ?? -1 })),
       }));
-      const state: OrchestratorState | undefined = isCheckpointStep(step, config)
-        ? { format: 1, step, sampler: sampler.snapshot() }
-        : undefined;
+      // every step carries it: a SIGTERM may ask the trainer to checkpoint any step
+      const state: OrchestratorState = { format: 1, step, sampler: sampler.snapshot() };
       const stepMetrics = {
         ...collectedMetrics(step, collected, envNames, rolloutSeconds),
         "batch/rows": packed.rows.length,
@@ -137,7 +135,7 @@ export async function runTrainLoop(o: LoopOptions): Promise<LoopResult> {
         step,
         packed: { ...packed, rows },
         metrics: stepMetrics,
-        ...(state ? { state } : {}),
+        state,
       });
       const auditEvery = config.log.rollouts_interval;
       if (auditEvery > 0 && step % auditEvery === 0) writeAudit(runDir, step, collected.kept);

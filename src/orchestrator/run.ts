@@ -49,6 +49,9 @@ export interface TrainResult extends LoopResult {
   config: ResolvedConfig;
 }
 
+/** How long a SIGTERM waits for the trainer's checkpoint before SIGKILL (schedulers give ~30 s). */
+const SIGTERM_GRACE_MS = 25_000;
+
 const RUN_FILES = ["metrics.jsonl", "batches", "weights", "checkpoints", "rollouts"];
 
 /** Resolves what to continue from, and makes the run directory match it. */
@@ -137,7 +140,9 @@ export async function runTraining(o: TrainOptions): Promise<TrainResult> {
   const children = new Children(join(runDir, "logs"));
   const stop = (signal: string) => {
     o.warn(`${signal}: stopping the run (children: ${children.pids.join(", ") || "none"})`);
-    void children.stopAll().finally(() => process.exit(signal === "SIGINT" ? 130 : 143));
+    // a pre-empted run gives the trainer time to checkpoint its last finished step (ckpt.on_sigterm)
+    const grace = signal === "SIGTERM" && config.ckpt.on_sigterm ? SIGTERM_GRACE_MS : undefined;
+    void children.stopAll(grace).finally(() => process.exit(signal === "SIGINT" ? 130 : 143));
   };
   const onInt = () => stop("SIGINT");
   const onTerm = () => stop("SIGTERM");
