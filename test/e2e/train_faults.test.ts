@@ -112,7 +112,7 @@ test("the trainer SIGKILLed mid-step stops the run naming it; --resume continues
 }, 300_000);
 
 test("a step file damaged on disk is refused by the trainer, naming it, before it trains", async () => {
-  const { path, runDir } = writeConfig(ws, "damaged-step", body(2, 0));
+  const { path, runDir } = writeConfig(ws, "damaged-step", body(1, 0));
   mkdirSync(join(runDir, "batches"), { recursive: true });
   writeFileSync(join(runDir, "config.resolved.toml"), resolvedToml(loadConfig(path).config));
   const tokens = Array.from({ length: 24 }, (_, i) => 40 + (i % 20));
@@ -133,8 +133,12 @@ test("a step file damaged on disk is refused by the trainer, naming it, before i
   const rows = packed.rows.map((row) => ({ ...row, samples: row.samples.map((s) => ({ ...s, policyVersion: 0 })) }));
   const file = join(runDir, "batches/step_1.bin");
   writeStepBatch(file, { step: 1, packed: { ...packed, rows }, state: { format: 1, step: 1 } });
+  // one bit of the first action token's advantage (0.5 becomes 2^127): a value the trainer would
+  // otherwise take as it is
   const bytes = new Uint8Array(readFileSync(file));
-  bytes[bytes.length - 20]! ^= 0x40; // one bit of an inference logprob
+  const headerLength = new DataView(bytes.buffer).getUint32(8, true);
+  const header = JSON.parse(new TextDecoder().decode(bytes.subarray(16, 16 + headerLength)));
+  bytes[16 + headerLength + header.rows[0].arrays.advantages.offset + 12 * 4 + 3]! ^= 0x40;
   writeFileSync(file, bytes);
 
   const trainer = await rlx(["trainer", "--run-dir", runDir]).done;
