@@ -28,7 +28,6 @@ function checkPolicyAccess(host: string, apiKey: string | undefined, weightsRoot
     throw new ConfigError("--policy needs --weights-root DIR: the only directory /update_weights may load from", {
       fix: "pass the run's weights directory, e.g. --weights-root outputs/run/weights",
     });
-  if (!existsSync(weightsRoot)) throw new ConfigError(`--weights-root ${weightsRoot}: no such directory`);
   if (apiKey === undefined && !isLoopback(host))
     throw new ConfigError(
       `--policy on --host ${host} needs an API key: anyone who can reach the port could load weights`,

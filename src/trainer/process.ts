@@ -194,7 +194,9 @@ export async function runTrainer(opts: TrainerOptions): Promise<void> {
       }
 
       if (batch.state === undefined) throw new RlxError(`${file} has no orchestrator state`);
-      last = { runDir, config, step, model, optimizer, sourceDir, state: batch.state };
+      // config.json and the tokenizer files come from the run's model: the checkpoint the weights
+      // were restored from is pruned once ckpt.keep newer ones exist
+      last = { runDir, config, step, model, optimizer, sourceDir: config.model.path, state: batch.state };
       const marker = publishStep(
         last,
         { step, orchestrator: batch.metrics ?? {}, metrics: result.metrics, perEnv: result.perEnv },

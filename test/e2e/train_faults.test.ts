@@ -111,6 +111,19 @@ test("the trainer SIGKILLed mid-step stops the run naming it; --resume continues
   );
 }, 300_000);
 
+test("a resumed run outlives the checkpoint it resumed from (ckpt.keep = 1)", async () => {
+  // found by scripts/two_nodes.sh: the trainer took config.json and the tokenizer files for every
+  // publish from the checkpoint it resumed from, and failed once that checkpoint was pruned
+  const { path, runDir } = writeConfig(ws, "keep1", body(2, 2).replace("keep = 2", "keep = 1"));
+  const args = ["train", path, "--inference", "in-process"];
+  expect((await rlx(args).done).code).toBe(0);
+  const resumed = await rlx([...args, "--resume", "--set", "max_steps=5"]).done;
+  expect(resumed.err).not.toContain("error:");
+  expect(resumed.code).toBe(0);
+  expect(readMetrics(runDir).map((row) => row.step)).toEqual([1, 2, 3, 4, 5]);
+  expect(checkpoints(runDir)).toEqual(["step_5"]);
+}, 300_000);
+
 test("a step file damaged on disk is refused by the trainer, naming it, before it trains", async () => {
   const { path, runDir } = writeConfig(ws, "damaged-step", body(1, 0));
   mkdirSync(join(runDir, "batches"), { recursive: true });
