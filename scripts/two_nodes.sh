@@ -107,6 +107,7 @@ if wait $train_pid; then echo "two_nodes: FAIL: the run went on without rank 1";
 grep -q "error: the trainer" "$work/train2.log" || { echo "two_nodes: FAIL: no named error"; tail -n 20 "$work/train2.log"; exit 1; }
 echo "two_nodes: 2. rank 1 killed on B: A stopped with:"
 grep -m1 "error:" "$work/train2.log" | sed 's/^/    /'
+grep -m1 "| error:" "$work/train2.log" | sed 's/^/    /'
 
 # 3. --resume on A, rank 1 from the same checkpoint on B
 ckpt=$(ls -d "$run"/checkpoints/step_* | sort -V | tail -1)
