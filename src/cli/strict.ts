@@ -19,12 +19,14 @@ const camel = (name: string) => name.replace(/-([a-z])/g, (_, c: string) => c.to
 export async function checkCommandLine(cmd: CommandDef<any>, rawArgs: readonly string[], path = "rlx"): Promise<void> {
   const args = ((await resolve(cmd.args ?? {})) ?? {}) as ArgsDef;
   const subCommands = (await resolve(cmd.subCommands ?? {})) as Record<string, Resolvable<CommandDef<any>>>;
-  const flags = new Map<string, "string" | "boolean">();
+  const flags = new Map<string, "string" | "boolean">(); // after --
+  const shorts = new Map<string, "string" | "boolean">(); // after - (one-letter aliases only, as citty)
   for (const [name, def] of Object.entries(args)) {
     if (def.type === "positional") continue;
     const type = def.type === "boolean" ? "boolean" : "string";
     const aliases = "alias" in def ? [def.alias ?? []].flat() : [];
     for (const alias of [name, kebab(name), camel(name), ...aliases]) flags.set(alias, type);
+    for (const alias of aliases) if (alias.length === 1) shorts.set(alias, type);
   }
   const positionals = Object.entries(args).filter(([, def]) => def.type === "positional");
   const help = `see \`${path} --help\``;
@@ -39,9 +41,11 @@ export async function checkCommandLine(cmd: CommandDef<any>, rawArgs: readonly s
       const dashes = arg.startsWith("--") ? "--" : "-";
       const [name, value] = splitFlag(arg.slice(dashes.length));
       const negated = dashes === "--" && name.startsWith("no-") && flags.get(name.slice(3)) === "boolean";
-      const type = negated ? "boolean" : flags.get(name);
-      if (type === undefined || (dashes === "-" && name.length !== 1)) {
-        const known = [...new Set([...flags.keys()].filter((k) => k.length > 1).map(kebab))];
+      const type = negated ? "boolean" : (dashes === "--" ? flags : shorts).get(name);
+      if (type === undefined) {
+        const known = Object.keys(args)
+          .filter((k) => args[k]!.type !== "positional")
+          .map(kebab);
         throw new UsageError(`${path}: unknown flag ${arg.split("=")[0]}`, {
           fix: known.length ? `did you mean --${closest(name, known)}? (${help})` : `${path} takes no flags (${help})`,
         });

@@ -69,6 +69,8 @@ test("the closest known flag or command is suggested", async () => {
   expect((await usageError(["serve", "--model", "m", "--prot", "9"]))?.fix).toContain("did you mean --port?");
   expect((await usageError(["serve", "--api-kye", "k"]))?.fix).toContain("did you mean --api-key?");
   expect((await usageError(["eval", "-m", "dir"]))?.message).toBe("rlx eval: unknown flag -m");
+  // `--n` is eval's flag, but citty reads `-n` as another flag: one dash takes one-letter aliases only
+  expect((await usageError(["eval", "--model", "m", "-n", "5"]))?.fix).toContain("did you mean --n?");
   expect((await usageError(["trian", "c.toml"]))?.fix).toContain("did you mean `rlx train`?");
   expect((await usageError(["env", "shwo", "math"]))?.fix).toContain("did you mean `rlx env show`?");
   expect(closest("nprocc", ["nproc", "resume", "set"])).toBe("nproc");
