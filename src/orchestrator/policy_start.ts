@@ -1,8 +1,9 @@
 // How `rlx train` starts its live policy (docs/run-directory.md, "Who runs"): external servers
 // named in [inference] base_urls, `[inference] servers` spawned `rlx serve --policy` children, or
 // the engine in this process. Spawned servers are locked down as docs/serve.md says: each run
-// makes a fresh random API key (handed over in their environment, not on a command line that
-// `ps` shows) and confines their /update_weights to the run's own weights/ directory.
+// makes a fresh random API key ($RLX_API_KEY instead when set, for whoever else queries them),
+// handed over in their environment, not on a command line that `ps` shows, and confines their
+// /update_weights to the run's own weights/ directory.
 import { randomBytes } from "node:crypto";
 import { mkdirSync } from "node:fs";
 import { join, resolve } from "node:path";
@@ -65,7 +66,7 @@ export async function startPolicy(config: ResolvedConfig, start: PolicyStart): P
       device: policyDevice(config),
     });
   }
-  const apiKey = randomBytes(24).toString("hex");
+  const apiKey = process.env[API_KEY_ENV] || randomBytes(24).toString("hex");
   const weightsRoot = join(start.runDir, "weights");
   mkdirSync(weightsRoot, { recursive: true });
   const urls: string[] = [];
