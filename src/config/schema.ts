@@ -154,6 +154,8 @@ export const configSchema = z.strictObject({
     .strictObject({
       /** External OpenAI-compatible policy servers; empty = spawn `rlx serve --policy`. */
       base_urls: z.array(z.url({ protocol: /^https?$/ })).default([]),
+      /** Environment variable holding base_urls' API key (spawned servers get a fresh one per run). */
+      api_key_var: z.string().min(1).optional(),
       /** Policy servers to spawn when base_urls is empty. */
       servers: positiveInt.default(1),
       host: z.string().default("127.0.0.1"),
@@ -180,6 +182,11 @@ export const configSchema = z.strictObject({
       interval: z.number().int().min(0).default(0),
       /** Checkpoints kept on disk. */
       keep: positiveInt.default(2),
+      /**
+       * On SIGTERM (a scheduler's pre-emption) the trainer checkpoints the last finished step
+       * before it exits, so a resumed run loses at most the step in flight.
+       */
+      on_sigterm: z.boolean().default(true),
     })
     .prefault({}),
 

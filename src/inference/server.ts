@@ -10,8 +10,11 @@
 // mode says (drain: requests already generating finish on the old weights first; in-flight:
 // between two decode steps, they continue on the new weights), and every response reports its
 // `policy_version` (the version at admission, the oldest that produced any of its tokens).
+// With an API key every route but /health answers 401 without it; a policy server's weights
+// root bounds what /update_weights may load (403 outside it; auth.ts).
 import { existsSync, statSync } from "node:fs";
 import type { Tokenizer } from "../model/tokenizer.ts";
+import { hasApiKey, isUnderRoot } from "./auth.ts";
 import { handleChat, renderChat } from "./chat.ts";
 import { readChatInputs } from "./chat_request.ts";
 import type { ServeContext } from "./choice.ts";
@@ -31,6 +34,10 @@ export interface ServerOptions {
   port?: number;
   /** Accept POST /update_weights. */
   policy?: boolean;
+  /** Required as `Authorization: Bearer KEY` on every route but /health (auth.ts); none = open. */
+  apiKey?: string;
+  /** POST /update_weights loads only directories under this one (the run's weights/). */
+  weightsRoot?: string;
   /** Called with each unexpected (500) error. */
   onInternalError?: (err: unknown) => void;
 }
@@ -68,7 +75,7 @@ export function startServer(options: ServerOptions): RunningServer {
     "/update_weights": {
       method: "POST",
       handler: options.policy
-        ? generating(handleUpdateWeights)
+        ? generating((c, request) => handleUpdateWeights(c, request, options.weightsRoot))
         : () => errorResponse(404, "this server does not accept weight updates (start rlx serve with --policy)"),
     },
   };
@@ -79,6 +86,8 @@ export function startServer(options: ServerOptions): RunningServer {
     idleTimeout: 0,
     async fetch(request) {
       const path = new URL(request.url).pathname.replace(/\/+$/, "") || "/";
+      if (path !== "/health" && options.apiKey !== undefined && !hasApiKey(request, options.apiKey))
+        return errorResponse(401, "missing or wrong API key: send the header Authorization: Bearer KEY");
       const route = routes[path];
       if (!route) return errorResponse(404, `no route ${path} (rlx serve has ${Object.keys(routes).join(", ")})`);
       if (request.method !== route.method)
@@ -105,11 +114,13 @@ export function startServer(options: ServerOptions): RunningServer {
   };
 }
 
-async function handleUpdateWeights(ctx: ServeContext, request: Request): Promise<Response> {
+async function handleUpdateWeights(ctx: ServeContext, request: Request, root: string | undefined): Promise<Response> {
   const f = Fields.parse(await request.text());
   const path = f.string("path") ?? f.string("model_path");
   if (path === undefined)
     throw new InvalidRequestError("path is required (a model directory in Hugging Face layout)", "path");
+  if (root !== undefined && !isUnderRoot(path, root))
+    return errorResponse(403, `path ${path} is not under the weights root this server was started with`, "path");
   if (!existsSync(path) || !statSync(path).isDirectory())
     throw new InvalidRequestError(`path ${path} is not a directory`, "path");
   const version = f.int("version", ctx.engine.version + 1, { min: 0 });

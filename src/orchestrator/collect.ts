@@ -151,8 +151,13 @@ export function collectedMetrics(
     .map((r) => step - 1 - r.policyVersion);
   return {
     ...rolloutMetrics(rollouts, envNames),
-    "off_policy/mean": offPolicy.length ? offPolicy.reduce((a, b) => a + b, 0) / offPolicy.length : 0,
-    "off_policy/max": offPolicy.length ? Math.max(...offPolicy) : 0,
+    // absent, not 0, when no scored rollout was sampled by the policy (all failed, or all frozen)
+    ...(offPolicy.length
+      ? {
+          "off_policy/mean": offPolicy.reduce((a, b) => a + b, 0) / offPolicy.length,
+          "off_policy/max": Math.max(...offPolicy),
+        }
+      : {}),
     "off_policy/dropped": collected.dropped,
     "batch/samples": collected.kept.length,
     "batch/filtered_samples": collected.filteredSamples,

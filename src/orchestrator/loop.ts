@@ -6,15 +6,15 @@
 //      and it never samples what it would have to drop as stale.
 //   2-3. Collect the batch's groups, scored by each env's algorithm and admitted by its sampler
 //      (groups.ts), until it has something to train (collect.ts).
-//   4. Pack, write batches/step_N.bin atomically (with the orchestrator's state on checkpoint
-//      steps), the audit records rollouts/step_N.jsonl, and stage the step's metrics.
+//   4. Pack, write batches/step_N.bin atomically (with the orchestrator's state, which the
+//      checkpoint of this step holds), the audit records rollouts/step_N.jsonl, and stage the step's metrics.
 //   Meanwhile the WeightWatcher loads each step the trainer publishes into the policy and writes
 //   the step's metrics line. The run ends when the trainer has published max_steps.
 //
 // When batch N is cut nothing is in flight: what outlives the step (the draw's RNG and the groups
 // drawn ahead for the next step, each env's task statistics, sampler state and replay buffer,
-// each algorithm's own state) is registered in one CarriedState (carried.ts), saved on checkpoint
-// steps, and a resumed run draws exactly what the killed run would have drawn.
+// each algorithm's own state) is registered in one CarriedState (carried.ts), saved in every
+// step file (the trainer may checkpoint any step), and a resumed run draws exactly what the killed run would have drawn.
 // Failures are data: a rollout whose env, tool, endpoint or algorithm hook failed carries its
 // error, is excluded from training and is counted per env in the metrics.
 import { mkdirSync } from "node:fs";
@@ -23,7 +23,6 @@ import type { ResolvedConfig } from "../config/resolve.ts";
 import { packStep } from "../data/pack.ts";
 import type { ChatRenderer } from "../model/render.ts";
 import { writeAudit } from "../rundir/audit.ts";
-import { isCheckpointStep } from "../rundir/checkpoint.ts";
 import { batchPath } from "../rundir/paths.ts";
 import { type BatchSample, writeStepBatch } from "../rundir/step_file.ts";
 import { collectedMetrics, collectStep, warnFailures } from "./collect.ts";
@@ -36,7 +35,7 @@ import type { TrainEnv } from "./setup.ts";
 import type { TrainEval } from "./train_eval.ts";
 import { WeightWatcher } from "./weight_watcher.ts";
 
-/** What the orchestrator checkpoints (inside step file N on checkpoint steps). */
+/** What the orchestrator checkpoints (inside every step file N: any step may be checkpointed). */
 export interface OrchestratorState {
   format: 2;
   /** The last step whose batch was cut. */
@@ -118,9 +117,8 @@ export async function runTrainLoop(o: LoopOptions): Promise<LoopResult> {
         ...row,
         samples: row.samples.map((s): BatchSample => ({ ...s, policyVersion: versions.get(s.rolloutId) ?? -1 })),
       }));
-      const state: OrchestratorState | undefined = isCheckpointStep(step, config)
-        ? { format: 2, step, carried: carried.save() }
-        : undefined;
+      // every step carries it: a SIGTERM may ask the trainer to checkpoint any step
+      const state: OrchestratorState = { format: 2, step, carried: carried.save() };
       const stepMetrics = {
         ...collectedMetrics(step, collected, envNames, rolloutSeconds),
         ...samplingMetrics(step, collected, o.envs, sampler.pending),
@@ -133,7 +131,7 @@ export async function runTrainLoop(o: LoopOptions): Promise<LoopResult> {
         step,
         packed: { ...packed, rows },
         metrics: stepMetrics,
-        ...(state ? { state } : {}),
+        state,
       });
       const auditEvery = config.log.rollouts_interval;
       if (auditEvery > 0 && step % auditEvery === 0) writeAudit(runDir, step, collected.kept);
