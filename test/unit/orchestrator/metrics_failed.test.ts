@@ -49,6 +49,8 @@ test("a step whose rollouts all failed has no reward and no per-rollout means at
       dropped: 0,
       emptyRetries: 0,
       frozenEnvs: new Set(),
+      admission: new Map(),
+      replayed: new Set(),
     },
     ["math"],
     1,
