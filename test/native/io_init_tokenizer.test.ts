@@ -33,6 +33,7 @@ describe("rlx init --tokenizer", () => {
     const run = rlx("init", "--preset", "tiny-bpe", "--tokenizer", HUB_TOKENIZER_DIRS.qwen3, "--out", out, "--json");
     expect(run.err).toBe("");
     expect(JSON.parse(run.out).files).toEqual([
+      "checksums.json",
       "config.json",
       "model.safetensors",
       "tokenizer.json",
