@@ -18,11 +18,20 @@ export class RlxError extends Error {
 /** A bad config file, key, value or override: the message names the file and the key path. */
 export class ConfigError extends RlxError {}
 
+/** A command line with an unknown flag, command or extra argument (names it, suggests the closest). */
+export class UsageError extends RlxError {}
+
 /** A failed call into the native shim; the message is the shim's (a C++ exception's text). */
 export class NativeError extends RlxError {}
 
 /** A model directory or file that cannot be read or written (names the file and tensor). */
 export class ModelFileError extends RlxError {}
+
+/** A file whose bytes disagree with the checksum recorded when it was written (names the file and tensor). */
+export class ChecksumError extends RlxError {}
+
+/** A write that the disk refused (full, over quota, read-only, I/O error): names what was being written. */
+export class DiskError extends RlxError {}
 
 /** An environment that cannot load tasks or run (a bad dataset file, a missing field). */
 export class EnvError extends RlxError {}

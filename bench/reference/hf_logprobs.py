@@ -7,8 +7,12 @@ Used by test/native/io_torch.test.ts to check that a directory rlx writes means 
 an independent implementation: HF names, shapes, q/k norm, biases, tied heads. Usage:
   /usr/bin/python3 hf_logprobs.py MODEL_DIR '[[1, 2, 3], [4, 5]]'
 prints a JSON list of per-token logprob lists (element 0 of each is 0: it has no prediction).
+
+RoPE scaling ("llama3", "yarn") is computed here from config.json's rope_scaling block the way
+transformers' modeling_rope_utils computes it (_compute_llama3_parameters, _compute_yarn_parameters).
 """
 import json
+import math
 import os
 import struct
 import sys
@@ -46,6 +50,44 @@ def read_dir(model_dir):
     return tensors
 
 
+def scaled_rope(hf, head_dim):
+    """(inv_freq, attention_scaling) for the config's rope_scaling block, or (None, 1.0) for plain RoPE."""
+    rs = hf.get("rope_scaling") or {}
+    kind = rs.get("rope_type", rs.get("type", "default"))
+    base = hf.get("rope_theta", 10000.0)
+    inv_freq = 1.0 / (base ** (torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim))
+    if kind == "default":
+        return None, 1.0
+    if kind == "llama3":
+        factor, low, high = rs["factor"], rs["low_freq_factor"], rs["high_freq_factor"]
+        old = rs["original_max_position_embeddings"]
+        wavelen = 2 * math.pi / inv_freq
+        llama = torch.where(wavelen > old / low, inv_freq / factor, inv_freq)
+        smooth = (old / wavelen - low) / (high - low)
+        smoothed = (1 - smooth) * llama / factor + smooth * llama
+        medium = ~(wavelen < old / high) * ~(wavelen > old / low)
+        return torch.where(medium, smoothed, llama), 1.0
+    assert kind == "yarn", kind
+    factor, orig = rs["factor"], rs["original_max_position_embeddings"]
+    beta_fast, beta_slow = rs.get("beta_fast") or 32, rs.get("beta_slow") or 1
+
+    def correction_dim(rotations):
+        return (head_dim * math.log(orig / (rotations * 2 * math.pi))) / (2 * math.log(base))
+
+    lo, hi = correction_dim(beta_fast), correction_dim(beta_slow)
+    if rs.get("truncate", True):
+        lo, hi = math.floor(lo), math.ceil(hi)
+    lo, hi = max(lo, 0), min(hi, head_dim - 1)
+    if lo == hi:
+        hi += 0.001
+    ramp = torch.clamp((torch.arange(head_dim // 2, dtype=torch.float32) - lo) / (hi - lo), 0, 1)
+    extrapolation_factor = 1 - ramp
+    pos_freqs = base ** (torch.arange(0, head_dim, 2).float() / head_dim)
+    inv = (1.0 / (factor * pos_freqs)) * (1 - extrapolation_factor) + (1.0 / pos_freqs) * extrapolation_factor
+    attention = rs.get("attention_factor") or 0.1 * math.log(factor) + 1.0
+    return inv, attention
+
+
 def main():
     model_dir, sequences = sys.argv[1], json.loads(sys.argv[2])
     hf = json.load(open(os.path.join(model_dir, "config.json")))
@@ -53,6 +95,7 @@ def main():
     cfg["head_dim"] = hf.get("head_dim") or hf["hidden_size"] // hf["num_attention_heads"]
     cfg["num_key_value_heads"] = hf.get("num_key_value_heads") or hf["num_attention_heads"]
     cfg["qk_norm"] = hf["model_type"] == "qwen3"
+    cfg["inv_freq"], cfg["attention_scaling"] = scaled_rope(hf, cfg["head_dim"])
     w = read_dir(model_dir)
     layers = []
     for i in range(hf["num_hidden_layers"]):

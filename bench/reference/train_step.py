@@ -79,10 +79,13 @@ def forward(cfg, p, ids, pos, lengths):
     """Hidden states after the final norm, [T, d], for one packed row of samples of these lengths."""
     T = ids.shape[0]
     hd, h, kvh, eps = cfg["head_dim"], cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["rms_norm_eps"]
-    inv_freq = 1.0 / (cfg["rope_theta"] ** (torch.arange(0, hd, 2, dtype=torch.float32, device=ids.device) / hd))
+    inv_freq = cfg.get("inv_freq")  # a scaled RoPE's (hf_logprobs.py), else plain RoPE
+    if inv_freq is None:
+        inv_freq = 1.0 / (cfg["rope_theta"] ** (torch.arange(0, hd, 2, dtype=torch.float32, device=ids.device) / hd))
     freqs = pos.float()[:, None] * inv_freq[None, :]
     emb = torch.cat((freqs, freqs), dim=-1)
-    cos, sin = emb.cos()[:, None], emb.sin()[:, None]
+    scale = cfg.get("attention_scaling", 1.0)
+    cos, sin = emb.cos()[:, None] * scale, emb.sin()[:, None] * scale
     x = F.embedding(ids, p["embed"])
     for L in p["layers"]:
         y = rms_norm(x, L["in_norm"], eps)

@@ -20,7 +20,7 @@
 extern "C" {
 #endif
 
-#define RLX_ABI_VERSION 2
+#define RLX_ABI_VERSION 3
 
 /* ---- runtime ------------------------------------------------------------------------------ */
 
@@ -51,6 +51,11 @@ int rlx_device_memory(const char* device, int reset_peak, int64_t* out);
  * num_attention_heads, num_key_value_heads, head_dim, rms_norm_eps, rope_theta,
  * max_position_embeddings, tie_word_embeddings, attention_bias, qk_norm (src/model/config.ts
  * writes it from config.json); an unknown, missing or mistyped key is an error naming it.
+ * RoPE scaling (ABI 3) adds the string "rope_type": "default" (as when absent), "llama3" with
+ * rope_factor, rope_low_freq_factor, rope_high_freq_factor, rope_original_max_position_embeddings,
+ * or "yarn" with rope_factor, rope_beta_fast, rope_beta_slow, rope_attention_factor,
+ * rope_original_max_position_embeddings and the boolean rope_truncate (transformers'
+ * modeling_rope_utils formulas; every key of the chosen type is required, others are refused).
  * dtype: the parameter dtype; device: "cpu" or "cuda[:N]". Parameters are random-initialized
  * (normal, std 0.02; norms 1; biases 0) from seed, identically on every device; load real weights
  * with set_param. float64 models compute in float64 throughout (for finite-difference tests);
@@ -166,7 +171,7 @@ void* rlx_gen_create(void* model, int slots, int capacity);
 int rlx_gen_free(void* gen);
 int rlx_gen_free_slots(void* gen);
 /* Rebinds a generator to another model of the same architecture (layers, attention and KV
- * heads, head dim, hidden size, vocabulary, rope_theta, dtype, device; an error names the first
+ * heads, head dim, hidden size, vocabulary, rope_theta and RoPE scaling, dtype, device; an error names the first
  * that differs). The KV cache and every running sequence are kept: later steps run the new
  * weights over K/V the old ones computed (in-flight weight updates, PipelineRL). The generator
  * no longer uses the old model, which may then be freed. */

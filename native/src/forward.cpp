@@ -71,7 +71,8 @@ static at::Tensor rms_norm(const Model& m, const at::Tensor& x, const at::Tensor
 }
 
 // cos/sin rows for the given positions, [N, D], in the model's dtype. The table is computed the
-// way HF computes it (inverse frequencies and angles in float32, or float64 for float64 models)
+// way HF computes it (inverse frequencies, with any RoPE scaling (rope.cpp), and angles in float32,
+// or float64 for float64 models; YaRN's attention factor multiplies cos and sin)
 // and grows in powers of two when a position runs past it.
 static std::pair<at::Tensor, at::Tensor> rope_rows(Model& m, const at::Tensor& positions, int64_t max_position) {
   if (!m.rope_cos.defined() || m.rope_cos.size(0) <= max_position) {
@@ -79,13 +80,11 @@ static std::pair<at::Tensor, at::Tensor> rope_rows(Model& m, const at::Tensor& p
     int64_t rows = 256;
     while (rows <= max_position) rows *= 2;
     auto cd = m.compute_dtype();
-    const int64_t D = m.cfg.head_dim;
-    auto exponents = at::arange(0, D, 2, at::TensorOptions().dtype(at::kLong)).to(cd) / static_cast<double>(D);
-    auto inv_freq = 1.0 / at::pow(m.cfg.rope_theta, exponents);                            // [D/2]
+    auto [inv_freq, attention_factor] = rope_inv_freq(m.cfg, cd);                          // [D/2]
     auto angles = at::arange(rows, at::TensorOptions().dtype(cd)).unsqueeze(1) * inv_freq;  // [rows, D/2]
     auto emb = at::cat({angles, angles}, 1);
-    m.rope_cos = emb.cos().to(m.device);
-    m.rope_sin = emb.sin().to(m.device);
+    m.rope_cos = (emb.cos() * attention_factor).to(m.device);
+    m.rope_sin = (emb.sin() * attention_factor).to(m.device);
   }
   return {m.rope_cos.index_select(0, positions).to(m.dtype), m.rope_sin.index_select(0, positions).to(m.dtype)};
 }

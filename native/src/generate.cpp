@@ -169,7 +169,7 @@ RLX_API int rlx_gen_free(void* gen) {
 }
 
 // Rebinding keeps the cache and every sequence: only what the cache layout and the meaning of
-// its contents depend on must match (RoPE is applied before K is cached, so rope_theta too).
+// its contents depend on must match (RoPE is applied before K is cached, so rope_theta and its scaling too).
 RLX_API int rlx_gen_set_model(void* gen, void* model) {
   RLX_TRY(-1, {
     auto& g = get_gen(gen);
@@ -185,9 +185,9 @@ RLX_API int rlx_gen_set_model(void* gen, void* model) {
     same("head_dim", now.cfg.head_dim, next.cfg.head_dim);
     same("hidden_size", now.cfg.hidden_size, next.cfg.hidden_size);
     same("vocab_size", now.cfg.vocab_size, next.cfg.vocab_size);
-    require(now.cfg.rope_theta == next.cfg.rope_theta, "rlx_gen_set_model: the new model has rope_theta = " + std::to_string(next.cfg.rope_theta) +
-                                                         ", the generator's model has " + std::to_string(now.cfg.rope_theta) +
-                                                         " (the cached keys are rotated with it)");
+    require(same_rope(now.cfg, next.cfg), "rlx_gen_set_model: the new model has rope_theta = " + std::to_string(next.cfg.rope_theta) +
+                                              ", the generator's model has " + std::to_string(now.cfg.rope_theta) +
+                                              ", or their RoPE scaling differs (the cached keys are rotated with it)");
     require(next.dtype == now.dtype, std::string("rlx_gen_set_model: the new model's dtype is ") + c10::toString(next.dtype) +
                                          ", the generator's cache is " + c10::toString(now.dtype));
     require(next.device == now.device, "rlx_gen_set_model: the new model is on " + next.device.str() + ", the generator's cache is on " + now.device.str());

@@ -7,14 +7,15 @@
 
 namespace rlx {
 
-// ---- config: a flat JSON object of numbers and booleans (written by src/model/config.ts) ----
+// ---- config: a flat JSON object of numbers, booleans and plain strings (written by src/model/config.ts) ----
 
 namespace {
 
 struct JsonValue {
-  bool is_bool = false;
+  bool is_bool = false, is_str = false;
   bool b = false;
   double num = 0;
+  std::string str;
 };
 
 class FlatJsonParser {
@@ -29,7 +30,7 @@ class FlatJsonParser {
     if (peek() == '}') return ++i_, out;
     for (;;) {
       skip_ws();
-      std::string key = parse_key();
+      std::string key = parse_string();
       skip_ws();
       expect(':');
       skip_ws();
@@ -59,24 +60,29 @@ class FlatJsonParser {
     if (peek() != c) fail(std::string("expected '") + c + "'");
     ++i_;
   }
-  std::string parse_key() {
+  std::string parse_string() {
     expect('"');
     size_t start = i_;
     while (i_ < s_.size() && s_[i_] != '"') {
-      if (s_[i_] == '\\') fail("escapes are not allowed in keys");
+      if (s_[i_] == '\\') fail("escapes are not allowed in keys and strings");
       ++i_;
     }
-    if (i_ >= s_.size()) fail("unterminated key");
+    if (i_ >= s_.size()) fail("unterminated string");
     return s_.substr(start, i_++ - start);
   }
   JsonValue parse_value(const std::string& key) {
     JsonValue v;
     if (s_.compare(i_, 4, "true") == 0) return i_ += 4, v.is_bool = true, v.b = true, v;
     if (s_.compare(i_, 5, "false") == 0) return i_ += 5, v.is_bool = true, v;
+    if (peek() == '"') {  // a plain string: rope_type's name
+      v.is_str = true;
+      v.str = parse_string();
+      return v;
+    }
     const char* begin = s_.c_str() + i_;
     char* end = nullptr;
     v.num = std::strtod(begin, &end);
-    if (end == begin) fail("the value of \"" + key + "\" must be a number or a boolean");
+    if (end == begin) fail("the value of \"" + key + "\" must be a number, a boolean or a string");
     i_ += static_cast<size_t>(end - begin);
     return v;
   }
@@ -101,8 +107,35 @@ ModelConfig parse_model_config(const std::string& json) {
   std::map<std::string, bool*> bools = {
       {"tie_word_embeddings", &c.tie_word_embeddings}, {"attention_bias", &c.attention_bias}, {"qk_norm", &c.qk_norm}};
 
+  // RoPE scaling (optional): rope_type names the scheme and decides which rope_* reals it needs.
+  std::string rope_type = "default";
+  if (auto it = values.find("rope_type"); it != values.end()) {
+    require(it->second.is_str, "model config: \"rope_type\" must be a string");
+    rope_type = it->second.str;
+  }
+  if (rope_type == "llama3") {
+    c.rope = RopeScaling::Llama3;
+    reals.insert({{"rope_factor", &c.rope_factor},
+                  {"rope_low_freq_factor", &c.rope_low_freq_factor},
+                  {"rope_high_freq_factor", &c.rope_high_freq_factor},
+                  {"rope_original_max_position_embeddings", &c.rope_original_max_positions}});
+  } else if (rope_type == "yarn") {
+    c.rope = RopeScaling::Yarn;
+    reals.insert({{"rope_factor", &c.rope_factor},
+                  {"rope_beta_fast", &c.rope_beta_fast},
+                  {"rope_beta_slow", &c.rope_beta_slow},
+                  {"rope_attention_factor", &c.rope_attention_factor},
+                  {"rope_original_max_position_embeddings", &c.rope_original_max_positions}});
+    bools.insert({"rope_truncate", &c.rope_truncate});
+  } else {
+    require(rope_type == "default", "model config: \"rope_type\" must be \"default\", \"llama3\" or \"yarn\", got \"" +
+                                        rope_type + "\"");
+  }
+
   for (const auto& [key, v] : values)
-    require(ints.count(key) || reals.count(key) || bools.count(key), "model config: unknown key \"" + key + "\"");
+    require(key == "rope_type" || ints.count(key) || reals.count(key) || bools.count(key),
+            "model config: unknown key \"" + key + "\"" +
+                (key.rfind("rope_", 0) == 0 ? " (for rope_type \"" + rope_type + "\")" : ""));
   auto find = [&](const std::string& key) -> const JsonValue& {
     auto it = values.find(key);
     require(it != values.end(), "model config: missing key \"" + key + "\"");
@@ -128,6 +161,9 @@ ModelConfig parse_model_config(const std::string& json) {
           "model config: num_attention_heads (" + std::to_string(c.num_attention_heads) +
               ") must be a multiple of num_key_value_heads (" + std::to_string(c.num_key_value_heads) + ")");
   require(c.head_dim % 2 == 0, "model config: head_dim must be even (rotary embedding)");
+  if (c.rope == RopeScaling::Llama3)
+    require(c.rope_high_freq_factor > c.rope_low_freq_factor,
+            "model config: rope_high_freq_factor must be greater than rope_low_freq_factor");
   require(c.vocab_size < (int64_t(1) << 31), "model config: vocab_size must fit in int32 token ids");
   return c;
 }

@@ -11,13 +11,29 @@
 
 namespace rlx {
 
+// RoPE frequency scaling: none, Llama 3.1's smooth long-context interpolation, or YaRN.
+enum class RopeScaling { None, Llama3, Yarn };
+
 // The normalized flat config written by src/model/config.ts (see rlx_model_create).
 struct ModelConfig {
   int64_t vocab_size = 0, hidden_size = 0, intermediate_size = 0, num_hidden_layers = 0;
   int64_t num_attention_heads = 0, num_key_value_heads = 0, head_dim = 0, max_position_embeddings = 0;
   double rms_norm_eps = 0, rope_theta = 0;
   bool tie_word_embeddings = false, attention_bias = false, qk_norm = false;
+  // RoPE scaling (rope_type and its rope_* keys; every default already resolved by config.ts).
+  RopeScaling rope = RopeScaling::None;
+  double rope_factor = 1, rope_original_max_positions = 0;
+  double rope_low_freq_factor = 0, rope_high_freq_factor = 0;                        // llama3
+  double rope_beta_fast = 0, rope_beta_slow = 0, rope_attention_factor = 1;          // yarn
+  bool rope_truncate = true;                                                          // yarn
 };
+
+// The RoPE inverse frequencies [head_dim / 2] and the factor cos and sin are multiplied by (YaRN's
+// attention scaling; 1 otherwise), in dtype `cd`, computed as transformers' modeling_rope_utils does.
+std::pair<at::Tensor, double> rope_inv_freq(const ModelConfig& c, at::ScalarType cd);
+
+// Whether two configs rotate positions identically (a generator's cached keys stay valid).
+bool same_rope(const ModelConfig& a, const ModelConfig& b);
 
 // Parses and validates the flat JSON object; an unknown, missing or mistyped key names itself.
 ModelConfig parse_model_config(const std::string& json);

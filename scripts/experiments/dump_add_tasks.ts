@@ -13,7 +13,7 @@ import type { Task } from "../../src/envs/types.ts";
 import { ConfigError } from "../../src/errors.ts";
 import { ChatRenderer } from "../../src/model/render.ts";
 import { Tokenizer } from "../../src/model/tokenizer.ts";
-import { TaskSampler } from "../../src/orchestrator/sampler.ts";
+import { TaskSampler, uniformEnv } from "../../src/orchestrator/sampler.ts";
 
 const ENV_ARGS = { operations: ["+"], word_problems: false };
 
@@ -42,8 +42,11 @@ async function main(): Promise<void> {
   const env = await createEnv(await loadEnv("math"), ENV_ARGS, "env math");
   const trainTasks = await env.load("train", seed);
   const evalTasks = (await env.load("eval", seed)).slice(0, numEval);
-  const sampler = new TaskSampler([{ name: "math", ratio: 1, groupSize: 8, tasks: trainTasks }], seed);
-  const train = Array.from({ length: numTrain }, () => rendered(renderer, sampler.next().task));
+  const sampler = new TaskSampler(
+    [uniformEnv({ name: "math", ratio: 1, groupSize: 8, tasks: trainTasks }, seed)],
+    seed,
+  );
+  const train = Array.from({ length: numTrain }, () => rendered(renderer, sampler.next(1).task!));
   writeFileSync(
     outPath,
     JSON.stringify({

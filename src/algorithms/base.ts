@@ -108,6 +108,14 @@ export abstract class Algorithm<Config extends BaseAlgoConfig = BaseAlgoConfig> 
   async setup(_ctx: AlgorithmContext): Promise<void> {}
   async scoreRollout(_rollout: Rollout): Promise<void> {}
   async scoreGroup(_group: Rollout[]): Promise<void> {}
+
+  /** What the algorithm keeps across steps (JSON, saved in the orchestrator's checkpoint and handed
+   * back to loadState on --resume; src/orchestrator/carried.ts); undefined = nothing. */
+  saveState(): unknown {
+    return undefined;
+  }
+
+  loadState(_state: unknown): void {}
 }
 
 export type AlgorithmClass = (new (config: any) => Algorithm<any>) & {

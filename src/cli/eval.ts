@@ -25,9 +25,15 @@ function number(
 const isCount = (n: number) => Number.isInteger(n) && n >= 1;
 
 /** The first model id an OpenAI-compatible server lists. */
-async function servedModel(baseUrl: string): Promise<string> {
+async function servedModel(baseUrl: string, apiKey: string | undefined): Promise<string> {
   const { JsonEndpoint, DEFAULT_HTTP } = await import("../inference/http.ts");
-  const endpoint = new JsonEndpoint(baseUrl.replace(/\/+$/, ""), { ...DEFAULT_HTTP, retries: 2, timeoutMs: 30_000 });
+  const headers: Record<string, string> = apiKey ? { authorization: `Bearer ${apiKey}` } : {};
+  const endpoint = new JsonEndpoint(baseUrl.replace(/\/+$/, ""), {
+    ...DEFAULT_HTTP,
+    retries: 2,
+    timeoutMs: 30_000,
+    headers,
+  });
   const list = await endpoint.request<{ data?: { id: string }[] }>("/models");
   const id = list.data?.[0]?.id;
   if (!id) throw new EndpointError(`${baseUrl}/models lists no model`, { fix: "name it with --served-model" });
@@ -45,6 +51,10 @@ export default defineCommand({
     tokenizer: {
       type: "string",
       description: "With --base-url: a model directory holding the served model's tokenizer (default: --model)",
+    },
+    "api-key": {
+      type: "string",
+      description: "With --base-url: sent as Authorization: Bearer KEY (default: $RLX_API_KEY, as rlx serve reads it)",
     },
     "served-model": {
       type: "string",
@@ -118,8 +128,9 @@ export default defineCommand({
     let maxContextTokens: number | undefined;
     if (args["base-url"]) {
       const { OpenAIClient } = await import("../inference/client.ts");
-      const model = args["served-model"] ?? (await servedModel(args["base-url"]));
-      client = new OpenAIClient({ model, baseUrls: [args["base-url"]], retries: 2 });
+      const apiKey = args["api-key"] ?? (process.env.RLX_API_KEY || undefined);
+      const model = args["served-model"] ?? (await servedModel(args["base-url"], apiKey));
+      client = new OpenAIClient({ model, baseUrls: [args["base-url"]], retries: 2, ...(apiKey ? { apiKey } : {}) });
     } else {
       const { LocalClient } = await import("../inference/local.ts");
       const local = await LocalClient.fromModelDir(args.model!, { maxBatch });

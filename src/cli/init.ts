@@ -1,5 +1,6 @@
 // `rlx init`: a random-initialized model in Hugging Face layout (config.json, model.safetensors,
-// the byte-level tokenizer with a ChatML template) from a preset or a config.json. Seeded: the same
+// the byte-level tokenizer with a ChatML template, or a Hub tokenizer's files with --tokenizer)
+// from a preset or a config.json. Seeded: the same
 // seed writes byte-identical weights. The work is initModel in src/model/presets.ts.
 import { defineCommand } from "citty";
 import { ConfigError } from "../errors.ts";
@@ -7,10 +8,20 @@ import { ConfigError } from "../errors.ts";
 export default defineCommand({
   meta: {
     name: "init",
-    description: "Create a random-initialized model directory (HF layout, byte tokenizer) from a preset or config.json",
+    description:
+      "Create a random-initialized model directory (HF layout; byte tokenizer or --tokenizer DIR) from a preset or config.json",
   },
   args: {
-    preset: { type: "string", description: "tiny (~3.3M), small (~25.5M) or qwen3-0.6b (the real Qwen3-0.6B shape)" },
+    preset: {
+      type: "string",
+      description:
+        "tiny (~3.3M), small (~25.5M), tiny-bpe (~20M, for a real 128-152k vocabulary) or qwen3-0.6b (the real Qwen3-0.6B shape)",
+    },
+    tokenizer: {
+      type: "string",
+      description:
+        "A directory with a Hub tokenizer (tokenizer.json, tokenizer_config.json) to use instead of the byte tokenizer",
+    },
     config: { type: "string", description: "A Hugging Face config.json to build instead of a preset" },
     out: { type: "string", required: true, description: "Directory to write (must be empty or absent)" },
     seed: { type: "string", default: "0", description: "Initialization seed" },
@@ -32,6 +43,7 @@ export default defineCommand({
       seed,
       dtype: args.dtype,
       force: args.force,
+      tokenizerDir: args.tokenizer,
     });
     if (args.json) {
       console.log(JSON.stringify(result));

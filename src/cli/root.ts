@@ -19,5 +19,6 @@ export const root = defineCommand({
     env: () => import("./env.ts").then((m) => m.default),
     report: () => import("./report.ts").then((m) => m.default),
     doctor: () => import("./doctor.ts").then((m) => m.default),
+    check: () => import("./check.ts").then((m) => m.default),
   },
 });

@@ -1,8 +1,10 @@
 // Runs a citty command tree with rlx's error policy: an RlxError (bad config, bad input, a
 // failed endpoint) prints its message and fix, no stack trace, exit 1; anything else is a bug
-// and prints its stack. `--help` anywhere shows the usage of the deepest subcommand named.
+// and prints its stack. An unknown flag or extra argument is an error before anything runs
+// (strict.ts). `--help` anywhere shows the usage of the deepest subcommand named.
 import { type CommandDef, runCommand, showUsage } from "citty";
 import { formatError, RlxError } from "../errors.ts";
+import { checkCommandLine } from "./strict.ts";
 
 async function deepest(
   cmd: CommandDef<any>,
@@ -45,6 +47,7 @@ export async function runMain(cmd: CommandDef<any>, rawArgs = process.argv.slice
       console.log(meta?.version ?? "unknown");
       return;
     }
+    await checkCommandLine(cmd, rawArgs);
     await runCommand(cmd, { rawArgs });
   } catch (err) {
     if (err instanceof RlxError) {

@@ -1,20 +1,40 @@
 // `rlx serve`: an OpenAI-compatible server (vLLM's subset) over the shim, batched. Loads the model
 // directory, starts the engine (src/inference/engine.ts) and the HTTP layer
 // (src/inference/server.ts), prints one line with the URL once it is listening, and on SIGTERM or
-// SIGINT refuses new work, finishes what is in flight and exits 0.
+// SIGINT refuses new work, finishes what is in flight and exits 0. `--api-key` (or $RLX_API_KEY)
+// guards every route but /health; a policy server loads weights only under `--weights-root`.
 //
 // Logprobs it returns are the trainer's: log_softmax(logits / temperature) of each sampled token
 // (vLLM reports temperature-1 logprobs by default), so a policy server's logprobs can be used for
 // importance ratios as they are.
 import { defineCommand } from "citty";
 import { existsSync } from "node:fs";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import { ConfigError, ModelFileError } from "../errors.ts";
+import { API_KEY_ENV, isLoopback } from "../inference/auth.ts";
 
 function intFlag(name: string, value: string, min: number): number {
   const n = Number(value);
   if (!Number.isSafeInteger(n) || n < min) throw new ConfigError(`--${name} ${value}: expected an integer >= ${min}`);
   return n;
+}
+
+/**
+ * A policy server loads whatever directory /update_weights names, so it needs a root to confine
+ * that to, and off this machine's loopback a key to keep strangers from calling it at all.
+ */
+function checkPolicyAccess(host: string, apiKey: string | undefined, weightsRoot: string | undefined): void {
+  if (weightsRoot === undefined)
+    throw new ConfigError("--policy needs --weights-root DIR: the only directory /update_weights may load from", {
+      fix: "pass the run's weights directory, e.g. --weights-root outputs/run/weights",
+    });
+  if (apiKey === undefined && !isLoopback(host))
+    throw new ConfigError(
+      `--policy on --host ${host} needs an API key: anyone who can reach the port could load weights`,
+      {
+        fix: `pass --api-key KEY or set $${API_KEY_ENV} (clients send Authorization: Bearer KEY), or bind --host 127.0.0.1`,
+      },
+    );
 }
 
 export default defineCommand({
@@ -39,7 +59,18 @@ export default defineCommand({
     "served-model-name": { type: "string", description: "The model name clients send (default: --model as given)" },
     dtype: { type: "string", default: "f32", description: "Weights in memory: f32 or bf16" },
     device: { type: "string", default: "cpu", description: "Where the model runs: cpu or cuda[:N]" },
-    policy: { type: "boolean", description: "Accept POST /update_weights (the live policy of a training run)" },
+    policy: {
+      type: "boolean",
+      description: "Accept POST /update_weights (the live policy of a training run); needs --weights-root",
+    },
+    "weights-root": {
+      type: "string",
+      description: "With --policy: /update_weights loads only directories under this one (the run's weights/)",
+    },
+    "api-key": {
+      type: "string",
+      description: `Require Authorization: Bearer KEY on every route but /health (default: $${API_KEY_ENV}); required with --policy on a non-loopback --host`,
+    },
     "policy-version": { type: "string", default: "0", description: "The version the initial weights report" },
     "reload-mode": {
       type: "string",
@@ -67,6 +98,9 @@ export default defineCommand({
     const reloadMode = args["reload-mode"];
     if (reloadMode !== "drain" && reloadMode !== "in-flight")
       throw new ConfigError(`--reload-mode ${reloadMode}: expected drain or in-flight`);
+    const apiKey = args["api-key"] ?? (process.env[API_KEY_ENV] || undefined);
+    const weightsRoot = args["weights-root"];
+    if (args.policy) checkPolicyAccess(args.host, apiKey, weightsRoot);
     const [{ loadModel }, { Tokenizer }, { Engine }, { startServer }, { exitWithParent }] = await Promise.all([
       import("../model/hf.ts"),
       import("../model/tokenizer.ts"),
@@ -92,10 +126,12 @@ export default defineCommand({
       host: args.host,
       port,
       policy: args.policy,
+      ...(apiKey === undefined ? {} : { apiKey }),
+      ...(weightsRoot === undefined ? {} : { weightsRoot: resolve(weightsRoot) }),
       onInternalError: (err) => console.error("rlx serve: internal error:", err),
     });
     console.log(
-      `rlx serve: ${modelName} on ${server.url}/v1 (max batch ${maxBatch}, max model len ${engine.maxModelLen}${args.policy ? `, policy, ${reloadMode} reloads` : ""})`,
+      `rlx serve: ${modelName} on ${server.url}/v1 (max batch ${maxBatch}, max model len ${engine.maxModelLen}${args.policy ? `, policy, ${reloadMode} reloads` : ""}${apiKey ? ", API key required" : ""})`,
     );
     let stopping = false;
     const stop = async (signal: string) => {

@@ -40,11 +40,14 @@ export default defineCommand({
     }
     if (args["dry-run"]) {
       const { config, warnings } = loadConfig(args.config, overrides);
+      const { checkModelDir } = await import("../config/model_check.ts");
+      const model = checkModelDir(config.model.path, config.orchestrator.seq_len);
+      warnings.push(...model.warnings);
       for (const w of warnings) consola.warn(w);
-      if (args.json) console.log(JSON.stringify({ config, warnings }, null, 2));
+      if (args.json) console.log(JSON.stringify({ config, model: model.line, warnings }, null, 2));
       else {
         const envs = config.orchestrator.train.env.map((e) => `${e.name}->${e.algo.type}`).join(", ");
-        console.log(`# resolved ${args.config}: ${envs}\n${resolvedToml(config)}`);
+        console.log(`# resolved ${args.config}: ${envs}\n# ${model.line}\n${resolvedToml(config)}`);
       }
       return;
     }

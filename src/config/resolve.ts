@@ -1,7 +1,8 @@
 // Per-environment resolution of a run config. Every train env ends with its own fully spelled-out
-// algorithm (a deep copy of [orchestrator.algo] unless it sets `algo`), group size, temperature and
-// token limit. Algo blocks are parsed and checked by the algorithm registry
-// (src/algorithms/registry.ts), env args by each env's schema, the run-wide rules here. Errors name
+// algorithm (a deep copy of [orchestrator.algo] unless it sets `algo`), sampler (likewise from
+// [orchestrator.sampler]), group size, temperature and token limit. Algo and sampler blocks are
+// parsed and checked by their registries (src/algorithms/registry.ts, src/sampling/registry.ts),
+// env args by each env's schema, the run-wide rules here. Errors name
 // the key path the user typed; rules that are legal but almost certainly a mistake become warnings.
 import { existsSync } from "node:fs";
 import type { RunView } from "../algorithms/base.ts";
@@ -13,19 +14,34 @@ import {
   parseAlgoConfig,
 } from "../algorithms/registry.ts";
 import { checkEnvArgs } from "../envs/index.ts";
+import {
+  BUILTIN_SAMPLERS,
+  checkSampler,
+  parseSamplerConfig,
+  type SamplerConfig,
+  type SamplerSite,
+} from "../sampling/registry.ts";
 import { ConfigError, keyPath } from "../errors.ts";
 import type { EnvEntry, RawConfig } from "./schema.ts";
 
-export interface ResolvedEnv extends Omit<EnvEntry, "algo" | "name" | "group_size" | "temperature" | "max_tokens"> {
+export interface ResolvedEnv extends Omit<
+  EnvEntry,
+  "algo" | "sampler" | "name" | "group_size" | "temperature" | "max_tokens"
+> {
   name: string;
   group_size: number;
   temperature: number;
   max_tokens: number;
   algo: AlgoConfig;
+  sampler: SamplerConfig;
 }
 
 export interface ResolvedConfig extends Omit<RawConfig, "orchestrator"> {
-  orchestrator: Omit<RawConfig["orchestrator"], "train" | "algo"> & { algo: AlgoConfig; train: { env: ResolvedEnv[] } };
+  orchestrator: Omit<RawConfig["orchestrator"], "train" | "algo" | "sampler"> & {
+    algo: AlgoConfig;
+    sampler: SamplerConfig;
+    train: { env: ResolvedEnv[] };
+  };
 }
 
 export interface Resolution {
@@ -56,6 +72,18 @@ function checkAlgo(algo: AlgoConfig, site: AlgoSite, run: RunView): string[] {
   return [];
 }
 
+/** A built-in sampler's rule now; a custom file must exist now, its class is checked when it loads. */
+function checkSamplerBlock(sampler: SamplerConfig, site: SamplerSite, orch: RawConfig["orchestrator"]): void {
+  if (sampler.type !== "custom") {
+    const run = { batchSize: orch.batch_size, maxOffPolicySteps: orch.max_off_policy_steps };
+    return checkSampler(BUILTIN_SAMPLERS[sampler.type], sampler, site, run);
+  }
+  if (!existsSync(sampler.path))
+    throw new ConfigError(`${site.source}: ${keyPath([...site.path, "path"])}: no such file "${sampler.path}"`, {
+      fix: "paths are relative to the directory rlx runs in",
+    });
+}
+
 /** What `deterministic = true` needs: no step overlaps another, and one CPU process computes each side. */
 function checkDeterministic(config: RawConfig, source: string): void {
   if (!config.deterministic) return;
@@ -84,6 +112,7 @@ export function resolveConfig(config: RawConfig, source: string): Resolution {
   checkDeterministic(config, source);
   const run = runView(config);
   const defaultAlgo = parseAlgoConfig(orch.algo, { source, path: ["orchestrator", "algo"] });
+  const defaultSampler = parseSamplerConfig(orch.sampler, { source, path: ["orchestrator", "sampler"] });
   if (orch.batch_size % orch.group_size !== 0) {
     throw new ConfigError(
       `${source}: orchestrator.batch_size: ${orch.batch_size} is not a multiple of orchestrator.group_size ${orch.group_size}`,
@@ -108,6 +137,15 @@ export function resolveConfig(config: RawConfig, source: string): Resolution {
     const algoPath = env.algo ? [...path, "algo"] : ["orchestrator", "algo"];
     warnings.push(...checkAlgo(algo, { source, path: algoPath, env: { path, name, groupSize: group_size } }, run));
     const args = checkEnvArgs(env, source, path);
+    if (env.ratio_steps !== undefined && env.ratio_end === undefined)
+      throw new ConfigError(`${source}: ${keyPath([...path, "ratio_steps"])}: a schedule needs ratio_end`, {
+        fix: "set ratio_end (the ratio at ratio_steps), or remove ratio_steps",
+      });
+    const samplerPath = env.sampler ? [...path, "sampler"] : ["orchestrator", "sampler"];
+    const sampler = env.sampler
+      ? parseSamplerConfig(env.sampler, { source, path: samplerPath })
+      : structuredClone(defaultSampler);
+    checkSamplerBlock(sampler, { source, path: samplerPath }, orch);
     return {
       ...env,
       args,
@@ -116,6 +154,7 @@ export function resolveConfig(config: RawConfig, source: string): Resolution {
       temperature: env.temperature ?? orch.temperature,
       max_tokens: env.max_tokens ?? orch.max_tokens,
       algo,
+      sampler,
     };
   });
   const evalBlock = orch.eval && {
@@ -127,7 +166,7 @@ export function resolveConfig(config: RawConfig, source: string): Resolution {
   };
   const resolved: ResolvedConfig = {
     ...config,
-    orchestrator: { ...orch, eval: evalBlock, algo: defaultAlgo, train: { env: envs } },
+    orchestrator: { ...orch, eval: evalBlock, algo: defaultAlgo, sampler: defaultSampler, train: { env: envs } },
   };
   return { config: resolved, warnings };
 }

@@ -1,11 +1,12 @@
 // The run config: every key, its type and its default. Config files hold deltas over these
 // defaults (configs/*.toml). Strict objects everywhere: an unknown key is an error, never ignored.
-// Algorithm blocks are parsed and checked per type by the algorithm registry
-// (src/algorithms/registry.ts, each algorithm's schema in its own file), and env args by each
+// Algorithm and sampler blocks are parsed and checked per type by their registries
+// (src/algorithms/registry.ts, src/sampling/registry.ts), and env args by each
 // environment's own schema, so both errors name the path the user typed.
 import { z } from "zod";
 
 const algoBlock = z.looseObject({ type: z.string() });
+const samplerBlock = z.looseObject({ type: z.string() });
 const positiveInt = z.number().int().positive();
 
 const envEntry = z.strictObject({
@@ -15,6 +16,10 @@ const envEntry = z.strictObject({
   name: z.string().min(1).optional(),
   /** Relative share of rollouts drawn from this env. */
   ratio: z.number().positive().default(1),
+  /** A schedule over steps: the share moves linearly from `ratio` at step 1 to this at ratio_steps (flat after). */
+  ratio_end: z.number().positive().optional(),
+  /** Steps over which ratio moves to ratio_end; absent = max_steps. */
+  ratio_steps: positiveInt.optional(),
   /** Rollouts per task; defaults to orchestrator.group_size. */
   group_size: positiveInt.optional(),
   /** Sampling temperature; defaults to orchestrator.temperature. */
@@ -25,9 +30,11 @@ const envEntry = z.strictObject({
   args: z.record(z.string(), z.unknown()).default({}),
   /** This env's algorithm; absent = a deep copy of [orchestrator.algo]. */
   algo: algoBlock.optional(),
+  /** This env's sampler (docs/sampling.md); absent = a deep copy of [orchestrator.sampler]. */
+  sampler: samplerBlock.optional(),
 });
 
-const evalEntry = envEntry.omit({ algo: true, ratio: true });
+const evalEntry = envEntry.omit({ algo: true, ratio: true, ratio_end: true, ratio_steps: true, sampler: true });
 
 export const configSchema = z.strictObject({
   /** Run directory: metrics, rollouts, weights, checkpoints, logs. */
@@ -124,7 +131,11 @@ export const configSchema = z.strictObject({
     max_failure_rate: z.number().min(0).max(1).default(0.5),
     /** Remove rl membership of zero-advantage tokens before packing. */
     filter_zero_advantages: z.boolean().default(true),
+    /** Extra chat-template variables for every rollout and eval, e.g. { enable_thinking = false } (Qwen3). */
+    chat_template_kwargs: z.record(z.string(), z.unknown()).default({}),
     algo: algoBlock.default({ type: "grpo" }),
+    /** Which tasks each env draws, which finished groups a batch admits, what is replayed (docs/sampling.md). */
+    sampler: samplerBlock.default({ type: "uniform" }),
     train: z.strictObject({ env: z.array(envEntry).min(1, "at least one [[orchestrator.train.env]] is needed") }),
     eval: z
       .strictObject({
@@ -143,6 +154,8 @@ export const configSchema = z.strictObject({
     .strictObject({
       /** External OpenAI-compatible policy servers; empty = spawn `rlx serve --policy`. */
       base_urls: z.array(z.url({ protocol: /^https?$/ })).default([]),
+      /** Environment variable holding base_urls' API key (spawned servers get a fresh one per run). */
+      api_key_var: z.string().min(1).optional(),
       /** Policy servers to spawn when base_urls is empty. */
       servers: positiveInt.default(1),
       host: z.string().default("127.0.0.1"),
@@ -169,6 +182,11 @@ export const configSchema = z.strictObject({
       interval: z.number().int().min(0).default(0),
       /** Checkpoints kept on disk. */
       keep: positiveInt.default(2),
+      /**
+       * On SIGTERM (a scheduler's pre-emption) the trainer checkpoints the last finished step
+       * before it exits, so a resumed run loses at most the step in flight.
+       */
+      on_sigterm: z.boolean().default(true),
     })
     .prefault({}),
 

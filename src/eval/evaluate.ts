@@ -37,6 +37,8 @@ export interface EvalSettings {
   /** Rollouts in flight at once (default 64): what lets a batching engine batch. */
   concurrency?: number;
   maxContextTokens?: number;
+  /** Extra chat-template variables (e.g. `{ enable_thinking: false }`). */
+  templateArgs?: Record<string, unknown>;
   timeoutMs?: number;
   /** A sample with reward >= this counts as solved (default 1). */
   successThreshold?: number;
@@ -164,6 +166,7 @@ export async function evaluate(
         seed,
       },
       maxContextTokens: settings.maxContextTokens,
+      templateArgs: settings.templateArgs,
       timeoutMs: settings.timeoutMs,
     });
     settings.onProgress?.(++done, total);

@@ -1,8 +1,11 @@
-// POST /v1/chat/completions: the messages are rendered with the model's own chat template (the
-// same renderer rollouts use, so message content can never forge special tokens), then sampled
-// like a completion. The assistant text excludes the end-of-turn token; max_tokens defaults to the
-// rest of the context, as in vLLM. Logprobs are the trainer's (temperature-processed).
+// POST /v1/chat/completions: the messages and tools are rendered with the model's own chat
+// template (the same renderer rollouts use, so message content can never forge special tokens),
+// then sampled like a completion. The assistant text excludes the end-of-turn token and is split
+// into content, reasoning_content and tool_calls (chat_stream.ts), streaming or not; max_tokens
+// defaults to the rest of the context, as in vLLM. Logprobs are the trainer's (temperature-processed).
 import { ChatRenderer } from "../model/render.ts";
+import type { ChatInputs } from "./chat_request.ts";
+import { type AssistantDelta, AssistantStream, splitAssistant } from "./chat_stream.ts";
 import { InvalidRequestError } from "./errors.ts";
 import type { ServeContext } from "./choice.ts";
 import { Fields } from "./fields.ts";
@@ -27,6 +30,47 @@ function renderer(ctx: ServeContext): ChatRenderer {
   return r;
 }
 
+/** The prompt's token ids: the messages and tools rendered by the model's template (also /tokenize). */
+export function renderChat(ctx: ServeContext, inputs: ChatInputs): number[] {
+  const chat = renderer(ctx);
+  try {
+    return chat.render(inputs.messages, {
+      tools: inputs.tools,
+      addGenerationPrompt: inputs.addGenerationPrompt,
+      templateArgs: inputs.templateArgs,
+    }).tokenIds;
+  } catch (err) {
+    throw new InvalidRequestError(`the chat template failed on these messages: ${(err as Error).message}`, "messages");
+  }
+}
+
+/** A finished choice's message: content, reasoning_content (when the model thought), tool_calls. */
+function assistantMessage(text: string, parseToolCalls: boolean): Record<string, unknown> {
+  const { content, reasoning_content, tool_calls } = splitAssistant(text, parseToolCalls);
+  return {
+    role: "assistant",
+    content: tool_calls.length > 0 && content.trim() === "" ? null : content,
+    ...(reasoning_content ? { reasoning_content } : {}),
+    tool_calls,
+  };
+}
+
+/** "tool_calls" when a choice that stopped by itself called tools, as vLLM reports it. */
+function finishReason(reason: string | null, called: boolean): string | null {
+  return reason === "stop" && called ? "tool_calls" : reason;
+}
+
+function mergeDeltas(a: AssistantDelta, b: AssistantDelta): AssistantDelta {
+  const out: AssistantDelta = {};
+  for (const field of ["content", "reasoning_content"] as const) {
+    const text = (a[field] ?? "") + (b[field] ?? "");
+    if (text) out[field] = text;
+  }
+  const calls = [...(a.tool_calls ?? []), ...(b.tool_calls ?? [])];
+  if (calls.length > 0) out.tool_calls = calls;
+  return out;
+}
+
 export async function handleChat(ctx: ServeContext, request: Request): Promise<Response> {
   const params = chatParams(Fields.parse(await request.text()), ctx.engine.vocabSize);
   checkModelName(ctx, params.model);
@@ -35,16 +79,7 @@ export async function handleChat(ctx: ServeContext, request: Request): Promise<R
       "prompt_logprobs is not supported on chat completions in rlx serve; use /v1/completions",
       "prompt_logprobs",
     );
-  let tokens: number[];
-  try {
-    tokens = renderer(ctx).render(params.messages, {
-      addGenerationPrompt: params.addGenerationPrompt,
-      templateArgs: params.templateArgs,
-    }).tokenIds;
-  } catch (err) {
-    if (err instanceof InvalidRequestError) throw err;
-    throw new InvalidRequestError(`the chat template failed on these messages: ${(err as Error).message}`, "messages");
-  }
+  const tokens = renderChat(ctx, params);
   const planned = [planPrompt(ctx, tokens, params, "messages")];
   const abort = new AbortController();
   request.signal.addEventListener("abort", () => abort.abort(), { once: true });
@@ -72,16 +107,20 @@ export async function handleChat(ctx: ServeContext, request: Request): Promise<R
             ),
           );
         let completionTokens = 0;
+        const streams = Array.from({ length: params.n }, () => new AssistantStream(params.parseToolCalls));
+        const called = new Set<number>();
         const choices = await startChoices(ctx, planned, params, abort, (d) => {
           completionTokens += d.tokens.length;
-          const delta = d.text === "" && d.finishReason !== null ? {} : { content: d.text };
+          const stream = streams[d.index]!;
+          const delta = mergeDeltas(stream.push(d.text), d.finishReason !== null ? stream.finish() : {});
+          if (delta.tool_calls) called.add(d.index);
           send(
             chunk(
               {
                 index: d.index,
                 delta,
                 logprobs: params.logprobs ? chatLogprobs(d.tokenStrings, d.logprobs) : null,
-                finish_reason: d.finishReason,
+                finish_reason: finishReason(d.finishReason, called.has(d.index)),
                 stop_reason: d.stopReason,
               },
               d.version,
@@ -111,9 +150,9 @@ export async function handleChat(ctx: ServeContext, request: Request): Promise<R
     model,
     choices: choices.map((c) => ({
       index: c.index,
-      message: { role: "assistant", content: c.text, tool_calls: [] },
+      message: assistantMessage(c.text, params.parseToolCalls),
       logprobs: params.logprobs ? chatLogprobs(c.tokenStrings, c.logprobs) : null,
-      finish_reason: c.finishReason,
+      finish_reason: finishReason(c.finishReason, splitAssistant(c.text, params.parseToolCalls).tool_calls.length > 0),
       stop_reason: c.stopReason,
       ...(params.returnTokenIds ? { token_ids: c.tokens } : {}),
       policy_version: c.version,

@@ -8,6 +8,8 @@ import { RlxError } from "../errors.ts";
 
 export const ERROR_TYPES: Record<number, string> = {
   400: "BadRequestError",
+  401: "AuthenticationError",
+  403: "PermissionDeniedError",
   404: "NotFoundError",
   405: "MethodNotAllowedError",
   413: "RequestTooLargeError",

@@ -4,7 +4,7 @@
 // prompt_logprobs, return_tokens_as_token_ids) are vLLM's own. Fields that would change the
 // result but are not implemented (penalties, logit_bias, beam search, top-N alternatives, ...)
 // are 400s naming the field, never silently ignored.
-import type { ChatMessage, Role } from "../model/chat.ts";
+import { type ChatInputs, readChatInputs } from "./chat_request.ts";
 import { InvalidRequestError } from "./errors.ts";
 import { checkTokenIds, Fields } from "./fields.ts";
 
@@ -38,11 +38,7 @@ export interface CompletionParams extends SamplingSpec {
   prompts: (number[] | string)[];
 }
 
-export interface ChatParams extends SamplingSpec {
-  messages: ChatMessage[];
-  addGenerationPrompt: boolean;
-  templateArgs: Record<string, unknown>;
-}
+export interface ChatParams extends SamplingSpec, ChatInputs {}
 
 const isZero = (v: unknown) => v === 0;
 const isFalse = (v: unknown) => v === false;
@@ -153,12 +149,6 @@ function readPrompts(prompt: unknown, vocab: number): (number[] | string)[] {
 export function chatParams(f: Fields, vocab: number): ChatParams {
   f.unsupported("echo", isFalse);
   f.unsupported("continue_final_message", isFalse);
-  f.unsupported(
-    "tools",
-    isEmpty,
-    "(tool calling) is not supported by rlx serve; render tools into the prompt and use /v1/completions",
-  );
-  f.unsupported("tool_choice", (v) => v === "none", "is not supported by rlx serve");
   const spec = samplingSpec(f, vocab, true);
   spec.logprobs = f.bool("logprobs", false);
   const top = f.int("top_logprobs", undefined, { min: 0, max: 20 });
@@ -169,54 +159,5 @@ export function chatParams(f: Fields, vocab: number): ChatParams {
     );
   if (top !== undefined && !spec.logprobs)
     throw new InvalidRequestError("top_logprobs needs logprobs: true", "top_logprobs");
-  const templateArgs = f.object("chat_template_kwargs") ?? {};
-  return {
-    ...spec,
-    messages: readMessages(f.raw("messages")),
-    addGenerationPrompt: f.bool("add_generation_prompt", true),
-    templateArgs,
-  };
-}
-
-const ROLES = new Set<string>(["system", "user", "assistant", "tool", "developer"]);
-
-function readMessages(value: unknown): ChatMessage[] {
-  if (!Array.isArray(value) || value.length === 0)
-    throw new InvalidRequestError("messages must be a non-empty list of {role, content}", "messages");
-  return value.map((m, i) => {
-    const where = `messages[${i}]`;
-    if (typeof m !== "object" || m === null || Array.isArray(m))
-      throw new InvalidRequestError(`${where} must be an object with role and content`, "messages");
-    const { role, content, name } = m as Record<string, unknown>;
-    if (typeof role !== "string" || !ROLES.has(role))
-      throw new InvalidRequestError(
-        `${where}.role must be one of ${[...ROLES].join(", ")}, got ${JSON.stringify(role)}`,
-        "messages",
-      );
-    const message: ChatMessage = {
-      role: (role === "developer" ? "system" : role) as Role,
-      content: readContent(content, where),
-    };
-    if (typeof name === "string") message.name = name;
-    return message;
-  });
-}
-
-function readContent(content: unknown, where: string): string {
-  if (content === null || content === undefined) return "";
-  if (typeof content === "string") return content;
-  if (Array.isArray(content)) {
-    return content
-      .map((part, j) => {
-        const p = part as { type?: unknown; text?: unknown } | null;
-        if (p?.type !== "text" || typeof p.text !== "string")
-          throw new InvalidRequestError(
-            `${where}.content[${j}]: only {"type": "text", "text": ...} parts are supported (rlx serves text models)`,
-            "messages",
-          );
-        return p.text;
-      })
-      .join("");
-  }
-  throw new InvalidRequestError(`${where}.content must be a string or a list of text parts`, "messages");
+  return { ...spec, ...readChatInputs(f) };
 }

@@ -10,9 +10,13 @@
 // mode says (drain: requests already generating finish on the old weights first; in-flight:
 // between two decode steps, they continue on the new weights), and every response reports its
 // `policy_version` (the version at admission, the oldest that produced any of its tokens).
+// With an API key every route but /health answers 401 without it; a policy server's weights
+// root bounds what /update_weights may load (403 outside it; auth.ts).
 import { existsSync, statSync } from "node:fs";
 import type { Tokenizer } from "../model/tokenizer.ts";
-import { handleChat } from "./chat.ts";
+import { hasApiKey, isUnderRoot } from "./auth.ts";
+import { handleChat, renderChat } from "./chat.ts";
+import { readChatInputs } from "./chat_request.ts";
 import type { ServeContext } from "./choice.ts";
 import { handleCompletions } from "./completions.ts";
 import type { Engine } from "./engine.ts";
@@ -30,6 +34,10 @@ export interface ServerOptions {
   port?: number;
   /** Accept POST /update_weights. */
   policy?: boolean;
+  /** Required as `Authorization: Bearer KEY` on every route but /health (auth.ts); none = open. */
+  apiKey?: string;
+  /** POST /update_weights loads only directories under this one (the run's weights/). */
+  weightsRoot?: string;
   /** Called with each unexpected (500) error. */
   onInternalError?: (err: unknown) => void;
 }
@@ -67,7 +75,7 @@ export function startServer(options: ServerOptions): RunningServer {
     "/update_weights": {
       method: "POST",
       handler: options.policy
-        ? generating(handleUpdateWeights)
+        ? generating((c, request) => handleUpdateWeights(c, request, options.weightsRoot))
         : () => errorResponse(404, "this server does not accept weight updates (start rlx serve with --policy)"),
     },
   };
@@ -78,6 +86,8 @@ export function startServer(options: ServerOptions): RunningServer {
     idleTimeout: 0,
     async fetch(request) {
       const path = new URL(request.url).pathname.replace(/\/+$/, "") || "/";
+      if (path !== "/health" && options.apiKey !== undefined && !hasApiKey(request, options.apiKey))
+        return errorResponse(401, "missing or wrong API key: send the header Authorization: Bearer KEY");
       const route = routes[path];
       if (!route) return errorResponse(404, `no route ${path} (rlx serve has ${Object.keys(routes).join(", ")})`);
       if (request.method !== route.method)
@@ -104,11 +114,13 @@ export function startServer(options: ServerOptions): RunningServer {
   };
 }
 
-async function handleUpdateWeights(ctx: ServeContext, request: Request): Promise<Response> {
+async function handleUpdateWeights(ctx: ServeContext, request: Request, root: string | undefined): Promise<Response> {
   const f = Fields.parse(await request.text());
   const path = f.string("path") ?? f.string("model_path");
   if (path === undefined)
     throw new InvalidRequestError("path is required (a model directory in Hugging Face layout)", "path");
+  if (root !== undefined && !isUnderRoot(path, root))
+    return errorResponse(403, `path ${path} is not under the weights root this server was started with`, "path");
   if (!existsSync(path) || !statSync(path).isDirectory())
     throw new InvalidRequestError(`path ${path} is not a directory`, "path");
   const version = f.int("version", ctx.engine.version + 1, { min: 0 });
@@ -124,9 +136,17 @@ async function handleUpdateWeights(ctx: ServeContext, request: Request): Promise
 async function handleTokenize(ctx: ServeContext, request: Request): Promise<Response> {
   const f = Fields.parse(await request.text());
   checkModelName(ctx, f.string("model"));
-  const prompt = f.string("prompt");
-  if (prompt === undefined) throw new InvalidRequestError("prompt is required (a string)", "prompt");
-  const tokens = ctx.tokenizer.encode(prompt);
+  let tokens: number[];
+  if (f.has("messages")) {
+    // vLLM's chat form: messages (+ tools, add_generation_prompt, chat_template_kwargs), rendered
+    // exactly as /v1/chat/completions renders its prompt.
+    tokens = renderChat(ctx, readChatInputs(f));
+  } else {
+    const prompt = f.string("prompt");
+    if (prompt === undefined)
+      throw new InvalidRequestError("prompt (a string) or messages (a chat) is required", "prompt");
+    tokens = ctx.tokenizer.encode(prompt);
+  }
   return Response.json({ count: tokens.length, max_model_len: ctx.engine.maxModelLen, tokens });
 }
 

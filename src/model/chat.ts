@@ -21,6 +21,8 @@ export interface ChatMessage {
   reasoning_content?: string;
   /** Tool messages: the name of the tool that produced this output. */
   name?: string;
+  /** Tool messages: the id of the call they answer (OpenAI's field; some templates print it). */
+  tool_call_id?: string;
 }
 
 /** A tool as the chat template's `tools` variable expects it (JSON-schema parameters). */

@@ -6,7 +6,8 @@
 // versions (Qwen2 always has q/k/v biases without saying so; Qwen3 has q/k norms; transformers 5
 // moved rope_theta into rope_parameters), and a refusal must name the file and the key, which TS
 // can do with a readable message. The shim then sees exactly 13 keys (ShimModelConfig, serialized
-// by shimConfigJson in src/native/model.ts) and no family logic.
+// by shimConfigJson in src/native/model.ts), plus the resolved RoPE scaling (rope.ts) when the
+// model has one, and no family logic.
 //
 // What the shim's `attention_bias` means: biases on q_proj, k_proj and v_proj (Qwen2's layout).
 // Llama's and Qwen3's `attention_bias: true` also puts a bias on o_proj, which rlx does not build,
@@ -15,6 +16,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { ModelFileError } from "../errors.ts";
 import type { ShimModelConfig } from "../native/model.ts";
+import { parseRopeScaling, ropeScalingObject } from "./rope.ts";
 
 // The 13-key normalized config (rlx_model_create's config_json) is declared next to the shim wrapper.
 export type { ShimModelConfig } from "../native/model.ts";
@@ -56,7 +58,7 @@ export function parseModelConfig(json: unknown, file: string): ModelConfig {
   const raw = json as Record<string, unknown>;
   const refuse = (key: string, what: string): never => {
     throw new ModelFileError(`${file}: ${key}: ${what}`, {
-      fix: "rlx runs dense Llama / Qwen2 / Qwen3 decoders with plain RoPE and full attention; pick such a model",
+      fix: "rlx runs dense Llama / Qwen2 / Qwen3 decoders with full attention and plain, llama3 or yarn RoPE; pick such a model",
     });
   };
   const modelType = String(raw.model_type ?? "");
@@ -108,20 +110,19 @@ export function parseModelConfig(json: unknown, file: string): ModelConfig {
 
   // rope: transformers <= 4 has rope_theta + rope_scaling; 5 has rope_parameters {rope_type, rope_theta}.
   const ropeParams = isObject(raw.rope_parameters) ? raw.rope_parameters : undefined;
-  for (const [key, rope] of [
-    ["rope_scaling", raw.rope_scaling],
-    ["rope_parameters", ropeParams],
-  ] as const) {
-    if (rope == null) continue;
-    if (!isObject(rope)) refuse(key, `expected an object or null, got ${JSON.stringify(rope)}`);
-    const ropeType = (rope as Record<string, unknown>).rope_type ?? (rope as Record<string, unknown>).type ?? "default";
-    if (ropeType !== "default")
-      refuse(`${key}.rope_type`, `"${String(ropeType)}" RoPE scaling is not supported (only plain RoPE)`);
-  }
+  if (raw.rope_parameters != null && !ropeParams)
+    refuse("rope_parameters", `expected an object or null, got ${JSON.stringify(raw.rope_parameters)}`);
+  if (raw.rope_scaling != null && !isObject(raw.rope_scaling))
+    refuse("rope_scaling", `expected an object or null, got ${JSON.stringify(raw.rope_scaling)}`);
   const ropeTheta = num(
     ropeParams?.rope_theta !== undefined ? "rope_parameters.rope_theta" : "rope_theta",
     ropeParams?.rope_theta ?? raw.rope_theta ?? 10000,
   );
+  const maxPositions = int("max_position_embeddings", DEFAULT_MAX_POSITIONS[type]);
+  const ropeBlock = ropeParams ?? (raw.rope_scaling as Record<string, unknown> | null | undefined);
+  const ropeScaling = ropeBlock
+    ? parseRopeScaling(ropeParams ? "rope_parameters" : "rope_scaling", ropeBlock, maxPositions, refuse)
+    : undefined;
 
   const shim: ShimModelConfig = {
     vocab_size: int("vocab_size"),
@@ -133,10 +134,11 @@ export function parseModelConfig(json: unknown, file: string): ModelConfig {
     head_dim: headDim,
     rms_norm_eps: num("rms_norm_eps", raw.rms_norm_eps ?? 1e-6),
     rope_theta: ropeTheta,
-    max_position_embeddings: int("max_position_embeddings", DEFAULT_MAX_POSITIONS[type]),
+    max_position_embeddings: maxPositions,
     tie_word_embeddings: bool("tie_word_embeddings", false),
     attention_bias: type === "qwen2",
     qk_norm: type === "qwen3",
+    ...(ropeScaling ? { rope_scaling: ropeScaling } : {}),
   };
   const dtype = raw.torch_dtype ?? raw.dtype;
   return { modelType: type, shim, torchDtype: typeof dtype === "string" ? dtype : undefined, source: raw };
@@ -184,7 +186,7 @@ export function hfConfigObject(config: ModelConfig, dtype: SavedDtype): Record<s
     hidden_act: "silu",
     rms_norm_eps: shim.rms_norm_eps,
     rope_theta: shim.rope_theta,
-    rope_scaling: null,
+    rope_scaling: ropeScalingObject(shim.rope_scaling),
     max_position_embeddings: shim.max_position_embeddings,
     tie_word_embeddings: shim.tie_word_embeddings,
     torch_dtype: dtype,
@@ -194,8 +196,12 @@ export function hfConfigObject(config: ModelConfig, dtype: SavedDtype): Record<s
   // Qwen2 modeling code hard-wires its q/k/v biases; the key only exists for Llama and Qwen3.
   if (modelType === "qwen2") delete out.attention_bias;
   else out.attention_bias = false;
-  if (isObject(out.rope_parameters))
-    out.rope_parameters = { ...out.rope_parameters, rope_type: "default", rope_theta: shim.rope_theta };
+  if (isObject(out.rope_parameters)) {
+    out.rope_parameters = {
+      rope_theta: shim.rope_theta,
+      ...(ropeScalingObject(shim.rope_scaling) ?? { rope_type: "default" }),
+    };
+  }
   delete out.dtype;
   return out;
 }

@@ -10,13 +10,18 @@
 //   - Saves fetch one parameter at a time from the shim while writing, so a save costs one tensor of
 //     JS memory, and they are atomic: everything is written to `DIR.tmp-<pid>` and renamed into
 //     place, so a reader (the inference server reloading weights) never sees half a model.
+//   - Every save records the size and CRC-32 of each weight file (and tensor) in checksums.json
+//     before the rename, and every load checks them first (checksums.ts, integrity.ts): bytes
+//     flipped on disk are a ChecksumError naming the file and tensor, not silently wrong weights.
 //   - Tied embeddings: no lm_head.weight is written (transformers and vLLM tie on load); one
 //     present in a tied checkpoint is ignored.
 import { cpSync, existsSync, mkdirSync, readdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import { ModelFileError } from "../errors.ts";
 import { type DType, NativeModel } from "../native/model.ts";
+import { type Checksums, CHECKSUMS_FILE, checksumsFileText } from "./checksums.ts";
 import { hfConfigObject, type ModelConfig, readModelConfig, type SavedDtype } from "./config.ts";
+import { assertWhole, checkModelDir } from "./integrity.ts";
 import {
   readSafetensorsDir,
   type SafetensorsDtype,
@@ -59,6 +64,7 @@ export interface LoadOptions {
 /** Builds a NativeModel from a model directory; weights of any float dtype are converted to `dtype`. */
 export async function loadModel(dir: string, options: LoadOptions = {}): Promise<NativeModel> {
   const config = readModelConfig(dir);
+  assertWhole(dir, checkModelDir(dir), "the model directory");
   const tensors = readSafetensorsDir(dir);
   const model = await NativeModel.create(config.shim, {
     dtype: options.dtype ?? "f32",
@@ -121,6 +127,8 @@ export interface SavedModel {
   files: string[];
   /** Bytes of tensor data. */
   tensorBytes: number;
+  /** Size and CRC-32 of each weight file (as recorded in its checksums.json), per tensor too. */
+  checksums: Checksums;
 }
 
 /** Writes the model to `dir` atomically (replacing what is there) in Hugging Face layout. */
@@ -146,7 +154,8 @@ export function saveModel(model: NativeModel, dir: string, options: SaveOptions)
     const tensors: TensorToWrite[] = model
       .params()
       .map(({ name, shape }) => ({ name, dtype: st, shape, data: () => model.getParam(name, options.dtype) }));
-    writeSafetensorsDir(tmp, tensors, options.shardBytes ?? 5e9);
+    const checksums = writeSafetensorsDir(tmp, tensors, options.shardBytes ?? 5e9);
+    writeFileSync(join(tmp, CHECKSUMS_FILE), checksumsFileText(checksums));
     writeFileSync(join(tmp, "config.json"), JSON.stringify(hfConfigObject(config, hf), null, 2) + "\n");
     for (const name of options.sourceDir ? TOKENIZER_FILES : []) {
       const from = join(options.sourceDir!, name);
@@ -158,6 +167,7 @@ export function saveModel(model: NativeModel, dir: string, options: SaveOptions)
       dir,
       files: readdirSync(dir).sort(),
       tensorBytes: tensors.reduce((sum, t) => sum + tensorBytes(st, t.shape), 0),
+      checksums,
     };
   } catch (err) {
     rmSync(tmp, { recursive: true, force: true });

@@ -20,7 +20,8 @@ export interface ParsedAssistant {
 
 const TOOL_CALL = /<tool_call>([\s\S]*?)(<\/tool_call>|$)/g;
 
-function parseCall(body: string, closed: boolean): ToolCall | string {
+/** One <tool_call> block's body: the call, or why it is malformed (also rlx serve's parser). */
+export function parseCall(body: string, closed: boolean): ToolCall | string {
   if (!closed) return "unterminated <tool_call> (missing </tool_call>)";
   let value: unknown;
   try {

@@ -1,6 +1,7 @@
 // Named model shapes for `rlx init`, and initModel, which builds one (or a given config.json) as a
 // random-initialized model in Hugging Face layout with the byte-level tokenizer
-// (src/model/byte_tokenizer.ts). The shim is imported lazily so listing presets never loads libtorch.
+// (src/model/byte_tokenizer.ts), or with a real tokenizer copied from a directory
+// (init_tokenizer.ts). The shim is imported lazily so listing presets never loads libtorch.
 //
 //   tiny        ~3.3M params. Qwen3 layout (q/k norm, no biases): hidden 256, 4 layers, 4 heads,
 //               2 kv heads, head_dim 64, ffn 768, vocab 320. The shape of the prototype whose
@@ -8,6 +9,11 @@
 //               320-token vocabulary tying saves only 82k parameters, and the untied path is the one
 //               the qwen3-0.6b preset does not exercise, so tests cover both.
 //   small       ~25.5M params. Same layout: hidden 512, 8 layers, 8 heads, 4 kv heads, ffn 1536.
+//   tiny-bpe    ~20M params, for a real 128-152k Hub vocabulary (`--tokenizer DIR`): the Qwen3-0.6B
+//               layout scaled down (hidden 128, 4 layers, 4/2 heads, head_dim 32, ffn 384, tied,
+//               rope_theta 1e6). The embedding is ~19.4M of it: on `tiny` a real vocabulary would
+//               make the (untied) embeddings 10x the rest; tying halves it and a narrow hidden
+//               keeps the LM head affordable on a CPU.
 //   qwen3-0.6b  The real Qwen3-0.6B shape (hidden 1024, 28 layers, 16/8 heads, head_dim 128, ffn 3072,
 //               vocab 151936, rope_theta 1e6, tied, max positions 40960). Its real tokenizer is not
 //               available offline, so it gets the byte tokenizer but keeps the 151936-row embedding,
@@ -80,6 +86,24 @@ export const PRESETS: Record<string, Preset> = {
       tie_word_embeddings: false,
     }),
   },
+  "tiny-bpe": {
+    name: "tiny-bpe",
+    description:
+      "~20M params, Qwen3 layout, tied, sized for a 128-152k Hub vocabulary (init it with --tokenizer): CPU runs with a real tokenizer",
+    config: qwen3({
+      vocab_size: 151936,
+      hidden_size: 128,
+      intermediate_size: 384,
+      num_hidden_layers: 4,
+      num_attention_heads: 4,
+      num_key_value_heads: 2,
+      head_dim: 32,
+      rms_norm_eps: 1e-6,
+      rope_theta: 1000000,
+      max_position_embeddings: 40960,
+      tie_word_embeddings: true,
+    }),
+  },
   "qwen3-0.6b": {
     name: "qwen3-0.6b",
     description: "the real Qwen3-0.6B shape (596M params) with the byte tokenizer: GPU runs and load tests",
@@ -131,6 +155,8 @@ export interface InitOptions {
   dtype: "f32" | "bf16";
   /** Replace a non-empty `out`. */
   force?: boolean;
+  /** A directory with tokenizer.json and tokenizer_config.json to use instead of the byte tokenizer. */
+  tokenizerDir?: string;
 }
 
 /** What `rlx init` built. */
@@ -155,8 +181,24 @@ export async function initModel(options: InitOptions): Promise<InitResult> {
       fix: `presets: ${Object.keys(PRESETS).join(", ")}`,
     });
   }
-  const config = options.preset !== undefined ? getPreset(options.preset).config : readConfigFile(options.configFile!);
-  if (config.shim.vocab_size < BYTE_TOKENIZER_SIZE) {
+  let config = options.preset !== undefined ? getPreset(options.preset).config : readConfigFile(options.configFile!);
+  const { readInitTokenizer, initVocabSize } = await import("./init_tokenizer.ts");
+  const hub = options.tokenizerDir === undefined ? undefined : readInitTokenizer(options.tokenizerDir);
+  if (hub) {
+    // A preset takes the tokenizer's (padded) size; a config.json keeps its own, which must hold it.
+    const vocab = options.preset !== undefined ? initVocabSize(hub) : config.shim.vocab_size;
+    if (vocab < hub.size)
+      throw new ConfigError(`vocab_size ${vocab} is smaller than the tokenizer's ${hub.size} tokens`, {
+        fix: `set vocab_size to at least ${hub.size} in ${options.configFile}`,
+      });
+    // A preset's token ids are the byte tokenizer's: replaced by the tokenizer's. A config.json keeps its own.
+    const { bos_token_id: _b, eos_token_id: _e, pad_token_id: _p, ...rest } = config.source;
+    const source =
+      options.preset !== undefined
+        ? { ...rest, ...hub.tokenIds, vocab_size: vocab }
+        : { ...hub.tokenIds, ...config.source };
+    config = parseModelConfig(source, options.preset ?? options.configFile!);
+  } else if (config.shim.vocab_size < BYTE_TOKENIZER_SIZE) {
     throw new ConfigError(
       `vocab_size ${config.shim.vocab_size} is smaller than the byte tokenizer's ${BYTE_TOKENIZER_SIZE} tokens`,
       {
@@ -172,7 +214,8 @@ export async function initModel(options: InitOptions): Promise<InitResult> {
   const { NativeModel } = await import("../native/model.ts");
   const { saveModel } = await import("./hf.ts");
   using model = await NativeModel.create(config.shim, { dtype: "f32", seed: options.seed });
-  const saved = saveModel(model, options.out, { dtype: options.dtype, config, writeExtra: writeByteTokenizer });
+  const writeExtra = hub ? (dir: string) => hub.copyInto(dir) : writeByteTokenizer;
+  const saved = saveModel(model, options.out, { dtype: options.dtype, config, writeExtra });
   return {
     name: options.preset ?? options.configFile!,
     modelType: config.modelType,

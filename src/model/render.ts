@@ -11,41 +11,23 @@
 //   - Content: render the message once more with its content replaced by a sentinel; where the
 //     sentinel lands is where the content starts. If the template transformed the content (strip),
 //     fall back to searching for it inside the message's text.
-//   - Tokens: each span is encoded on its own, content with `encodePlain` (never special tokens)
-//     and scaffold with `encode`. Span edges fall on special tokens or newlines in ChatML, where a
-//     regex pre-tokenizer splits anyway, so the ids match whole-string encoding there; elsewhere a
-//     token may split at an edge. rlx always renders this way, so sampling and training agree.
-//     (Metaspace/sentencepiece tokenizers that prepend a space per encode call are not supported.)
+//   - Tokens: the whole text is encoded once, as transformers and vLLM encode it, and each token
+//     is attributed by its character offset (tokenize_spans.ts, which also says what happens to a
+//     token that crosses a span edge).
 import { Template } from "@huggingface/jinja";
+import "./jinja_strings.ts"; // Python strip(chars) semantics (the library ignores the argument)
 import { ModelFileError } from "../errors.ts";
 import type { ChatMessage, ToolSpec } from "./chat.ts";
 import type { Tokenizer } from "./tokenizer.ts";
+import { type AttributedText, type AttributedTokens, type Span, tokenizeSpans } from "./tokenize_spans.ts";
+
+export type { AttributedText, AttributedTokens, Span } from "./tokenize_spans.ts";
 
 export interface RenderOptions {
   tools?: ToolSpec[];
   addGenerationPrompt: boolean;
   /** Extra template variables (e.g. `enable_thinking`). */
   templateArgs?: Record<string, unknown>;
-}
-
-/** A character range of rendered text owned by one message. */
-export interface Span {
-  start: number;
-  end: number;
-  messageIndex: number;
-  isContent: boolean;
-}
-
-export interface AttributedText {
-  text: string;
-  spans: Span[];
-}
-
-/** Token ids with per-token attribution (parallel arrays). */
-export interface AttributedTokens {
-  tokenIds: number[];
-  messageIndex: number[];
-  isContent: boolean[];
 }
 
 const CONTENT_SENTINEL = "\u2063rlx\u2063content\u2063";
@@ -56,6 +38,54 @@ function commonPrefixLength(a: string, b: string): number {
   let i = 0;
   while (i < n && a.charCodeAt(i) === b.charCodeAt(i)) i++;
   return i;
+}
+
+/** A message's own printed values (content, reasoning, tool names), trimmed, non-empty. */
+function fieldValues(message: ChatMessage): string[] {
+  const values = [
+    message.content,
+    message.reasoning_content ?? "",
+    ...(message.tool_calls ?? []).map((c) => c.function.name),
+  ];
+  return values.map((v) => v.trim()).filter((v) => v !== "");
+}
+
+/** The index of the n-th (1-based) occurrence of `needle` in `text` from `from`, or -1. */
+function nthIndexOf(text: string, needle: string, from: number, n: number): number {
+  let at = from - 1;
+  for (let k = 0; k < n; k++) {
+    at = text.indexOf(needle, at + 1);
+    if (at === -1) return -1;
+  }
+  return at;
+}
+
+/**
+ * Where message i ends in the full rendering `text`, given `prefix`, the rendering of messages
+ * 0..i alone. Usually their common prefix. But a template may render earlier turns differently
+ * once later ones follow (Qwen3 drops the <think> block of assistant turns before the last user
+ * message): then the prefix diverges before message i's last printed field (its content, a tool
+ * call, its reasoning). The end is then realigned on that field: the closing text after it in
+ * the prefix, as far as the full text agrees.
+ */
+function messageEnd(prefix: string, text: string, start: number, message: ChatMessage): number {
+  const common = commonPrefixLength(prefix, text);
+  const values = fieldValues(message);
+  const rest = prefix.slice(common);
+  if (common >= start && !values.some((v) => rest.includes(v))) return common;
+  const byLastPrinted = values
+    .map((v) => [v, prefix.lastIndexOf(v)] as const)
+    .filter(([, at]) => at !== -1)
+    .sort((x, y) => y[1] - x[1]);
+  for (const [value, inPrefix] of byLastPrinted) {
+    // The same occurrence in the full text: a tool name also occurs inside the content before it.
+    const calls = (message.tool_calls ?? []).filter((c) => c.function.name.trim() === value).length;
+    const n = calls > 0 ? calls + message.content.split(value).length - 1 : 1;
+    const at = nthIndexOf(text, value, start, n);
+    if (at === -1) continue; // not printed in the full rendering (dropped reasoning)
+    return at + commonPrefixLength(prefix.slice(inPrefix), text.slice(at));
+  }
+  return Math.max(common, start);
 }
 
 export class ChatRenderer {
@@ -94,7 +124,7 @@ export class ChatRenderer {
       let end: number;
       if (i < messages.length - 1) {
         const prefix = this.tryText(messages.slice(0, i + 1), closed);
-        end = prefix === undefined ? start : commonPrefixLength(prefix, text);
+        end = prefix === undefined ? start : messageEnd(prefix, text, start, messages[i]!);
       } else {
         end = options.addGenerationPrompt ? this.closedLength(messages, closed, text) : text.length;
       }
@@ -106,20 +136,9 @@ export class ChatRenderer {
     return { text, spans };
   }
 
-  /** Encodes attributed text from character `from` on (spans cut at `from`). */
+  /** Encodes attributed text from character `from` on, whole (tokenize_spans.ts), attributed by offset. */
   tokenize(attributed: AttributedText, from = 0): AttributedTokens {
-    const out: AttributedTokens = { tokenIds: [], messageIndex: [], isContent: [] };
-    for (const span of attributed.spans) {
-      if (span.end <= from) continue;
-      const piece = attributed.text.slice(Math.max(span.start, from), span.end);
-      const ids = span.isContent ? this.tokenizer.encodePlain(piece) : this.tokenizer.encode(piece);
-      for (const id of ids) {
-        out.tokenIds.push(id);
-        out.messageIndex.push(span.messageIndex);
-        out.isContent.push(span.isContent && !this.tokenizer.specialIds.has(id));
-      }
-    }
-    return out;
+    return tokenizeSpans(this.tokenizer, attributed, from);
   }
 
   /** Renders, attributes and encodes a whole conversation. */
@@ -131,10 +150,17 @@ export class ChatRenderer {
   /**
    * The tokens that extend a sequence after a sampled assistant turn (the extension property):
    * `prevText` is the template text the sequence had up to the generation prompt, the model then
-   * produced `messages[assistantIndex]` ending in the stop token spelled `stopText`. Returns the
-   * new template text and the tokens to append (template tail after the stop token, the new
-   * messages, the generation prompt), or null when the template does not extend its previous
-   * rendering (it rewrote an earlier turn), in which case the caller re-renders from scratch.
+   * produced `messages[assistantIndex]`, `generated` as text, ending in the stop token spelled
+   * `stopText`. Returns the new template text and the tokens to append (template tail after the
+   * stop token, the new messages, the generation prompt), or null when the template does not
+   * extend its previous rendering, in which case the caller re-renders from scratch:
+   *   - the new rendering does not start with `prevText` (an earlier turn or the generation prompt
+   *     was rewritten: Qwen3's enable_thinking false prompt ends in an empty think block that the
+   *     turn, once followed by others, is rendered without);
+   *   - the turn itself renders differently once followed by others than as the last message,
+   *     and not as it was generated either (Qwen3 drops the <think> block of a turn before the
+   *     last user message). A turn the template merely formats differently from the sample
+   *     (spacing in tool-call JSON) is kept as sampled: tokens are never re-tokenized.
    */
   bridge(
     prevText: string,
@@ -142,17 +168,27 @@ export class ChatRenderer {
     assistantIndex: number,
     stopText: string,
     options: RenderOptions,
+    generated?: string,
   ): { text: string; tokens: AttributedTokens } | null {
-    const upToAssistant = this.tryText(messages.slice(0, assistantIndex + 1), {
-      ...options,
-      addGenerationPrompt: false,
-    });
-    if (upToAssistant === undefined || !upToAssistant.startsWith(prevText)) return null;
-    const stopAt = upToAssistant.lastIndexOf(stopText);
+    const asLast = this.tryText(messages.slice(0, assistantIndex + 1), { ...options, addGenerationPrompt: false });
+    let attributed: AttributedText;
+    try {
+      attributed = this.attribute(messages, options);
+    } catch {
+      return null;
+    }
+    const { text, spans } = attributed;
+    if (asLast === undefined || !asLast.startsWith(prevText) || !text.startsWith(prevText)) return null;
+    const mine = spans.filter((s) => s.messageIndex === assistantIndex);
+    if (mine.length === 0) return null;
+    const stopAt = text.lastIndexOf(stopText, mine.at(-1)!.end - stopText.length);
     if (stopAt < prevText.length) return null;
-    const attributed = this.attribute(messages, options);
-    if (!attributed.text.startsWith(upToAssistant)) return null;
-    return { text: attributed.text, tokens: this.tokenize(attributed, stopAt + stopText.length) };
+    const turn = text.slice(prevText.length, stopAt + stopText.length);
+    const lastStop = asLast.lastIndexOf(stopText);
+    const turnAsLast =
+      lastStop < prevText.length ? undefined : asLast.slice(prevText.length, lastStop + stopText.length);
+    if (turn !== turnAsLast && turn !== generated) return null;
+    return { text, tokens: this.tokenize(attributed, stopAt + stopText.length) };
   }
 
   private tryText(messages: ChatMessage[], options: RenderOptions): string | undefined {
@@ -223,10 +259,15 @@ export class ChatRenderer {
     const probe = [...messages.slice(0, i), { ...messages[i]!, [field]: sentinel }];
     const rendered = this.tryText(probe, closed);
     const at = rendered?.indexOf(sentinel) ?? -1;
-    for (const candidate of new Set([value, value.trim(), value.replace(/^\n+/, "").trimEnd()])) {
-      if (!candidate) continue;
+    // The value as printed: as is, or stripped the ways templates strip it (trim, strip('\n')).
+    const candidates = [
+      ...new Set([value, value.trim(), value.replace(/^\n+/, "").replace(/\n+$/, ""), value.replace(/^\n+/, "")]),
+    ].filter((c) => c);
+    // Where the sentinel landed first (a search could match a newline of the scaffold before it).
+    for (const candidate of candidates)
       if (at >= after && at + candidate.length <= end && text.startsWith(candidate, at))
         return [at, at + candidate.length];
+    for (const candidate of candidates) {
       const found = text.indexOf(candidate, after);
       if (found !== -1 && found + candidate.length <= end) return [found, found + candidate.length];
     }

@@ -19,6 +19,7 @@
 import { closeSync, existsSync, openSync, readFileSync, statSync, writeFileSync, writeSync } from "node:fs";
 import { join } from "node:path";
 import { ModelFileError } from "../errors.ts";
+import { type Checksums, checksumFile, crc32, type FileChecksum, hex } from "./checksums.ts";
 
 /** Bytes per element of each dtype rlx understands (safetensors spelling). */
 export const DTYPE_BYTES = {
@@ -178,12 +179,15 @@ function encodeHeader(tensors: readonly TensorToWrite[], metadata: Record<string
   return out;
 }
 
-/** Writes a safetensors file, tensors in name order, `__metadata__` {"format": "pt", ...metadata}. */
+/**
+ * Writes a safetensors file, tensors in name order, `__metadata__` {"format": "pt", ...metadata};
+ * returns its size and CRC-32, and each tensor's, computed from the bytes as they are written.
+ */
 export function writeSafetensors(
   path: string,
   tensors: readonly TensorToWrite[],
   metadata: Record<string, string> = {},
-): void {
+): FileChecksum {
   const ordered = [...tensors].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   for (let i = 1; i < ordered.length; i++) {
     if (ordered[i]!.name === ordered[i - 1]!.name)
@@ -191,7 +195,11 @@ export function writeSafetensors(
   }
   const fd = openSync(path, "w");
   try {
-    writeAll(fd, encodeHeader(ordered, { format: "pt", ...metadata }));
+    const header = encodeHeader(ordered, { format: "pt", ...metadata });
+    writeAll(fd, header);
+    let crc = crc32(header);
+    let bytes = header.byteLength;
+    const perTensor: Record<string, string> = {};
     for (const t of ordered) {
       const data = typeof t.data === "function" ? t.data() : t.data;
       const expected = tensorBytes(t.dtype, t.shape);
@@ -201,7 +209,11 @@ export function writeSafetensors(
         );
       }
       writeAll(fd, data);
+      crc = crc32(data, crc);
+      bytes += data.byteLength;
+      perTensor[t.name] = hex(crc32(data));
     }
+    return { bytes, crc32: hex(crc), tensors: perTensor };
   } finally {
     closeSync(fd);
   }
@@ -266,9 +278,10 @@ export function shardName(index: number, count: number): string {
 
 /**
  * Writes tensors into `dir` as model.safetensors, or, when they exceed `shardBytes`, as shards of at
- * most that size (a larger tensor gets a shard of its own) plus the index. Returns the file names.
+ * most that size (a larger tensor gets a shard of its own) plus the index. Returns the checksum of
+ * each file written, by name.
  */
-export function writeSafetensorsDir(dir: string, tensors: readonly TensorToWrite[], shardBytes = Infinity): string[] {
+export function writeSafetensorsDir(dir: string, tensors: readonly TensorToWrite[], shardBytes = Infinity): Checksums {
   const ordered = [...tensors].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   const shards: TensorToWrite[][] = [];
   let current: TensorToWrite[] = [];
@@ -284,21 +297,18 @@ export function writeSafetensorsDir(dir: string, tensors: readonly TensorToWrite
     currentBytes += n;
   }
   shards.push(current);
-  if (shards.length === 1) {
-    writeSafetensors(join(dir, SINGLE_FILE), ordered);
-    return [SINGLE_FILE];
-  }
+  if (shards.length === 1) return { [SINGLE_FILE]: writeSafetensors(join(dir, SINGLE_FILE), ordered) };
   const weightMap: Record<string, string> = {};
-  const files = shards.map((group, i) => {
+  const files: Checksums = {};
+  shards.forEach((group, i) => {
     const file = shardName(i, shards.length);
-    writeSafetensors(join(dir, file), group);
+    files[file] = writeSafetensors(join(dir, file), group);
     for (const t of group) weightMap[t.name] = file;
-    return file;
   });
   const totalSize = ordered.reduce((sum, t) => sum + tensorBytes(t.dtype, t.shape), 0);
   writeFileSync(
     join(dir, INDEX_FILE),
     JSON.stringify({ metadata: { total_size: totalSize }, weight_map: weightMap }, null, 2) + "\n",
   );
-  return [...files, INDEX_FILE];
+  return { ...files, [INDEX_FILE]: checksumFile(join(dir, INDEX_FILE)) };
 }

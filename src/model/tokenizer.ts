@@ -60,6 +60,8 @@ export class Tokenizer {
   readonly templateTokens: Record<string, string>;
   /** Number of ids the tokenizer can produce (max id + 1). */
   readonly size: number;
+  /** Byte-level BPE (GPT-2 alphabet: one character of a token string per byte), as Qwen and Llama 3. */
+  readonly byteLevel: boolean;
 
   constructor(tokenizerJson: Json, config: Json = {}, generationConfig: Json = {}, chatTemplate?: string) {
     this.hf = new HfTokenizer(tokenizerJson, config);
@@ -80,6 +82,7 @@ export class Tokenizer {
     for (const id of this.hf.get_vocab(true).values()) maxId = Math.max(maxId, id);
     for (const id of added.values()) maxId = Math.max(maxId, id);
     this.size = maxId + 1;
+    this.byteLevel = (tokenizerJson.decoder as Json | null | undefined)?.type === "ByteLevel";
 
     this.templateTokens = {};
     for (const key of ["bos_token", "eos_token", "pad_token", "unk_token"]) {
@@ -135,6 +138,21 @@ export class Tokenizer {
         });
       return id;
     });
+  }
+
+  /**
+   * `encodePlain` with each token's length in UTF-8 bytes of `text`, for attributing tokens by
+   * offset; undefined when lengths cannot be known (not byte-level, or the normalizer changed the
+   * text, e.g. NFC on decomposed accents).
+   */
+  encodePlainWithLengths(text: string): { ids: number[]; byteLengths: number[] } | undefined {
+    if (!this.byteLevel) return undefined;
+    const { normalizer } = this.pipeline;
+    if (normalizer && normalizer(text) !== text) return undefined;
+    const ids = this.encodePlain(text);
+    const byteLengths = ids.map((id) => this.hf.id_to_token(id)?.length ?? 0);
+    const total = byteLengths.reduce((a, b) => a + b, 0);
+    return total === Buffer.byteLength(text, "utf8") ? { ids, byteLengths } : undefined;
   }
 
   /** Decodes ids to text verbatim: special tokens kept, no clean-up of spaces. */

@@ -21,7 +21,32 @@ export interface ShimModelConfig {
   tie_word_embeddings: boolean;
   attention_bias: boolean;
   qk_norm: boolean;
+  /** RoPE scaling with every default resolved (src/model/rope.ts); absent = plain RoPE. */
+  rope_scaling?: ShimRopeScaling;
 }
+
+/** Llama 3.1's RoPE scaling (transformers' `rope_type: "llama3"`). */
+export interface Llama3RopeScaling {
+  rope_type: "llama3";
+  factor: number;
+  low_freq_factor: number;
+  high_freq_factor: number;
+  original_max_position_embeddings: number;
+}
+
+/** YaRN RoPE scaling (transformers' `rope_type: "yarn"`). */
+export interface YarnRopeScaling {
+  rope_type: "yarn";
+  factor: number;
+  beta_fast: number;
+  beta_slow: number;
+  /** What cos and sin are multiplied by (the paper's mscale, resolved from factor when absent). */
+  attention_factor: number;
+  original_max_position_embeddings: number;
+  truncate: boolean;
+}
+
+export type ShimRopeScaling = Llama3RopeScaling | YarnRopeScaling;
 
 export type DType = "f32" | "bf16" | "f16" | "f64";
 
@@ -59,9 +84,17 @@ const CONFIG_KEYS: (keyof ShimModelConfig)[] = [
   "qk_norm",
 ];
 
-/** The flat JSON the shim parses: exactly the ShimModelConfig keys (extra keys on the object are dropped). */
+/**
+ * The flat JSON the shim parses: exactly the ShimModelConfig keys (extra keys on the object are
+ * dropped), RoPE scaling flattened to `rope_type` and `rope_<key>` (rlx.h, rlx_model_create).
+ */
 export function shimConfigJson(config: ShimModelConfig): string {
-  return JSON.stringify(Object.fromEntries(CONFIG_KEYS.map((key) => [key, config[key]])));
+  const flat: Record<string, unknown> = Object.fromEntries(CONFIG_KEYS.map((key) => [key, config[key]]));
+  if (config.rope_scaling) {
+    for (const [key, value] of Object.entries(config.rope_scaling))
+      flat[key === "rope_type" ? key : `rope_${key}`] = value;
+  }
+  return JSON.stringify(flat);
 }
 
 export class NativeModel {

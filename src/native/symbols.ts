@@ -55,4 +55,4 @@ export const symbols = {
   rlx_dist_barrier: { args: [ptr], returns: i32 },
 } as const;
 
-export const ABI_VERSION = 2;
+export const ABI_VERSION = 3;

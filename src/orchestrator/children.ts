@@ -44,6 +44,8 @@ export class Child {
   readonly tail: string[] = [];
   exitCode: number | null = null;
   signalCode: string | null = null;
+  /** Resolves when the child's output is all in its log file (the pipes closed, the file flushed). */
+  logged: Promise<void> = Promise.resolve();
   private partial = "";
 
   constructor(
@@ -111,7 +113,7 @@ export class Children {
     const child = new Child(spec.name, proc, logFile);
     this.children.push(child);
     const output = Promise.all([pump(proc.stdout, child), pump(proc.stderr, child)]).catch(() => {});
-    void output.finally(() => logFile.end());
+    child.logged = output.then(() => new Promise<void>((resolve) => logFile.end(resolve)));
     proc.exited.then((code) => {
       child.exitCode = proc.exitCode;
       child.signalCode = proc.signalCode === null ? null : String(proc.signalCode);
@@ -140,6 +142,8 @@ export class Children {
     const timer = setTimeout(this.killAll, graceMs);
     await Promise.all(running.map((child) => child.proc.exited));
     clearTimeout(timer);
+    // what they printed last (a SIGTERM checkpoint's line) reaches their logs before this process exits
+    await Promise.race([Promise.all(running.map((child) => child.logged)), Bun.sleep(OUTPUT_GRACE_MS)]);
     process.off("exit", this.killAll);
   }
 

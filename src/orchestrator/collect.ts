@@ -1,35 +1,19 @@
-// Steps 2-3 of the step loop (src/orchestrator/loop.ts): the rollouts of one batch. Groups are drawn
-// (env by ratio, then the env's next task) until they hold batch_size rollouts and run all at once,
-// each env with its own algorithm and sampling source: scoreRollout as each rollout finishes,
-// scoreGroup once its group has. A group older than max_off_policy_steps is dropped (counted) and
-// replaced. The trainable rollouts become samples (routed by each env's loss component, zero
-// advantages filtered); a batch with nothing to train is sampled again, and MAX_EMPTY_BATCHES in a
-// row abort the run with the reason. A failing hook fails its rollouts, as data, never the run.
-import { finishGroup, finishRollout, isTrainable, type LossComponent } from "../algorithms/base.ts";
+// Steps 2-3 of the step loop (src/orchestrator/loop.ts): one batch, from its groups (drawn, run,
+// admitted or replaced: groups.ts) to the samples it trains. The trainable rollouts become samples
+// (routed by each env's loss component, zero advantages filtered); a batch with nothing to train
+// is sampled again, and MAX_EMPTY_BATCHES in a row abort the run with the reason. Also the
+// orchestrator's half of the step's metrics and the per-env failure warnings.
+import { isTrainable, type LossComponent } from "../algorithms/base.ts";
 import { groupRelativeTypes } from "../algorithms/registry.ts";
 import { filterZeroAdvantage, rolloutToSamples } from "../algorithms/samples.ts";
-import type { ResolvedConfig } from "../config/resolve.ts";
 import type { Rollout } from "../data/types.ts";
-import { hashString } from "../envs/random.ts";
 import { RlxError } from "../errors.ts";
-import type { ChatRenderer } from "../model/render.ts";
-import { runRollout } from "../rollout/driver.ts";
 import type { AuditInput } from "../rundir/audit.ts";
+import type { TaskStats } from "../sampling/stats.ts";
 import type { FailureWindow } from "./failures.ts";
+import { type CollectContext, type EnvAdmission, MAX_EMPTY_BATCHES, sampleGroups } from "./groups.ts";
 import { type Progress, rolloutMetrics } from "./metrics.ts";
-import type { Draw, TaskSampler } from "./sampler.ts";
-import type { TrainEnv } from "./setup.ts";
-
-/** What collecting a batch needs from the run. */
-export interface CollectContext {
-  config: ResolvedConfig;
-  envs: TrainEnv[];
-  renderer: ChatRenderer;
-  warn: (line: string) => void;
-}
-
-/** Batches in a row with nothing to train before the run gives up. */
-export const MAX_EMPTY_BATCHES = 10;
+import type { TaskSampler } from "./sampler.ts";
 
 /** A sample the step trains, with what its audit record names (its rollout, index and algorithm). */
 export type KeptSample = Omit<AuditInput, "step">;
@@ -42,6 +26,10 @@ export interface Collected {
   dropped: number;
   emptyRetries: number;
   frozenEnvs: Set<string>;
+  /** Per env: the gate's and the replay's counts, summed over the step's tries. */
+  admission: Map<string, EnvAdmission>;
+  /** Rollouts trained again from a replay buffer. */
+  replayed: Set<Rollout>;
 }
 
 /** Rollouts for step N until a batch has something to train (or MAX_EMPTY_BATCHES say it never will). */
@@ -54,12 +42,23 @@ export async function collectStep(
 ): Promise<Collected> {
   const frozenEnvs = new Set(o.envs.filter((e) => e.frozen).map((e) => e.resolved.name));
   let dropped = 0;
+  const admission = new Map<string, EnvAdmission>();
   for (let empty = 0; ; empty++) {
     const sampled = await sampleGroups(step, o, sampler, progress);
     dropped += sampled.dropped;
+    for (const [env, count] of sampled.admission) admission.set(env, addCounts(admission.get(env), count));
     failures.check(step, sampled.groups.flat());
-    const built = buildSamples(sampled.groups, o.envs, o.config.orchestrator.filter_zero_advantages);
-    if (built.kept.length > 0) return { ...built, groups: sampled.groups, dropped, emptyRetries: empty, frozenEnvs };
+    const built = buildSamples(sampled.groups, o.envs, o.config.orchestrator.filter_zero_advantages, sampled.replayed);
+    if (built.kept.length > 0)
+      return {
+        ...built,
+        groups: sampled.groups,
+        dropped,
+        emptyRetries: empty,
+        frozenEnvs,
+        admission,
+        replayed: sampled.replayed,
+      };
     const rollouts = sampled.groups.flat();
     const failed = rollouts.filter((r) => r.error);
     const why =
@@ -78,106 +77,40 @@ export async function collectStep(
   }
 }
 
-/** Groups for step N totalling at least batch_size rollouts, none of them stale. */
-export async function sampleGroups(
-  step: number,
-  o: CollectContext,
-  sampler: TaskSampler,
-  progress: Progress,
-): Promise<{ groups: Rollout[][]; dropped: number }> {
-  const minVersion = step - 1 - o.config.orchestrator.max_off_policy_steps;
-  const groups: Rollout[][] = [];
-  let dropped = 0;
-  let need = o.config.orchestrator.batch_size;
-  while (need > 0) {
-    const draws: Draw[] = [];
-    let planned = 0;
-    while (planned < need) {
-      const draw = sampler.next();
-      draws.push(draw);
-      planned += draw.groupSize;
-    }
-    progress.grow(planned);
-    for (const group of await Promise.all(draws.map((draw) => runGroup(draw, o, progress)))) {
-      const env = o.envs.find((e) => e.resolved.name === group[0]!.env)!;
-      const versions = group.filter((r) => r.numTurns > 0).map((r) => r.policyVersion);
-      if (!env.frozen && versions.length > 0 && Math.min(...versions) < minVersion) {
-        dropped += group.length;
-        if (dropped >= MAX_EMPTY_BATCHES * o.config.orchestrator.batch_size) {
-          throw new RlxError(
-            `step ${step}: ${dropped} rollouts in a row were sampled by weights older than version ${minVersion} (max_off_policy_steps ${o.config.orchestrator.max_off_policy_steps}); the last by version ${Math.min(...versions)}`,
-            {
-              fix: "the policy is not serving the weights the trainer publishes: check the policy servers' logs (POST /update_weights)",
-            },
-          );
-        }
-        continue;
+const addCounts = (a: EnvAdmission | undefined, b: EnvAdmission): EnvAdmission =>
+  a
+    ? {
+        admitted: a.admitted + b.admitted,
+        rejected: a.rejected + b.rejected,
+        overBound: a.overBound + b.overBound,
+        replayed: a.replayed + b.replayed,
+        rejectedRollouts: a.rejectedRollouts + b.rejectedRollouts,
       }
-      groups.push(group);
-      need -= group.length;
-    }
-  }
-  return { groups, dropped };
-}
+    : b;
 
-/** One group: group_size rollouts of one task, scored as each finishes and then as a group. */
-async function runGroup(draw: Draw, o: CollectContext, progress: Progress): Promise<Rollout[]> {
-  const train = o.envs.find((e) => e.resolved.name === draw.env)!;
-  const env = train.resolved;
-  const group = await Promise.all(
-    Array.from({ length: draw.groupSize }, async (_, i) => {
-      const id = `${draw.groupId}/r${i}`;
-      const rollout = await runRollout({
-        id,
-        groupId: draw.groupId,
-        envId: env.name,
-        env: train.env,
-        task: draw.task,
-        client: train.client,
-        renderer: o.renderer,
-        sampling: {
-          maxTokens: env.max_tokens,
-          temperature: env.temperature,
-          topP: 1,
-          topK: 0,
-          seed: hashString(`${o.config.seed}:${id}`),
-        },
-        maxContextTokens: o.config.orchestrator.seq_len,
-      });
-      await failAsData([rollout], "scoreRollout", () => finishRollout(train.algorithm, rollout));
-      progress.tick();
-      return rollout;
-    }),
-  );
-  await failAsData(group, "scoreGroup", () => finishGroup(train.algorithm, group));
-  return group;
-}
-
-/** Runs an algorithm hook; if it throws, the rollouts it was scoring fail (as data, not a crash). */
-async function failAsData(rollouts: Rollout[], hook: string, run: () => Promise<void>): Promise<void> {
-  try {
-    await run();
-  } catch (err) {
-    for (const rollout of rollouts) {
-      if (rollout.error) continue;
-      rollout.error = `${hook} failed: ${(err as Error).message}`;
-      rollout.metrics = { ...rollout.metrics, error: 1 };
-    }
-  }
-}
-
-/** Training samples of the trainable rollouts, routed per env's algorithm, zero advantages filtered. */
+/** Training samples of the trainable rollouts, routed per env's algorithm, zero advantages filtered;
+ * each names its task's statistics and whether it was replayed (for the audit record). */
 export function buildSamples(
   groups: Rollout[][],
-  envs: ReadonlyArray<{ resolved: { name: string }; lossType: LossComponent; algoName: string }>,
+  envs: ReadonlyArray<{ resolved: { name: string }; lossType: LossComponent; algoName: string; stats?: TaskStats }>,
   filter: boolean,
-): Omit<Collected, "groups" | "dropped" | "emptyRetries" | "frozenEnvs"> {
+  replayed: ReadonlySet<Rollout> = new Set(),
+): Pick<Collected, "kept" | "filteredSamples" | "zeroedTokens"> {
   const all: KeptSample[] = [];
   for (const rollout of groups.flat()) {
     if (!isTrainable(rollout)) continue;
     const env = envs.find((e) => e.resolved.name === rollout.env)!;
+    const stat = env.stats?.get(rollout.taskId);
+    const taskStats = stat && { ...stat };
     rolloutToSamples(rollout, env.lossType).forEach((sample, sampleIndex) =>
-      all.push({ rollout, sample, sampleIndex, algo: env.algoName }),
+      all.push({
+        rollout,
+        sample,
+        sampleIndex,
+        algo: env.algoName,
+        replayed: replayed.has(rollout),
+        ...(taskStats ? { taskStats } : {}),
+      }),
     );
   }
   if (!filter) return { kept: all, filteredSamples: 0, zeroedTokens: 0 };
@@ -218,8 +151,13 @@ export function collectedMetrics(
     .map((r) => step - 1 - r.policyVersion);
   return {
     ...rolloutMetrics(rollouts, envNames),
-    "off_policy/mean": offPolicy.length ? offPolicy.reduce((a, b) => a + b, 0) / offPolicy.length : 0,
-    "off_policy/max": offPolicy.length ? Math.max(...offPolicy) : 0,
+    // absent, not 0, when no scored rollout was sampled by the policy (all failed, or all frozen)
+    ...(offPolicy.length
+      ? {
+          "off_policy/mean": offPolicy.reduce((a, b) => a + b, 0) / offPolicy.length,
+          "off_policy/max": Math.max(...offPolicy),
+        }
+      : {}),
     "off_policy/dropped": collected.dropped,
     "batch/samples": collected.kept.length,
     "batch/filtered_samples": collected.filteredSamples,

@@ -4,16 +4,17 @@
 //   1. Wait until the trainer has published weights N-1-L (L = min(max_async_level,
 //      max_off_policy_steps)): the orchestrator never runs more than max_async_level steps ahead,
 //      and it never samples what it would have to drop as stale.
-//   2-3. Collect the batch's rollouts, scored by each env's algorithm, until it has something to
-//      train (src/orchestrator/collect.ts).
-//   4. Pack, write batches/step_N.bin atomically (with the orchestrator's state on checkpoint
-//      steps), the audit records rollouts/step_N.jsonl, and stage the step's metrics.
+//   2-3. Collect the batch's groups, scored by each env's algorithm and admitted by its sampler
+//      (groups.ts), until it has something to train (collect.ts).
+//   4. Pack, write batches/step_N.bin atomically (with the orchestrator's state, which the
+//      checkpoint of this step holds), the audit records rollouts/step_N.jsonl, and stage the step's metrics.
 //   Meanwhile the WeightWatcher loads each step the trainer publishes into the policy and writes
 //   the step's metrics line. The run ends when the trainer has published max_steps.
 //
-// A batch takes exactly the groups dispatched for it (nothing is carried over), so when batch N is
-// cut nothing is buffered or in flight: the orchestrator's checkpoint state is the step number and
-// the sampler's state, and a resumed run draws exactly the tasks the killed run would have drawn.
+// When batch N is cut nothing is in flight: what outlives the step (the draw's RNG and the groups
+// drawn ahead for the next step, each env's task statistics, sampler state and replay buffer,
+// each algorithm's own state) is registered in one CarriedState (carried.ts), saved in every
+// step file (the trainer may checkpoint any step), and a resumed run draws exactly what the killed run would have drawn.
 // Failures are data: a rollout whose env, tool, endpoint or algorithm hook failed carries its
 // error, is excluded from training and is counted per env in the metrics.
 import { mkdirSync } from "node:fs";
@@ -22,24 +23,25 @@ import type { ResolvedConfig } from "../config/resolve.ts";
 import { packStep } from "../data/pack.ts";
 import type { ChatRenderer } from "../model/render.ts";
 import { writeAudit } from "../rundir/audit.ts";
-import { isCheckpointStep } from "../rundir/checkpoint.ts";
 import { batchPath } from "../rundir/paths.ts";
 import { type BatchSample, writeStepBatch } from "../rundir/step_file.ts";
 import { collectedMetrics, collectStep, warnFailures } from "./collect.ts";
 import { FailureWindow } from "./failures.ts";
 import { MetricsLog, Progress } from "./metrics.ts";
 import type { PolicyPool } from "./policy.ts";
-import { type SamplerState, TaskSampler } from "./sampler.ts";
+import { samplingState } from "./sampler.ts";
+import { samplingMetrics } from "./sampling_metrics.ts";
 import type { TrainEnv } from "./setup.ts";
 import type { TrainEval } from "./train_eval.ts";
 import { WeightWatcher } from "./weight_watcher.ts";
 
-/** What the orchestrator checkpoints (inside step file N on checkpoint steps). */
+/** What the orchestrator checkpoints (inside every step file N: any step may be checkpointed). */
 export interface OrchestratorState {
-  format: 1;
+  format: 2;
   /** The last step whose batch was cut. */
   step: number;
-  sampler: SamplerState;
+  /** Everything that outlives a step, by key (carried.ts). */
+  carried: Record<string, unknown>;
 }
 
 export interface LoopOptions {
@@ -67,16 +69,8 @@ export async function runTrainLoop(o: LoopOptions): Promise<LoopResult> {
   const orch = config.orchestrator;
   const lag = Math.min(orch.max_async_level, orch.max_off_policy_steps);
   const envNames = o.envs.map((e) => e.resolved.name);
-  const sampler = new TaskSampler(
-    o.envs.map((e) => ({
-      name: e.resolved.name,
-      ratio: e.resolved.ratio,
-      groupSize: e.resolved.group_size,
-      tasks: e.tasks,
-    })),
-    config.seed,
-    o.resume?.sampler,
-  );
+  const { sampler, carried } = samplingState(o.envs, config.seed, config.max_steps);
+  if (o.resume) carried.load(o.resume.carried, `the checkpoint of step ${o.resume.step}`);
   const progress = new Progress();
   const print = progress.around(o.print);
   const warn = progress.around(o.warn);
@@ -123,11 +117,11 @@ export async function runTrainLoop(o: LoopOptions): Promise<LoopResult> {
         ...row,
         samples: row.samples.map((s): BatchSample => ({ ...s, policyVersion: versions.get(s.rolloutId) ?? -1 })),
       }));
-      const state: OrchestratorState | undefined = isCheckpointStep(step, config)
-        ? { format: 1, step, sampler: sampler.snapshot() }
-        : undefined;
+      // every step carries it: a SIGTERM may ask the trainer to checkpoint any step
+      const state: OrchestratorState = { format: 2, step, carried: carried.save() };
       const stepMetrics = {
         ...collectedMetrics(step, collected, envNames, rolloutSeconds),
+        ...samplingMetrics(step, collected, o.envs, sampler.pending),
         "batch/rows": packed.rows.length,
         "batch/truncated_samples": packed.truncatedSamples,
         "time/wait_for_policy": waitForPolicy,
@@ -137,7 +131,7 @@ export async function runTrainLoop(o: LoopOptions): Promise<LoopResult> {
         step,
         packed: { ...packed, rows },
         metrics: stepMetrics,
-        ...(state ? { state } : {}),
+        state,
       });
       const auditEvery = config.log.rollouts_interval;
       if (auditEvery > 0 && step % auditEvery === 0) writeAudit(runDir, step, collected.kept);

@@ -19,27 +19,44 @@ import { mean } from "../algorithms/group.ts";
 
 export type Metrics = Record<string, number>;
 
-/** Per-env and overall rollout statistics of one step's rollouts (failed ones included in counts only). */
+/**
+ * Per-env and overall rollout statistics of one step's rollouts. Reward and every per-rollout
+ * metric are means over the scored rollouts only: a failed rollout has no reward (its 0 is a
+ * placeholder), so a step or env whose rollouts all failed has no `reward` key at all (the console
+ * prints "-"), and `errors/*` beside it says how many failed.
+ */
 export function rolloutMetrics(rollouts: readonly Rollout[], envs: readonly string[]): Metrics {
-  const out: Metrics = {};
   const ok = rollouts.filter((r) => !r.error);
-  out.reward = mean(ok.map((r) => r.reward));
-  out["rollouts/count"] = rollouts.length;
-  out["errors/count"] = rollouts.length - ok.length;
-  out["errors/rate"] = rollouts.length ? (rollouts.length - ok.length) / rollouts.length : 0;
   const sampled = (r: Rollout) => r.segments.reduce((n, s) => n + (s.sampled ? s.tokenIds.length : 0), 0);
-  out["rollouts/completion_tokens"] = mean(ok.map(sampled));
-  out["rollouts/turns"] = mean(ok.map((r) => r.numTurns));
-  out["rollouts/truncated"] = mean(ok.map((r) => (r.stopReason === "done" ? 0 : 1)));
+  const out: Metrics = {
+    ...meanOfScored("reward", ok, (r) => r.reward),
+    "rollouts/count": rollouts.length,
+    "errors/count": rollouts.length - ok.length,
+    "errors/rate": rollouts.length ? (rollouts.length - ok.length) / rollouts.length : 0,
+    ...meanOfScored("rollouts/completion_tokens", ok, sampled),
+    ...meanOfScored("rollouts/turns", ok, (r) => r.numTurns),
+    ...meanOfScored("rollouts/truncated", ok, (r) => (r.stopReason === "done" ? 0 : 1)),
+    // A chat template that rewrote an earlier turn split a rollout into several samples (driver.ts).
+    ...meanOfScored("rollouts/samples", ok, (r) => r.numSamples),
+    "rollouts/extension_breaks": ok.reduce((n, r) => n + r.numSamples - 1, 0),
+  };
   for (const env of envs) {
     const mine = rollouts.filter((r) => r.env === env);
     if (mine.length === 0) continue;
     const good = mine.filter((r) => !r.error);
-    out[`reward/${env}`] = mean(good.map((r) => r.reward));
+    Object.assign(
+      out,
+      meanOfScored(`reward/${env}`, good, (r) => r.reward),
+    );
     out[`rollouts/${env}`] = mine.length;
     out[`errors/${env}`] = mine.length - good.length;
   }
   return out;
+}
+
+/** `{key: mean}` over the scored rollouts, or `{}` when there is none (a mean of nothing is not 0). */
+function meanOfScored(key: string, scored: readonly Rollout[], value: (r: Rollout) => number): Metrics {
+  return scored.length ? { [key]: mean(scored.map(value)) } : {};
 }
 
 const RENAMED: Record<string, string> = {

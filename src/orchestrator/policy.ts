@@ -9,6 +9,7 @@
 //                    `--inference in-process`). Each decode step blocks the event loop while it
 //                    runs (bun:ffi is synchronous), but the engine yields between steps; the
 //                    trainer is a separate process either way, so training overlaps rollouts.
+// How either one is started is policy_start.ts.
 import { OpenAIClient } from "../inference/client.ts";
 import type { ReloadMode } from "../inference/engine_api.ts";
 import { LocalClient } from "../inference/local.ts";
@@ -27,8 +28,8 @@ export class RemotePolicy implements PolicyPool {
   readonly client: OpenAIClient;
   version: number;
 
-  constructor(baseUrls: string[], model: string, version: number) {
-    this.client = new OpenAIClient({ model, baseUrls });
+  constructor(baseUrls: string[], model: string, version: number, apiKey?: string) {
+    this.client = new OpenAIClient({ model, baseUrls, ...(apiKey ? { apiKey } : {}) });
     this.version = version;
   }
 

@@ -9,22 +9,24 @@ import { join, relative, resolve } from "node:path";
 import { loadConfig, resolvedToml } from "../config/load.ts";
 import type { ResolvedConfig } from "../config/resolve.ts";
 import { ConfigError, RlxError } from "../errors.ts";
-import { DEFAULT_HTTP, JsonEndpoint } from "../inference/http.ts";
-import { readModelConfig } from "../model/config.ts";
-import { loadNative } from "../native/ffi.ts";
 import { ChatRenderer } from "../model/render.ts";
 import { Tokenizer } from "../model/tokenizer.ts";
 import { writeFileAtomic } from "../rundir/paths.ts";
-import { type LoadedCheckpoint, latestCheckpoint, readCheckpoint, rewindRunDir } from "../rundir/checkpoint.ts";
+import {
+  type LoadedCheckpoint,
+  latestCheckpoint,
+  openCheckpoint,
+  readCheckpoint,
+  rewindRunDir,
+} from "../rundir/checkpoint.ts";
 import { Children } from "./children.ts";
 import { planLaunch } from "./launch.ts";
 import { type LoopResult, type OrchestratorState, runTrainLoop } from "./loop.ts";
 import { MetricsLog } from "./metrics.ts";
-import { InProcessPolicy, type PolicyPool, RemotePolicy } from "./policy.ts";
+import type { PolicyPool } from "./policy.ts";
+import { type InferenceMode, startPolicy } from "./policy_start.ts";
 import { setupTrainEnvs } from "./setup.ts";
 import { TrainEval } from "./train_eval.ts";
-
-export type InferenceMode = "auto" | "spawn" | "in-process";
 
 export interface TrainOptions {
   configPath: string;
@@ -47,6 +49,9 @@ export interface TrainResult extends LoopResult {
   config: ResolvedConfig;
 }
 
+/** How long a SIGTERM waits for the trainer's checkpoint before SIGKILL (schedulers give ~30 s). */
+const SIGTERM_GRACE_MS = 25_000;
+
 const RUN_FILES = ["metrics.jsonl", "batches", "weights", "checkpoints", "rollouts"];
 
 /** Resolves what to continue from, and makes the run directory match it. */
@@ -62,7 +67,7 @@ function prepareRunDir(runDir: string, o: TrainOptions): LoadedCheckpoint | unde
           fix: "checkpoints are written every ckpt.interval steps (and at the end); start fresh without --resume, or use --resume-from DIR",
         });
       }
-      checkpoint = readCheckpoint(latest.dir);
+      checkpoint = openCheckpoint(latest.dir); // latestCheckpoint verified it
     }
     const ownRun = !relative(join(runDir, "checkpoints"), checkpoint.dir).startsWith("..");
     if (ownRun) rewindRunDir(runDir, checkpoint.step);
@@ -84,9 +89,19 @@ function prepareRunDir(runDir: string, o: TrainOptions): LoadedCheckpoint | unde
   return undefined;
 }
 
-function orchestratorState(checkpoint: LoadedCheckpoint): OrchestratorState {
-  const state = checkpoint.orchestratorState as Partial<OrchestratorState>;
-  if (state?.format !== 1 || state.step !== checkpoint.step || !state.sampler) {
+/** The orchestrator state of a checkpoint, a format-1 one (before samplers) read as uniform samplers' state. */
+export function orchestratorState(
+  checkpoint: Pick<LoadedCheckpoint, "dir" | "step" | "orchestratorState">,
+): OrchestratorState {
+  const state = checkpoint.orchestratorState as { format?: number; step?: number; carried?: object; sampler?: any };
+  // format 1 (before samplers were pluggable) held the uniform walk's cursors, the RNG, the counter
+  if (state?.format === 1 && state.step === checkpoint.step && state.sampler) {
+    const { cursors, rng, groups } = state.sampler as { cursors: Record<string, number>; rng: number; groups: number };
+    const carried: Record<string, unknown> = { draws: { rng, groups } };
+    for (const [env, cursor] of Object.entries(cursors)) carried[`sampler/${env}`] = { cursor };
+    return { format: 2, step: state.step, carried };
+  }
+  if (state?.format !== 2 || state.step !== checkpoint.step || typeof state.carried !== "object") {
     throw new RlxError(`${checkpoint.dir}/orchestrator.json is not an orchestrator state of step ${checkpoint.step}`, {
       fix: "resume from another checkpoint",
     });
@@ -106,113 +121,6 @@ function policyMode(config: ResolvedConfig, requested: InferenceMode): Inference
       fix: "drop --inference spawn, or set deterministic = false",
     });
   return "in-process";
-}
-
-/** Where the policy runs: inference.device, or the trainer's device for "auto". */
-const policyDevice = (config: ResolvedConfig) =>
-  config.inference.device === "auto" ? config.trainer.device : config.inference.device;
-
-/** Tokens the policy serves beyond seq_len, for scoring prefixed sequences (OPSD's hint). */
-const SCORE_MARGIN = 512;
-
-/** The model name spawned policy servers serve under. */
-const POLICY_NAME = "policy";
-
-/** Starts the policy: external servers, spawned `rlx serve --policy` servers, or in-process. */
-async function startPolicy(
-  config: ResolvedConfig,
-  modelDir: string,
-  version: number,
-  mode: InferenceMode,
-  children: Children,
-  threads?: number,
-): Promise<PolicyPool> {
-  const inf = config.inference;
-  if (inf.base_urls.length > 0) {
-    const policy = new RemotePolicy(inf.base_urls, await servedModelName(inf.base_urls[0]!), 0);
-    if (version > 0) await policy.load(resolve(modelDir), version);
-    return policy;
-  }
-  // Rollouts never exceed seq_len (the rollout driver stops there); the margin is for sequences
-  // the policy only scores, such as OPSD's demonstration hint prepended to a rollout.
-  const maxModelLen = Math.min(
-    config.orchestrator.seq_len + SCORE_MARGIN,
-    readModelConfig(modelDir).shim.max_position_embeddings,
-  );
-  if (mode === "in-process") {
-    // One intra-op thread here: the trainer child computes at the same time on the other cores,
-    // and this process's OpenMP threads cannot be made to wait passively once it has started.
-    await loadNative(config.deterministic ? 1 : Number(process.env.RLX_THREADS ?? 1));
-    return InProcessPolicy.create(modelDir, version, {
-      maxBatch: inf.max_batch,
-      maxModelLen,
-      reloadMode: inf.reload,
-      dtype: config.model.dtype,
-      device: policyDevice(config),
-    });
-  }
-  const urls: string[] = [];
-  for (let i = 0; i < inf.servers; i++) {
-    const port = inf.port + i;
-    children.spawn({
-      name: `policy-${i}`,
-      args: [
-        "serve",
-        "--model",
-        resolve(modelDir),
-        "--served-model-name",
-        POLICY_NAME,
-        "--policy",
-        "--policy-version",
-        String(version),
-        "--host",
-        inf.host,
-        "--port",
-        String(port),
-        "--max-batch",
-        String(inf.max_batch),
-        "--max-model-len",
-        String(maxModelLen),
-        "--reload-mode",
-        inf.reload,
-        "--dtype",
-        config.model.dtype,
-        "--device",
-        policyDevice(config),
-      ],
-      env: { RLX_PARENT_PID: String(process.pid), ...(threads ? { RLX_THREADS: String(threads) } : {}) },
-    });
-    urls.push(`http://${inf.host}:${port}/v1`);
-  }
-  await Promise.race([Promise.all(urls.map((url) => waitForHealth(url))), children.failure]);
-  return new RemotePolicy(urls, POLICY_NAME, version);
-}
-
-/** The model an external server serves (the first of its GET /v1/models). */
-async function servedModelName(baseUrl: string): Promise<string> {
-  const list = await new JsonEndpoint(baseUrl.replace(/\/+$/, ""), { ...DEFAULT_HTTP, retries: 3 }).request<{
-    data?: Array<{ id: string }>;
-  }>("/models");
-  const id = list.data?.[0]?.id;
-  if (!id)
-    throw new RlxError(`${baseUrl}/models lists no model`, {
-      fix: "check [inference] base_urls: each must be an OpenAI-compatible server ending in /v1",
-    });
-  return id;
-}
-
-async function waitForHealth(baseUrl: string, timeoutMs = 120_000): Promise<void> {
-  const url = `${baseUrl.replace(/\/v1$/, "")}/health`;
-  const deadline = performance.now() + timeoutMs;
-  while (performance.now() < deadline) {
-    try {
-      if ((await fetch(url, { signal: AbortSignal.timeout(2000) })).ok) return;
-    } catch {}
-    await Bun.sleep(200);
-  }
-  throw new RlxError(`the policy server ${baseUrl} did not become healthy within ${timeoutMs / 1000} s`, {
-    fix: "see logs/policy-*.log in the run directory",
-  });
 }
 
 export async function runTraining(o: TrainOptions): Promise<TrainResult> {
@@ -242,7 +150,9 @@ export async function runTraining(o: TrainOptions): Promise<TrainResult> {
   const children = new Children(join(runDir, "logs"));
   const stop = (signal: string) => {
     o.warn(`${signal}: stopping the run (children: ${children.pids.join(", ") || "none"})`);
-    void children.stopAll().finally(() => process.exit(signal === "SIGINT" ? 130 : 143));
+    // a pre-empted run gives the trainer time to checkpoint its last finished step (ckpt.on_sigterm)
+    const grace = signal === "SIGTERM" && config.ckpt.on_sigterm ? SIGTERM_GRACE_MS : undefined;
+    void children.stopAll(grace).finally(() => process.exit(signal === "SIGINT" ? 130 : 143));
   };
   const onInt = () => stop("SIGINT");
   const onTerm = () => stop("SIGTERM");
@@ -268,7 +178,7 @@ export async function runTraining(o: TrainOptions): Promise<TrainResult> {
     }
     const modelDir = checkpoint?.modelDir ?? config.model.path;
     const version = checkpoint?.step ?? 0;
-    policy = await startPolicy(config, modelDir, version, mode, children, launch.serverThreads);
+    policy = await startPolicy(config, { runDir, modelDir, version, mode, children, threads: launch.serverThreads });
     const tokenizer = Tokenizer.load(config.model.path);
     const renderer = new ChatRenderer(tokenizer);
     const envs = await setupTrainEnvs({ config, source, policy, tokenizer, renderer, info: o.info, warn: o.warn });

@@ -1,78 +1,90 @@
-// Task sampling for training (docs/architecture.md §10): which env the next group comes from (weighted by
-// `ratio`) and which of its tasks it gets (walking the env's train split in a shuffled order).
+// The run-level draw for training (docs/architecture.md §10, docs/sampling.md): which env the next
+// group comes from (weighted by `ratio`), then the env's own sampler (src/sampling/) says which of
+// its tasks it gets, or which stored group is replayed in its place.
 //
-// Why built this way: a resumed run must draw exactly the tasks the uninterrupted run would have,
-// so the whole sampler is a small JSON state: a per-env cursor (how many tasks were drawn from that
-// env), a 32-bit RNG state for the env choice, and a group counter. Each env's order is a
-// permutation per epoch derived from (seed, env name, epoch) alone, so a cursor is enough to know
-// where an env is, and an env's tasks do not depend on which other envs the run has.
+// Why built this way: a resumed run must draw exactly what the uninterrupted run would have, so
+// the run-level state is a 32-bit RNG state for the env choice, a group counter and the groups
+// pending from the last step (registered as "draws" in carried.ts), and each env sampler's state
+// is its own. With `uniform` samplers the draws are rlx's draws since its first sampler, bit for
+// bit (test/unit/orchestrator/sampler.test.ts).
 //
 // `ratio` is a share of rollouts, not of groups: an env with group_size 8 and one with 4 at equal
-// ratio get one group of the first per two of the second.
+// ratio get one group of the first per two of the second. With `ratio_end` an env's ratio follows
+// a schedule over steps (linear from `ratio` at step 1 to `ratio_end` at `ratio_steps`).
+import type { Rollout, Task } from "../data/types.ts";
 import { hashString } from "../envs/random.ts";
-import type { Task } from "../envs/types.ts";
 import { RlxError } from "../errors.ts";
+import type { Sampler } from "../sampling/base.ts";
+import { TaskStats } from "../sampling/stats.ts";
+import { Uniform } from "../sampling/uniform.ts";
+import { nextRandom } from "../sampling/walk.ts";
+import { CarriedState } from "./carried.ts";
+import type { TrainEnv } from "./setup.ts";
 
+/** One train env as the run-level draw sees it. */
 export interface SamplerEnv {
   name: string;
   ratio: number;
+  /** The ratio's schedule: `ratio` at step 1, `end` at step `steps`, flat after. */
+  schedule?: { end: number; steps: number };
   groupSize: number;
+  sampler: Sampler<any>;
+  /** Checked to be non-empty (an env without train tasks cannot be drawn from). */
   tasks: readonly Task[];
 }
 
-export interface SamplerState {
-  /** Tasks drawn so far per env (the next task is at this position of the endless shuffled walk). */
-  cursors: Record<string, number>;
+/** An env drawn by the default `uniform` sampler (tools and tests that replay a run's draws). */
+export function uniformEnv(env: Omit<SamplerEnv, "sampler">, seed: number): SamplerEnv {
+  const stats = new TaskStats(1);
+  const ctx = { env: env.name, tasks: env.tasks, seed, groupSize: env.groupSize, batchSize: env.groupSize, stats };
+  return { ...env, sampler: new Uniform({ type: "uniform", pass_reward: 1 }, ctx) };
+}
+
+/** A group drawn ahead for an earlier step, admitted, and not needed there (groups.ts). */
+export interface PendingGroup {
+  group: Rollout[];
+  /** It came from a replay buffer (it is trained again, not for the first time). */
+  replay: boolean;
+}
+
+/** The run-level draw's state. */
+export interface DrawState {
   /** The env-choice RNG's 32-bit state. */
   rng: number;
-  /** Groups drawn so far (group ids are numbered by it). */
+  /** Fresh groups drawn so far (group ids are numbered by it). */
   groups: number;
+  /** Groups waiting to be the first ones of the next step, oldest first. */
+  pending: PendingGroup[];
 }
 
-export interface Draw {
-  env: string;
-  task: Task;
-  groupId: string;
-  groupSize: number;
-  /** The env's cursor before this draw (the task's position in the walk). */
-  cursor: number;
+/** The next group: a fresh one (`task`, a new group id), a stored one to train again (`replay`), or
+ * one drawn ahead for an earlier step and admitted there (`pending`). */
+export type Draw = { env: string; groupSize: number } & (
+  | { kind: "fresh"; task: Task; groupId: string; group?: undefined }
+  | { kind: "replay" | "pending"; group: Rollout[]; task?: undefined; groupId?: undefined }
+);
+
+/** An env's ratio at `step` (its schedule, if it has one). */
+export function ratioAt(env: Pick<SamplerEnv, "ratio" | "schedule">, step: number): number {
+  if (!env.schedule) return env.ratio;
+  const t = Math.min(1, Math.max(0, (step - 1) / Math.max(1, env.schedule.steps - 1)));
+  return env.ratio + (env.schedule.end - env.ratio) * t;
 }
 
-/** mulberry32 with its state exposed, so it can be checkpointed. */
-export function nextRandom(state: number): { value: number; state: number } {
-  const next = (state + 0x6d2b79f5) >>> 0;
-  let t = next;
-  t = Math.imul(t ^ (t >>> 15), t | 1);
-  t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-  return { value: ((t ^ (t >>> 14)) >>> 0) / 4294967296, state: next };
-}
-
-/** A permutation of 0..n-1, the same for the same (seed, key). */
-function permutation(n: number, seed: number, key: string): Uint32Array {
-  const order = new Uint32Array(n);
-  for (let i = 0; i < n; i++) order[i] = i;
-  let state = hashString(`${seed}:${key}`);
-  for (let i = n - 1; i > 0; i--) {
-    const r = nextRandom(state);
-    state = r.state;
-    const j = Math.floor(r.value * (i + 1));
-    const tmp = order[i]!;
-    order[i] = order[j]!;
-    order[j] = tmp;
-  }
-  return order;
+/** Each env's probability of being drawn at `step`: its ratio per rollout of a group, normalized. */
+function envWeights(envs: readonly SamplerEnv[], step: number): number[] {
+  const total = envs.reduce((sum, env) => sum + ratioAt(env, step) / env.groupSize, 0);
+  return envs.map((env) => ratioAt(env, step) / env.groupSize / total);
 }
 
 export class TaskSampler {
-  private readonly envs: SamplerEnv[];
-  private readonly weights: number[];
-  private state: SamplerState;
-  private readonly epochs = new Map<string, { epoch: number; order: Uint32Array }>();
+  private weights: number[];
+  private weightsStep = 1;
+  private state: DrawState;
 
   constructor(
-    envs: SamplerEnv[],
-    private readonly seed: number,
-    state?: SamplerState,
+    private readonly envs: SamplerEnv[],
+    seed: number,
   ) {
     for (const env of envs) {
       if (env.tasks.length === 0)
@@ -80,60 +92,77 @@ export class TaskSampler {
           fix: "check the env's args (dataset path, size)",
         });
     }
-    this.envs = envs;
-    const total = envs.reduce((sum, env) => sum + env.ratio / env.groupSize, 0);
-    this.weights = envs.map((env) => env.ratio / env.groupSize / total);
-    this.state = state
-      ? structuredClone(state)
-      : {
-          cursors: Object.fromEntries(envs.map((env) => [env.name, 0])),
-          rng: hashString(`sampler:${seed}`),
-          groups: 0,
-        };
-    for (const env of envs) this.state.cursors[env.name] ??= 0;
+    this.weights = envWeights(envs, 1);
+    this.state = { rng: hashString(`sampler:${seed}`), groups: 0, pending: [] };
   }
 
-  /** A copy of the state (for a checkpoint). */
-  snapshot(): SamplerState {
-    return structuredClone(this.state);
+  saveState(): DrawState {
+    return { ...this.state, pending: [...this.state.pending] };
   }
 
-  /** The next group: an env by ratio, then that env's next task. */
-  next(): Draw {
+  loadState(state: DrawState): void {
+    this.state = { ...state, pending: [...(state.pending ?? [])] };
+  }
+
+  /** Groups waiting for the next step. */
+  get pending(): number {
+    return this.state.pending.length;
+  }
+
+  /** Keeps an admitted group for the next step (it is drawn before anything else). */
+  keep(pending: PendingGroup): void {
+    this.state.pending.push(pending);
+  }
+
+  /** The next group for `step`: a pending one, else an env by ratio and whatever its sampler picks. */
+  next(step: number): Draw {
+    const waiting = this.state.pending.shift();
+    if (waiting) {
+      const { group, replay } = waiting;
+      return { env: group[0]!.env, groupSize: group.length, kind: replay ? "replay" : "pending", group };
+    }
+    if (step !== this.weightsStep && this.envs.some((env) => env.schedule)) {
+      this.weights = envWeights(this.envs, step);
+      this.weightsStep = step;
+    }
     const r = nextRandom(this.state.rng);
     this.state.rng = r.state;
     let index = 0;
     let cumulative = this.weights[0]!;
     while (r.value >= cumulative && index < this.envs.length - 1) cumulative += this.weights[++index]!;
-    return this.drawFrom(this.envs[index]!);
-  }
-
-  /** The task at position `cursor` of an env's walk. */
-  taskAt(envName: string, cursor: number): Task {
-    const env = this.env(envName);
-    const n = env.tasks.length;
-    const epoch = Math.floor(cursor / n);
-    let cached = this.epochs.get(env.name);
-    if (!cached || cached.epoch !== epoch) {
-      cached = { epoch, order: permutation(n, this.seed, `${env.name}:${epoch}`) };
-      this.epochs.set(env.name, cached);
-    }
-    return env.tasks[cached.order[cursor % n]!]!;
-  }
-
-  private env(name: string): SamplerEnv {
-    const env = this.envs.find((e) => e.name === name);
-    if (!env)
-      throw new RlxError(`the sampler has no env "${name}"`, {
-        fix: "a checkpoint from a run with other envs cannot be resumed with this config",
-      });
-    return env;
-  }
-
-  private drawFrom(env: SamplerEnv): Draw {
-    const cursor = this.state.cursors[env.name]!;
-    this.state.cursors[env.name] = cursor + 1;
+    const env = this.envs[index]!;
+    const pick = env.sampler.next(step);
+    if ("replay" in pick) return { env: env.name, groupSize: pick.replay.length, kind: "replay", group: pick.replay };
     const groupId = `${env.name}/g${this.state.groups++}`;
-    return { env: env.name, task: this.taskAt(env.name, cursor), groupId, groupSize: env.groupSize, cursor };
+    return { env: env.name, groupSize: env.groupSize, kind: "fresh", task: pick.task, groupId };
   }
+}
+
+/** The run-level draw over the envs' samplers, and the registry of all state that outlives a step. */
+export function samplingState(
+  envs: readonly TrainEnv[],
+  seed: number,
+  maxSteps: number,
+): { sampler: TaskSampler; carried: CarriedState } {
+  const sampler = new TaskSampler(
+    envs.map((e) => ({
+      name: e.resolved.name,
+      ratio: e.resolved.ratio,
+      ...(e.resolved.ratio_end === undefined
+        ? {}
+        : { schedule: { end: e.resolved.ratio_end, steps: e.resolved.ratio_steps ?? maxSteps } }),
+      groupSize: e.resolved.group_size,
+      sampler: e.sampler,
+      tasks: e.tasks,
+    })),
+    seed,
+  );
+  const carried = new CarriedState();
+  carried.register("draws", sampler);
+  for (const e of envs) {
+    carried.register(`stats/${e.resolved.name}`, e.stats);
+    carried.register(`sampler/${e.resolved.name}`, e.sampler);
+    carried.register(`algorithm/${e.resolved.name}`, e.algorithm);
+  }
+  return { sampler, carried };
 }

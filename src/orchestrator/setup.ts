@@ -1,7 +1,8 @@
 // Everything the step loop needs per train env, built once at the start of `rlx train`: the env
 // (its definition loaded, args validated, train tasks loaded), its algorithm instance (built-in or
 // custom, `setup(ctx)` run with the policy, the tokenizer and a way to connect frozen endpoints),
-// and its sampling client (the live policy, or the frozen `sampling.source` endpoint).
+// its sampler and per-task statistics (src/sampling/), and its sampling client (the live policy,
+// or the frozen `sampling.source` endpoint).
 //
 // Frozen endpoints are connected once per (base_url, name) and waited for (GET /v1/models answers)
 // before the first rollout, so a teacher that is not up yet reads as "not reachable" at start-up,
@@ -19,6 +20,9 @@ import { JsonEndpoint } from "../inference/http.ts";
 import type { SamplingClient } from "../inference/types.ts";
 import type { ChatRenderer } from "../model/render.ts";
 import type { Tokenizer } from "../model/tokenizer.ts";
+import type { Sampler } from "../sampling/base.ts";
+import { createSampler } from "../sampling/registry.ts";
+import { TaskStats } from "../sampling/stats.ts";
 import type { PolicyPool } from "./policy.ts";
 
 /** One train env, ready to sample from. */
@@ -34,6 +38,35 @@ export interface TrainEnv {
   client: SamplingClient;
   /** Rollouts from a frozen source never go stale. */
   frozen: boolean;
+  /** Which tasks the env draws, which groups it admits, what it replays. */
+  sampler: Sampler<any>;
+  /** The env's per-task statistics (the orchestrator records every finished fresh group). */
+  stats: TaskStats;
+}
+
+/** The env's sampler and the statistics it reads, for the train env at `index` of the config. */
+export async function createEnvSampler(
+  config: ResolvedConfig,
+  source: string,
+  index: number,
+  tasks: readonly Task[],
+): Promise<{ sampler: Sampler<any>; stats: TaskStats }> {
+  const env = config.orchestrator.train.env[index]!;
+  const orch = config.orchestrator;
+  const stats = new TaskStats(env.sampler.pass_reward);
+  const ctx = {
+    env: env.name,
+    tasks,
+    seed: config.seed,
+    groupSize: env.group_size,
+    batchSize: orch.batch_size,
+    stats,
+  };
+  // an env that inherits the run default holds a copy of it: errors then name the default's key
+  const inherited = JSON.stringify(env.sampler) === JSON.stringify(orch.sampler);
+  const path = inherited ? ["orchestrator", "sampler"] : ["orchestrator", "train", "env", index, "sampler"];
+  const run = { batchSize: orch.batch_size, maxOffPolicySteps: orch.max_off_policy_steps };
+  return { sampler: await createSampler(env.sampler, ctx, { source, path }, run), stats };
 }
 
 export interface SetupOptions {
@@ -113,9 +146,10 @@ export async function setupTrainEnvs(o: SetupOptions): Promise<TrainEnv[]> {
   const { algorithms, warnings } = await createEnvAlgorithms(o.config, o.source);
   for (const warning of warnings) o.warn(warning);
   const envs: TrainEnv[] = [];
-  for (const resolved of o.config.orchestrator.train.env) {
+  for (const [index, resolved] of o.config.orchestrator.train.env.entries()) {
     const env = await createEnv(await loadEnv(resolved.id), resolved.args, `env ${resolved.name}`);
     const tasks = await env.load("train", o.config.seed);
+    const { sampler, stats } = await createEnvSampler(o.config, o.source, index, tasks);
     const algorithm = algorithms.get(resolved.name)!;
     const ctx: AlgorithmContext = {
       env: resolved.name,
@@ -140,6 +174,8 @@ export async function setupTrainEnvs(o: SetupOptions): Promise<TrainEnv[]> {
       lossType: algorithm.kind.actionLossType,
       client: frozen ? await connect(source) : o.policy.client,
       frozen,
+      sampler,
+      stats,
     });
   }
   return envs;

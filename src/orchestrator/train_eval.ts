@@ -45,6 +45,7 @@ export class TrainEval {
           maxTokens: entry.max_tokens ?? orch.max_tokens,
           seed: config.seed,
           maxContextTokens: orch.seq_len,
+          templateArgs: orch.chat_template_kwargs,
         },
       })),
     );

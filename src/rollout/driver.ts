@@ -43,6 +43,8 @@ export interface RolloutRequest {
   maxContextTokens?: number;
   /** Wall-clock limit for the whole episode. */
   timeoutMs?: number;
+  /** Extra chat-template variables, e.g. `{ enable_thinking: false }` for Qwen3. */
+  templateArgs?: Record<string, unknown>;
 }
 
 /** A limit the episode ran into; the rollout records it as its error. */
@@ -97,7 +99,11 @@ async function drive(
   const { env, renderer, task } = req;
   const tokenizer = renderer.tokenizer;
   const maxContext = req.maxContextTokens ?? Number.POSITIVE_INFINITY;
-  const options: RenderOptions = { tools: env.tools.map((tool) => tool.spec), addGenerationPrompt: true };
+  const options: RenderOptions = {
+    tools: env.tools.map((tool) => tool.spec),
+    addGenerationPrompt: true,
+    templateArgs: req.templateArgs,
+  };
   const messages = rollout.messages;
   const stopStrings = tokenizer.stopIds.map((id) => tokenizer.tokenString(id) ?? "").filter((s) => s);
   const finishReasons: string[] = [];
@@ -176,7 +182,14 @@ async function drive(
     const stopText = stopId === undefined ? undefined : tokenizer.tokenString(stopId);
     const bridged =
       stopText && tokenizer.stopIds.includes(stopId!)
-        ? renderer.bridge(templateText, messages, assistantIndex, stopText, nextOptions)
+        ? renderer.bridge(
+            templateText,
+            messages,
+            assistantIndex,
+            stopText,
+            nextOptions,
+            tokenizer.decode(completion.tokenIds),
+          )
         : null;
     if (bridged) {
       appendRendered(rollout, bridged.tokens, sample);

@@ -34,6 +34,17 @@ export const auditRecordSchema = z.looseObject({
   ce_weights: numbers.optional(),
   ref_kl_weights: numbers.optional(),
   ref_logprobs: numbers.optional(),
+  /** True when the sample's group was stored and trained again (a replay buffer; docs/sampling.md). */
+  replayed: z.boolean().optional(),
+  /** The task's statistics when the batch was cut (src/sampling/stats.ts). */
+  task_stats: z
+    .strictObject({
+      attempts: z.number().int(),
+      passes: z.number().int(),
+      last_pass_rate: z.number(),
+      last_seen_step: z.number().int(),
+    })
+    .optional(),
 });
 export type AuditRecord = z.infer<typeof auditRecordSchema>;
 
@@ -43,9 +54,19 @@ export interface AuditInput {
   rollout: Rollout;
   sample: TrainingSample;
   sampleIndex: number;
+  replayed?: boolean;
+  taskStats?: { attempts: number; passes: number; lastPassRate: number; lastSeenStep: number };
 }
 
-export function auditRecord({ step, algo, rollout, sample, sampleIndex }: AuditInput): AuditRecord {
+export function auditRecord({
+  step,
+  algo,
+  rollout,
+  sample,
+  sampleIndex,
+  replayed,
+  taskStats,
+}: AuditInput): AuditRecord {
   const record: AuditRecord = {
     step,
     env: rollout.env,
@@ -67,6 +88,14 @@ export function auditRecord({ step, algo, rollout, sample, sampleIndex }: AuditI
   if (sample.ceWeights) record.ce_weights = sample.ceWeights;
   if (sample.refKlWeights) record.ref_kl_weights = sample.refKlWeights;
   if (sample.refLogprobs) record.ref_logprobs = sample.refLogprobs;
+  if (replayed !== undefined) record.replayed = replayed;
+  if (taskStats)
+    record.task_stats = {
+      attempts: taskStats.attempts,
+      passes: taskStats.passes,
+      last_pass_rate: taskStats.lastPassRate,
+      last_seen_step: taskStats.lastSeenStep,
+    };
   return record;
 }
 

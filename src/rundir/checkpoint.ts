@@ -1,29 +1,34 @@
 // Checkpoints (docs/architecture.md §10): `checkpoints/step_N/` holds everything a killed run needs to continue
 // as if it had not stopped: the trainer's float32 weights and AdamW state after step N, and the
-// orchestrator's state as it was when it cut batch N (the step and the sampler's state: a batch
-// takes exactly the groups dispatched for it, so nothing is buffered or in flight at the cut).
+// orchestrator's state as it was when it cut batch N (the step and everything it carries across
+// steps, src/orchestrator/carried.ts: nothing is in flight at the cut).
 //
 //   checkpoints/step_N/
 //     trainer/model/         HF layout, float32 (exact, whatever dtype the run publishes in)
 //     trainer/optimizer.bin  the shim's AdamW state image
 //     orchestrator.json      the orchestrator's state (src/orchestrator/loop.ts); in an `rlx sft`
 //                            run, the SFT loop's (src/sft/run.ts: data cursor, running totals)
-//     manifest.json          step, format, and the byte size of every file above; written last
+//     manifest.json          step, format, and the size and CRC-32 of every file above (each
+//                            tensor of the weights too); written last, before the rename
 //
 // One writer (the trainer: the orchestrator's state reaches it inside step file N), one atomic
 // step: everything is written into `step_N.tmp-<pid>/` and the directory is renamed into place.
 // So a SIGKILL at any moment leaves either a whole checkpoint or a tmp directory, which the next
-// start ignores (with a warning) and deletes. The manifest's sizes are checked on load, so a
-// checkpoint damaged after the fact is refused instead of loading wrong.
+// start ignores (with a warning) and deletes. The manifest's sizes and checksums are checked on
+// load, so a checkpoint damaged after the fact (truncated, or bytes flipped in place) is refused,
+// naming the file and tensor, instead of loading wrong; --resume then takes the one before it.
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join, relative } from "node:path";
 import { RlxError } from "../errors.ts";
+import { CHECKSUM_ALGORITHM, type Checksums, checksumFile, crc32, hex } from "../model/checksums.ts";
 import { saveModel } from "../model/hf.ts";
+import { verifyChecksums } from "../model/integrity.ts";
 import type { NativeModel } from "../native/model.ts";
 import type { NativeOptimizer } from "../native/train.ts";
 import { checkpointDir, checkpointsDir, metricsPath, writeFileAtomic } from "./paths.ts";
 
-const FORMAT = 1;
+/** 2: sizes and CRC-32s; 1 (still read): sizes only. */
+const FORMAT = 2;
 
 export class CheckpointError extends RlxError {}
 
@@ -31,8 +36,9 @@ interface Manifest {
   format: number;
   step: number;
   created: string;
-  /** Path relative to the checkpoint directory -> size in bytes. */
-  files: Record<string, number>;
+  algorithm?: typeof CHECKSUM_ALGORITHM;
+  /** Path relative to the checkpoint directory -> its checksum (format 1: its size in bytes). */
+  files: Checksums | Record<string, number>;
 }
 
 export interface CheckpointTimingConfig {
@@ -69,11 +75,28 @@ export function writeCheckpoint(runDir: string, step: number, contents: Checkpoi
   rmSync(tmp, { recursive: true, force: true });
   mkdirSync(join(tmp, "trainer"), { recursive: true });
   try {
-    saveModel(contents.model, join(tmp, "trainer/model"), { dtype: "f32", sourceDir: contents.sourceDir });
-    writeFileSync(join(tmp, "trainer/optimizer.bin"), contents.optimizer.saveState());
-    writeFileSync(join(tmp, "orchestrator.json"), JSON.stringify(contents.orchestratorState));
-    const files = Object.fromEntries(listFiles(tmp).map((file) => [file, statSync(join(tmp, file)).size]));
-    const manifest: Manifest = { format: FORMAT, step, created: new Date().toISOString(), files };
+    const saved = saveModel(contents.model, join(tmp, "trainer/model"), {
+      dtype: "f32",
+      sourceDir: contents.sourceDir,
+    });
+    const optimizer = contents.optimizer.saveState();
+    writeFileSync(join(tmp, "trainer/optimizer.bin"), optimizer);
+    const state = new TextEncoder().encode(JSON.stringify(contents.orchestratorState));
+    writeFileSync(join(tmp, "orchestrator.json"), state);
+    // the big files' checksums come from the bytes as written; the small rest are read back
+    const files: Checksums = {
+      "trainer/optimizer.bin": { bytes: optimizer.byteLength, crc32: hex(crc32(optimizer)) },
+      "orchestrator.json": { bytes: state.byteLength, crc32: hex(crc32(state)) },
+    };
+    for (const [file, sum] of Object.entries(saved.checksums)) files[`trainer/model/${file}`] = sum;
+    for (const file of listFiles(tmp)) files[file] ??= checksumFile(join(tmp, file));
+    const manifest: Manifest = {
+      format: FORMAT,
+      step,
+      created: new Date().toISOString(),
+      algorithm: CHECKSUM_ALGORITHM,
+      files,
+    };
     writeFileSync(join(tmp, "manifest.json"), JSON.stringify(manifest, null, 1));
     rmSync(final, { recursive: true, force: true });
     renameSync(tmp, final);
@@ -112,16 +135,26 @@ export function checkCheckpoint(dir: string): string[] {
   } catch (err) {
     return [`manifest.json does not parse: ${(err as Error).message}`];
   }
-  if (manifest.format !== FORMAT) return [`checkpoint format ${manifest.format}, this rlx reads ${FORMAT}`];
+  if (manifest.format !== FORMAT && manifest.format !== 1)
+    return [`checkpoint format ${manifest.format}, this rlx reads ${FORMAT} and 1`];
+  const problems =
+    manifest.format === 1
+      ? checkSizes(dir, manifest.files as Record<string, number>)
+      : verifyChecksums(dir, manifest.files as Checksums);
+  for (const required of ["orchestrator.json", "trainer/optimizer.bin", "trainer/model/config.json"]) {
+    if (!(required in manifest.files)) problems.push(`${required} is not in the manifest`);
+  }
+  return problems;
+}
+
+/** Format 1 manifests (before checksums): each file's size only. */
+function checkSizes(dir: string, sizes: Record<string, number>): string[] {
   const problems: string[] = [];
-  for (const [file, size] of Object.entries(manifest.files)) {
+  for (const [file, size] of Object.entries(sizes)) {
     const path = join(dir, file);
     if (!existsSync(path)) problems.push(`${file} is missing`);
     else if (statSync(path).size !== size)
       problems.push(`${file} has ${statSync(path).size} bytes, the manifest says ${size}`);
-  }
-  for (const required of ["orchestrator.json", "trainer/optimizer.bin", "trainer/model/config.json"]) {
-    if (!(required in manifest.files)) problems.push(`${required} is not in the manifest`);
   }
   return problems;
 }
@@ -145,7 +178,9 @@ export function latestCheckpoint(
   for (const step of completeSteps(runDir).reverse()) {
     const problems = checkCheckpoint(checkpointDir(runDir, step));
     if (problems.length === 0) return { step, dir: checkpointDir(runDir, step) };
-    warn(`ignoring the damaged checkpoint ${checkpointDir(runDir, step)}: ${problems.join("; ")}`);
+    warn(
+      `ignoring the damaged checkpoint ${checkpointDir(runDir, step)}: ${problems.join("; ")} (trying the one before it)`,
+    );
   }
   return undefined;
 }
@@ -166,6 +201,11 @@ export function readCheckpoint(dir: string): LoadedCheckpoint {
       fix: "resume from another checkpoint (--resume picks the newest whole one)",
     });
   }
+  return openCheckpoint(dir);
+}
+
+/** Reads a checkpoint directory that checkCheckpoint (or latestCheckpoint) has just found whole. */
+export function openCheckpoint(dir: string): LoadedCheckpoint {
   const manifest = JSON.parse(readFileSync(join(dir, "manifest.json"), "utf8")) as Manifest;
   return {
     step: manifest.step,

@@ -4,8 +4,10 @@
 //
 // The write rule: a file another process may read is written whole or not at all (tmp + rename in
 // the same directory), and a directory is visible to readers only once its marker file exists.
+// A write the disk refuses (ENOSPC, ...) is a DiskError naming the file (diskWrite).
 import { renameSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { DiskError } from "../errors.ts";
 
 /** The marker file that makes `weights/step_N/` visible to readers. */
 export const PUBLISHED_MARKER = "published.json";
@@ -32,11 +34,38 @@ export const metricsPath = (runDir: string) => join(runDir, "metrics.jsonl");
 /** Writes `data` to `path` whole or not at all (tmp + rename); a failed write leaves no tmp file. */
 export function writeFileAtomic(path: string, data: string | Uint8Array): void {
   const tmp = `${path}.tmp-${process.pid}`;
+  diskWrite(`writing ${path}`, () => {
+    try {
+      writeFileSync(tmp, data);
+      renameSync(tmp, path);
+    } catch (err) {
+      rmSync(tmp, { force: true });
+      throw err;
+    }
+  });
+}
+
+const DISK_ERRORS: Record<string, string> = {
+  ENOSPC: "the disk is full",
+  EDQUOT: "the disk quota is exhausted",
+  EROFS: "the filesystem is read-only",
+  EIO: "the disk reported an I/O error",
+};
+
+/**
+ * Runs `write` (which cleans up its own partial files, as every writer here does); a refusal of
+ * the disk becomes a DiskError saying what was being written and how to continue, instead of a
+ * bare ENOSPC with a stack trace. Other errors pass through.
+ */
+export function diskWrite<T>(what: string, write: () => T): T {
   try {
-    writeFileSync(tmp, data);
-    renameSync(tmp, path);
+    return write();
   } catch (err) {
-    rmSync(tmp, { force: true });
-    throw err;
+    const code = (err as { code?: unknown })?.code;
+    if (typeof code !== "string" || !(code in DISK_ERRORS)) throw err;
+    throw new DiskError(`${what} failed: ${DISK_ERRORS[code]} (${code}); the partial files were removed`, {
+      fix: "free space on the run directory's filesystem, then continue with rlx train CONFIG --resume (it starts from the newest whole checkpoint)",
+      cause: err,
+    });
   }
 }

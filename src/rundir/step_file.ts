@@ -2,9 +2,9 @@
 // read by the trainer (docs/architecture.md §2 transport). The layout is documented in docs/run-directory.md:
 //
 //   bytes 0-3    magic "RLXB"
-//   bytes 4-7    u32 format version (1)
+//   bytes 4-7    u32 format version (2)
 //   bytes 8-11   u32 header length H in bytes
-//   bytes 12-15  u32 0 (reserved)
+//   bytes 12-15  u32 CRC-32 of every byte after these (header and data; version 1: 0)
 //   16 .. 16+H   header: UTF-8 JSON, space-padded so the data starts at a multiple of 8
 //   then         the rows' arrays, each starting at a multiple of 8, host (little-endian) order
 //
@@ -14,14 +14,17 @@
 //
 // Atomic: the file is written as `step_N.bin.tmp-<pid>` and renamed into place, so the trainer
 // (which polls for the final name) never sees half a batch, and a run killed mid-write leaves only
-// a tmp file that the next start deletes.
+// a tmp file that the next start deletes. The CRC catches a file damaged on disk after that
+// (truncated, or bytes flipped in place): the trainer refuses it, naming it, instead of training
+// on wrong tokens or advantages.
 import { readFileSync } from "node:fs";
-import { RlxError } from "../errors.ts";
+import { ChecksumError, RlxError } from "../errors.ts";
+import { crc32, hex } from "../model/checksums.ts";
 import type { ComponentCounts, PackedRow, PackedSampleInfo, PackedStep } from "../data/pack.ts";
 import { writeFileAtomic } from "./paths.ts";
 
 const MAGIC = "RLXB";
-const FORMAT_VERSION = 1;
+const FORMAT_VERSION = 2;
 const PREAMBLE = 16;
 
 type ArrayName =
@@ -157,6 +160,7 @@ export function encodeStepBatch(batch: StepBatch): Uint8Array {
   out.fill(0x20, PREAMBLE + json.length, PREAMBLE + headerBytes);
   const dataStart = PREAMBLE + headerBytes;
   for (const chunk of chunks) out.set(chunk.bytes, dataStart + chunk.offset);
+  view.setUint32(12, crc32(out.subarray(PREAMBLE)), true);
   return out;
 }
 
@@ -194,6 +198,12 @@ export function decodeStepBatch(bytes: Uint8Array, file = "step file"): StepBatc
   const headerBytes = dv.getUint32(8, true);
   if (PREAMBLE + headerBytes > bytes.byteLength)
     throw new BatchFileError(`${file}: header runs past the end of the file (truncated?)`);
+  const crc = crc32(bytes.subarray(PREAMBLE)) >>> 0;
+  if (crc !== dv.getUint32(12, true))
+    throw new ChecksumError(
+      `${file}: checksum mismatch (crc32 ${hex(crc)}, written as ${hex(dv.getUint32(12, true))}): the step file was truncated or damaged after it was written`,
+      { fix: "resume the run (rlx train CONFIG --resume): the step is sampled again from the last checkpoint" },
+    );
   const header = JSON.parse(Buffer.from(buffer, PREAMBLE, headerBytes).toString("utf8")) as Header;
   const dataStart = PREAMBLE + headerBytes;
   const rows = header.rows.map((rh, r) => {

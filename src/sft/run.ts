@@ -39,7 +39,7 @@ import { type SftExample, SftBatches } from "./batches.ts";
 import { readSftRows } from "./data.ts";
 import { type BandRecord, BandWatch } from "./band.ts";
 import { checkRunDir, dataFingerprint, RUN_FILES, type SftState, sftState } from "./resume.ts";
-import { tokenizeConversation } from "./tokens.ts";
+import { tokenizeConversationSamples } from "./tokens.ts";
 import { nativePolicy, trainStep } from "../trainer/step.ts";
 
 export interface SftSummary {
@@ -76,19 +76,21 @@ export interface SftOptions {
 
 /** Reads and tokenizes the dataset; every row must keep a target token inside seq_len. */
 export function prepareExamples(renderer: ChatRenderer, paths: string[], seqLen: number): SftExample[] {
-  return readSftRows(paths).map((conv) => {
-    const { tokenIds, ceWeights } = tokenizeConversation(renderer, conv);
-    // A row's first token is never predicted, and tokens past seq_len are cut off.
-    if (!ceWeights.slice(1, seqLen).some((w) => w !== 0)) {
-      throw new EnvError(
-        `${conv.where}: no target token within the first ${seqLen} tokens (the row has ${tokenIds.length}), so it cannot train`,
-        {
-          fix: "raise trainer.seq_len, or shorten the row's prompt",
-        },
-      );
-    }
-    return { id: conv.where, env: conv.env, tokenIds, ceWeights };
-  });
+  return readSftRows(paths).flatMap((conv) =>
+    tokenizeConversationSamples(renderer, conv).map(({ tokenIds, ceWeights }, k, all) => {
+      const id = all.length > 1 ? `${conv.where}#${k}` : conv.where;
+      // A row's first token is never predicted, and tokens past seq_len are cut off.
+      if (!ceWeights.slice(1, seqLen).some((w) => w !== 0)) {
+        throw new EnvError(
+          `${conv.where}: no target token within the first ${seqLen} tokens (the row has ${tokenIds.length}), so it cannot train`,
+          {
+            fix: "raise trainer.seq_len, or shorten the row's prompt",
+          },
+        );
+      }
+      return { id, env: conv.env, tokenIds, ceWeights };
+    }),
+  );
 }
 
 /** Optimizer steps in `epochs` passes over the data at this batch size (a dry run of the batcher). */

@@ -12,10 +12,10 @@
 // inside the content is text, not a stop). The whole conversation's rendering must start with
 // that much of the turn as generated (the extension property the rollout driver also needs);
 // templates that rewrite earlier turns fail here with the row named. Tokens come from the same
-// attributed rendering rollouts use, split at those character positions, so SFT and RL see the
-// same ids for the same conversation.
+// attributed rendering rollouts use (the whole text encoded once), weighted by each token's
+// character offset, so SFT and RL see the same ids for the same conversation.
 import { EnvError } from "../errors.ts";
-import type { ChatRenderer, RenderOptions, Span } from "../model/render.ts";
+import type { ChatRenderer, RenderOptions } from "../model/render.ts";
 import type { SftConversation } from "./data.ts";
 
 export interface SftTokens {
@@ -24,14 +24,17 @@ export interface SftTokens {
   ceWeights: number[];
 }
 
-/** The [start, end) character range of the assistant turn at `index` that the model generates. */
+/**
+ * The [start, end) character range of the assistant turn at `index` that the model generates, or
+ * undefined when the conversation's rendering `text` rewrites that turn once later turns follow.
+ */
 function targetRange(
   renderer: ChatRenderer,
   conv: SftConversation,
   index: number,
   text: string,
   stops: string[],
-): [number, number] {
+): [number, number] | undefined {
   const options: RenderOptions = { tools: conv.tools, addGenerationPrompt: true };
   const prompt = renderer.text(conv.messages.slice(0, index), options);
   // The conversation right after this turn was generated: the turn is its last message.
@@ -41,9 +44,10 @@ function targetRange(
   const from = contentAt >= 0 ? contentAt + content.length : prompt.length;
   const stopEnds = stops.map((stop) => asGenerated.indexOf(stop, from) + stop.length).filter((e) => e > from);
   const end = stopEnds.length > 0 ? Math.min(...stopEnds) : asGenerated.length; // no stop token: the whole turn
-  if (!asGenerated.startsWith(prompt) || !text.startsWith(asGenerated.slice(0, end))) {
+  if (asGenerated.startsWith(prompt) && !text.startsWith(asGenerated.slice(0, end))) return undefined;
+  if (!asGenerated.startsWith(prompt)) {
     throw new EnvError(
-      `${conv.where}: the chat template renders the turns up to assistant message ${index} differently once later turns follow (it rewrites earlier turns), so what the model generated in that turn cannot be located`,
+      `${conv.where}: the chat template's generation prompt is not how it renders assistant message ${index}, so what the model generated in that turn cannot be located`,
       {
         fix: "put each assistant turn in its own row (prompt = the turns before it, completion = the turn)",
       },
@@ -52,46 +56,58 @@ function targetRange(
   return [prompt.length, end];
 }
 
-/** Cuts spans at `cuts` so that every piece lies wholly inside or outside each target range. */
-function splitSpans(spans: Span[], cuts: number[]): Span[] {
-  const out: Span[] = [];
-  for (const span of spans) {
-    let start = span.start;
-    for (const cut of cuts) {
-      if (cut > start && cut < span.end) {
-        out.push({ ...span, start, end: cut });
-        start = cut;
-      }
-    }
-    out.push({ ...span, start });
-  }
-  return out;
-}
-
-/** Renders a conversation and weights its target tokens. */
-export function tokenizeConversation(renderer: ChatRenderer, conv: SftConversation): SftTokens {
+/** Renders a conversation and weights its target tokens, or names the first target turn it rewrites. */
+function tokenizeWhole(renderer: ChatRenderer, conv: SftConversation): SftTokens | { rewritten: number } {
   const attributed = renderer.attribute(conv.messages, { tools: conv.tools, addGenerationPrompt: false });
   const stops = renderer.tokenizer.stopIds
     .map((id) => renderer.tokenizer.tokenString(id) ?? "")
     .filter((s) => s.length > 0);
   const ranges: Array<[number, number]> = [];
-  conv.messages.forEach((m, i) => {
-    if (i >= conv.targetsFrom && m.role === "assistant")
-      ranges.push(targetRange(renderer, conv, i, attributed.text, stops));
-  });
-  const pieces = splitSpans(
-    attributed.spans,
-    ranges.flat().sort((a, b) => a - b),
-  );
-  const out: SftTokens = { tokenIds: [], ceWeights: [] };
-  for (const piece of pieces) {
-    if (piece.end <= piece.start) continue;
-    const ids = renderer.tokenize({ text: attributed.text, spans: [piece] }).tokenIds;
-    const target = ranges.some(([a, b]) => piece.start >= a && piece.end <= b) ? 1 : 0;
-    for (const id of ids) {
-      out.tokenIds.push(id);
-      out.ceWeights.push(target);
-    }
+  for (let i = conv.targetsFrom; i < conv.messages.length; i++) {
+    if (conv.messages[i]!.role !== "assistant") continue;
+    const range = targetRange(renderer, conv, i, attributed.text, stops);
+    if (!range) return { rewritten: i };
+    ranges.push(range);
   }
+  const tokens = renderer.tokenize(attributed);
+  // A token is a target when it starts inside a target range (a crossing token at an edge belongs
+  // where it starts, as everywhere in rendering: src/model/tokenize_spans.ts).
+  const ceWeights = tokens.offsets.map((at) => (ranges.some(([a, b]) => at >= a && at < b) ? 1 : 0));
+  return { tokenIds: tokens.tokenIds, ceWeights };
+}
+
+/** Renders a conversation and weights its target tokens; a template that rewrites a target turn is an error. */
+export function tokenizeConversation(renderer: ChatRenderer, conv: SftConversation): SftTokens {
+  const out = tokenizeWhole(renderer, conv);
+  if ("rewritten" in out)
+    throw new EnvError(
+      `${conv.where}: the chat template renders the turns up to assistant message ${out.rewritten} differently once later turns follow (it rewrites earlier turns), so what the model generated in that turn cannot be located`,
+      { fix: "put each assistant turn in its own row (prompt = the turns before it, completion = the turn)" },
+    );
   return out;
+}
+
+/**
+ * A conversation as training samples, split where the template rewrites history, as the rollout
+ * driver splits a rollout (Qwen3 renders the last assistant turn with an empty think block and
+ * drops it once later turns follow). Each sample is a whole rendering of the conversation up to
+ * some assistant turn, targeting the turns since the previous sample; most rows are one sample.
+ */
+export function tokenizeConversationSamples(renderer: ChatRenderer, conv: SftConversation): SftTokens[] {
+  const samples: SftTokens[] = [];
+  const hasTarget = (from: number) => conv.messages.slice(from).some((m) => m.role === "assistant");
+  let from = conv.targetsFrom;
+  let end = conv.messages.length;
+  while (samples.length === 0 || hasTarget(from)) {
+    const part = { ...conv, messages: conv.messages.slice(0, end), targetsFrom: from };
+    const out = tokenizeWhole(renderer, part);
+    // Cut after the rewritten turn: as the last message it renders as generated (so end shrinks).
+    if ("rewritten" in out) {
+      end = out.rewritten + 1;
+      continue;
+    }
+    samples.push(out);
+    [from, end] = [end, conv.messages.length];
+  }
+  return samples;
 }

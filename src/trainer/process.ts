@@ -8,11 +8,12 @@
 // (the async RL of docs/architecture.md §10), and a native crash takes down only the trainer, which the
 // orchestrator reports with its last log lines.
 //
-// Publishing: saveModel writes the HF directory atomically (tmp + rename); then the marker
-// `published.json` (the step's metrics: the trainer's, and the orchestrator's passed through from
-// the step file, so a line of metrics.jsonl can be rebuilt from the marker alone after a kill) is
-// written into it, also by tmp + rename. A reader acts on the marker only, so it never loads a
-// half-written model. The marker is last.
+// Publishing (publish.ts): saveModel writes the HF directory atomically (tmp + rename); then the
+// marker `published.json` (the step's metrics: the trainer's, and the orchestrator's passed
+// through from the step file, so a line of metrics.jsonl can be rebuilt from the marker alone
+// after a kill) is written into it, also by tmp + rename. A reader acts on the marker only, so it
+// never loads a half-written model. The marker is last. A SIGTERM between steps checkpoints the
+// last finished step (ckpt.on_sigterm) before the trainer exits.
 //
 // Orphans: the trainer exits when its parent dies (even by SIGKILL), by watching the parent pid.
 //
@@ -24,18 +25,19 @@
 // passes the gradient all-reduce, so rank 0 cannot delete it under another rank. The AdamW state
 // is identical on every rank (same summed gradient, same update), so rank 0's checkpoint restores
 // them all.
-import { existsSync, mkdirSync, readdirSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
 import type { ResolvedConfig } from "../config/resolve.ts";
 import { RlxError } from "../errors.ts";
-import { loadModel, saveModel } from "../model/hf.ts";
+import { loadModel } from "../model/hf.ts";
 import { ProcessGroup, type StoreSpec } from "../native/dist.ts";
 import { deviceMemory } from "../native/runtime.ts";
 import { NativeOptimizer } from "../native/train.ts";
 import { costModelOf } from "./balance.ts";
-import { PUBLISHED_MARKER, type PublishedStep, batchPath, weightsDir, writeFileAtomic } from "../rundir/paths.ts";
+import { batchPath } from "../rundir/paths.ts";
 import { readStepBatch } from "../rundir/step_file.ts";
-import { isCheckpointStep, readCheckpoint, writeCheckpoint } from "../rundir/checkpoint.ts";
+import { isCheckpointStep, readCheckpoint } from "../rundir/checkpoint.ts";
+import { checkpoint, publishStep, type Trained } from "./publish.ts";
 import { trainStepOnRank } from "./ranks.ts";
 import { learningRate } from "./schedule.ts";
 import { nativePolicy, trainStep } from "./step.ts";
@@ -65,10 +67,12 @@ function parentAlive(pid: number | undefined): boolean {
   }
 }
 
-async function waitForFile(path: string, opts: TrainerOptions): Promise<void> {
+/** Waits for `path`; false when `stop` fires first (a SIGTERM). */
+async function waitForFile(path: string, opts: TrainerOptions, stop: AbortSignal): Promise<boolean> {
   const poll = opts.pollMs ?? 20;
   let checked = performance.now();
   while (!existsSync(path)) {
+    if (stop.aborted) return false;
     await Bun.sleep(poll);
     if (performance.now() - checked > 500) {
       checked = performance.now();
@@ -76,19 +80,7 @@ async function waitForFile(path: string, opts: TrainerOptions): Promise<void> {
         throw new RlxError(`the orchestrator (pid ${opts.parentPid}) is gone; the trainer stops`);
     }
   }
-}
-
-/** Keeps the newest `keep` published weight directories. The policy only loads the newest, and the
- * orchestrator reads every marker: it is at most max_async_level + 1 steps behind the trainer. */
-function pruneWeights(runDir: string, keep: number, protect: number): void {
-  const dir = join(runDir, "weights");
-  const steps = readdirSync(dir)
-    .map((name) => /^step_(\d+)$/.exec(name))
-    .filter((m): m is RegExpExecArray => m !== null)
-    .map((m) => Number(m[1]))
-    .sort((a, b) => b - a);
-  for (const step of steps.slice(keep))
-    if (step !== protect) rmSync(weightsDir(runDir, step), { recursive: true, force: true });
+  return true;
 }
 
 /** Joins the ranks' group: blocks until all have joined, or throws after trainer.dist.timeout_s. */
@@ -161,69 +153,61 @@ export async function runTrainer(opts: TrainerOptions): Promise<void> {
     `${who}: ${sourceDir} loaded, training steps ${startStep}..${config.max_steps}${group ? ` (${group.worldSize} ranks, ${group.backend})` : ""}`,
   );
 
-  for (let step = startStep; step <= config.max_steps; step++) {
-    const waitStart = performance.now();
-    const file = batchPath(runDir, step);
-    await waitForFile(file, opts);
-    const batch = readStepBatch(file);
-    if (batch.step !== step)
-      throw new RlxError(`${file} holds step ${batch.step}`, {
-        fix: "the run directory is inconsistent; resume from a checkpoint",
-      });
-    const trainStart = performance.now();
-    const lr = learningRate(step, t.optim.lr, t.schedule, config.max_steps);
-    const stepOptions = { lr, maxGradNorm: t.optim.max_norm, loss: t.loss };
-    const result = dp
-      ? trainStepOnRank(dp, policy, batch.packed, stepOptions)
-      : trainStep(policy, batch.packed, stepOptions);
-    if (onGpu) {
-      // the step's peak of the CUDA caching allocator, then a new peak for the next step
-      const memory = await deviceMemory(t.device, true);
-      Object.assign(result.metrics, { "memory/peak_gib": memory.peak, "memory/reserved_gib": memory.reserved });
-    }
-    if (!lead) {
-      log(
-        `${who}: step ${step} loss ${result.metrics.loss?.toFixed(4)} micro_batches ${result.metrics.micro_batches} ${((performance.now() - trainStart) / 1000).toFixed(2)}s`,
-      );
-      continue;
-    }
+  // SIGTERM (a scheduler's pre-emption, or rlx train stopping): its handler runs between steps,
+  // when the model holds the weights of the last finished one; the loop then checkpoints that step
+  // (ckpt.on_sigterm) and returns.
+  const stop = new AbortController();
+  const onTerm = () => stop.abort();
+  process.on("SIGTERM", onTerm);
+  let last: Trained | undefined;
+  try {
+    for (let step = startStep; step <= config.max_steps; step++) {
+      const waitStart = performance.now();
+      const file = batchPath(runDir, step);
+      if (!(await waitForFile(file, opts, stop.signal))) {
+        if (lead && last && config.ckpt.on_sigterm && !isCheckpointStep(last.step, config))
+          log(`${who}: SIGTERM: wrote the checkpoint of step ${last.step}: ${checkpoint(last)}`);
+        else log(`${who}: SIGTERM: stopping`);
+        return;
+      }
+      const batch = readStepBatch(file);
+      if (batch.step !== step)
+        throw new RlxError(`${file} holds step ${batch.step}`, {
+          fix: "the run directory is inconsistent; resume from a checkpoint",
+        });
+      const trainStart = performance.now();
+      const lr = learningRate(step, t.optim.lr, t.schedule, config.max_steps);
+      const stepOptions = { lr, maxGradNorm: t.optim.max_norm, loss: t.loss };
+      const result = dp
+        ? trainStepOnRank(dp, policy, batch.packed, stepOptions)
+        : trainStep(policy, batch.packed, stepOptions);
+      if (onGpu) {
+        // the step's peak of the CUDA caching allocator, then a new peak for the next step
+        const memory = await deviceMemory(t.device, true);
+        Object.assign(result.metrics, { "memory/peak_gib": memory.peak, "memory/reserved_gib": memory.reserved });
+      }
+      if (!lead) {
+        log(
+          `${who}: step ${step} loss ${result.metrics.loss?.toFixed(4)} micro_batches ${result.metrics.micro_batches} ${((performance.now() - trainStart) / 1000).toFixed(2)}s`,
+        );
+        continue;
+      }
 
-    const publishStart = performance.now();
-    const dir = weightsDir(runDir, step);
-    saveModel(model, dir, { dtype: config.model.dtype, sourceDir });
-    const checkpointStart = performance.now();
-    if (isCheckpointStep(step, config)) {
-      if (batch.state === undefined)
-        throw new RlxError(`${file} has no orchestrator state, but step ${step} is a checkpoint step`);
-      writeCheckpoint(runDir, step, {
-        model,
-        optimizer,
-        sourceDir,
-        orchestratorState: batch.state,
-        keep: config.ckpt.keep,
-      });
+      if (batch.state === undefined) throw new RlxError(`${file} has no orchestrator state`);
+      // config.json and the tokenizer files come from the run's model: the checkpoint the weights
+      // were restored from is pruned once ckpt.keep newer ones exist
+      last = { runDir, config, step, model, optimizer, sourceDir: config.model.path, state: batch.state };
+      const marker = publishStep(
+        last,
+        { step, orchestrator: batch.metrics ?? {}, metrics: result.metrics, perEnv: result.perEnv },
+        { wait: (trainStart - waitStart) / 1000, train: (performance.now() - trainStart) / 1000 },
+      );
+      const m = result.metrics;
+      log(
+        `${who}: step ${step} loss ${m.loss?.toFixed(4)} grad_norm ${m.grad_norm?.toFixed(3)} lr ${lr.toExponential(2)} tokens ${m.tokens} ${marker.timing.train.toFixed(2)}s`,
+      );
     }
-    const done = performance.now();
-    const marker: PublishedStep = {
-      step,
-      orchestrator: batch.metrics ?? {},
-      metrics: result.metrics,
-      perEnv: result.perEnv,
-      timing: {
-        wait: (trainStart - waitStart) / 1000,
-        train: (publishStart - trainStart) / 1000,
-        publish: (checkpointStart - publishStart) / 1000,
-        checkpoint: (done - checkpointStart) / 1000,
-      },
-    };
-    // The checkpoint comes before the marker: once the orchestrator sees step N published, a
-    // checkpoint due at N is already on disk, so a kill after that point never loses it.
-    writeFileAtomic(join(dir, PUBLISHED_MARKER), JSON.stringify(marker));
-    rmSync(file, { force: true });
-    pruneWeights(runDir, config.orchestrator.max_async_level + 3, step);
-    const m = result.metrics;
-    log(
-      `${who}: step ${step} loss ${m.loss?.toFixed(4)} grad_norm ${m.grad_norm?.toFixed(3)} lr ${lr.toExponential(2)} tokens ${m.tokens} ${marker.timing.train.toFixed(2)}s`,
-    );
+  } finally {
+    process.off("SIGTERM", onTerm);
   }
 }

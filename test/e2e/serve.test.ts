@@ -12,6 +12,8 @@ import { Tokenizer } from "../../src/model/tokenizer.ts";
 import { score } from "../../src/native/generate.ts";
 import type { NativeModel } from "../../src/native/model.ts";
 import { trainStep } from "../../src/native/train.ts";
+import { splitAssistant } from "../../src/inference/chat_stream.ts";
+import type { ToolSpec } from "../../src/model/chat.ts";
 import { microModelDir } from "../fixtures/serve_model.ts";
 import { type ServeProcess, startServe } from "./serve_harness.ts";
 
@@ -32,7 +34,7 @@ beforeAll(async () => {
     "--max-batch",
     "64",
     "--max-model-len",
-    "256",
+    "512",
   ]);
   client = new OpenAI({ baseURL: `${serve.url}/v1`, apiKey: "unused", maxRetries: 0 });
   model = await loadModel(dir);
@@ -258,6 +260,33 @@ describe("chat completions", () => {
     }
     expect(role).toBe("assistant");
     expect(content).toBe(choice.message.content!);
+  });
+
+  test("tools: rendered by the template as /tokenize renders messages; the completion split as the parser splits it", async () => {
+    const tools: ToolSpec[] = [
+      {
+        type: "function",
+        function: { name: "forth", description: "run", parameters: { type: "object", properties: {} } },
+      },
+    ];
+    const renderer = new ChatRenderer(tokenizer);
+    const tokenized = await post("/tokenize", { messages, tools });
+    expect(tokenized.tokens).toEqual(renderer.render(messages, { tools, addGenerationPrompt: true }).tokenIds);
+    expect(tokenizer.decode(tokenized.tokens)).toContain('"name": "forth"');
+    // tool_choice "none" leaves the tools out of the prompt, as vLLM does.
+    const none = await post("/tokenize", { messages, tools, tool_choice: "none" });
+    expect(none.tokens).toEqual(renderer.render(messages, { addGenerationPrompt: true }).tokenIds);
+    const chat = await post("/v1/chat/completions", { messages, tools, max_tokens: 24, seed: 8 });
+    expect(chat.usage.prompt_tokens).toBe(tokenized.count);
+    // The same sample through /v1/completions, split by the parser: the chat message is that split.
+    const raw = await post("/v1/completions", { prompt: tokenized.tokens, max_tokens: 24, seed: 8 });
+    const split = splitAssistant(raw.choices[0].text, true);
+    expect(chat.choices[0].message).toEqual({
+      role: "assistant",
+      content: split.tool_calls.length > 0 && split.content.trim() === "" ? null : split.content,
+      ...(split.reasoning_content ? { reasoning_content: split.reasoning_content } : {}),
+      tool_calls: split.tool_calls,
+    });
   });
 
   test("n > 1 chat choices", async () => {

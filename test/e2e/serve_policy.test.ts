@@ -3,6 +3,7 @@
 // no request fails, every completion reports the version that produced it, and its logprobs are
 // that version's (scored against the published weights). Also: the client's retries ride out the
 // server's 429 backpressure, and a bad weights path is a 400 that leaves the old weights serving.
+// The server runs as `rlx train` starts it: an API key, and weights only from the run's weights/.
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -15,6 +16,7 @@ import type { NativeModel } from "../../src/native/model.ts";
 import { microModelDir } from "../fixtures/serve_model.ts";
 import { type ServeProcess, startServe } from "./serve_harness.ts";
 
+const KEY = "policy-key";
 const run = mkdtempSync(join(tmpdir(), "rlx-policy-"));
 const weights = (step: number) => join(run, "weights", `step_${step}`);
 let serve: ServeProcess;
@@ -31,6 +33,10 @@ beforeAll(async () => {
     "--served-model-name",
     "policy",
     "--policy",
+    "--weights-root",
+    join(run, "weights"),
+    "--api-key",
+    KEY,
     "--max-batch",
     "4",
     "--max-model-len",
@@ -46,7 +52,14 @@ afterAll(async () => {
 });
 
 const client = () =>
-  new OpenAIClient({ model: "policy", baseUrls: [`${serve.url}/v1`], backoffMs: 5, retries: 50, timeoutMs: 30_000 });
+  new OpenAIClient({
+    model: "policy",
+    baseUrls: [`${serve.url}/v1`],
+    apiKey: KEY,
+    backoffMs: 5,
+    retries: 50,
+    timeoutMs: 30_000,
+  });
 const request = (i: number) => ({
   promptIds: [3, 1 + (i % 250), 4],
   maxTokens: 12,
@@ -101,7 +114,8 @@ test("the client's retries ride out 429 backpressure from a full queue", async (
 test("a weights path that does not load is a 400 naming path; the old weights keep serving", async () => {
   const response = await fetch(`${serve.url}/update_weights`, {
     method: "POST",
-    body: JSON.stringify({ path: join(run, "missing"), version: 9 }),
+    headers: { authorization: `Bearer ${KEY}` },
+    body: JSON.stringify({ path: join(run, "weights", "missing"), version: 9 }),
   });
   expect(response.status).toBe(400);
   expect(((await response.json()) as { param: string }).param).toBe("path");

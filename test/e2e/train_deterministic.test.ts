@@ -1,12 +1,22 @@
 // `deterministic = true`: two runs of the same config, from a fresh random model with a dense
 // reward (the letters env), give bit-identical weights at every published step and identical
 // metrics on every key but timings. The runs must also have trained (weights move, rewards vary),
-// or equality would prove nothing.
+// or equality would prove nothing. And a run killed with -9 after a checkpoint and resumed ends
+// with the same weights at every step as the run that was never stopped (issue 25).
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { createHash } from "node:crypto";
-import { readFileSync, rmSync } from "node:fs";
+import { existsSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
-import { readMetrics, rlx, type Workspace, workspace, writeConfig } from "./train_helpers.ts";
+import {
+  processesMentioning,
+  readMetrics,
+  rlx,
+  until,
+  untilWhileRunning,
+  type Workspace,
+  workspace,
+  writeConfig,
+} from "./train_helpers.ts";
 
 let ws: Workspace;
 beforeAll(async () => {
@@ -18,7 +28,11 @@ const STEPS = 3;
 const digest = (path: string) => createHash("sha256").update(readFileSync(path)).digest("hex");
 const timing = (key: string) => key === "time" || key.startsWith("time/") || key.startsWith("throughput/");
 
-async function run(name: string): Promise<{ weights: string[]; metrics: Record<string, number>[] }> {
+/** A run of the test's config; `killAfterCheckpoint` SIGKILLs it once that checkpoint is whole, then resumes it. */
+async function run(
+  name: string,
+  killAfterCheckpoint?: number,
+): Promise<{ weights: string[]; metrics: Record<string, number>[] }> {
   const { path, runDir } = writeConfig(
     ws,
     name,
@@ -32,6 +46,9 @@ group_size = 4
 seq_len = 128
 max_tokens = 12
 max_async_level = 0
+[ckpt]
+interval = 1
+keep = ${STEPS}
 [orchestrator.eval]
 interval = 2
 num_examples = 4
@@ -43,7 +60,15 @@ id = ${JSON.stringify(ws.lettersEnv)}
 name = "letters"
 `,
   );
-  const { code, err } = await rlx(["train", path]).done;
+  if (killAfterCheckpoint !== undefined) {
+    const killed = rlx(["train", path]);
+    const manifest = join(runDir, "checkpoints", `step_${killAfterCheckpoint}`, "manifest.json");
+    await untilWhileRunning(killed, () => existsSync(manifest), 60_000, `checkpoint ${killAfterCheckpoint}`);
+    killed.proc.kill("SIGKILL");
+    await killed.done;
+    await until(() => processesMentioning(runDir).length === 0, 10_000, "no process of the run left", 50);
+  }
+  const { code, err } = await rlx(["train", path, ...(killAfterCheckpoint === undefined ? [] : ["--resume"])]).done;
   expect(err).not.toContain("error:");
   expect(code).toBe(0);
   const weights = Array.from({ length: STEPS }, (_, i) =>
@@ -64,3 +89,12 @@ test("deterministic = true: two runs give bit-identical weights and identical no
   expect(second.weights).toEqual(first.weights);
   expect(second.metrics).toEqual(first.metrics);
 }, 120_000);
+
+test("deterministic = true: a run killed with -9 after checkpoint 1 and resumed ends bitwise equal", async () => {
+  const whole = await run("whole");
+  const resumed = await run("resumed", 1);
+  expect(new Set(whole.weights).size).toBe(STEPS);
+  expect(resumed.weights).toEqual(whole.weights);
+  // the resumed run evaluates no step 0 again; every step's line is the uninterrupted run's
+  expect(resumed.metrics.filter((row) => row.step! > 0)).toEqual(whole.metrics.filter((row) => row.step! > 0));
+}, 180_000);

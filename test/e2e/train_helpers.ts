@@ -67,10 +67,11 @@ export interface Running {
   done: Promise<{ code: number; out: string; err: string }>;
 }
 
-/** Starts `rlx ARGS` (from source) in `cwd`. */
-export function rlx(args: string[], cwd = ROOT): Running {
+/** Starts `rlx ARGS` (from source) in `cwd`, with `env` added to this process's environment. */
+export function rlx(args: string[], cwd = ROOT, env: Record<string, string> = {}): Running {
   const proc = Bun.spawn([process.execPath, join(ROOT, "src/main.ts"), ...args], {
     cwd,
+    env: { ...process.env, ...env },
     stdin: "ignore",
     stdout: "pipe",
     stderr: "pipe",

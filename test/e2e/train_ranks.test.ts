@@ -61,6 +61,9 @@ const rankPids = (runDir: string, rank: number) =>
 const stepLines = (log: string) =>
   [...log.matchAll(/: step (\d+) loss (\S+)/g)].map((m) => [Number(m[1]), Number(m[2])]);
 
+/** The API key of the spawned policy servers (rlx train takes $RLX_API_KEY when it is set). */
+const POLICY_KEY = "ranks-test-key";
+
 /** The policy_version each server reports, polled until `stop` resolves. */
 async function watchVersions(ports: number[], stop: Promise<unknown>): Promise<number[][]> {
   const seen = ports.map(() => [] as number[]);
@@ -71,7 +74,10 @@ async function watchVersions(ports: number[], stop: Promise<unknown>): Promise<n
       ports.map(async (port, i) => {
         try {
           const list = (await (
-            await fetch(`http://127.0.0.1:${port}/v1/models`, { signal: AbortSignal.timeout(500) })
+            await fetch(`http://127.0.0.1:${port}/v1/models`, {
+              signal: AbortSignal.timeout(500),
+              headers: { authorization: `Bearer ${POLICY_KEY}` },
+            })
           ).json()) as { data: Array<{ policy_version?: number }> };
           const version = list.data[0]?.policy_version;
           if (version !== undefined && seen[i]!.at(-1) !== version) seen[i]!.push(version);
@@ -86,7 +92,8 @@ async function watchVersions(ports: number[], stop: Promise<unknown>): Promise<n
 test("two trainer ranks and two policy servers train a debug run end to end", async () => {
   const port = freePort(2);
   const { path, runDir } = config("two", port, "max_steps = 3");
-  const run = rlx(["train", path]);
+  const run = rlx(["train", path], undefined, { RLX_API_KEY: POLICY_KEY }); // the spawned servers' key
+
   const versions = await watchVersions([port, port + 1], run.done);
   const { code, out, err } = await run.done;
   expect(err).not.toContain("error");

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { existsSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { createEnv, loadEnv } from "../../src/envs/index.ts";
-import { TaskSampler } from "../../src/orchestrator/sampler.ts";
+import { TaskSampler, uniformEnv } from "../../src/orchestrator/sampler.ts";
 import {
   processesMentioning,
   readAudit,
@@ -112,13 +112,14 @@ ratio = 2
   const tasks = await (await createEnv(definition, {})).load("train", SEED);
   const replay = new TaskSampler(
     [
-      { name: "a", ratio: 1, groupSize: 2, tasks },
-      { name: "b", ratio: 2, groupSize: 2, tasks },
+      uniformEnv({ name: "a", ratio: 1, groupSize: 2, tasks }, SEED),
+      uniformEnv({ name: "b", ratio: 2, groupSize: 2, tasks }, SEED),
     ],
     SEED,
   );
   for (let g = 0; g < 6 * GROUPS_PER_STEP; g++) {
-    const draw = replay.next();
+    const draw = replay.next(1 + Math.floor(g / GROUPS_PER_STEP));
+    if (!draw.task) throw new Error("a uniform sampler never replays");
     const members = records.filter((r) => r.group_id === draw.groupId);
     expect(members.map((r) => r.rollout_id).sort()).toEqual([`${draw.groupId}/r0`, `${draw.groupId}/r1`]);
     for (const r of members) {

@@ -7,6 +7,7 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, truncateSyn
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ModelFileError } from "../../src/errors.ts";
+import { CHECKSUMS_FILE } from "../../src/model/checksums.ts";
 import { type ModelConfig, modelConfigFromShim } from "../../src/model/config.ts";
 import { loadModel, saveModel } from "../../src/model/hf.ts";
 import { INDEX_FILE, readSafetensors, SINGLE_FILE, writeSafetensors } from "../../src/model/safetensors.ts";
@@ -80,7 +81,7 @@ describe("save and load", () => {
       using original = await randomModel(config, 7);
       const dir = fresh();
       const saved = saveModel(original, dir, { dtype: "f32", config });
-      expect(saved.files).toEqual(["config.json", SINGLE_FILE]);
+      expect(saved.files).toEqual([CHECKSUMS_FILE, "config.json", SINGLE_FILE]);
       const names = [...readSafetensors(join(dir, SINGLE_FILE)).tensors.keys()];
       expect(names.includes("lm_head.weight")).toBe(!config.shim.tie_word_embeddings);
       using loaded = await loadModel(dir);
@@ -97,6 +98,9 @@ describe("save and load", () => {
     const dir = fresh();
     const saved = saveModel(original, dir, { dtype: "f32", config: QWEN3, shardBytes: 16 * 1024 });
     expect(saved.files).toContain(INDEX_FILE);
+    // checksums.json records every weight file: the shards and the index
+    const weightFiles = saved.files.filter((f) => f.endsWith(".safetensors") || f === INDEX_FILE);
+    expect(Object.keys(saved.checksums).sort()).toEqual(weightFiles);
     expect(saved.files.filter((f) => /^model-\d{5}-of-\d{5}\.safetensors$/.test(f)).length).toBeGreaterThan(2);
     expect(existsSync(join(dir, SINGLE_FILE))).toBe(false);
     using loaded = await loadModel(dir);
@@ -140,7 +144,7 @@ describe("save and load", () => {
     saveModel(model, dir, { dtype: "bf16", config: QWEN3 });
     writeFileSync(join(dir, "stale.txt"), "from the previous save");
     saveModel(model, dir, { dtype: "f32", sourceDir: source });
-    expect(readdirSync(dir).sort()).toEqual(["config.json", SINGLE_FILE, "tokenizer.json"]);
+    expect(readdirSync(dir).sort()).toEqual([CHECKSUMS_FILE, "config.json", SINGLE_FILE, "tokenizer.json"]);
     expect(readdirSync(root).filter((f) => f.includes(".tmp-") || f.includes(".old-"))).toEqual([]);
     const config = JSON.parse(readFileSync(join(dir, "config.json"), "utf8"));
     expect(config).toMatchObject({ bos_token_id: 1, torch_dtype: "float32", architectures: ["Qwen3ForCausalLM"] });
@@ -156,10 +160,12 @@ describe("save and load", () => {
 });
 
 describe("damaged model directories", () => {
+  /** A saved model without its checksums.json, as from the Hub: the structural checks below speak. */
   async function savedDir(config: ModelConfig = QWEN3): Promise<string> {
     using model = await randomModel(config, 12);
     const dir = fresh();
     saveModel(model, dir, { dtype: "f32", config });
+    rmSync(join(dir, CHECKSUMS_FILE));
     return dir;
   }
 

@@ -156,21 +156,17 @@ describe("config.json parsing", () => {
 });
 
 describe("config.json refusals name the file and the key", () => {
-  test("RoPE scaling (Llama 3.x), old and new spelling", () => {
+  test("RoPE scaling rlx does not run, and incomplete llama3 / yarn blocks (test/unit/model/rope.test.ts: the rest)", () => {
     expectRefusal(
       { ...LLAMA_MINIMAL, rope_scaling: { rope_type: "llama3", factor: 32 } },
-      "rope_scaling.rope_type",
-      '"llama3"',
+      "rope_scaling.low_freq_factor",
+      'required for rope_type "llama3"',
     );
+    expectRefusal({ ...LLAMA_MINIMAL, rope_scaling: { type: "linear", factor: 2 } }, "rope_scaling.type", '"linear"');
     expectRefusal(
-      { ...LLAMA_MINIMAL, rope_scaling: { type: "linear", factor: 2 } },
-      "rope_scaling.rope_type",
-      '"linear"',
-    );
-    expectRefusal(
-      { ...LLAMA_MINIMAL, rope_parameters: { rope_type: "yarn", rope_theta: 1e4 } },
+      { ...LLAMA_MINIMAL, rope_parameters: { rope_type: "longrope", rope_theta: 1e4 } },
       "rope_parameters.rope_type",
-      '"yarn"',
+      '"longrope"',
     );
   });
 

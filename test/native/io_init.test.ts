@@ -35,6 +35,7 @@ describe("rlx init", () => {
     init(join(tmp, "b"), "--preset", "tiny", "--seed", "5");
     init(join(tmp, "c"), "--preset", "tiny", "--seed", "6");
     expect(a.files).toEqual([
+      "checksums.json",
       "config.json",
       "generation_config.json",
       "model.safetensors",

@@ -1,12 +1,12 @@
 // A directory rlx writes means the same model to an independent implementation: PyTorch
 // (bench/reference/hf_logprobs.py: transformers' Llama/Qwen2/Qwen3 math over weights read by a
 // separate safetensors reader) computes the same logprobs as the shim for qwen3 (q/k norm, untied),
-// qwen2 (q/k/v biases, tied, sharded) and llama. Skips when Debian's python with torch is absent.
+// qwen2 (q/k/v biases, tied, sharded), llama, and llama3 / yarn RoPE scaling. Skips when Debian's python with torch is absent.
 import { afterAll, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { type ModelConfig, modelConfigFromShim } from "../../src/model/config.ts";
+import { type ModelConfig, modelConfigFromShim, parseModelConfig } from "../../src/model/config.ts";
 import { saveModel } from "../../src/model/hf.ts";
 import { score } from "../../src/native/generate.ts";
 import { NativeModel } from "../../src/native/model.ts";
@@ -43,6 +43,36 @@ const CASES: [string, ModelConfig, number][] = [
   [
     "llama: 4 heads over 2 kv heads, head_dim 12",
     modelConfigFromShim("llama", { ...BASE, num_attention_heads: 4, head_dim: 12 }),
+    Infinity,
+  ],
+  [
+    "llama3: Llama 3.1 RoPE scaling",
+    parseModelConfig(
+      {
+        ...BASE,
+        model_type: "llama",
+        rope_scaling: {
+          rope_type: "llama3",
+          factor: 8,
+          low_freq_factor: 1,
+          high_freq_factor: 4,
+          original_max_position_embeddings: 16,
+        },
+      },
+      "llama3",
+    ),
+    Infinity,
+  ],
+  [
+    "yarn: YaRN RoPE scaling, q/k norm",
+    parseModelConfig(
+      {
+        ...BASE,
+        model_type: "qwen3",
+        rope_scaling: { rope_type: "yarn", factor: 4, original_max_position_embeddings: 16 },
+      },
+      "yarn",
+    ),
     Infinity,
   ],
 ];

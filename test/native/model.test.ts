@@ -24,7 +24,13 @@ test("the flat config: unknown, missing and mistyped keys are errors that name t
     '"vocab_size" must be a positive integer',
   );
   expect(createError(JSON.stringify({ ...good, num_key_value_heads: 3 }))).toContain("multiple of num_key_value_heads");
-  expect(createError(JSON.stringify({ ...good, vocab_size: "64" }))).toContain("must be a number or a boolean");
+  expect(createError(JSON.stringify({ ...good, vocab_size: "64" }))).toContain(
+    '"vocab_size" must be a positive integer',
+  );
+  expect(createError(JSON.stringify({ ...good, rope_type: 1 }))).toContain('"rope_type" must be a string');
+  expect(createError(JSON.stringify(good).replace("}", ',"x":nul}'))).toContain(
+    "must be a number, a boolean or a string",
+  );
   expect(createError("{")).toContain("model config JSON");
   expect(createError(JSON.stringify(good) + "x")).toContain("trailing characters");
 });

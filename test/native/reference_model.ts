@@ -1,6 +1,6 @@
 // An independent float64 reference of the Llama/Qwen2/Qwen3 forward, written from the Hugging Face
 // modeling code's definitions (RMSNorm, rotate-half RoPE, repeat_kv grouped-query attention,
-// SwiGLU, q/k norm, attention bias), one unpacked sequence at a time with plain loops. The native
+// SwiGLU, q/k norm, attention bias, llama3 / yarn RoPE scaling), one unpacked sequence at a time with plain loops. The native
 // tests compare the shim's logprobs against it. Not a test file itself.
 import type { ShimModelConfig } from "../../src/native/model.ts";
 
@@ -30,15 +30,48 @@ function rmsNorm(x: Float64Array, w: Float64Array, eps: number): Float64Array {
   return x.map((v, i) => v * r * w[i]!);
 }
 
+/**
+ * Frequency i of RoPE (rotations per position, in radians) with the config's scaling, written per
+ * frequency from the definitions: Llama 3.1 (keep wavelengths under original/high_freq_factor,
+ * divide those over original/low_freq_factor by factor, blend linearly in original/wavelength
+ * between) and YaRN (blend interpolated theta_i/factor and extrapolated theta_i by a ramp over the
+ * dimension index between the dimensions making beta_fast and beta_slow turns over the original
+ * context). Returns the frequency and the factor on cos and sin.
+ */
+export function referenceRopeFrequency(cfg: ShimModelConfig, i: number): [number, number] {
+  const D = cfg.head_dim;
+  const base = Math.pow(cfg.rope_theta, -(2 * i) / D);
+  const s = cfg.rope_scaling;
+  if (!s) return [base, 1];
+  if (s.rope_type === "llama3") {
+    const wavelength = (2 * Math.PI) / base;
+    const ctx = s.original_max_position_embeddings;
+    if (wavelength < ctx / s.high_freq_factor) return [base, 1];
+    if (wavelength > ctx / s.low_freq_factor) return [base / s.factor, 1];
+    const t = (ctx / wavelength - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+    return [t * base + (1 - t) * (base / s.factor), 1];
+  }
+  const turnsDim = (turns: number) =>
+    (D * Math.log(s.original_max_position_embeddings / (turns * 2 * Math.PI))) / (2 * Math.log(cfg.rope_theta));
+  let lo = turnsDim(s.beta_fast);
+  let hi = turnsDim(s.beta_slow);
+  if (s.truncate) [lo, hi] = [Math.floor(lo), Math.ceil(hi)];
+  lo = Math.max(lo, 0);
+  hi = Math.min(hi, D - 1);
+  if (lo === hi) hi += 0.001;
+  const interpolated = Math.min(1, Math.max(0, (i - lo) / (hi - lo))); // 0 = keep theta_i, 1 = theta_i / factor
+  return [(1 - interpolated) * base + (interpolated * base) / s.factor, s.attention_factor];
+}
+
 /** HF rotate-half RoPE on one head vector at a position. */
-function rope(x: Float64Array, pos: number, theta: number): Float64Array {
+function rope(x: Float64Array, pos: number, cfg: ShimModelConfig): Float64Array {
   const D = x.length;
   const half = D / 2;
   const out = new Float64Array(D);
   for (let i = 0; i < half; i++) {
-    const angle = pos / Math.pow(theta, (2 * i) / D);
-    const c = Math.cos(angle);
-    const s = Math.sin(angle);
+    const [freq, scale] = referenceRopeFrequency(cfg, i);
+    const c = Math.cos(pos * freq) * scale;
+    const s = Math.sin(pos * freq) * scale;
     out[i] = x[i]! * c - x[i + half]! * s;
     out[i + half] = x[i + half]! * c + x[i]! * s;
   }
@@ -73,12 +106,8 @@ export function referenceLogprobs(
           const head = a.slice(j * D, (j + 1) * D);
           return norm ? rmsNorm(head, norm, eps) : head;
         });
-      qs.push(
-        heads(q, H, cfg.qk_norm ? p("self_attn.q_norm.weight") : undefined).map((hv) => rope(hv, pos, cfg.rope_theta)),
-      );
-      ks.push(
-        heads(k, G, cfg.qk_norm ? p("self_attn.k_norm.weight") : undefined).map((hv) => rope(hv, pos, cfg.rope_theta)),
-      );
+      qs.push(heads(q, H, cfg.qk_norm ? p("self_attn.q_norm.weight") : undefined).map((hv) => rope(hv, pos, cfg)));
+      ks.push(heads(k, G, cfg.qk_norm ? p("self_attn.k_norm.weight") : undefined).map((hv) => rope(hv, pos, cfg)));
       vs.push(heads(v, G));
     });
     xs = xs.map((x, t) => {

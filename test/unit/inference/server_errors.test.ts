@@ -88,12 +88,33 @@ const MALFORMED: [string, string, unknown, number, string | null][] = [
     "messages",
   ],
   [
-    "chat tools (not implemented)",
+    "chat tools that are not function tools",
     "/v1/chat/completions",
-    { ...chat, tools: [{ type: "function", function: { name: "f" } }] },
+    { ...chat, tools: [{ type: "retrieval" }] },
     400,
     "tools",
   ],
+  [
+    "chat tool_choice required (needs guided decoding)",
+    "/v1/chat/completions",
+    { ...chat, tools: [{ type: "function", function: { name: "f" } }], tool_choice: "required" },
+    400,
+    "tool_choice",
+  ],
+  [
+    "chat assistant tool_calls whose arguments are not JSON",
+    "/v1/chat/completions",
+    {
+      ...chat,
+      messages: [
+        { role: "user", content: "x" },
+        { role: "assistant", content: "", tool_calls: [{ type: "function", function: { name: "f", arguments: "{" } }] },
+      ],
+    },
+    400,
+    "messages",
+  ],
+  ["tokenize with neither prompt nor messages", "/tokenize", {}, 400, "prompt"],
   [
     "chat top_logprobs > 0 (not implemented)",
     "/v1/chat/completions",

@@ -5,6 +5,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "no
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ModelFileError } from "../../../src/errors.ts";
+import { checksumFile } from "../../../src/model/checksums.ts";
 import {
   INDEX_FILE,
   readSafetensors,
@@ -182,13 +183,17 @@ describe("safetensors model directories", () => {
 
   test("writes one model.safetensors when under the shard size", () => {
     const dir = mkdtempSync(join(root, "single-"));
-    expect(writeSafetensorsDir(dir, tensors)).toEqual([SINGLE_FILE]);
+    const written = writeSafetensorsDir(dir, tensors);
+    expect(Object.keys(written)).toEqual([SINGLE_FILE]);
+    // the checksum returned is the file's on disk, as Python's zlib.crc32 would compute it
+    expect(written[SINGLE_FILE]).toMatchObject(checksumFile(join(dir, SINGLE_FILE)));
+    expect(Object.keys(written[SINGLE_FILE]!.tensors!)).toEqual(["a", "b", "c", "d", "e"]);
     expect([...readSafetensorsDir(dir).keys()]).toEqual(["a", "b", "c", "d", "e"]);
   });
 
   test("shards by size with a transformers-style index and reads every tensor back", () => {
     const dir = mkdtempSync(join(root, "sharded-"));
-    const files = writeSafetensorsDir(dir, tensors, 40); // 16+20 | 24 | 28 | 32 bytes
+    const files = Object.keys(writeSafetensorsDir(dir, tensors, 40)); // 16+20 | 24 | 28 | 32 bytes
     expect(files).toEqual([shardName(0, 4), shardName(1, 4), shardName(2, 4), shardName(3, 4), INDEX_FILE]);
     expect(shardName(0, 4)).toBe("model-00001-of-00004.safetensors");
     const index = JSON.parse(readFileSync(join(dir, INDEX_FILE), "utf8"));

@@ -1,0 +1,204 @@
+// The groups of one batch (step 2 of the step loop, src/orchestrator/loop.ts; docs/sampling.md).
+// Groups are drawn (env by ratio, then the env's sampler: a fresh task, or a stored group to
+// replay) until they hold batch_size rollouts and run all at once, each env with its own algorithm
+// and sampling source: scoreRollout as each rollout finishes, scoreGroup once its group has. Then,
+// in draw order, a group older than max_off_policy_steps is dropped (counted) and replaced, and
+// each finished fresh group updates its task's statistics and passes its env sampler's admission
+// gate or is replaced. A failing hook fails its rollouts, as data, never the run.
+//
+// Replacement rounds draw ahead: once a gate has rejected groups this step, a round draws for
+// what is missing divided by the share admitted so far (at most MAX_DRAW_AHEAD times it), so a
+// gate that rejects half the groups needs about two rounds rather than one per halving. An
+// admitted group drawn ahead that the batch no longer needs waits in the run-level draw's pending
+// list (checkpointed with it) and is the first group of the next step; one the gate admitted only
+// because its bound was reached is discarded (counted as rejected). Without rejections nothing is
+// drawn ahead, so a run without a gate draws exactly as before.
+import { finishGroup, finishRollout } from "../algorithms/base.ts";
+import type { ResolvedConfig } from "../config/resolve.ts";
+import type { Rollout } from "../data/types.ts";
+import { hashString } from "../envs/random.ts";
+import { RlxError } from "../errors.ts";
+import type { ChatRenderer } from "../model/render.ts";
+import { runRollout } from "../rollout/driver.ts";
+import type { Progress } from "./metrics.ts";
+import type { Draw, TaskSampler } from "./sampler.ts";
+import type { TrainEnv } from "./setup.ts";
+
+/** What collecting a batch needs from the run. */
+export interface CollectContext {
+  config: ResolvedConfig;
+  envs: TrainEnv[];
+  renderer: ChatRenderer;
+  warn: (line: string) => void;
+}
+
+/** Batches in a row with nothing to train before the run gives up. */
+export const MAX_EMPTY_BATCHES = 10;
+
+/** A replacement round draws at most this many times what is missing. */
+export const MAX_DRAW_AHEAD = 2;
+
+/** What happened to one env's groups while a batch was collected (the sampling/<env>/* metrics). */
+export interface EnvAdmission {
+  /** Fresh groups the gate admitted (all of them without a gate). */
+  admitted: number;
+  /** Fresh groups the gate rejected (replaced by others). */
+  rejected: number;
+  /** Groups admitted past the over-sampling bound, ungated. */
+  overBound: number;
+  /** Stored groups trained again. */
+  replayed: number;
+  /** Rollouts the gate rejected (what the over-sampling bound counts). */
+  rejectedRollouts: number;
+}
+
+export interface Sampled {
+  /** The batch's groups in draw order: admitted fresh ones and replayed ones. */
+  groups: Rollout[][];
+  /** The rollouts of replayed groups (trained before, in an earlier step). */
+  replayed: Set<Rollout>;
+  /** Rollouts dropped as stale. */
+  dropped: number;
+  /** Per env name. */
+  admission: Map<string, EnvAdmission>;
+}
+
+/** How far a replacement round draws ahead: 1 / the share of this step's fresh groups the gates
+ * admitted, at most MAX_DRAW_AHEAD; 1 while none was rejected, and once a gate gave up (its bound). */
+function drawAhead(admission: ReadonlyMap<string, EnvAdmission>): number {
+  let admitted = 0;
+  let rejected = 0;
+  for (const count of admission.values()) {
+    if (count.overBound > 0) return 1;
+    admitted += count.admitted;
+    rejected += count.rejected;
+  }
+  return rejected === 0 ? 1 : Math.min(MAX_DRAW_AHEAD, (admitted + rejected) / Math.max(1, admitted));
+}
+
+/**
+ * Groups for step N totalling at least batch_size rollouts, none of them stale, each admitted by
+ * its env's sampler: drawn (groups pending from the last step first, then a fresh task or a stored
+ * group to replay), run all at once, then, in draw order, each fresh group's task statistics
+ * recorded, the gate asked, the sampler told. A rejected group is replaced by drawing again.
+ */
+export async function sampleGroups(
+  step: number,
+  o: CollectContext,
+  sampler: TaskSampler,
+  progress: Progress,
+): Promise<Sampled> {
+  const minVersion = step - 1 - o.config.orchestrator.max_off_policy_steps;
+  const out: Sampled = { groups: [], replayed: new Set(), dropped: 0, admission: new Map() };
+  for (const env of o.envs)
+    out.admission.set(env.resolved.name, { admitted: 0, rejected: 0, overBound: 0, replayed: 0, rejectedRollouts: 0 });
+  const inBatch = new Set<Rollout>();
+  let need = o.config.orchestrator.batch_size;
+  while (need > 0) {
+    const draws: Array<{ draw: Draw; ahead: boolean }> = [];
+    const target = need * drawAhead(out.admission);
+    for (let planned = 0; planned < target;) {
+      const draw = sampler.next(step);
+      draws.push({ draw, ahead: planned >= need });
+      planned += draw.groupSize;
+    }
+    progress.grow(draws.reduce((n, { draw }) => n + (draw.kind === "fresh" ? draw.groupSize : 0), 0));
+    const finished = await Promise.all(
+      draws.map(({ draw }) => (draw.kind === "fresh" ? runGroup(draw, o, progress) : draw.group)),
+    );
+    for (const [i, group] of finished.entries()) {
+      const { draw, ahead } = draws[i]!;
+      const env = o.envs.find((e) => e.resolved.name === draw.env)!;
+      const count = out.admission.get(draw.env)!;
+      const versions = group.filter((r) => r.numTurns > 0).map((r) => r.policyVersion);
+      if (!env.frozen && versions.length > 0 && Math.min(...versions) < minVersion) {
+        out.dropped += group.length;
+        if (out.dropped >= MAX_EMPTY_BATCHES * o.config.orchestrator.batch_size) {
+          throw new RlxError(
+            `step ${step}: ${out.dropped} rollouts in a row were sampled by weights older than version ${minVersion} (max_off_policy_steps ${o.config.orchestrator.max_off_policy_steps}); the last by version ${Math.min(...versions)}`,
+            {
+              fix: "the policy is not serving the weights the trainer publishes: check the policy servers' logs (POST /update_weights)",
+            },
+          );
+        }
+        continue;
+      }
+      if (draw.kind === "fresh") {
+        env.stats.record(group, step);
+        const verdict = env.sampler.admit(group, count.rejectedRollouts);
+        // past the bound a group is admitted only to fill this batch, never kept for the next
+        const turnedAway = verdict === "reject" || (verdict === "over_bound" && ahead && need <= 0);
+        env.sampler.observe(group, !turnedAway, step);
+        if (turnedAway) {
+          count.rejected++;
+          count.rejectedRollouts += group.length;
+          continue;
+        }
+        if (verdict === "over_bound") count.overBound++;
+        else count.admitted++;
+      }
+      if (ahead && need <= 0) {
+        sampler.keep({ group, replay: draw.kind === "replay" }); // drawn ahead, not needed: the next step's
+        continue;
+      }
+      if (draw.kind === "replay") {
+        // a group trains once per step: one stored in an earlier round (or kept pending from the
+        // last step) may come back from its buffer while it is in this batch already
+        if (group.some((rollout) => inBatch.has(rollout))) continue;
+        count.replayed++;
+        for (const rollout of group) out.replayed.add(rollout);
+      }
+      for (const rollout of group) inBatch.add(rollout);
+      out.groups.push(group);
+      need -= group.length;
+    }
+  }
+  return out;
+}
+
+/** One group: group_size rollouts of one task, scored as each finishes and then as a group. */
+async function runGroup(draw: Draw & { kind: "fresh" }, o: CollectContext, progress: Progress): Promise<Rollout[]> {
+  const train = o.envs.find((e) => e.resolved.name === draw.env)!;
+  const env = train.resolved;
+  const group = await Promise.all(
+    Array.from({ length: draw.groupSize }, async (_, i) => {
+      const id = `${draw.groupId}/r${i}`;
+      const rollout = await runRollout({
+        id,
+        groupId: draw.groupId,
+        envId: env.name,
+        env: train.env,
+        task: draw.task,
+        client: train.client,
+        renderer: o.renderer,
+        sampling: {
+          maxTokens: env.max_tokens,
+          temperature: env.temperature,
+          topP: 1,
+          topK: 0,
+          seed: hashString(`${o.config.seed}:${id}`),
+        },
+        maxContextTokens: o.config.orchestrator.seq_len,
+        templateArgs: o.config.orchestrator.chat_template_kwargs,
+      });
+      await failAsData([rollout], "scoreRollout", () => finishRollout(train.algorithm, rollout));
+      progress.tick();
+      return rollout;
+    }),
+  );
+  await failAsData(group, "scoreGroup", () => finishGroup(train.algorithm, group));
+  return group;
+}
+
+/** Runs an algorithm hook; if it throws, the rollouts it was scoring fail (as data, not a crash). */
+async function failAsData(rollouts: Rollout[], hook: string, run: () => Promise<void>): Promise<void> {
+  try {
+    await run();
+  } catch (err) {
+    for (const rollout of rollouts) {
+      if (rollout.error) continue;
+      rollout.error = `${hook} failed: ${(err as Error).message}`;
+      rollout.metrics = { ...rollout.metrics, error: 1 };
+    }
+  }
+}

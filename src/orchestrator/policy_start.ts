@@ -1,0 +1,152 @@
+// How `rlx train` starts its live policy (docs/run-directory.md, "Who runs"): external servers
+// named in [inference] base_urls, `[inference] servers` spawned `rlx serve --policy` children, or
+// the engine in this process. Spawned servers are locked down as docs/serve.md says: each run
+// makes a fresh random API key ($RLX_API_KEY instead when set, for whoever else queries them),
+// handed over in their environment, not on a command line that `ps` shows, and confines their
+// /update_weights to the run's own weights/ directory.
+import { randomBytes } from "node:crypto";
+import { mkdirSync } from "node:fs";
+import { join, resolve } from "node:path";
+import type { ResolvedConfig } from "../config/resolve.ts";
+import { ConfigError, RlxError } from "../errors.ts";
+import { API_KEY_ENV } from "../inference/auth.ts";
+import { DEFAULT_HTTP, JsonEndpoint } from "../inference/http.ts";
+import { readModelConfig } from "../model/config.ts";
+import { loadNative } from "../native/ffi.ts";
+import type { Children } from "./children.ts";
+import { InProcessPolicy, type PolicyPool, RemotePolicy } from "./policy.ts";
+
+export type InferenceMode = "auto" | "spawn" | "in-process";
+
+/** Tokens the policy serves beyond seq_len, for scoring prefixed sequences (OPSD's hint). */
+const SCORE_MARGIN = 512;
+
+/** The model name spawned policy servers serve under. */
+const POLICY_NAME = "policy";
+
+/** Where the policy runs: inference.device, or the trainer's device for "auto". */
+const policyDevice = (config: ResolvedConfig) =>
+  config.inference.device === "auto" ? config.trainer.device : config.inference.device;
+
+export interface PolicyStart {
+  runDir: string;
+  /** The weights the policy starts from (the base model, or a checkpoint's). */
+  modelDir: string;
+  version: number;
+  mode: InferenceMode;
+  children: Children;
+  /** RLX_THREADS of each spawned server. */
+  threads?: number;
+}
+
+/** Starts the policy: external servers, spawned `rlx serve --policy` servers, or in-process. */
+export async function startPolicy(config: ResolvedConfig, start: PolicyStart): Promise<PolicyPool> {
+  const inf = config.inference;
+  if (inf.base_urls.length > 0) {
+    const apiKey = externalApiKey(inf.api_key_var);
+    const policy = new RemotePolicy(inf.base_urls, await servedModelName(inf.base_urls[0]!, apiKey), 0, apiKey);
+    if (start.version > 0) await policy.load(resolve(start.modelDir), start.version);
+    return policy;
+  }
+  // Rollouts never exceed seq_len (the rollout driver stops there); the margin is for sequences
+  // the policy only scores, such as OPSD's demonstration hint prepended to a rollout.
+  const maxModelLen = Math.min(
+    config.orchestrator.seq_len + SCORE_MARGIN,
+    readModelConfig(start.modelDir).shim.max_position_embeddings,
+  );
+  if (start.mode === "in-process") {
+    // One intra-op thread here: the trainer child computes at the same time on the other cores,
+    // and this process's OpenMP threads cannot be made to wait passively once it has started.
+    await loadNative(config.deterministic ? 1 : Number(process.env.RLX_THREADS ?? 1));
+    return InProcessPolicy.create(start.modelDir, start.version, {
+      maxBatch: inf.max_batch,
+      maxModelLen,
+      reloadMode: inf.reload,
+      dtype: config.model.dtype,
+      device: policyDevice(config),
+    });
+  }
+  const apiKey = process.env[API_KEY_ENV] || randomBytes(24).toString("hex");
+  const weightsRoot = join(start.runDir, "weights");
+  mkdirSync(weightsRoot, { recursive: true });
+  const urls: string[] = [];
+  for (let i = 0; i < inf.servers; i++) {
+    const port = inf.port + i;
+    start.children.spawn({
+      name: `policy-${i}`,
+      args: [
+        "serve",
+        "--model",
+        resolve(start.modelDir),
+        "--served-model-name",
+        POLICY_NAME,
+        "--policy",
+        "--weights-root",
+        weightsRoot,
+        "--policy-version",
+        String(start.version),
+        "--host",
+        inf.host,
+        "--port",
+        String(port),
+        "--max-batch",
+        String(inf.max_batch),
+        "--max-model-len",
+        String(maxModelLen),
+        "--reload-mode",
+        inf.reload,
+        "--dtype",
+        config.model.dtype,
+        "--device",
+        policyDevice(config),
+      ],
+      env: {
+        RLX_PARENT_PID: String(process.pid),
+        [API_KEY_ENV]: apiKey,
+        ...(start.threads ? { RLX_THREADS: String(start.threads) } : {}),
+      },
+    });
+    urls.push(`http://${inf.host}:${port}/v1`);
+  }
+  await Promise.race([Promise.all(urls.map((url) => waitForHealth(url))), start.children.failure]);
+  return new RemotePolicy(urls, POLICY_NAME, start.version, apiKey);
+}
+
+/** The key external policy servers want, from the variable [inference] api_key_var names. */
+function externalApiKey(variable: string | undefined): string | undefined {
+  if (variable === undefined) return undefined;
+  const key = process.env[variable];
+  if (!key)
+    throw new ConfigError(`inference.api_key_var: $${variable} is not set`, {
+      fix: `export ${variable}=KEY (the key the policy servers were started with), or drop inference.api_key_var`,
+    });
+  return key;
+}
+
+/** The model an external server serves (the first of its GET /v1/models). */
+async function servedModelName(baseUrl: string, apiKey: string | undefined): Promise<string> {
+  const headers: Record<string, string> = apiKey ? { authorization: `Bearer ${apiKey}` } : {};
+  const list = await new JsonEndpoint(baseUrl.replace(/\/+$/, ""), { ...DEFAULT_HTTP, retries: 3, headers }).request<{
+    data?: Array<{ id: string }>;
+  }>("/models");
+  const id = list.data?.[0]?.id;
+  if (!id)
+    throw new RlxError(`${baseUrl}/models lists no model`, {
+      fix: "check [inference] base_urls: each must be an OpenAI-compatible server ending in /v1",
+    });
+  return id;
+}
+
+async function waitForHealth(baseUrl: string, timeoutMs = 120_000): Promise<void> {
+  const url = `${baseUrl.replace(/\/v1$/, "")}/health`;
+  const deadline = performance.now() + timeoutMs;
+  while (performance.now() < deadline) {
+    try {
+      if ((await fetch(url, { signal: AbortSignal.timeout(2000) })).ok) return;
+    } catch {}
+    await Bun.sleep(200);
+  }
+  throw new RlxError(`the policy server ${baseUrl} did not become healthy within ${timeoutMs / 1000} s`, {
+    fix: "see logs/policy-*.log in the run directory",
+  });
+}

@@ -1,0 +1,91 @@
+// What rank 0 of the trainer writes after a step (docs/run-directory.md, "A step"): the weights as
+// `weights/step_N/`, the checkpoint when the step is due one, then the marker `published.json`
+// (the step's metrics), then it deletes the step file and prunes old weights. Each write is whole
+// or not at all, and a write the disk refuses is a DiskError naming it (src/rundir/paths.ts): the
+// run stops with that, no partial directory is left to be taken as whole, and --resume continues
+// from the newest whole checkpoint once there is space.
+//
+// Also the checkpoint a SIGTERM asks for (`ckpt.on_sigterm`): written between steps, of the last
+// finished one, so a pre-empted run loses at most the step in flight.
+import { readdirSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import type { ResolvedConfig } from "../config/resolve.ts";
+import { saveModel } from "../model/hf.ts";
+import type { NativeModel } from "../native/model.ts";
+import type { NativeOptimizer } from "../native/train.ts";
+import { isCheckpointStep, writeCheckpoint } from "../rundir/checkpoint.ts";
+import {
+  batchPath,
+  checkpointDir,
+  diskWrite,
+  PUBLISHED_MARKER,
+  type PublishedStep,
+  weightsDir,
+  writeFileAtomic,
+} from "../rundir/paths.ts";
+
+export interface Trained {
+  runDir: string;
+  config: ResolvedConfig;
+  step: number;
+  model: NativeModel;
+  optimizer: NativeOptimizer;
+  /** The model directory the run started from (config.json and tokenizer files come from it). */
+  sourceDir: string;
+  /** The orchestrator's state when it cut this step (every step file carries it). */
+  state: unknown;
+}
+
+/** Publishes step `step`: weights, a due checkpoint, the marker; returns the marker written. */
+export function publishStep(
+  t: Trained,
+  marker: Omit<PublishedStep, "timing">,
+  timing: { wait: number; train: number },
+): PublishedStep {
+  const { runDir, config, step } = t;
+  const publishStart = performance.now();
+  const dir = weightsDir(runDir, step);
+  diskWrite(`publishing ${dir}`, () => saveModel(t.model, dir, { dtype: config.model.dtype, sourceDir: t.sourceDir }));
+  const checkpointStart = performance.now();
+  if (isCheckpointStep(step, config)) checkpoint(t);
+  const published: PublishedStep = {
+    ...marker,
+    timing: {
+      ...timing,
+      publish: (checkpointStart - publishStart) / 1000,
+      checkpoint: (performance.now() - checkpointStart) / 1000,
+    },
+  };
+  // The checkpoint comes before the marker: once the orchestrator sees step N published, a
+  // checkpoint due at N is already on disk, so a kill after that point never loses it.
+  writeFileAtomic(join(dir, PUBLISHED_MARKER), JSON.stringify(published));
+  rmSync(batchPath(runDir, step), { force: true });
+  pruneWeights(runDir, config.orchestrator.max_async_level + 3, step);
+  return published;
+}
+
+/** Writes `checkpoints/step_N/` for a trained step (and prunes to ckpt.keep). */
+export function checkpoint(t: Trained): string {
+  return diskWrite(`writing the checkpoint ${checkpointDir(t.runDir, t.step)}`, () =>
+    writeCheckpoint(t.runDir, t.step, {
+      model: t.model,
+      optimizer: t.optimizer,
+      sourceDir: t.sourceDir,
+      orchestratorState: t.state,
+      keep: t.config.ckpt.keep,
+    }),
+  );
+}
+
+/** Keeps the newest `keep` published weight directories. The policy only loads the newest, and the
+ * orchestrator reads every marker: it is at most max_async_level + 1 steps behind the trainer. */
+function pruneWeights(runDir: string, keep: number, protect: number): void {
+  const dir = join(runDir, "weights");
+  const steps = readdirSync(dir)
+    .map((name) => /^step_(\d+)$/.exec(name))
+    .filter((m): m is RegExpExecArray => m !== null)
+    .map((m) => Number(m[1]))
+    .sort((a, b) => b - a);
+  for (const step of steps.slice(keep))
+    if (step !== protect) rmSync(weightsDir(runDir, step), { recursive: true, force: true });
+}
