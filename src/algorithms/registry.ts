@@ -16,10 +16,10 @@
 // algorithm shares and rlx validates), and errors name the path the user typed
 // (orchestrator.train.env[1].algo.decay). The rules below apply to custom classes as to built-ins,
 // once their class is loaded (at setup).
-import { resolve } from "node:path";
 import { z } from "zod";
 import { perToken, rolloutLength, sampleRanges } from "../data/types.ts";
 import { ConfigError, configError, keyPath } from "../errors.ts";
+import { loadPluginClass } from "../plugin.ts";
 import { Algorithm, type AlgorithmClass, LOSS_COMPONENTS, type RunView } from "./base.ts";
 import { Echo } from "./echo.ts";
 import * as group from "./group.ts";
@@ -122,30 +122,9 @@ export function checkAlgorithm(cls: AlgorithmClass, config: AlgoConfig, site: Al
 
 /** Imports a custom algorithm file and returns its class. */
 export async function loadCustomClass(file: string, site: AlgoSite): Promise<AlgorithmClass> {
-  const at = `${site.source}: ${keyPath([...site.path, "path"])}`;
   const shape = "export default ({ Algorithm }) => class extends Algorithm { ... } (docs/algorithms.md)";
-  let module: { default?: unknown };
-  try {
-    module = await import(resolve(file));
-  } catch (err) {
-    throw new ConfigError(`${at}: cannot import "${file}": ${(err as Error).message}`, {
-      fix: "paths are relative to the directory rlx runs in",
-    });
-  }
-  if (typeof module.default !== "function")
-    throw new ConfigError(`${at}: "${file}" has no default export function`, { fix: shape });
-  let cls: unknown;
-  try {
-    cls = (module.default as (kit: AlgorithmKit) => unknown)(algorithmKit);
-  } catch (err) {
-    throw new ConfigError(`${at}: the default export of "${file}" threw: ${(err as Error).message}`, { fix: shape });
-  }
-  if (typeof cls !== "function" || !(cls.prototype instanceof Algorithm)) {
-    throw new ConfigError(
-      `${at}: the default export of "${file}" must return a class extending the Algorithm it is given`,
-      { fix: shape },
-    );
-  }
+  const at = `${site.source}: ${keyPath([...site.path, "path"])}`;
+  const cls = await loadPluginClass(file, at, { base: Algorithm, kit: algorithmKit, shape });
   const algo = cls as AlgorithmClass;
   if (!LOSS_COMPONENTS.includes(algo.actionLossType)) {
     throw new ConfigError(

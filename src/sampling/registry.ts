@@ -12,9 +12,9 @@
 //
 // The user's `schema` validates the block minus `type`, `path` and `pass_reward`, and errors name
 // the path the user typed (orchestrator.train.env[1].sampler.window).
-import { resolve } from "node:path";
 import { z } from "zod";
 import { ConfigError, configError, keyPath } from "../errors.ts";
+import { loadPluginClass } from "../plugin.ts";
 import {
   hasSpread,
   passRewardField,
@@ -84,32 +84,9 @@ export function checkSampler(cls: SamplerClass, config: SamplerConfig, site: Sam
 
 /** Imports a custom sampler file and returns its class. */
 async function loadCustomClass(file: string, site: SamplerSite): Promise<SamplerClass> {
-  const at = `${site.source}: ${keyPath([...site.path, "path"])}`;
   const shape = "export default ({ Sampler }) => class extends Sampler { next(step) { ... } } (docs/sampling.md)";
-  let module: { default?: unknown };
-  try {
-    module = await import(resolve(file));
-  } catch (err) {
-    throw new ConfigError(`${at}: cannot import "${file}": ${(err as Error).message}`, {
-      fix: "paths are relative to the directory rlx runs in",
-    });
-  }
-  if (typeof module.default !== "function")
-    throw new ConfigError(`${at}: "${file}" has no default export function`, { fix: shape });
-  let cls: unknown;
-  try {
-    cls = (module.default as (kit: SamplerKit) => unknown)(samplerKit);
-  } catch (err) {
-    throw new ConfigError(`${at}: the default export of "${file}" threw: ${(err as Error).message}`, { fix: shape });
-  }
-  if (typeof cls !== "function" || !(cls.prototype instanceof Sampler))
-    throw new ConfigError(
-      `${at}: the default export of "${file}" must return a class extending the Sampler it is given`,
-      {
-        fix: shape,
-      },
-    );
-  return cls as SamplerClass;
+  const at = `${site.source}: ${keyPath([...site.path, "path"])}`;
+  return (await loadPluginClass(file, at, { base: Sampler, kit: samplerKit, shape })) as SamplerClass;
 }
 
 /** One sampler instance for one env: built-ins were checked at resolve; a custom class is loaded and checked here. */
