@@ -75,9 +75,14 @@ export interface SftOptions {
 }
 
 /** Reads and tokenizes the dataset; every row must keep a target token inside seq_len. */
-export function prepareExamples(renderer: ChatRenderer, paths: string[], seqLen: number): SftExample[] {
+export function prepareExamples(
+  renderer: ChatRenderer,
+  paths: string[],
+  seqLen: number,
+  templateArgs: Record<string, unknown> = {},
+): SftExample[] {
   return readSftRows(paths).flatMap((conv) =>
-    tokenizeConversationSamples(renderer, conv).map(({ tokenIds, ceWeights }, k, all) => {
+    tokenizeConversationSamples(renderer, conv, templateArgs).map(({ tokenIds, ceWeights }, k, all) => {
       const id = all.length > 1 ? `${conv.where}#${k}` : conv.where;
       // A row's first token is never predicted, and tokens past seq_len are cut off.
       if (!ceWeights.slice(1, seqLen).some((w) => w !== 0)) {
@@ -125,6 +130,7 @@ async function evalAll(
           greedy: settings.greedy,
           seed: config.seed,
           maxContextTokens: client.engine.maxModelLen,
+          templateArgs: config.chat_template_kwargs,
         }),
       );
     }
@@ -145,7 +151,7 @@ export async function runSft(config: SftConfig, options: SftOptions = {}): Promi
   const checkpoint = checkRunDir(runDir, options, warn);
   await loadNative(t.threads);
   const renderer = new ChatRenderer(Tokenizer.load(config.model.path));
-  const examples = prepareExamples(renderer, dataPaths(config), t.seq_len);
+  const examples = prepareExamples(renderer, dataPaths(config), t.seq_len, config.chat_template_kwargs);
   const batchOptions = {
     batchTokens: t.batch_tokens,
     seqLen: t.seq_len,
