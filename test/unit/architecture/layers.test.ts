@@ -14,7 +14,7 @@ const LAYERS: string[][] = [
   ["model"],
   ["data"],
   ["envs", "inference"],
-  ["algorithms", "rollout", "rundir", "sampling"],
+  ["algorithms", "hub", "rollout", "rundir", "sampling"],
   ["config"],
   ["orchestrator", "trainer", "sft", "eval", "report"],
   ["cli"],
