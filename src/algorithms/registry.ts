@@ -20,6 +20,7 @@ import { z } from "zod";
 import { perToken, rolloutLength, sampleRanges } from "../data/types.ts";
 import { ConfigError, configError, keyPath } from "../errors.ts";
 import { loadPluginClass } from "../plugin.ts";
+import { AgenticCredit } from "./agentic_credit.ts";
 import { Algorithm, type AlgorithmClass, LOSS_COMPONENTS, type RunView } from "./base.ts";
 import { Echo } from "./echo.ts";
 import * as group from "./group.ts";
@@ -38,6 +39,7 @@ export const BUILTIN_ALGORITHMS = {
   opsd: Opsd,
   sft: Sft,
   echo: Echo,
+  agentic_credit: AgenticCredit,
 } satisfies Record<string, AlgorithmClass>;
 
 type Builtins = typeof BUILTIN_ALGORITHMS;

@@ -44,7 +44,8 @@ export class AgenticJudge implements Judge {
     private readonly env: Env,
   ) {
     const clash = env.tools.find((t) => JUDGE_TOOLS.has(t.spec.function.name));
-    if (clash) throw new Error(`the env has a tool named "${clash.spec.function.name}", which the judge's own tool uses`);
+    if (clash)
+      throw new Error(`the env has a tool named "${clash.spec.function.name}", which the judge's own tool uses`);
   }
 
   async judge(task: Task, rollout: Rollout, signal?: AbortSignal): Promise<Verdict> {
@@ -87,7 +88,10 @@ export class AgenticJudge implements Judge {
         messages.at(-1)!.content = await this.runTool(call, task, rollout);
       }
     }
-    throw new JudgeError(`the agentic judge gave no verdict in ${this.config.max_turns} turns (judge.max_turns)`, record);
+    throw new JudgeError(
+      `the agentic judge gave no verdict in ${this.config.max_turns} turns (judge.max_turns)`,
+      record,
+    );
   }
 
   /** The observation for one of the judge's tool calls (never a verdict with a valid score). */

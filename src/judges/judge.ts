@@ -30,7 +30,9 @@ export class JudgeError extends RlxError {
     message: string,
     readonly judge: JudgeRecord,
   ) {
-    super(message, { fix: "look at the judge's conversation (rollout.judge) and its prompt format (docs/algorithms.md)" });
+    super(message, {
+      fix: "look at the judge's conversation (rollout.judge) and its prompt format (docs/algorithms.md)",
+    });
   }
 }
 

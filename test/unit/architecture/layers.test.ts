@@ -13,7 +13,7 @@ const LAYERS: string[][] = [
   ["native", "errors.ts"],
   ["model"],
   ["data"],
-  ["envs", "inference"],
+  ["envs", "inference", "judges"],
   ["algorithms", "rollout", "rundir", "sampling"],
   ["config"],
   ["orchestrator", "trainer", "sft", "eval", "report"],
