@@ -20,7 +20,8 @@ import { z } from "zod";
 import { perToken, rolloutLength, sampleRanges } from "../data/types.ts";
 import { ConfigError, configError, keyPath } from "../errors.ts";
 import { loadPluginClass } from "../plugin.ts";
-import { AgenticCredit } from "./agentic_credit.ts";
+import { judgeKit } from "../judges/index.ts";
+import { AgenticCredit, creditFactors, creditParts, parseStepWeights } from "./agentic_credit.ts";
 import { Algorithm, type AlgorithmClass, LOSS_COMPONENTS, type RunView } from "./base.ts";
 import { Echo } from "./echo.ts";
 import * as group from "./group.ts";
@@ -72,6 +73,10 @@ export const algorithmKit = {
   perToken,
   sampleRanges,
   rolloutLength,
+  /** Credit assignment by a judge (ctx.connectJudge): the parts of a rollout, the STEP-line parser, the factors. */
+  credit: { creditParts, parseStepWeights, creditFactors },
+  /** A judge's view of a rollout and its errors (src/judges/): messageText, taskText, JudgeError, ... */
+  judges: judgeKit,
 };
 export type AlgorithmKit = typeof algorithmKit;
 

@@ -17,7 +17,7 @@ import { runToolCall } from "../envs/tools.ts";
 import type { Env } from "../envs/types.ts";
 import type { ChatClient } from "../inference/chat_client.ts";
 import type { ChatMessage, ToolCall, ToolSpec } from "../model/chat.ts";
-import { type Judge, JudgeError, validScore, type Verdict } from "./judge.ts";
+import { Judge, JudgeError, validScore, type Verdict } from "./judge.ts";
 import type { JudgeConfig } from "./schema.ts";
 import { messageText, taskText, traceOverview } from "./trace.ts";
 
@@ -37,12 +37,9 @@ export const VERDICT_TOOL = fn("verdict", "Give the final score and end the judg
 });
 const JUDGE_TOOLS = new Set(["read_message", "verdict"]);
 
-export class AgenticJudge implements Judge {
-  constructor(
-    private readonly config: JudgeConfig,
-    private readonly client: ChatClient,
-    private readonly env: Env,
-  ) {
+export class AgenticJudge extends Judge {
+  constructor(config: JudgeConfig, client: ChatClient, env: Env) {
+    super(config, client, env);
     const clash = env.tools.find((t) => JUDGE_TOOLS.has(t.spec.function.name));
     if (clash)
       throw new Error(`the env has a tool named "${clash.spec.function.name}", which the judge's own tool uses`);

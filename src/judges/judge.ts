@@ -11,6 +11,8 @@
 import type { JudgeRecord, Rollout, Task } from "../data/types.ts";
 import type { Env } from "../envs/types.ts";
 import { RlxError } from "../errors.ts";
+import type { ChatClient } from "../inference/chat_client.ts";
+import type { JudgeConfig } from "./schema.ts";
 
 /** A judge's result: its score and the conversation that led to it. */
 export interface Verdict {
@@ -20,8 +22,17 @@ export interface Verdict {
   metrics: Record<string, number>;
 }
 
-export interface Judge {
-  judge(task: Task, rollout: Rollout, signal?: AbortSignal): Promise<Verdict>;
+/** The base of every judge, built-in or a user's file (src/judges/index.ts): its config block, a
+ * connected chat client, and the env it judges (whose tools it may run). */
+export abstract class Judge {
+  constructor(
+    readonly config: JudgeConfig,
+    readonly client: ChatClient,
+    readonly env: Env,
+  ) {}
+
+  /** The score of a finished rollout, or a JudgeError; `signal` fires at the env's reward timeout. */
+  abstract judge(task: Task, rollout: Rollout, signal?: AbortSignal): Promise<Verdict>;
 }
 
 /** A judge that did not give a usable verdict; `judge` is its conversation so far. */

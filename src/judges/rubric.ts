@@ -4,10 +4,8 @@
 // without one (or with x outside [0, 1]) is garbage: the rollout fails with the reply's start.
 import type { Rollout, Task } from "../data/types.ts";
 import { hashString } from "../envs/random.ts";
-import type { ChatClient } from "../inference/chat_client.ts";
 import type { ChatMessage } from "../model/chat.ts";
-import { type Judge, JudgeError, validScore, type Verdict } from "./judge.ts";
-import type { JudgeEndpoint } from "./schema.ts";
+import { Judge, JudgeError, validScore, type Verdict } from "./judge.ts";
 import { numberedTrace, taskText } from "./trace.ts";
 
 export const RUBRIC_SYSTEM_PROMPT = `You grade an AI assistant's attempt at a task. You are given the task, the reference answer and the assistant's conversation, its messages numbered. Decide whether the assistant's final answer is correct and supported by its work. Explain briefly, then end your reply with one line of the form
@@ -22,12 +20,7 @@ export function parseRubricScore(text: string): number | undefined {
   return validScore(matches.at(-1)?.[1]);
 }
 
-export class RubricJudge implements Judge {
-  constructor(
-    private readonly config: JudgeEndpoint,
-    private readonly client: ChatClient,
-  ) {}
-
+export class RubricJudge extends Judge {
   async judge(task: Task, rollout: Rollout, signal?: AbortSignal): Promise<Verdict> {
     const messages: ChatMessage[] = [
       { role: "system", content: RUBRIC_SYSTEM_PROMPT },

@@ -1,7 +1,7 @@
 // The `judge = {...}` block of a train env (docs/algorithms.md, "Judges"): a frozen chat endpoint,
 // configured like an opd teacher (`name`, `base_url`, `api_key_var`), whose score replaces the env's
-// exact reward. `type` picks the judge: "rubric" (one call, a SCORE line) or "agentic" (a tool loop
-// ending with a verdict call). The judge may have any tokenizer: it reads text over
+// exact reward. `type` picks the judge: "rubric" (one call, a SCORE line), "agentic" (a tool loop
+// ending with a verdict call) or "custom" (a user's file, `path`, with its own `args`). The judge may have any tokenizer: it reads text over
 // /v1/chat/completions. Its calls are limited by the env's `reward = { concurrency, timeout_s }`.
 import { z } from "zod";
 
@@ -21,11 +21,20 @@ export const judgeEndpointFields = {
   temperature: z.number().min(0).max(2).default(0),
 };
 
-export const judgeSchema = z.strictObject({
-  type: z.enum(["rubric", "agentic"]),
-  ...judgeEndpointFields,
-  /** Agentic judges: model turns before a judge without a verdict fails the rollout. */
-  max_turns: positiveInt.default(8),
-});
+export const judgeSchema = z
+  .strictObject({
+    type: z.enum(["rubric", "agentic", "custom"]),
+    ...judgeEndpointFields,
+    /** Agentic judges: model turns before a judge without a verdict fails the rollout. */
+    max_turns: positiveInt.default(8),
+    /** type = "custom": the judge's .ts file (relative to the directory rlx runs in). */
+    path: z.string().min(1).optional(),
+    /** type = "custom": the judge's own settings, as `this.config.args`. */
+    args: z.record(z.string(), z.unknown()).default({}),
+  })
+  .refine((j) => (j.type === "custom") === (j.path !== undefined), {
+    message: 'path is required with type = "custom" (a judge\'s .ts file) and only then',
+    path: ["path"],
+  });
 export type JudgeConfig = z.infer<typeof judgeSchema>;
 export type JudgeEndpoint = Pick<JudgeConfig, "name" | "base_url" | "api_key_var" | "max_tokens" | "temperature">;

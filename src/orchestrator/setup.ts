@@ -177,7 +177,8 @@ export async function setupTrainEnvs(o: SetupOptions): Promise<TrainEnv[]> {
   for (const [index, resolved] of o.config.orchestrator.train.env.entries()) {
     const exact = await createEnv(await loadEnv(resolved.id), resolved.args, `env ${resolved.name}`);
     const judge = resolved.judge;
-    const env = judge ? judgedEnv(exact, createJudge(judge, await connectJudge(judge), exact)) : exact;
+    const at = `${o.source}: orchestrator.train.env[${index}].judge`;
+    const env = judge ? judgedEnv(exact, await createJudge(judge, await connectJudge(judge), exact, at)) : exact;
     const tasks = await env.load("train", o.config.seed);
     const { sampler, stats } = await createEnvSampler(o.config, o.source, index, tasks);
     const algorithm = algorithms.get(resolved.name)!;
