@@ -18,12 +18,7 @@ import { ChatRenderer } from "../../../src/model/render.ts";
 import { Tokenizer } from "../../../src/model/tokenizer.ts";
 import type { CollectContext } from "../../../src/orchestrator/groups.ts";
 import { samplingState } from "../../../src/orchestrator/sampler.ts";
-import {
-  createEnvAlgorithms,
-  createEnvSampler,
-  rewardGate,
-  type TrainEnv,
-} from "../../../src/orchestrator/setup.ts";
+import { createEnvAlgorithms, createEnvSampler, rewardGate, type TrainEnv } from "../../../src/orchestrator/setup.ts";
 
 export const tokenizer = new Tokenizer(byteTokenizerJson(), byteTokenizerConfig(), byteGenerationConfig());
 
