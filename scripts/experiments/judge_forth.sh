@@ -18,9 +18,10 @@
 #
 # STUDENT (default: the forth student of docs/results.md §7, made here as echo_forth.sh makes it,
 # ~20 min of SFT when missing) and JUDGE (default: STUDENT) are model directories; extra
-# `rlx train` flags go in TRAIN_ARGS, e.g. a smoke test of one small step with a random model:
-#   STUDENT=runs/learns/tiny TRAIN_ARGS="--set max_steps=1 --set orchestrator.batch_size=8 \
-#     --set orchestrator.max_tokens=16" ROWS=/tmp/judge-rows bash scripts/experiments/judge_forth.sh smoke
+# `rlx train` flags go in TRAIN_ARGS; EVAL_N and EVAL_K shrink the evals (default 16 tasks, k 8).
+# A smoke test of one small step with a random model, rows kept out of docs/:
+#   STUDENT=runs/learns/tiny EVAL_N=2 EVAL_K=1 ROWS=/tmp/judge-rows TRAIN_ARGS="--set max_steps=1 \
+#     --set orchestrator.batch_size=8 --set orchestrator.max_tokens=16" bash scripts/experiments/judge_forth.sh smoke
 # Expected wall time on 2 loaded EPYC cores: ~15 min for J1 (as row 7's 8 forth steps), ~30 for
 # J2 (judge calls on every rollout), ~20 for J3, ~3 per eval: about 1.5 hours, plus the student.
 set -euo pipefail
@@ -50,7 +51,9 @@ JUDGE_PORT=8292
 JUDGE_URL=http://127.0.0.1:$JUDGE_PORT/v1
 echo "judge_forth $SET seed $SEED: student $STUDENT, judge $JUDGE; $(lscpu | sed -n 's/Model name: *//p'), $(nproc) cores"
 
-evaluate() { [ -s "$2" ] || $RLX eval --model "$1" --env forth --args "$ARGS" --n 16 --k 8 --max-tokens 160 --seed 0 --out "$2" > /dev/null; }
+EVAL_N=${EVAL_N:-16}
+EVAL_K=${EVAL_K:-8}
+evaluate() { [ -s "$2" ] || $RLX eval --model "$1" --env forth --args "$ARGS" --n $EVAL_N --k $EVAL_K --max-tokens 160 --seed 0 --out "$2" > /dev/null; }
 last_weights() { ls -d "$1"/weights/step_* 2> /dev/null | sort -t_ -k2 -n | tail -1; }
 evaluate "$STUDENT" "$OUT/student-eval.json"
 

@@ -147,7 +147,8 @@ export class AgenticCredit extends Algorithm<CreditConfig> {
     const { mix } = this.config;
     for (const rollout of group) {
       const outcome = rollout.advantage ?? 0;
-      const parts = rollout.credit!.parts;
+      const parts = rollout.credit?.parts;
+      if (!parts) throw new Error(`agentic_credit: rollout ${rollout.id} reached scoreGroup without its weights`);
       const factors = creditFactors(
         parts.map((p) => p.weight),
         outcome,
