@@ -7,9 +7,9 @@
 // A train env with a `judge` block gets the judge's score as its reward (src/judges/judge.ts),
 // and every env's rewards run through its reward gate (concurrency, timeout).
 //
-// Frozen endpoints (teachers, judges) are connected once per (base_url, name) and waited for (GET /v1/models answers)
-// before the first rollout, so a teacher that is not up yet reads as "not reachable" at start-up,
-// not as a run of failed rollouts.
+// Frozen endpoints (teachers, judges) are connected once per (base_url, name) and waited for
+// (GET /v1/models answers) before the first rollout, so a teacher that is not up yet reads as "not
+// reachable" at start-up, not as a run of failed rollouts.
 import type { Algorithm, AlgorithmContext, FrozenClient, LossComponent } from "../algorithms/base.ts";
 import { algorithmName, createAlgorithm } from "../algorithms/registry.ts";
 import type { FrozenModel } from "../algorithms/schemas.ts";
