@@ -57,11 +57,16 @@ evaluate() { [ -s "$2" ] || $RLX eval --model "$1" --env forth --args "$ARGS" --
 last_weights() { ls -d "$1"/weights/step_* 2> /dev/null | sort -t_ -k2 -n | tail -1; }
 evaluate "$STUDENT" "$OUT/student-eval.json"
 
-RLX_THREADS=1 $RLX serve --model "$JUDGE" --served-model-name judge --port $JUDGE_PORT --max-model-len 8192 \
+# the judge's context: the tiny preset's 4096 positions (a judge conversation that outgrows it is a
+# failed rollout with the server's reason, counted in the row's error_rate)
+RLX_THREADS=1 $RLX serve --model "$JUDGE" --served-model-name judge --port $JUDGE_PORT --max-model-len 4096 \
   --max-batch 64 > "$OUT/judge-serve.log" 2>&1 &
 SERVER=$!
 trap 'kill $SERVER 2> /dev/null' EXIT
-until curl -sf "http://127.0.0.1:$JUDGE_PORT/health" > /dev/null; do sleep 0.5; done
+until curl -sf "http://127.0.0.1:$JUDGE_PORT/health" > /dev/null; do
+  kill -0 $SERVER 2> /dev/null || { cat "$OUT/judge-serve.log" >&2; echo "the judge server exited" >&2; exit 1; }
+  sleep 0.5
+done
 
 # arm ROW NAME ALGORITHM EXPERIMENT [--set ...]: one run, its eval, its row.
 arm() {
