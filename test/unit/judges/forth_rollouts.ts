@@ -20,10 +20,14 @@ import type { ChatBody, JudgeReply } from "../../fixtures/judge_server.ts";
 export const tokenizer = new Tokenizer(byteTokenizerJson(), byteTokenizerConfig(), byteGenerationConfig());
 export const renderer = new ChatRenderer(tokenizer);
 
-/** Replays completions as byte tokens + <|im_end|>, logprob -0.1 each. */
+/** Replays completions as byte tokens + <|im_end|>, logprob -0.1 each, each after `delayMs`. */
 export class ScriptedPolicy implements SamplingClient {
-  constructor(private readonly replies: string[]) {}
+  constructor(
+    private readonly replies: string[],
+    private readonly delayMs = 0,
+  ) {}
   async complete(_: CompletionRequest): Promise<Completion> {
+    if (this.delayMs) await Bun.sleep(this.delayMs);
     const tokenIds = [...tokenizer.encodePlain(this.replies.shift()!), IM_END_ID];
     return { tokenIds, logprobs: tokenIds.map(() => -0.1), finishReason: "stop", policyVersion: 1 };
   }
@@ -48,14 +52,14 @@ export const forthTask = {
 export const forthEnv = (): Promise<Env> => createEnv(forth, {});
 
 /** One forth rollout whose policy replies `replies` in turn, scored by `env` (through `gate`). */
-export async function forthRollout(id: string, replies: string[], env?: Env, gate?: CallGate) {
+export async function forthRollout(id: string, replies: string[], env?: Env, gate?: CallGate, delayMs = 0) {
   return runRollout({
     id,
     groupId: "g",
     envId: "forth",
     env: env ?? (await forthEnv()),
     task: forthTask,
-    client: new ScriptedPolicy(replies),
+    client: new ScriptedPolicy(replies, delayMs),
     renderer,
     sampling: { maxTokens: 200, temperature: 1, topP: 1, topK: 0 },
     ...(gate ? { rewardGate: gate } : {}),

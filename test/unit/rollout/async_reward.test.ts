@@ -49,6 +49,25 @@ test("async reward concurrency never exceeds the env's limit, and reaches it", a
   }
 });
 
+test("judging overlaps generation: a finished rollout is scored while the others still generate", async () => {
+  const exact = await forthEnv();
+  const events: string[] = [];
+  const env: Env = {
+    ...exact,
+    async reward(task, rollout) {
+      events.push(`reward ${rollout.id}`);
+      await Bun.sleep(20);
+      return exact.reward(task, rollout);
+    },
+  };
+  const gate = new CallGate({ concurrency: 4, timeoutMs: 5000 });
+  await Promise.all([
+    forthRollout("fast", ["Answer: 7"], env, gate, 0).then(() => events.push("fast done")),
+    forthRollout("slow", ["Answer: 7"], env, gate, 300).then(() => events.push("slow done")),
+  ]);
+  expect(events).toEqual(["reward fast", "fast done", "reward slow", "slow done"]);
+});
+
 test("a reward past its timeout fails the rollout with the reason and its signal fires; the wait for a slot is not counted", async () => {
   const { env, seen } = await slowEnv((call) => (call === 0 ? 10_000 : 60));
   const gate = new CallGate({ concurrency: 1, timeoutMs: 100 });
