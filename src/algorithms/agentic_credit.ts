@@ -29,7 +29,7 @@ import { messageText, taskText } from "../judges/trace.ts";
 import type { ChatMessage } from "../model/chat.ts";
 import { Algorithm, type AlgorithmContext, type LossComponent } from "./base.ts";
 import { assignGrpoAdvantages, grpoFields } from "./grpo.ts";
-import { assignAdvantage } from "./routing.ts";
+import { assignAdvantage, creditParts } from "./routing.ts";
 
 const schema = z.strictObject({
   type: z.literal("agentic_credit"),
@@ -47,19 +47,6 @@ type CreditConfig = z.infer<typeof schema>;
 
 export const CREDIT_SYSTEM_PROMPT = `You assign credit within an AI assistant's attempt at a task. Its turns are labelled STEP 1 to STEP K. Given the task, the reference answer, the reward the attempt earned and the conversation, weigh each step: 1 for a useful, correct step, 0 for a mistake or a wasted step, values in between for partly useful ones. Answer with one line per step, exactly of the form
 STEP k: w`;
-
-/** The parts of a rollout: its sampled segments in order, with their spans in the token stream. */
-export function creditParts(rollout: Rollout): CreditPart[] {
-  const parts: CreditPart[] = [];
-  let offset = 0;
-  for (const segment of rollout.segments) {
-    const end = offset + segment.tokenIds.length;
-    if (segment.sampled && end > offset)
-      parts.push({ part: parts.length + 1, messageIndex: segment.messageIndex, start: offset, end, weight: 0 });
-    offset = end;
-  }
-  return parts;
-}
 
 /** Weights w_1..w_K from `STEP k: w` lines (the last line per step counts), or the problem. */
 export function parseStepWeights(text: string, parts: number): number[] | string {

@@ -21,7 +21,7 @@ import { perToken, rolloutLength, sampleRanges } from "../data/types.ts";
 import { ConfigError, configError, keyPath } from "../errors.ts";
 import { loadPluginClass } from "../plugin.ts";
 import { judgeKit } from "../judges/index.ts";
-import { AgenticCredit, creditFactors, creditParts, parseStepWeights } from "./agentic_credit.ts";
+import { AgenticCredit, creditFactors, parseStepWeights } from "./agentic_credit.ts";
 import { Algorithm, type AlgorithmClass, LOSS_COMPONENTS, type RunView } from "./base.ts";
 import { Echo } from "./echo.ts";
 import * as group from "./group.ts";
@@ -29,7 +29,7 @@ import { Grpo } from "./grpo.ts";
 import { MaxRl } from "./max_rl.ts";
 import { Opd } from "./opd.ts";
 import { Opsd } from "./opsd.ts";
-import { actionMask, assignAdvantage, assignRefLogprobs, sampleSequences } from "./routing.ts";
+import { actionMask, assignAdvantage, assignRefLogprobs, creditParts, sampleSequences } from "./routing.ts";
 import { samplingSchema } from "./schemas.ts";
 import { Sft } from "./sft.ts";
 
