@@ -54,7 +54,7 @@ echo "judge_forth $SET seed $SEED: student $STUDENT, judge $JUDGE; $(lscpu | sed
 EVAL_N=${EVAL_N:-16}
 EVAL_K=${EVAL_K:-8}
 evaluate() { [ -s "$2" ] || $RLX eval --model "$1" --env forth --args "$ARGS" --n $EVAL_N --k $EVAL_K --max-tokens 160 --seed 0 --out "$2" > /dev/null; }
-last_weights() { ls -d "$1"/weights/step_* 2> /dev/null | sort -t_ -k2 -n | tail -1; }
+last_weights() { ls -d "$1"/weights/step_* 2> /dev/null | sort -t_ -k2 -n | tail -1 || true; }
 evaluate "$STUDENT" "$OUT/student-eval.json"
 
 # the judge's context: the tiny preset's 4096 positions (a judge conversation that outgrows it is a
