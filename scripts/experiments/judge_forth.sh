@@ -86,7 +86,7 @@ arm() {
   evaluate "${weights:-$STUDENT}" "$run/eval.json"
   $BUN scripts/experiments/row.ts --out "$ROWS/$name-s$SEED.json" --row "$id" --seed "$SEED" --algorithm "$algorithm" \
     --experiment "$experiment${weights:- (stopped before its first step: scores of the student)}" \
-    --steps "$(wc -l < "$run/metrics.jsonl" 2> /dev/null || echo 0)" --before "forth=$OUT/student-eval.json" \
+    --steps "$(grep -c '"rollouts/count"' "$run/metrics.jsonl" 2> /dev/null || true)" --before "forth=$OUT/student-eval.json" \
     --after "forth=$run/eval.json" --wall "$wall" --load-start "$load" --commit "$commit" \
     --command "rlx train $CONFIG $*"
   $BUN scripts/experiments/judge_stats.ts "$ROWS/$name-s$SEED.json" "$run" forth

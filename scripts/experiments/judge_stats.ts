@@ -17,6 +17,7 @@ const rows: Array<Record<string, number>> = existsSync(file)
       .split("\n")
       .filter((l) => l.trim())
       .map((l) => JSON.parse(l))
+      .filter((r) => "rollouts/count" in r) // trained steps, not the step-0 eval line
   : [];
 
 /** The mean over the steps that have `key`, or null when none has it. */
