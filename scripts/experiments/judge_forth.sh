@@ -96,5 +96,5 @@ arm J1 grpo grpo "GRPO on forth with the env's exact reward"
 arm J2 grpo-judge "grpo + agentic judge" "GRPO on forth, reward = an agentic judge's verdict (the judge model served, with read_message, forth and verdict)" \
   --set "orchestrator.train.env[0].judge={type = \"agentic\", name = \"judge\", base_url = \"$JUDGE_URL\", max_turns = 6, max_tokens = 160}"
 arm J3 credit agentic_credit "agentic credit assignment on forth: GRPO's advantage moved between turns by the judge model's per-turn weights (mix 0.5)" \
-  --set "orchestrator.train.env[0].algo={type = \"agentic_credit\", mix = 0.5, judge = {name = \"judge\", base_url = \"$JUDGE_URL\", max_tokens = 160, concurrency = 8, timeout_s = 180}}"
+  --set "orchestrator.train.env[0].algo={type = \"agentic_credit\", mix = 0.5, judge = {name = \"judge\", base_url = \"$JUDGE_URL\", max_tokens = 160, concurrency = 8, timeout_s = 600}}"
 echo "judge_forth $SET: rows in $ROWS"
