@@ -46,7 +46,9 @@ export default defineCommand({
       for (const w of warnings) consola.warn(w);
       if (args.json) console.log(JSON.stringify({ config, model: model.line, warnings }, null, 2));
       else {
-        const envs = config.orchestrator.train.env.map((e) => `${e.name}->${e.algo.type}`).join(", ");
+        const envs = config.orchestrator.train.env
+          .map((e) => `${e.name}->${e.algo.type}${e.judge ? ` (judge: ${e.judge.type} ${e.judge.name})` : ""}`)
+          .join(", ");
         console.log(`# resolved ${args.config}: ${envs}\n# ${model.line}\n${resolvedToml(config)}`);
       }
       return;

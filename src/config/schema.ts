@@ -4,6 +4,7 @@
 // (src/algorithms/registry.ts, src/sampling/registry.ts), and env args by each
 // environment's own schema, so both errors name the path the user typed.
 import { z } from "zod";
+import { judgeSchema } from "../judges/schema.ts";
 
 const algoBlock = z.looseObject({ type: z.string() });
 const samplerBlock = z.looseObject({ type: z.string() });
@@ -32,9 +33,29 @@ const envEntry = z.strictObject({
   algo: algoBlock.optional(),
   /** This env's sampler (docs/sampling.md); absent = a deep copy of [orchestrator.sampler]. */
   sampler: samplerBlock.optional(),
+  /** A judge whose score replaces the env's reward (docs/algorithms.md, "Judges"); the exact reward stays a metric. */
+  judge: judgeSchema.optional(),
+  /** Limits on the env's reward calls (a judge, or a custom env's reward that calls out). */
+  reward: z
+    .strictObject({
+      /** Reward calls running at once; the others wait (the wait does not count against the timeout). */
+      concurrency: positiveInt.default(16),
+      /** Per reward call; past it the rollout fails with the reason (never scored 0). */
+      timeout_s: z.number().positive().default(300),
+    })
+    .prefault({}),
 });
 
-const evalEntry = envEntry.omit({ algo: true, ratio: true, ratio_end: true, ratio_steps: true, sampler: true });
+/** Eval scores with the env's exact reward: no judge, no reward limits. */
+const evalEntry = envEntry.omit({
+  algo: true,
+  ratio: true,
+  ratio_end: true,
+  ratio_steps: true,
+  sampler: true,
+  judge: true,
+  reward: true,
+});
 
 export const configSchema = z.strictObject({
   /** Run directory: metrics, rollouts, weights, checkpoints, logs. */

@@ -180,6 +180,7 @@ async function runGroup(draw: Draw & { kind: "fresh" }, o: CollectContext, progr
         },
         maxContextTokens: o.config.orchestrator.seq_len,
         templateArgs: o.config.orchestrator.chat_template_kwargs,
+        rewardGate: train.rewardGate,
       });
       await failAsData([rollout], "scoreRollout", () => finishRollout(train.algorithm, rollout));
       progress.tick();

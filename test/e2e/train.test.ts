@@ -233,6 +233,6 @@ test("configs/debug.toml on a random model: math rewards are almost all 0, so ba
   expect(err).toMatch(
     /error: step \d: 10 batches in a row had nothing to train; the last one because every advantage was 0 \(rewards never differed within a group/,
   );
-  expect(err).toContain("fix: group-relative algorithms (grpo, max_rl, echo) need group_size >= 2");
+  expect(err).toContain("fix: group-relative algorithms (grpo, max_rl, echo, agentic_credit) need group_size >= 2");
   await until(() => processesMentioning(runDir).length === 0, 5000, "the trainer to exit");
 }, 60_000);

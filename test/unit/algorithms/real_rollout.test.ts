@@ -64,6 +64,9 @@ function context(policy: SamplingClient): AlgorithmContext {
     env: "forth",
     policy,
     connect: async () => ({ ...policy, tokenize: async (t: string) => tokenizer.encodePlain(t) }),
+    connectJudge: async () => {
+      throw new Error("no judge in this test");
+    },
     tokenizer,
     renderer,
     logger: { info() {}, warn() {} },

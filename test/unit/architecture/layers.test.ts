@@ -13,7 +13,7 @@ const LAYERS: string[][] = [
   ["native", "errors.ts", "plugin.ts"],
   ["model"],
   ["data"],
-  ["envs", "inference"],
+  ["envs", "inference", "judges"],
   ["algorithms", "hub", "rollout", "rundir", "sampling"],
   ["config"],
   ["orchestrator", "trainer", "sft", "eval", "report"],
