@@ -20,7 +20,7 @@
 extern "C" {
 #endif
 
-#define RLX_ABI_VERSION 3
+#define RLX_ABI_VERSION 4
 
 /* ---- runtime ------------------------------------------------------------------------------ */
 
@@ -199,12 +199,28 @@ int rlx_gen_add(void* gen, int n, const int32_t* prompt_ids, const int32_t* prom
 int rlx_gen_step(void* gen, int32_t* out_slots, int32_t* out_tokens, float* out_logprobs, int32_t* out_finish, int n_out);
 /* Cancels the sequence in a slot. */
 int rlx_gen_remove(void* gen, int slot);
+/* ABI 4. The k most likely tokens of each distribution the last rlx_gen_add or rlx_gen_step
+ * sampled from (n must be the count it reported; entry j is that call's entry j): out_ids and
+ * out_logprobs [n * k], most likely first, log_softmax(logits / temperature) as the reported
+ * logprob (temperature 1 for greedy rows), before top-k/top-p truncation. out_ranks (may be NULL)
+ * [n]: the 1-based rank of the chosen token (tokens at least as likely, itself included). k may
+ * be 0 (ranks only). Computed in the shim from the distributions the call kept: only n * k values
+ * cross to the host. */
+int rlx_gen_top_logprobs(void* gen, int n, int k, int32_t* out_ids, float* out_logprobs, int32_t* out_ranks);
 /* Prefill logprobs of n sequences (concatenated, total tokens): out_logprobs[t] = log p(token t |
  * tokens before it in its sequence) under logits / temperatures[t] (NULL = 1); the first token of
  * each sequence gets 0 (no prediction). out_entropy (may be NULL): the entropy of that
  * distribution. Sequences are packed into rows of at most row_tokens (<= 0: one row). */
 int rlx_score(void* model, int64_t total, const int32_t* token_ids, const int32_t* lengths, int n,
               const float* temperatures, int64_t row_tokens, float* out_logprobs, float* out_entropy);
+/* ABI 4. rlx_score with, per token t, out_ranks[t] (may be NULL): the 1-based rank of token t in
+ * its tempered distribution (tokens at least as likely, itself included), and out_top_ids /
+ * out_top_logprobs [total * k] (k in 0..vocab_size): the k most likely tokens, most likely first.
+ * The first token of each sequence gets logprob 0, rank 0, ids -1 and logprobs 0. The top-k is
+ * taken chunk by chunk in the shim; out_logprobs are bit-identical to rlx_score's. */
+int rlx_score_top(void* model, int64_t total, const int32_t* token_ids, const int32_t* lengths, int n,
+                  const float* temperatures, int64_t row_tokens, int k, float* out_logprobs, int32_t* out_ranks,
+                  int32_t* out_top_ids, float* out_top_logprobs);
 
 /* ---- distributed (data-parallel trainer ranks over c10d) --------------------------------- */
 /* A process group of world_size ranks joined by a c10d store. backend: "gloo" (CPU; needs a
