@@ -26,7 +26,15 @@ export const symbols = {
     args: [ptr, i64, ptr, ptr, i32, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, i32, ptr, ptr, i64],
     returns: i32,
   },
+  rlx_train_step_ext: {
+    args: [ptr, i64, ptr, ptr, i32, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, i32, ptr, i32, ptr, i64],
+    returns: i32,
+  },
   rlx_loss_eval: { args: [i64, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, i32, ptr, ptr, i64, ptr], returns: i32 },
+  rlx_loss_eval_ext: {
+    args: [i64, ptr, ptr, i32, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, i32, ptr, i32, ptr, i64, ptr],
+    returns: i32,
+  },
   // optimizer
   rlx_optim_create: { args: [ptr, f64, f64, f64, f64], returns: ptr },
   rlx_optim_free: { args: [ptr], returns: i32 },
