@@ -60,9 +60,9 @@ LossSettings parse_settings(const double* cfg, int n) {
   s.ipo_threshold = cfg[RLX_LOSS_IPO_THRESHOLD], s.is_low = cfg[RLX_LOSS_IS_LOW], s.is_high = cfg[RLX_LOSS_IS_HIGH];
   s.is_cap = cfg[RLX_LOSS_IS_CAP];
   require(s.type >= RLX_RL_DPPO_KL && s.type <= RLX_RL_SEQ_MIS && s.type == cfg[RLX_LOSS_TYPE],
-          "loss type " + std::to_string(cfg[RLX_LOSS_TYPE]) + " is not one of RLX_RL_* (0..6)");
+          "loss type " + c10::str(cfg[RLX_LOSS_TYPE]) + " is not one of RLX_RL_* (0..6)");
   require(s.reduction >= RLX_REDUCE_TOKEN && s.reduction <= RLX_REDUCE_CONSTANT && s.reduction == cfg[RLX_LOSS_REDUCTION],
-          "loss reduction " + std::to_string(cfg[RLX_LOSS_REDUCTION]) + " is not one of RLX_REDUCE_* (0..2)");
+          "loss reduction " + c10::str(cfg[RLX_LOSS_REDUCTION]) + " is not one of RLX_REDUCE_* (0..2)");
   require(s.n_rl_seq >= 1, "N_rl_sequences must be >= 1 (max(1, sequences with an rl member over the whole step))");
   require(s.constant > 0, "the constant reduction's divisor must be > 0");
   require(s.ipo_threshold >= 0, "ipo_threshold must be >= 0");
@@ -210,7 +210,10 @@ LossOutput compute_loss(const at::Tensor& lp, const Streams& s, const LossSettin
   auto masked_ref = dp < -0.2;
   auto keep_ref = ref_m.logical_and(masked_ref.logical_not());
   auto w_ref = s.ref_w.defined() ? s.ref_w : at::zeros_like(lpd);
-  auto l_ref = (-(f(keep_ref) * ref_adv * ratio) + 1e-3 * f(ref_m) * log_ratio.pow(2)) * w_ref;
+  // The ratio of ref_kl members only: a non-member's huge ratio (an rl token an IS type masks)
+  // would turn its zero coefficient's gradient into inf * 0 through exp's backward.
+  auto ratio_ref = at::exp(at::where(ref_m, log_ratio, at::zeros_like(log_ratio)));
+  auto l_ref = (-(f(keep_ref) * ref_adv * ratio_ref) + 1e-3 * f(ref_m) * log_ratio.pow(2)) * w_ref;
 
   auto rl_part = cfg.reduction == RLX_REDUCE_TOKEN ? l_rl / cfg.n_rl : l_rl * rl_scale(rl_m, seg, n_seg, cfg).to(lp.scalar_type());
   auto per_token = rl_part + l_ce / cfg.n_ce + l_ref / cfg.n_ref;
