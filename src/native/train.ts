@@ -24,7 +24,6 @@ export interface PackedRow {
   envIndex?: Int32Array;
 }
 
-
 /** Global denominators (max(1, member count) over the whole step) and the rl loss settings. */
 export interface LossSettings {
   nRl: number;
