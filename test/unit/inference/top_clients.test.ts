@@ -63,3 +63,21 @@ test("LocalClient.complete with topLogprobs: the seeded generator's top-N per to
   }
   expect(out.topLogprobs).toEqual(tops);
 });
+
+test("requests with different N share a batch: each gets its own N of the same alternatives", async () => {
+  const base = { promptIds: SEQS[1]!, maxTokens: 4, temperature: 1, topP: 1, topK: 0, stop: [] };
+  const [five, none, two] = await Promise.all([
+    local.complete({ ...base, seed: 3, topLogprobs: 5 }),
+    local.complete({ ...base, seed: 4 }),
+    local.complete({ ...base, seed: 3, topLogprobs: 2 }),
+  ]);
+  expect(none!.topLogprobs).toBeUndefined();
+  expect(two!.tokenIds).toEqual(five!.tokenIds);
+  expect(five!.topLogprobs!.every((t) => t.ids.length === 5)).toBe(true);
+  expect(two!.topLogprobs).toEqual(
+    five!.topLogprobs!.map((t) => ({ ids: t.ids.slice(0, 2), logprobs: t.logprobs.slice(0, 2), rank: t.rank })),
+  );
+  await expect(local.complete({ ...base, topLogprobs: 21 })).rejects.toThrow(
+    /logprobs = 21 must be an integer in 0..20/,
+  );
+});
