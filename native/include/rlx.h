@@ -240,8 +240,8 @@ int rlx_gen_remove(void* gen, int slot);
  * out_logprobs [n * k], most likely first, log_softmax(logits / temperature) as the reported
  * logprob (temperature 1 for greedy rows), before top-k/top-p truncation. out_ranks (may be NULL)
  * [n]: the 1-based rank of the chosen token (tokens at least as likely, itself included). k may
- * be 0 (ranks only). Computed in the shim from the distributions the call kept: only n * k values
- * cross to the host. */
+ * be 0 (ranks only). Computed in the shim from the distributions the call kept (the sampler's CPU
+ * copy): only n * k values cross to the caller. */
 int rlx_gen_top_logprobs(void* gen, int n, int k, int32_t* out_ids, float* out_logprobs, int32_t* out_ranks);
 /* Prefill logprobs of n sequences (concatenated, total tokens): out_logprobs[t] = log p(token t |
  * tokens before it in its sequence) under logits / temperatures[t] (NULL = 1); the first token of
