@@ -5,6 +5,7 @@
 // environment's own schema, so both errors name the path the user typed.
 import { z } from "zod";
 import { judgeSchema } from "../judges/schema.ts";
+import { RL_LOSS_TYPES, RL_REDUCTIONS } from "../native/loss_types.ts";
 
 const algoBlock = z.looseObject({ type: z.string() });
 const samplerBlock = z.looseObject({ type: z.string() });
@@ -123,14 +124,29 @@ export const configSchema = z.strictObject({
           decay_steps: z.number().int().positive().optional(),
         })
         .prefault({}),
-      /** The default rl loss (DPPO + KL, as prime-rl's trainer/rl/loss.py; docs/architecture.md §6). */
+      /** The rl component's loss: its type (default DPPO + KL, as prime-rl's trainer/rl/loss.py),
+       * its reduction and their settings (docs/architecture.md §6). */
       loss: z
         .strictObject({
+          type: z.enum(RL_LOSS_TYPES).default("dppo_kl"),
+          /** token: sum / rl tokens of the step; sequence: mean per sample, then over samples;
+           * constant: each sample's sum / `constant`, then over samples (Dr. GRPO). */
+          reduction: z.enum(RL_REDUCTIONS).default("token"),
+          /** The constant reduction's divisor; absent = orchestrator.max_tokens. */
+          constant: z.number().positive().optional(),
           dppo_mask_low: z.number().min(0).default(0.2),
           dppo_mask_high: z.number().min(0).default(0.2),
           adv_tau: z.number().min(0).default(1.0),
           kl_tau: z.number().min(0).default(1e-3),
+          /** ipo: masked where |exp(lp) - exp(ilp)| exceeds it. */
+          ipo_threshold: z.number().min(0).default(0.1),
+          /** icepop: token ratios outside [is_low, is_high] are masked. */
+          is_low: z.number().positive().default(0.5),
+          is_high: z.number().positive().default(5.0),
+          /** tis / seq_tis clip, mis / seq_mis mask the (token / sequence) ratio above it. */
+          is_cap: z.number().positive().default(2.0),
         })
+        .refine((l) => l.is_low <= l.is_high, { message: "is_low must be <= is_high", path: ["is_low"] })
         .prefault({}),
     })
     .prefault({}),
