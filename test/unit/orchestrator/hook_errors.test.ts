@@ -30,6 +30,7 @@ async function collectWith(algo: string, client = new Scripted(() => "abc")) {
     env: "letters",
     policy: client,
     connect: async () => Promise.reject(new Error("no frozen endpoints here")),
+    connectJudge: async () => Promise.reject(new Error("no judges here")),
     tokenizer,
     renderer: new ChatRenderer(tokenizer),
     logger: { info() {}, warn() {} },
