@@ -53,7 +53,7 @@ export interface TrainResult extends LoopResult {
 /** How long a SIGTERM waits for the trainer's checkpoint before SIGKILL (schedulers give ~30 s). */
 const SIGTERM_GRACE_MS = 25_000;
 
-const RUN_FILES = ["metrics.jsonl", "batches", "weights", "checkpoints", "rollouts"];
+const RUN_FILES = ["metrics.jsonl", "batches", "weights", "checkpoints", "rollouts", "tensorboard"];
 
 /** Resolves what to continue from, and makes the run directory match it. */
 function prepareRunDir(runDir: string, o: TrainOptions): LoadedCheckpoint | undefined {
