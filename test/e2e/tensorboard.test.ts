@@ -74,7 +74,7 @@ id = ${JSON.stringify(ws.lettersEnv)}
         const event = scalars.get(`${row.step} ${key}`);
         expect(event, `${key} at step ${row.step}`).toBeDefined();
         expect(event!.value).toBe(Math.fround(value));
-        expect(event!.wall_time).toBe(row.time);
+        expect(event!.wall_time).toBe(row.time!);
         checked++;
       }
     }
