@@ -105,6 +105,8 @@ function drawViewer() {
 }
 
 function drawSample(detail, run, sample) {
+  detail.dataset.rollout = sample.rollout;
+  detail.dataset.index = String(sample.index);
   const head = document.createElement("div");
   head.className = "sample-head";
   head.textContent =

@@ -17,6 +17,9 @@ export interface PageSample {
   env: string;
   algo: string;
   group: string;
+  /** rollout_id and sample_index: which audit record this is. */
+  rollout: string;
+  index: number;
   task: string;
   reward: number;
   advantage: number | null;
@@ -47,6 +50,8 @@ function pageSample(r: AuditRecord): PageSample {
     env: r.env,
     algo: r.algo,
     group: r.group_id,
+    rollout: r.rollout_id,
+    index: r.sample_index,
     task: r.task_id,
     reward: r.reward,
     advantage: r.advantage,
