@@ -101,11 +101,11 @@ test.skipIf(!hasChromium)("the page loads without errors; every metric has a pan
   expect(requests.filter((url) => !url.startsWith("file://"))).toEqual([]); // it works offline
   const panels = await page.$$eval(".panel", (els) =>
     els.map((el) => ({
-      key: (el as HTMLElement).dataset.key!,
-      points: Number((el as HTMLElement).dataset.points),
+      key: el.getAttribute("data-key")!,
+      points: Number(el.getAttribute("data-points")),
       canvas: el.querySelector("canvas") !== null,
       legend: [...el.querySelectorAll(".u-legend .u-series")]
-        .filter((row) => (row as HTMLElement).style.display !== "none")
+        .filter((row) => !(row.getAttribute("style") ?? "").includes("display: none"))
         .map((row) => row.querySelector(".u-label")?.textContent ?? ""),
     })),
   );
@@ -153,13 +153,13 @@ function expected(r: AuditRecord): Array<{ kind: string; rgb?: number[]; alpha?:
 
 async function shownTokens(): Promise<{ rollout: string; index: number; tokens: Array<{ kind: string; bg: string }> }> {
   return page.$eval("#sample", (el) => ({
-    rollout: (el as HTMLElement).dataset.rollout!,
-    index: Number((el as HTMLElement).dataset.index),
+    rollout: el.getAttribute("data-rollout")!,
+    index: Number(el.getAttribute("data-index")),
     tokens: [...el.querySelectorAll(".turn .tok")]
-      .sort((x, y) => Number((x as HTMLElement).dataset.t) - Number((y as HTMLElement).dataset.t))
+      .sort((x, y) => Number(x.getAttribute("data-t")) - Number(y.getAttribute("data-t")))
       .map((tok) => ({
         kind: ["rl", "rl0", "ce", "kl", "zeroed", "masked"].find((k) => tok.classList.contains(k))!,
-        bg: (tok as HTMLElement).style.backgroundColor,
+        bg: /background-color: ([^;]+)/.exec(tok.getAttribute("style") ?? "")?.[1] ?? "",
       })),
   }));
 }
