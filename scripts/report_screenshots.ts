@@ -33,14 +33,7 @@ try {
   const env = values["viewer-env"]!;
   await page.selectOption("#viewer-env", env);
   await page.selectOption("#viewer-order", "best");
-  const viewer = page.locator("#viewer");
-  await viewer.scrollIntoViewIfNeeded();
-  const box = (await viewer.boundingBox())!;
-  await page.screenshot({
-    path: join(values.out!, `report_viewer_${env}.png`),
-    clip: { x: 0, y: box.y - 10, width: 1200, height: Math.min(box.height + 20, 860) },
-    fullPage: true,
-  });
+  await page.locator("#viewer").screenshot({ path: join(values.out!, `report_viewer_${env}.png`) });
 } finally {
   await browser.close();
   await Bun.file(html).delete();
