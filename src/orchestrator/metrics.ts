@@ -7,8 +7,8 @@
 // mismatch_kl, entropy, grad norm: known when `weights/step_N/published.json` appears). The
 // orchestrator's half travels in the step file and the trainer copies it into the marker, so a
 // line is written whole, in step order, when the marker appears, and can be rebuilt from the
-// marker alone if the orchestrator was killed before it saw it. Keys are grouped into report charts by their first `/` component
-// (src/report/html.ts), so names are chosen by family: reward/*, loss/*, mismatch_kl/*,
+// marker alone if the orchestrator was killed before it saw it. Keys are grouped into report sections by their first `/` component
+// (src/report/panels.page.js), so names are chosen by family: reward/*, loss/*, mismatch_kl/*,
 // entropy/*, throughput/*, time/*, off_policy/*, rollouts/*, errors/*, batch/*, optim/*.
 import { appendFileSync, existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
