@@ -29,6 +29,11 @@ try {
   await page.route(/^(?!file:)/, (route) => route.abort());
   await page.goto(`file://${resolve(html)}`);
   await page.waitForSelector("body[data-ready=true]");
+  // smoothing on, to show the EMA over the faint raw line
+  await page.$eval("#smoothing", (el) => {
+    (el as unknown as { value: string }).value = "0.6";
+    el.dispatchEvent(new Event("input"));
+  });
   await page.screenshot({ path: join(values.out!, "report_quickstart.png") });
   const env = values["viewer-env"]!;
   await page.selectOption("#viewer-env", env);

@@ -3,7 +3,9 @@
 // series' value at the cursor's step in the legend. A step-time panel stacks the parts of one
 // run's step time as filled areas, the legend showing each part's own seconds.
 
-const PANEL_SIZE = { width: 380, height: 220 };
+const PANEL_SIZE = { width: 360, height: 220 };
+/** Series with fewer points (held-out evals, every N steps) are drawn unsmoothed. */
+const SMOOTH_MIN_POINTS = 10;
 const charts = [];
 
 function fmt(v) {
@@ -49,7 +51,8 @@ function metricPanel(parent, runs, key, smoothing) {
       },
     });
   });
-  const data = () => [xs, ...ys.flatMap((raw) => [raw, ema(raw, smoothing.value)])];
+  const weight = (raw) => (raw.filter((v) => v !== null).length >= SMOOTH_MIN_POINTS ? smoothing.value : 0);
+  const data = () => [xs, ...ys.flatMap((raw) => [raw, ema(raw, weight(raw))])];
   const chart = new uPlot(
     {
       title: log ? `${key} (log)` : key,

@@ -52,7 +52,8 @@ function overviewPanels(keys) {
     const held = keys.filter((k) => k.startsWith(prefix) && HELD_OUT.test(k.slice(prefix.length)));
     rows.push({ env, keys: [...keys.filter((k) => k === `reward/${env}`), ...held] });
   }
-  return rows;
+  // envs with held-out scores first: the comparison the section is for
+  return rows.sort((a, b) => b.keys.length - a.keys.length);
 }
 
 /** Sections of single-metric panels, overview keys left out (they are shown above). */
