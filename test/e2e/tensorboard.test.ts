@@ -4,7 +4,7 @@
 // metrics.jsonl key at its step, equal at float32 precision, and each row's time as the wall
 // time. Also: an unnamed custom env is labelled by its file's id (`letters`), not its path.
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { readdirSync, rmSync } from "node:fs";
+import { existsSync, readdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { ROOT, readMetrics, rlx, type Workspace, workspace, writeConfig } from "./train_helpers.ts";
 
@@ -12,6 +12,7 @@ type Decoded = { file: string; step: number; wall_time: number; tag: string; val
 
 const PYTHON = "/usr/bin/python3";
 const hasReader =
+  existsSync(PYTHON) &&
   Bun.spawnSync([PYTHON, "-c", "import google.protobuf"], { stdout: "ignore", stderr: "ignore" }).exitCode === 0;
 if (!hasReader)
   console.warn("tensorboard.test.ts: skipped, /usr/bin/python3 has no google.protobuf (apt install python3-protobuf)");
