@@ -231,6 +231,8 @@ export const configSchema = z.strictObject({
     .strictObject({
       /** Write the audit records rollouts/step_N.jsonl every N steps; 0 = never. */
       rollouts_interval: z.number().int().min(0).default(1),
+      /** Write TensorBoard event files to tensorboard/ (every metric, a few rollouts as text). */
+      tensorboard: z.boolean().default(true),
     })
     .prefault({}),
 });

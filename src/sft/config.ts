@@ -107,6 +107,13 @@ export const sftConfigSchema = z.strictObject({
       dtype: z.enum(["f32", "bf16"]).default("f32"),
     })
     .prefault({}),
+
+  log: z
+    .strictObject({
+      /** Write TensorBoard event files to <output_dir>/tensorboard/ (every metrics.jsonl key). */
+      tensorboard: z.boolean().default(true),
+    })
+    .prefault({}),
 });
 
 export type SftConfig = z.infer<typeof sftConfigSchema>;

@@ -33,6 +33,7 @@ import type { NativeModel } from "../native/model.ts";
 import { NativeOptimizer } from "../native/train.ts";
 import { rewindRunDir, writeCheckpoint } from "../rundir/checkpoint.ts";
 import { metricsPath } from "../rundir/paths.ts";
+import { TensorBoardLog } from "../rundir/tensorboard.ts";
 import { type EnvEval, evalMetrics, evaluate, loadEvalTasks } from "../eval/evaluate.ts";
 import { learningRate } from "../trainer/schedule.ts";
 import { type SftExample, SftBatches } from "./batches.ts";
@@ -192,7 +193,11 @@ export async function runSft(config: SftConfig, options: SftOptions = {}): Promi
   writeFileSync(join(runDir, "config.resolved.toml"), stringifyToml(JSON.parse(JSON.stringify(config))));
   const metrics = metricsPath(runDir);
   if (!resumed) writeFileSync(metrics, "");
-  const record = (row: Record<string, number>) => appendFileSync(metrics, `${JSON.stringify(row)}\n`);
+  const tracker = config.log.tensorboard ? TensorBoardLog.open(runDir, log) : undefined;
+  const record = (row: Record<string, number>) => {
+    appendFileSync(metrics, `${JSON.stringify(row)}\n`);
+    tracker?.scalars(row.step!, row);
+  };
 
   const model = await loadModel(checkpoint?.modelDir ?? config.model.path, { dtype: config.model.dtype });
   try {

@@ -1,6 +1,6 @@
 // The math env: deterministic generation for a seed, disjoint splits, answers that are the true
 // value of the generated expression, difficulty settings that show in the problems, and the
-// reward on correct, wrong, malformed and empty answers.
+// reward on correct, wrong, malformed and empty answers (and with number_reward, on any number).
 import { describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -161,5 +161,20 @@ describe("math env", () => {
   test("a generator space too small for the requested size is an EnvError with a fix", async () => {
     const env = await createEnv(math, { digits: 1, operations: ["+"], eval_size: 500 });
     await expect(env.load("eval", 0)).rejects.toThrow(/found only \d+ distinct eval tasks/);
+  });
+
+  test("number_reward: a wrong number earns it, a right one 1, text that is no number 0", async () => {
+    const env = await createEnv(math, { number_reward: 0.2 });
+    const [task] = await env.load("eval", 0);
+    const grade = (text: string) => env.reward(task!, finishedRollout(task!, assistant(text)));
+    expect(grade(`\\boxed{${task!.answer}}`).reward).toBe(1);
+    expect(grade(`x7`)).toEqual({ reward: 0.2, metrics: { correct: 0, formatted: 0, answered: 1, number: 1 } });
+    expect(grade(`${Number(task!.answer) + 1}`).reward).toBe(0.2);
+    expect(grade(`no digits here`)).toEqual({
+      reward: 0,
+      metrics: { correct: 0, formatted: 0, answered: 1, number: 0 },
+    });
+    expect(grade(`1 and 2`).reward).toBe(0); // two numbers: no single answer
+    await expect(createEnv(math, { number_reward: 1.5 })).rejects.toThrow(/number_reward/);
   });
 });
