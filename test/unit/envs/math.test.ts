@@ -166,7 +166,7 @@ describe("math env", () => {
   test("number_reward: a wrong number earns it, a right one 1, text that is no number 0", async () => {
     const env = await createEnv(math, { number_reward: 0.2 });
     const [task] = await env.load("eval", 0);
-    const grade = (text: string) => env.reward(task!, finishedRollout(task!, assistant(text)));
+    const grade = (text: string) => rewardNow(env, task!, finishedRollout(task!, assistant(text)));
     expect(grade(`\\boxed{${task!.answer}}`).reward).toBe(1);
     expect(grade(`x7`)).toEqual({ reward: 0.2, metrics: { correct: 0, formatted: 0, answered: 1, number: 1 } });
     expect(grade(`${Number(task!.answer) + 1}`).reward).toBe(0.2);
