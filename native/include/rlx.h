@@ -20,7 +20,7 @@
 extern "C" {
 #endif
 
-#define RLX_ABI_VERSION 3
+#define RLX_ABI_VERSION 4
 
 /* ---- runtime ------------------------------------------------------------------------------ */
 
@@ -101,6 +101,28 @@ int rlx_model_set_option(void* model, const char* name, double value);
 #define RLX_LOSS_ADV_TAU 5   /* default 1.0 */
 #define RLX_LOSS_KL_TAU 6    /* default 1e-3 */
 #define RLX_LOSS_CONFIG_LEN 7
+/* ABI 4: the rl component's loss type and reduction (docs/architecture.md §6), read by the _ext
+ * calls when they are given RLX_LOSS_CONFIG_LEN_EXT doubles (with RLX_LOSS_CONFIG_LEN: DPPO+KL,
+ * token mean, as the ABI 3 calls). */
+#define RLX_LOSS_TYPE 7             /* RLX_RL_*, default RLX_RL_DPPO_KL */
+#define RLX_LOSS_REDUCTION 8        /* RLX_REDUCE_*, default RLX_REDUCE_TOKEN */
+#define RLX_LOSS_N_RL_SEQUENCES 9   /* max(1, samples with an rl member over the whole step, all ranks) */
+#define RLX_LOSS_CONSTANT 10        /* RLX_REDUCE_CONSTANT's divisor per sample (Dr. GRPO: max tokens) */
+#define RLX_LOSS_IPO_THRESHOLD 11   /* RLX_RL_IPO: masked where |exp(lp) - exp(ilp)| > this; 0.1 */
+#define RLX_LOSS_IS_LOW 12          /* RLX_RL_ICEPOP keeps ratios in [is_low, is_high]; 0.5 */
+#define RLX_LOSS_IS_HIGH 13         /* 5.0 */
+#define RLX_LOSS_IS_CAP 14          /* TIS clips, MIS masks the (token or sequence) ratio above it; 2.0 */
+#define RLX_LOSS_CONFIG_LEN_EXT 15
+#define RLX_RL_DPPO_KL 0  /* prime-rl's default: probability-difference trust region + KL */
+#define RLX_RL_IPO 1      /* the same with a symmetric mask |dp| > ipo_threshold */
+#define RLX_RL_ICEPOP 2   /* token ratio outside [is_low, is_high] masked */
+#define RLX_RL_TIS 3      /* token ratio truncated at is_cap */
+#define RLX_RL_MIS 4      /* token ratio above is_cap masked */
+#define RLX_RL_SEQ_TIS 5  /* the sample's ratio (product over its rl members) truncated at is_cap */
+#define RLX_RL_SEQ_MIS 6  /* the whole sample masked when its ratio exceeds is_cap */
+#define RLX_REDUCE_TOKEN 0     /* sum / N_rl */
+#define RLX_REDUCE_SEQUENCE 1  /* each sample's mean over its members, averaged over N_rl_sequences */
+#define RLX_REDUCE_CONSTANT 2  /* each sample's sum / constant, averaged over N_rl_sequences */
 
 /* Metrics: RLX_METRICS_FIELDS doubles for the whole row, then the same block for each env
  * 0..n_envs-1 (tokens of that env_index). All are sums over tokens, so blocks from several
@@ -133,12 +155,26 @@ int rlx_train_step(void* model, int64_t T, const int32_t* token_ids, const int32
                    const float* temperatures, const float* ref_logprobs, const float* rl_weights,
                    const float* ce_weights, const float* ref_kl_weights, const int32_t* env_index, int n_envs,
                    const double* loss_config, double* metrics, int64_t n_metrics);
+/* ABI 4: rlx_train_step with the loss config's length: RLX_LOSS_CONFIG_LEN or
+ * RLX_LOSS_CONFIG_LEN_EXT (the loss type and reduction); rlx_train_step is this call with 7. */
+int rlx_train_step_ext(void* model, int64_t T, const int32_t* token_ids, const int32_t* sample_lengths, int n_samples,
+                       const uint8_t* loss_mask, const float* advantages, const float* inference_logprobs,
+                       const float* temperatures, const float* ref_logprobs, const float* rl_weights,
+                       const float* ce_weights, const float* ref_kl_weights, const int32_t* env_index, int n_envs,
+                       const double* loss_config, int n_loss_config, double* metrics, int64_t n_metrics);
 /* The same loss over given trainer logprobs (float64, every token valid), in float64 without a
  * model: metrics as above (entropy fields 0) and, if grad_out is not NULL, dL/dlogprobs [T]. */
 int rlx_loss_eval(int64_t T, const double* logprobs, const uint8_t* loss_mask, const float* advantages,
                   const float* inference_logprobs, const float* ref_logprobs, const float* rl_weights,
                   const float* ce_weights, const float* ref_kl_weights, const int32_t* env_index, int n_envs,
                   const double* loss_config, double* metrics, int64_t n_metrics, double* grad_out);
+/* ABI 4: rlx_loss_eval with the row's samples (sample_lengths may be NULL: one sample; every token
+ * stays valid) for the sequence-level types and reductions, and the loss config's length. */
+int rlx_loss_eval_ext(int64_t T, const double* logprobs, const int32_t* sample_lengths, int n_samples,
+                      const uint8_t* loss_mask, const float* advantages, const float* inference_logprobs,
+                      const float* ref_logprobs, const float* rl_weights, const float* ce_weights,
+                      const float* ref_kl_weights, const int32_t* env_index, int n_envs, const double* loss_config,
+                      int n_loss_config, double* metrics, int64_t n_metrics, double* grad_out);
 
 /* ---- optimizer ---------------------------------------------------------------------------- */
 /* AdamW over all of the model's parameters (decoupled weight decay, as torch.optim.AdamW). The
@@ -199,12 +235,28 @@ int rlx_gen_add(void* gen, int n, const int32_t* prompt_ids, const int32_t* prom
 int rlx_gen_step(void* gen, int32_t* out_slots, int32_t* out_tokens, float* out_logprobs, int32_t* out_finish, int n_out);
 /* Cancels the sequence in a slot. */
 int rlx_gen_remove(void* gen, int slot);
+/* ABI 4. The k most likely tokens of each distribution the last rlx_gen_add or rlx_gen_step
+ * sampled from (n must be the count it reported; entry j is that call's entry j): out_ids and
+ * out_logprobs [n * k], most likely first, log_softmax(logits / temperature) as the reported
+ * logprob (temperature 1 for greedy rows), before top-k/top-p truncation. out_ranks (may be NULL)
+ * [n]: the 1-based rank of the chosen token (tokens at least as likely, itself included). k may
+ * be 0 (ranks only). Computed in the shim from the distributions the call kept (the sampler's CPU
+ * copy): only n * k values cross to the caller. */
+int rlx_gen_top_logprobs(void* gen, int n, int k, int32_t* out_ids, float* out_logprobs, int32_t* out_ranks);
 /* Prefill logprobs of n sequences (concatenated, total tokens): out_logprobs[t] = log p(token t |
  * tokens before it in its sequence) under logits / temperatures[t] (NULL = 1); the first token of
  * each sequence gets 0 (no prediction). out_entropy (may be NULL): the entropy of that
  * distribution. Sequences are packed into rows of at most row_tokens (<= 0: one row). */
 int rlx_score(void* model, int64_t total, const int32_t* token_ids, const int32_t* lengths, int n,
               const float* temperatures, int64_t row_tokens, float* out_logprobs, float* out_entropy);
+/* ABI 4. rlx_score with, per token t, out_ranks[t] (may be NULL): the 1-based rank of token t in
+ * its tempered distribution (tokens at least as likely, itself included), and out_top_ids /
+ * out_top_logprobs [total * k] (k in 0..vocab_size): the k most likely tokens, most likely first.
+ * The first token of each sequence gets logprob 0, rank 0, ids -1 and logprobs 0. The top-k is
+ * taken chunk by chunk in the shim; out_logprobs are bit-identical to rlx_score's. */
+int rlx_score_top(void* model, int64_t total, const int32_t* token_ids, const int32_t* lengths, int n,
+                  const float* temperatures, int64_t row_tokens, int k, float* out_logprobs, int32_t* out_ranks,
+                  int32_t* out_top_ids, float* out_top_logprobs);
 
 /* ---- distributed (data-parallel trainer ranks over c10d) --------------------------------- */
 /* A process group of world_size ranks joined by a c10d store. backend: "gloo" (CPU; needs a

@@ -34,6 +34,10 @@ struct Generator {
   void* model_handle;  // validated on every call: freeing the model invalidates the generator
   KVCache cache;
   std::vector<Sequence> seqs;
+  // The tempered log-distributions [n, V] (CPU) and chosen tokens of the n entries the last add
+  // or step reported, for rlx_gen_top_logprobs; kept until the next add or step.
+  at::Tensor last_logp;
+  std::vector<int64_t> last_tokens;
 };
 
 Generator& get_gen(void* handle) { return *get<Generator>(handle, Kind::Generator); }
@@ -71,7 +75,9 @@ int64_t draw(const T* probs, int64_t V, double total, double u) {
 
 // Picks the next token of each row of logits [n, V] (CPU, compute dtype) for seqs[j]. One
 // log_softmax and one exp cover every row; truncation (top-k/top-p) and the draw run per row.
-void sample_rows(const at::Tensor& logits, const std::vector<Sequence*>& seqs, int32_t* tokens, float* logprobs) {
+// Keeps the rows' tempered log-distributions in the generator for rlx_gen_top_logprobs.
+void sample_rows(Generator& g, const at::Tensor& logits, const std::vector<Sequence*>& seqs, int32_t* tokens,
+                 float* logprobs) {
   const int64_t n = logits.size(0), V = logits.size(1);
   std::vector<double> temps;
   bool any_greedy = false, any_sampled = false;
@@ -121,6 +127,8 @@ void sample_rows(const at::Tensor& logits, const std::vector<Sequence*>& seqs, i
     tokens[j] = static_cast<int32_t>(chosen[j]);
     logprobs[j] = static_cast<float>(picked.data_ptr<double>()[j]);
   }
+  g.last_logp = logp;
+  g.last_tokens = std::move(chosen);
 }
 
 // After a token is chosen: record it and decide whether the sequence is done.
@@ -279,7 +287,7 @@ RLX_API int rlx_gen_add(void* gen, int n, const int32_t* prompt_ids, const int32
     auto logits = distinct_logits.index_select(0, at::tensor(prompt_of, at::kLong).to(m.device)).to(at::kCPU);
     std::vector<Sequence*> seqs;
     for (int i = 0; i < n; ++i) g.seqs[slots[i]] = std::move(added[i]), seqs.push_back(&g.seqs[slots[i]]);
-    sample_rows(logits, seqs, out_tokens, out_logprobs);
+    sample_rows(g, logits, seqs, out_tokens, out_logprobs);
     for (int i = 0; i < n; ++i) {
       out_slots[i] = static_cast<int32_t>(slots[i]);
       out_finish[i] = finish_after(*seqs[i], out_tokens[i], g.cache.capacity);
@@ -298,6 +306,7 @@ RLX_API int rlx_gen_step(void* gen, int32_t* out_slots, int32_t* out_tokens, flo
     std::vector<int64_t> active;
     for (int64_t i = 0; i < g.cache.slots; ++i)
       if (g.seqs[i].active) active.push_back(i), rows = i + 1;
+    g.last_logp = at::Tensor(), g.last_tokens.clear();
     if (active.empty()) return 0;
     // Rows 0..rows-1 run together; a free slot in between computes a dummy token at position 0.
     std::vector<int64_t> ids(rows, 0), positions(rows, 0);
@@ -309,7 +318,7 @@ RLX_API int rlx_gen_step(void* gen, int32_t* out_slots, int32_t* out_tokens, flo
     auto logits = lm_logits(m, hidden.index_select(0, at::tensor(active, at::kLong).to(m.device))).to(at::kCPU);
     std::vector<Sequence*> seqs;
     for (auto i : active) g.seqs[i].length += 1, seqs.push_back(&g.seqs[i]);
-    sample_rows(logits, seqs, out_tokens, out_logprobs);
+    sample_rows(g, logits, seqs, out_tokens, out_logprobs);
     for (size_t j = 0; j < active.size(); ++j) {
       out_slots[j] = static_cast<int32_t>(active[j]);
       out_finish[j] = finish_after(*seqs[j], out_tokens[j], g.cache.capacity);
@@ -327,49 +336,28 @@ RLX_API int rlx_gen_remove(void* gen, int slot) {
   })
 }
 
-RLX_API int rlx_score(void* model, int64_t total, const int32_t* token_ids, const int32_t* lengths, int n,
-                      const float* temperatures, int64_t row_tokens, float* out_logprobs, float* out_entropy) {
+RLX_API int rlx_gen_top_logprobs(void* gen, int n, int k, int32_t* out_ids, float* out_logprobs, int32_t* out_ranks) {
   RLX_TRY(-1, {
-    auto& m = get_model(model);
-    require(n >= 1 && lengths && out_logprobs, "rlx_score: n must be >= 1 and lengths, out_logprobs non-null");
-    int64_t sum = 0;
-    for (int i = 0; i < n; ++i) {
-      require(lengths[i] >= 1, "rlx_score: lengths[" + std::to_string(i) + "] must be >= 1");
-      sum += lengths[i];
-    }
-    require(sum == total, "rlx_score: lengths sum to " + std::to_string(sum) + ", total is " + std::to_string(total));
-    if (temperatures)
-      for (int64_t t = 0; t < total; ++t)
-        require(temperatures[t] > 0 && std::isfinite(temperatures[t]), "rlx_score: temperatures[" + std::to_string(t) + "] must be > 0");
-    auto ids_all = token_tensor(m, token_ids, total, "token_ids");
-
+    auto& g = get_gen(gen);
+    const int64_t reported = g.last_logp.defined() ? g.last_logp.size(0) : 0;
+    require(n == reported, "rlx_gen_top_logprobs: n = " + std::to_string(n) + ", but the last rlx_gen_add or rlx_gen_step reported " +
+                               std::to_string(reported) + " tokens");
+    const int64_t V = reported ? g.last_logp.size(1) : 0;
+    require(k >= 0 && k <= V, "rlx_gen_top_logprobs: k = " + std::to_string(k) + " must be in 0..vocab_size (" + std::to_string(V) + ")");
+    require(k == 0 || (out_ids && out_logprobs), "rlx_gen_top_logprobs: k > 0 needs out_ids and out_logprobs");
+    if (n == 0) return 0;
     c10::InferenceMode inference;
-    AutocastScope autocast(m);
-    auto cd = m.compute_dtype();
-    auto temps_all = temperatures ? at::from_blob(const_cast<float*>(temperatures), {total}, at::kFloat).to(m.device, cd)
-                                  : at::ones({total}, m.opts(cd));
-    // Consecutive sequences share a packed row of at most row_tokens (a longer one gets its own).
-    int64_t row_start = 0;
-    for (int begin = 0; begin < n;) {
-      int end = begin;
-      int64_t T = 0;
-      while (end < n && (end == begin || row_tokens <= 0 || T + lengths[end] <= row_tokens)) T += lengths[end++];
-      std::vector<int64_t> row(lengths + begin, lengths + end);
-      auto ids = ids_all.narrow(0, row_start, T);
-      auto hidden = forward_packed(m, ids, packed_positions(m, row), row);
-      at::Tensor entropy;
-      auto lp = chunked_logprobs(m, hidden.narrow(0, 0, T - 1), ids.narrow(0, 1, T - 1), temps_all.narrow(0, row_start + 1, T - 1),
-                                 out_entropy ? &entropy : nullptr);
-      auto lp_host = lp.to(at::kCPU, at::kFloat).contiguous();
-      auto ent_host = out_entropy ? entropy.to(at::kCPU, at::kFloat).contiguous() : at::Tensor();
-      for (int64_t t = 0, sample_start = 0, s = 0; t < T; ++t) {
-        bool first = t == sample_start;
-        if (first) sample_start += row[s++];
-        out_logprobs[row_start + t] = first ? 0.0f : lp_host.data_ptr<float>()[t - 1];
-        if (out_entropy) out_entropy[row_start + t] = first ? 0.0f : ent_host.data_ptr<float>()[t - 1];
-      }
-      row_start += T;
-      begin = end;
+    if (k > 0) {
+      auto top = g.last_logp.topk(k, -1);
+      auto values = std::get<0>(top).to(at::kFloat).contiguous();
+      auto ids = std::get<1>(top).to(at::kInt).contiguous();
+      std::memcpy(out_logprobs, values.data_ptr<float>(), sizeof(float) * static_cast<size_t>(n * k));
+      std::memcpy(out_ids, ids.data_ptr<int32_t>(), sizeof(int32_t) * static_cast<size_t>(n * k));
+    }
+    if (out_ranks) {
+      auto chosen = g.last_logp.gather(1, at::tensor(g.last_tokens, at::kLong).unsqueeze(1));
+      auto ranks = g.last_logp.ge(chosen).sum(-1).to(at::kInt).contiguous();  // 1-based; ties count against
+      std::memcpy(out_ranks, ranks.data_ptr<int32_t>(), sizeof(int32_t) * static_cast<size_t>(n));
     }
     return 0;
   })

@@ -6,6 +6,9 @@
 #
 #   bash scripts/experiments/grpo_add.sh [SEED] [extra --set overrides for rlx train]
 #   ALGO=max_rl bash scripts/experiments/grpo_add.sh 1     (experiment 3: same student, budget and seeds)
+#   RLX_SET="--set trainer.loss.type=icepop" NAME=icepop-add-s0 bash scripts/experiments/grpo_add.sh 0
+#     RLX_SET: extra overrides that the scripts calling this one (student_algos.sh, opsd_hints.sh)
+#     pass through; NAME keeps the variant beside the main run
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 RLX=${RLX:-dist/rlx}
@@ -17,7 +20,7 @@ shift || true
 RUN=$OUT/${NAME:-$ALGO-add-s$SEED}     # NAME= keeps a variant (e.g. another lr) beside the main run
 
 rm -rf $RUN
-/usr/bin/time -f "wall %e s" $RLX train configs/examples/grpo_add.toml --set output_dir=$RUN --set seed=$SEED --set orchestrator.algo.type=$ALGO "$@" 2>&1 | tee $RUN.log
+/usr/bin/time -f "wall %e s" $RLX train configs/examples/grpo_add.toml --set output_dir=$RUN --set seed=$SEED --set orchestrator.algo.type=$ALGO "$@" ${RLX_SET:-} 2>&1 | tee $RUN.log
 last=$(ls -d $RUN/weights/step_* | sort -t_ -k2 -n | tail -1)
 $RLX eval --model "$last" --env math --args "$ARGS" --n 200 --k 8 --max-tokens 48 --seed 0 --out $RUN/eval-final.json
 $RLX report $RUN

@@ -11,6 +11,7 @@
 # command continues where it stopped.
 #
 #   bash scripts/experiments/reproduce.sh SET        e.g. SET=epyc-1 (a name for this run of it)
+#   PORT=8421 bash scripts/experiments/reproduce.sh SET   two sets at once need apart ports (PORT..PORT+2)
 #
 # The bands (configs/examples/sft_*.toml, [eval.stop]): student greedy 0.40-0.65 (the documented
 # student read 0.53), teacher >= 0.85, the subtraction student (8d) sub greedy 0.05-0.30 (one that
@@ -23,6 +24,7 @@ RLX=${RLX:-dist/rlx}
 BUN=node_modules/.bin/bun
 SET=${1:?usage: reproduce.sh SET   (a name for this run of the command, e.g. epyc-1)}
 SEEDS=${SEEDS:-0 1}
+PORT=${PORT:-8321} # the teacher; PORT+1 the subtraction teacher; PORT+2 each run's own policy server
 OUT=runs/reproduce/$SET
 ROWS=docs/results/reproduce/$SET
 ADD='{"operations": ["+"], "word_problems": false}'
@@ -81,7 +83,7 @@ rl() {
   local run=$OUT/$name-s$seed
   rm -rf "$run"
   timed "$run.log" $RLX train configs/examples/grpo_add.toml --set output_dir="$run" --set seed="$seed" \
-    --set model.path="$model" --set orchestrator.algo.type="$algo" --set orchestrator.eval.interval=20 "$@"
+    --set model.path="$model" --set orchestrator.algo.type="$algo" --set orchestrator.eval.interval=20 --set inference.port=$((PORT + 2)) "$@"
   evaluate "$(last_weights "$run")" "$ADD" "$run/eval.json"
   row "$name-s$seed" --row "$id" --seed "$seed" --algorithm "$algo" --experiment "$experiment" --steps 40 \
     --before "math=$OUT/student/eval.json" --after "math=$run/eval.json" \
@@ -106,26 +108,26 @@ band_sft 8d-t sub-teacher configs/examples/sft_sub_teacher.toml "8d's subtractio
   --set model.path=$OUT/teacher/model --set data.path=$OUT/addsub.jsonl
 evaluate $OUT/sub-student/model "$ADD" $OUT/sub-student/eval-add.json
 
-serve add-teacher $OUT/teacher/model 8321
+serve add-teacher $OUT/teacher/model $PORT
 for seed in $SEEDS; do
   echo "== seed $seed: GRPO, MaxRL, OPD, SFT distillation"
   rl 2 grpo "$seed" grpo "GRPO from the student, 40 steps" $OUT/student/model
   rl 3 max_rl "$seed" max_rl "MaxRL from the student, 40 steps" $OUT/student/model
   rl 4 opd "$seed" opd "OPD: the teacher served by rlx serve prefills the student's samples, 40 steps" $OUT/student/model \
-    --set orchestrator.algo.teacher.name=add-teacher --set orchestrator.algo.teacher.base_url=http://127.0.0.1:8321/v1
+    --set orchestrator.algo.teacher.name=add-teacher --set orchestrator.algo.teacher.base_url=http://127.0.0.1:$PORT/v1
   rl 5 sft "$seed" sft "SFT distillation: rollouts sampled by the served teacher, cross-entropy on them, 40 steps" $OUT/student/model \
-    --set orchestrator.algo.sampling.source.name=add-teacher --set orchestrator.algo.sampling.source.base_url=http://127.0.0.1:8321/v1
+    --set orchestrator.algo.sampling.source.name=add-teacher --set orchestrator.algo.sampling.source.base_url=http://127.0.0.1:$PORT/v1
 done
 
 echo "== 8d: GRPO on add and OPD on sub in one run"
-serve sub-teacher $OUT/sub-teacher/model 8322
+serve sub-teacher $OUT/sub-teacher/model $((PORT + 1))
 for seed in $SEEDS; do
   [ -f "$ROWS/mixed-s$seed.json" ] && continue
   run=$OUT/mixed-s$seed
   rm -rf $run
   timed $run.log $RLX train configs/examples/opd_two_teachers.toml --set output_dir=$run --set seed=$seed \
     --set model.path=$OUT/sub-student/model --set 'orchestrator.train.env[0].algo={type = "grpo"}' \
-    --set 'orchestrator.train.env[1].algo.teacher.base_url="http://127.0.0.1:8322/v1"' --set orchestrator.eval.interval=20
+    --set "orchestrator.train.env[1].algo.teacher.base_url=\"http://127.0.0.1:$((PORT + 1))/v1\"" --set orchestrator.eval.interval=20 --set inference.port=$((PORT + 2))
   evaluate "$(last_weights $run)" "$ADD" $run/eval-add.json
   evaluate "$(last_weights $run)" "$SUB" $run/eval-sub.json
   row mixed-s$seed --row 8d --seed $seed --algorithm "grpo + opd" --steps 40 \
@@ -149,7 +151,7 @@ for seed in $SEEDS; do
   run=$OUT/grpo-bare-s$seed
   rm -rf $run
   timed $run.log $RLX train configs/examples/grpo_bare.toml --set output_dir=$run --set seed=$seed \
-    --set model.path=$OUT/bare-student/model
+    --set model.path=$OUT/bare-student/model --set inference.port=$((PORT + 2))
   evaluate "$(last_weights $run)" "$BARE" $run/eval.json 8
   row grpo-bare-s$seed --row L --seed $seed --algorithm grpo --steps 40 \
     --experiment "GRPO on the lean format from the lean student, 40 steps" \

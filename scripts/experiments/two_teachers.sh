@@ -9,7 +9,8 @@
 #   STUDENT=runs/learns/sft-addsub-s0/checkpoints/step_400/trainer/model NAME=opd-two-teachers-mixed \
 #     bash scripts/experiments/two_teachers.sh     (a student that already samples `-` sometimes)
 #   ... NAME=mixed-grpo-opd bash scripts/experiments/two_teachers.sh 0 --set 'orchestrator.train.env[0].algo={type = "grpo"}'
-#     (extra arguments go to rlx train: here `add` on GRPO and `sub` on OPD in one run)
+#     (extra arguments go to rlx train: here `add` on GRPO and `sub` on OPD in one run; so does
+#     $RLX_SET, as in grpo_add.sh)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 RLX=${RLX:-dist/rlx}
@@ -27,7 +28,7 @@ for port in 8311 8312; do until curl -sf http://127.0.0.1:$port/health > /dev/nu
 
 rm -rf $RUN
 /usr/bin/time -f "wall %e s" $RLX train configs/examples/opd_two_teachers.toml --set output_dir=$RUN --set seed=$SEED \
-  --set model.path=$STUDENT "$@" 2>&1 | tee $RUN.log
+  --set model.path=$STUDENT "$@" ${RLX_SET:-} 2>&1 | tee $RUN.log
 last=$(ls -d $RUN/weights/step_* | sort -t_ -k2 -n | tail -1)
 for op in + -; do
   name=$([ "$op" = + ] && echo add || echo sub)

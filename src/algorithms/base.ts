@@ -14,7 +14,9 @@
 // Everything a hook needs from the outside world comes through `AlgorithmContext`, so tests give
 // an algorithm plain objects and a user's custom class needs nothing from rlx's sources.
 import { z, type ZodType } from "zod";
+import type { ChatClient } from "../inference/chat_client.ts";
 import type { SamplingClient } from "../inference/types.ts";
+import type { JudgeEndpoint } from "../judges/schema.ts";
 import type { ChatMessage } from "../model/chat.ts";
 import type { Rollout } from "../data/types.ts";
 import type { FrozenModel } from "./schemas.ts";
@@ -72,6 +74,8 @@ export interface AlgorithmContext {
   policy: SamplingClient;
   /** Connects a frozen endpoint; waits until it is ready. */
   connect(model: FrozenModel): Promise<FrozenClient>;
+  /** Connects a judge (a frozen chat endpoint, any tokenizer); waits until it is ready. */
+  connectJudge(judge: JudgeEndpoint): Promise<ChatClient>;
   tokenizer: TokenizerView;
   renderer: MessageRenderer;
   logger: AlgorithmLogger;

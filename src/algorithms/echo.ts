@@ -16,7 +16,7 @@
 // change the rl term's per-token scale. The stream merges into an existing ce stream by max.
 import { resolve } from "node:path";
 import { z } from "zod";
-import { ConfigError, RlxError } from "../errors.ts";
+import { ConfigError } from "../errors.ts";
 import { sampleRanges, type Rollout } from "../data/types.ts";
 import { Algorithm, type AlgorithmContext, type LossComponent } from "./base.ts";
 import { assignGrpoAdvantages, grpoFields } from "./grpo.ts";
@@ -95,8 +95,9 @@ export class Echo extends Algorithm<EchoConfig> {
     const ranges = sampleRanges(rollout);
     const where = `echo filter ${this.config.filter?.path}`;
     const fix = "return one boolean keep-mask per sample of the rollout, each as long as that sample's tokens";
+    // A ConfigError: the filter file is part of the run's config, and a wrong shape stops the run.
     if (!Array.isArray(masks) || masks.length !== ranges.length) {
-      throw new RlxError(
+      throw new ConfigError(
         `${where} returned ${Array.isArray(masks) ? masks.length : typeof masks} masks for rollout ${rollout.id}, which has ${ranges.length} sample(s)`,
         { fix },
       );
@@ -104,7 +105,7 @@ export class Echo extends Algorithm<EchoConfig> {
     ranges.forEach(([start, end], k) => {
       const mask = masks[k]!;
       if (!Array.isArray(mask) || mask.length !== end - start) {
-        throw new RlxError(
+        throw new ConfigError(
           `${where}: mask ${k} of rollout ${rollout.id} has ${Array.isArray(mask) ? mask.length : typeof mask} entries, the sample has ${end - start} tokens`,
           { fix },
         );

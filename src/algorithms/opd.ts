@@ -12,7 +12,7 @@
 //     would be scored as different text and the KL would be garbage, silently;
 //   - each sample of a rollout (after an extension break) is scored on its own, like a branch.
 import { z } from "zod";
-import { ConfigError, EndpointError } from "../errors.ts";
+import { EndpointError } from "../errors.ts";
 import type { Rollout } from "../data/types.ts";
 import {
   Algorithm,
@@ -24,33 +24,12 @@ import {
 } from "./base.ts";
 import { assignRefLogprobs, sampleSequences } from "./routing.ts";
 import { frozenModelSchema, samplingSchema } from "./schemas.ts";
+import { checkSameTokenizer } from "./tokenizer_check.ts";
 
 const schema = z.strictObject({ type: z.literal("opd"), sampling: samplingSchema, teacher: frozenModelSchema });
 type OpdConfig = z.infer<typeof schema>;
 
-/** Text whose tokenization differs between any two tokenizers worth telling apart. */
-export const TOKENIZER_PROBE =
-  "Probe: The quick brown fox jumps over 13 lazy dogs; naïve café, 你好, 🙂\n\tdef f(x): return x**2";
-
-/** Refuses a frozen model whose tokenizer is not the policy's: the vocabulary size (when the
- * endpoint reports it) and the token ids of a probe string must agree. */
-export async function checkSameTokenizer(ctx: AlgorithmContext, frozen: FrozenClient, what: string): Promise<void> {
-  const fix = "use a teacher with the same tokenizer.json as the policy (the same model family)";
-  const vocab = frozen.vocabSize ? await frozen.vocabSize() : undefined;
-  if (vocab !== undefined && vocab !== ctx.tokenizer.size) {
-    throw new ConfigError(
-      `${what} has a tokenizer of ${vocab} ids, the policy's has ${ctx.tokenizer.size}: token ids would mean different text`,
-      { fix },
-    );
-  }
-  const [theirs, own] = [await frozen.tokenize(TOKENIZER_PROBE), ctx.tokenizer.encodePlain(TOKENIZER_PROBE)];
-  if (theirs.length !== own.length || theirs.some((id, i) => id !== own[i])) {
-    throw new ConfigError(
-      `${what} tokenizes a probe string differently from the policy (${theirs.length} vs ${own.length} tokens)`,
-      { fix },
-    );
-  }
-}
+export { checkSameTokenizer, TOKENIZER_PROBE } from "./tokenizer_check.ts";
 
 export class Opd extends Algorithm<OpdConfig> {
   static override type = "opd";

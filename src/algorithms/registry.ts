@@ -20,6 +20,8 @@ import { z } from "zod";
 import { perToken, rolloutLength, sampleRanges } from "../data/types.ts";
 import { ConfigError, configError, keyPath } from "../errors.ts";
 import { loadPluginClass } from "../plugin.ts";
+import { judgeKit } from "../judges/index.ts";
+import { AgenticCredit, creditFactors, parseStepWeights } from "./agentic_credit.ts";
 import { Algorithm, type AlgorithmClass, LOSS_COMPONENTS, type RunView } from "./base.ts";
 import { Echo } from "./echo.ts";
 import * as group from "./group.ts";
@@ -27,7 +29,7 @@ import { Grpo } from "./grpo.ts";
 import { MaxRl } from "./max_rl.ts";
 import { Opd } from "./opd.ts";
 import { Opsd } from "./opsd.ts";
-import { actionMask, assignAdvantage, assignRefLogprobs, sampleSequences } from "./routing.ts";
+import { actionMask, assignAdvantage, assignRefLogprobs, creditParts, sampleSequences } from "./routing.ts";
 import { samplingSchema } from "./schemas.ts";
 import { Sft } from "./sft.ts";
 
@@ -38,6 +40,7 @@ export const BUILTIN_ALGORITHMS = {
   opsd: Opsd,
   sft: Sft,
   echo: Echo,
+  agentic_credit: AgenticCredit,
 } satisfies Record<string, AlgorithmClass>;
 
 type Builtins = typeof BUILTIN_ALGORITHMS;
@@ -70,6 +73,10 @@ export const algorithmKit = {
   perToken,
   sampleRanges,
   rolloutLength,
+  /** Credit assignment by a judge (ctx.connectJudge): the parts of a rollout, the STEP-line parser, the factors. */
+  credit: { creditParts, parseStepWeights, creditFactors },
+  /** A judge's view of a rollout and its errors (src/judges/): messageText, taskText, JudgeError, ... */
+  judges: judgeKit,
 };
 export type AlgorithmKit = typeof algorithmKit;
 

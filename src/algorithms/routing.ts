@@ -7,13 +7,27 @@
 // tokens, so a sample is a plain slice and the trainer never needs a separate index.
 import { RlxError } from "../errors.ts";
 import type { LossComponent } from "./base.ts";
-import { rolloutLength, type Rollout, type TrainingSample } from "../data/types.ts";
+import { type CreditPart, rolloutLength, type Rollout, type TrainingSample } from "../data/types.ts";
 
 /** Per token of the rollout: true on sampled (action) tokens. */
 export function actionMask(rollout: Rollout): boolean[] {
   const mask: boolean[] = [];
   for (const s of rollout.segments) for (let i = 0; i < s.tokenIds.length; i++) mask.push(s.sampled);
   return mask;
+}
+
+/** The parts of a rollout a credit judge weighs: its assistant turns (sampled segments) in order, each
+ * with its [start, end) in the concatenated token stream and weight 0 until the judge says. */
+export function creditParts(rollout: Rollout): CreditPart[] {
+  const parts: CreditPart[] = [];
+  let offset = 0;
+  for (const segment of rollout.segments) {
+    const end = offset + segment.tokenIds.length;
+    if (segment.sampled && end > offset)
+      parts.push({ part: parts.length + 1, messageIndex: segment.messageIndex, start: offset, end, weight: 0 });
+    offset = end;
+  }
+  return parts;
 }
 
 /** The token ids of each sample of the rollout (one sequence unless the extension property broke):

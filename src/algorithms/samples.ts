@@ -50,12 +50,13 @@ export function rolloutToSamples(rollout: Rollout, actionLoss: LossComponent): T
 
 /** Member tokens per component (docs/architecture.md §6): rl = mask & rlW != 0, ce = ceW != 0, ref_kl = refKlW != 0. */
 export function memberCounts(sample: TrainingSample): ComponentCounts {
-  const counts = { rl: 0, ce: 0, refKl: 0 };
+  const counts = { rl: 0, ce: 0, refKl: 0, rlSequences: 0 };
   for (let i = 0; i < sample.tokenIds.length; i++) {
     if (sample.lossMask[i] && (sample.rlWeights ? sample.rlWeights[i] !== 0 : true)) counts.rl++;
     if (sample.ceWeights && sample.ceWeights[i] !== 0) counts.ce++;
     if (sample.refKlWeights && sample.refKlWeights[i] !== 0) counts.refKl++;
   }
+  counts.rlSequences = counts.rl > 0 ? 1 : 0;
   return counts;
 }
 

@@ -76,6 +76,11 @@ export default defineCommand({
     "max-batch": { type: "string", description: "With --model: sequences decoded together (default 16)" },
     json: { type: "boolean", description: "Print results as JSON, per-task rewards included" },
     out: { type: "string", description: "Also write the JSON results to this file" },
+    tensorboard: {
+      type: "string",
+      description: "Also write TensorBoard event files under DIR/tensorboard/ (eval/<env>/<metric> at --step)",
+    },
+    step: { type: "string", description: "With --tensorboard: the step the results are logged at (default 0)" },
   },
   async run({ args }) {
     if (!args.model && !args["base-url"]) {
@@ -111,6 +116,7 @@ export default defineCommand({
     const seed = number(args.seed, "seed", 0, (x) => Number.isSafeInteger(x) && x >= 0, "a non-negative integer");
     const concurrency = number(args.concurrency, "concurrency", 64, isCount, "a positive integer");
     const maxBatch = number(args["max-batch"], "max-batch", 16, isCount, "a positive integer");
+    const step = number(args.step, "step", 0, (x) => Number.isSafeInteger(x) && x >= 0, "a non-negative integer");
     const tokenizerDir = args["base-url"] ? (args.tokenizer ?? args.model) : args.model;
     if (!tokenizerDir)
       throw new ConfigError("--base-url needs the served model's tokenizer to render prompts", {
@@ -181,6 +187,22 @@ export default defineCommand({
       envs: results,
     };
     if (args.out) writeFileSync(args.out, `${JSON.stringify(report, null, 2)}\n`);
+    if (args.tensorboard) {
+      const { TensorBoardLog } = await import("../rundir/tensorboard.ts");
+      const { evalMetrics } = await import("../eval/evaluate.ts");
+      const tracker = TensorBoardLog.open(args.tensorboard, (line) => console.error(`warning: ${line}`));
+      tracker.scalars(step, Object.assign({}, ...results.map((r) => evalMetrics(r))));
+      tracker.texts(
+        step,
+        results.map((r) => ({
+          tag: `replies/${r.env}`,
+          text: r.results
+            .slice(0, 4)
+            .map((t) => `**${t.taskId}** rewards ${t.rewards.join(" ")}\n\n\`\`\`\n${t.firstReply}\n\`\`\``)
+            .join("\n\n"),
+        })),
+      );
+    }
     if (args.json) return console.log(JSON.stringify(report));
     const { evalTable } = await import("../eval/table.ts");
     console.log(evalTable(results));

@@ -56,6 +56,11 @@ export default defineCommand({
       type: "string",
       description: "Requests waiting for a slot before answering 429 (default 16 x max-batch)",
     },
+    "max-logprobs": {
+      type: "string",
+      default: "20",
+      description: "Most alternatives per token a request may ask for (logprobs, top_logprobs, prompt_logprobs)",
+    },
     "served-model-name": { type: "string", description: "The model name clients send (default: --model as given)" },
     dtype: { type: "string", default: "f32", description: "Weights in memory: f32 or bf16" },
     device: { type: "string", default: "cpu", description: "Where the model runs: cpu or cuda[:N]" },
@@ -94,6 +99,7 @@ export default defineCommand({
     const maxModelLen =
       args["max-model-len"] === undefined ? undefined : intFlag("max-model-len", args["max-model-len"], 2);
     const maxQueue = args["max-queue"] === undefined ? undefined : intFlag("max-queue", args["max-queue"], 1);
+    const maxLogprobs = intFlag("max-logprobs", args["max-logprobs"], 0);
     const version = intFlag("policy-version", args["policy-version"], 0);
     const reloadMode = args["reload-mode"];
     if (reloadMode !== "drain" && reloadMode !== "in-flight")
@@ -113,6 +119,7 @@ export default defineCommand({
     const model = await loadModel(args.model, { dtype: args.dtype, device: args.device });
     const engine = new Engine(model, {
       maxBatch,
+      maxLogprobs,
       version,
       reloadMode,
       ...(maxModelLen === undefined ? {} : { maxModelLen }),

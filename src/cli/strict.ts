@@ -64,7 +64,9 @@ export async function checkCommandLine(cmd: CommandDef<any>, rawArgs: readonly s
     }
     given.push(arg);
   }
-  if (given.length > positionals.length) {
+  // a last positional marked `variadic: true` takes every remaining argument (rlx report RUN...)
+  const variadic = (positionals.at(-1)?.[1] as { variadic?: boolean } | undefined)?.variadic === true;
+  if (given.length > positionals.length && !variadic) {
     throw new UsageError(`${path}: unexpected argument ${given[positionals.length]}`, {
       fix: positionals.length
         ? `${path} takes ${positionals.map(([name]) => name.toUpperCase()).join(" ")}; quote a value with spaces, and put flags as --name value (${help})`

@@ -6,6 +6,7 @@
 import { defineCommand } from "citty";
 import { consola } from "consola";
 import { loadConfig, resolvedToml } from "../config/load.ts";
+import { nameCustomEnvs } from "../config/env_names.ts";
 import { ConfigError } from "../errors.ts";
 import { repeated } from "./run.ts";
 
@@ -40,13 +41,16 @@ export default defineCommand({
     }
     if (args["dry-run"]) {
       const { config, warnings } = loadConfig(args.config, overrides);
+      await nameCustomEnvs(config, args.config);
       const { checkModelDir } = await import("../config/model_check.ts");
       const model = checkModelDir(config.model.path, config.orchestrator.seq_len);
       warnings.push(...model.warnings);
       for (const w of warnings) consola.warn(w);
       if (args.json) console.log(JSON.stringify({ config, model: model.line, warnings }, null, 2));
       else {
-        const envs = config.orchestrator.train.env.map((e) => `${e.name}->${e.algo.type}`).join(", ");
+        const envs = config.orchestrator.train.env
+          .map((e) => `${e.name}->${e.algo.type}${e.judge ? ` (judge: ${e.judge.type} ${e.judge.name})` : ""}`)
+          .join(", ");
         console.log(`# resolved ${args.config}: ${envs}\n# ${model.line}\n${resolvedToml(config)}`);
       }
       return;

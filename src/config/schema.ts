@@ -4,6 +4,8 @@
 // (src/algorithms/registry.ts, src/sampling/registry.ts), and env args by each
 // environment's own schema, so both errors name the path the user typed.
 import { z } from "zod";
+import { judgeSchema } from "../judges/schema.ts";
+import { RL_LOSS_TYPES, RL_REDUCTIONS } from "../native/loss_types.ts";
 
 const algoBlock = z.looseObject({ type: z.string() });
 const samplerBlock = z.looseObject({ type: z.string() });
@@ -32,9 +34,29 @@ const envEntry = z.strictObject({
   algo: algoBlock.optional(),
   /** This env's sampler (docs/sampling.md); absent = a deep copy of [orchestrator.sampler]. */
   sampler: samplerBlock.optional(),
+  /** A judge whose score replaces the env's reward (docs/algorithms.md, "Judges"); the exact reward stays a metric. */
+  judge: judgeSchema.optional(),
+  /** Limits on the env's reward calls (a judge, or a custom env's reward that calls out). */
+  reward: z
+    .strictObject({
+      /** Reward calls running at once; the others wait (the wait does not count against the timeout). */
+      concurrency: positiveInt.default(16),
+      /** Per reward call; past it the rollout fails with the reason (never scored 0). */
+      timeout_s: z.number().positive().default(300),
+    })
+    .prefault({}),
 });
 
-const evalEntry = envEntry.omit({ algo: true, ratio: true, ratio_end: true, ratio_steps: true, sampler: true });
+/** Eval scores with the env's exact reward: no judge, no reward limits. */
+const evalEntry = envEntry.omit({
+  algo: true,
+  ratio: true,
+  ratio_end: true,
+  ratio_steps: true,
+  sampler: true,
+  judge: true,
+  reward: true,
+});
 
 export const configSchema = z.strictObject({
   /** Run directory: metrics, rollouts, weights, checkpoints, logs. */
@@ -102,14 +124,29 @@ export const configSchema = z.strictObject({
           decay_steps: z.number().int().positive().optional(),
         })
         .prefault({}),
-      /** The default rl loss (DPPO + KL, as prime-rl's trainer/rl/loss.py; docs/architecture.md §6). */
+      /** The rl component's loss: its type (default DPPO + KL, as prime-rl's trainer/rl/loss.py),
+       * its reduction and their settings (docs/architecture.md §6). */
       loss: z
         .strictObject({
+          type: z.enum(RL_LOSS_TYPES).default("dppo_kl"),
+          /** token: sum / rl tokens of the step; sequence: mean per sample, then over samples;
+           * constant: each sample's sum / `constant`, then over samples (Dr. GRPO). */
+          reduction: z.enum(RL_REDUCTIONS).default("token"),
+          /** The constant reduction's divisor; absent = orchestrator.max_tokens. */
+          constant: z.number().positive().optional(),
           dppo_mask_low: z.number().min(0).default(0.2),
           dppo_mask_high: z.number().min(0).default(0.2),
           adv_tau: z.number().min(0).default(1.0),
           kl_tau: z.number().min(0).default(1e-3),
+          /** ipo: masked where |exp(lp) - exp(ilp)| exceeds it. */
+          ipo_threshold: z.number().min(0).default(0.1),
+          /** icepop: token ratios outside [is_low, is_high] are masked. */
+          is_low: z.number().positive().default(0.5),
+          is_high: z.number().positive().default(5.0),
+          /** tis / seq_tis clip, mis / seq_mis mask the (token / sequence) ratio above it. */
+          is_cap: z.number().positive().default(2.0),
         })
+        .refine((l) => l.is_low <= l.is_high, { message: "is_low must be <= is_high", path: ["is_low"] })
         .prefault({}),
     })
     .prefault({}),
@@ -194,6 +231,8 @@ export const configSchema = z.strictObject({
     .strictObject({
       /** Write the audit records rollouts/step_N.jsonl every N steps; 0 = never. */
       rollouts_interval: z.number().int().min(0).default(1),
+      /** Write TensorBoard event files to tensorboard/ (every metric, a few rollouts as text). */
+      tensorboard: z.boolean().default(true),
     })
     .prefault({}),
 });

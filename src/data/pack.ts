@@ -44,6 +44,8 @@ export interface ComponentCounts {
   rl: number;
   ce: number;
   refKl: number;
+  /** Samples with at least one rl member: the sequence and constant reductions' denominator. */
+  rlSequences: number;
 }
 
 export interface PackedStep {
@@ -67,16 +69,22 @@ export interface PackOptions {
 /** Member counts of a packed row (docs/architecture.md §6 membership). The first token of each packed sample
  * is nobody's member: nothing in its sample predicts it, and the trainer drops it too. */
 export function rowCounts(row: PackedRow): ComponentCounts {
-  const counts = { rl: 0, ce: 0, refKl: 0 };
+  const counts = { rl: 0, ce: 0, refKl: 0, rlSequences: 0 };
   const { lossMask, rlWeights, ceWeights, refKlWeights } = row;
   let nextStart = 0;
   let k = 0;
+  let sampleHasRl = false;
   for (let i = 0; i < row.tokenIds.length; i++) {
     if (i === nextStart) {
       nextStart += row.sampleLengths[k++] ?? 0;
+      sampleHasRl = false;
       continue;
     }
-    if (lossMask[i] && (!rlWeights || rlWeights[i] !== 0)) counts.rl++;
+    if (lossMask[i] && (!rlWeights || rlWeights[i] !== 0)) {
+      counts.rl++;
+      if (!sampleHasRl) counts.rlSequences++;
+      sampleHasRl = true;
+    }
     if (ceWeights && ceWeights[i] !== 0) counts.ce++;
     if (refKlWeights && refKlWeights[i] !== 0) counts.refKl++;
   }
@@ -85,12 +93,13 @@ export function rowCounts(row: PackedRow): ComponentCounts {
 
 /** Member counts summed over rows (a step's, or one rank's share of it). */
 export function stepCounts(rows: readonly PackedRow[]): ComponentCounts {
-  const total = { rl: 0, ce: 0, refKl: 0 };
+  const total = { rl: 0, ce: 0, refKl: 0, rlSequences: 0 };
   for (const row of rows) {
     const c = rowCounts(row);
     total.rl += c.rl;
     total.ce += c.ce;
     total.refKl += c.refKl;
+    total.rlSequences += c.rlSequences;
   }
   return total;
 }

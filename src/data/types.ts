@@ -52,6 +52,35 @@ export interface Segment {
   temperature?: number;
 }
 
+/** A judge's whole conversation about one rollout (src/judges/): kept on the rollout, written in its
+ * audit record (docs/algorithms.md, "Judges"). */
+export interface JudgeRecord {
+  /** "rubric", "agentic" (a reward) or "credit" (agentic credit assignment). */
+  kind: string;
+  /** The judge model's name. */
+  model: string;
+  /** Every message of the conversation, the judge's replies and tool results included. */
+  messages: ChatMessage[];
+  /** The score the judge gave (rubric, agentic). */
+  score?: number;
+  /** The judge's stated reason, when it gave one. */
+  reason?: string;
+}
+
+/** One part of a rollout that agentic credit assignment weighs (one assistant turn). */
+export interface CreditPart {
+  /** The part's number as the judge saw it (1-based). */
+  part: number;
+  /** Index into `Rollout.messages` of the assistant message. */
+  messageIndex: number;
+  /** [start, end) of the part's action tokens in the rollout's concatenated token stream. */
+  start: number;
+  end: number;
+  /** The judge's weight in [0, 1] and the factor it became (docs/algorithms.md). */
+  weight: number;
+  factor?: number;
+}
+
 /** Why a rollout stopped. Anything but "done" means the episode was cut short. */
 export type StopReason = "done" | "max_turns" | "length" | "context" | "error";
 
@@ -83,6 +112,8 @@ export interface Rollout {
   numTurns: number;
   /** Free-form metadata: extension breaks, finish reasons, timings. */
   info: Record<string, unknown>;
+  /** The judge behind the reward, when the env is judged (src/judges/). */
+  judge?: JudgeRecord;
 
   // ---- annotations written by the algorithms layer (absent = not assigned) ----
   /** Scalar credit before spreading over action tokens (GRPO-style); null = no signal. */
@@ -95,6 +126,8 @@ export interface Rollout {
   rlWeights?: number[];
   ceWeights?: number[];
   refKlWeights?: number[];
+  /** Agentic credit assignment: the judge's conversation and its per-part weights. */
+  credit?: { judge: JudgeRecord; parts: CreditPart[] };
 }
 
 /** The flat form the trainer consumes (docs/architecture.md §4). Every array has the sequence's length. */

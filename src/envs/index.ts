@@ -29,7 +29,8 @@ export function envArgsSchema(id: string): ZodType | undefined {
   return BUILT_IN[id]?.args;
 }
 
-function isPath(idOrPath: string): boolean {
+/** Whether an env id is a file path (a custom env) rather than a built-in's name. */
+export function isEnvPath(idOrPath: string): boolean {
   return /\.(ts|js|mjs|mts)$/.test(idOrPath) || idOrPath.includes("/");
 }
 
@@ -43,7 +44,7 @@ export function checkEnvArgs(
   source: string,
   path: readonly (string | number)[],
 ): Record<string, unknown> {
-  if (isPath(env.id)) {
+  if (isEnvPath(env.id)) {
     if (!existsSync(env.id)) throw new ConfigError(`${source}: ${keyPath([...path, "id"])}: no such file "${env.id}"`);
     return env.args;
   }
@@ -81,7 +82,7 @@ function checkDefinition(value: unknown, path: string): EnvDefinition {
 export async function loadEnv(idOrPath: string): Promise<EnvDefinition> {
   const builtIn = BUILT_IN[idOrPath];
   if (builtIn) return builtIn;
-  if (!isPath(idOrPath)) {
+  if (!isEnvPath(idOrPath)) {
     throw new ConfigError(`unknown env "${idOrPath}"`, {
       fix: `use one of ${Object.keys(BUILT_IN).join(", ")}, or a path to a .ts file that default-exports an env`,
     });

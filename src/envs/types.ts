@@ -9,10 +9,15 @@
 // limit and its reward. The rollout protocol is fixed by the driver (src/rollout/driver.ts):
 // model turn, parse tool calls, run each tool, append the outputs, until the model answers
 // without a tool call or `maxTurns` model turns have been sampled. With no tools it is single-turn.
+//
+// A reward may call out (a judge: src/judges/) and return a Promise. The orchestrator runs each
+// env's rewards through a gate (the env entry's `reward = { concurrency, timeout_s }`,
+// src/inference/gate.ts) as each rollout finishes; a reward that throws, rejects or times out fails
+// its rollout with the reason (excluded from training and from every mean, never scored 0).
 
 import type { ZodType } from "zod";
 import type { ChatMessage, ToolSpec } from "../model/chat.ts";
-import type { Rollout, Task } from "../data/types.ts";
+import type { JudgeRecord, Rollout, Task } from "../data/types.ts";
 
 export type { Task } from "../data/types.ts";
 
@@ -36,6 +41,14 @@ export interface RewardResult {
   reward: number;
   /** Named components, e.g. { correct: 1, formatted: 1 }. */
   metrics: Record<string, number>;
+  /** A judge's conversation behind the reward: kept on the rollout and in its audit record. */
+  judge?: JudgeRecord;
+}
+
+/** What a reward call gets besides the rollout. */
+export interface RewardContext {
+  /** Fires when the env's reward timeout passes: a reward that calls out should pass it on (fetch). */
+  signal: AbortSignal;
 }
 
 export interface Env {
@@ -45,8 +58,9 @@ export interface Env {
   maxTurns: number;
   /** Tasks of a split. `train` and `eval` never share a task; `seed` only shuffles/samples. */
   load(split: Split, seed: number): Promise<Task[]>;
-  /** Pure: the reward of a finished rollout (it reads `rollout.messages`). */
-  reward(task: Task, rollout: Rollout): RewardResult;
+  /** The reward of a finished rollout (it reads `rollout.messages`): pure, or a Promise when it
+   * calls out (a judge); `ctx` is absent when a caller needs no limit (rlx env, tests). */
+  reward(task: Task, rollout: Rollout, ctx?: RewardContext): RewardResult | Promise<RewardResult>;
   /** A gold conversation for the task, tool calls and real tool outputs included. */
   demonstrate?(task: Task): Promise<ChatMessage[]>;
 }

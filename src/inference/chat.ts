@@ -2,12 +2,13 @@
 // template (the same renderer rollouts use, so message content can never forge special tokens),
 // then sampled like a completion. The assistant text excludes the end-of-turn token and is split
 // into content, reasoning_content and tool_calls (chat_stream.ts), streaming or not; max_tokens
-// defaults to the rest of the context, as in vLLM. Logprobs are the trainer's (temperature-processed).
+// defaults to the rest of the context, as in vLLM. Logprobs are the trainer's (temperature-processed),
+// top_logprobs the N most likely tokens of the same distribution.
 import { ChatRenderer } from "../model/render.ts";
 import type { ChatInputs } from "./chat_request.ts";
 import { type AssistantDelta, AssistantStream, splitAssistant } from "./chat_stream.ts";
 import { InvalidRequestError } from "./errors.ts";
-import type { ServeContext } from "./choice.ts";
+import { type ServeContext, tokenString } from "./choice.ts";
 import { Fields } from "./fields.ts";
 import { checkCapacity, planPrompt, servedVersion, startChoices } from "./generation.ts";
 import { checkModelName } from "./models.ts";
@@ -72,7 +73,8 @@ function mergeDeltas(a: AssistantDelta, b: AssistantDelta): AssistantDelta {
 }
 
 export async function handleChat(ctx: ServeContext, request: Request): Promise<Response> {
-  const params = chatParams(Fields.parse(await request.text()), ctx.engine.vocabSize);
+  const params = chatParams(Fields.parse(await request.text()), ctx.engine.vocabSize, ctx.engine.maxLogprobs);
+  const spell = (t: number) => tokenString(ctx.tokenizer, t, params.tokensAsIds);
   checkModelName(ctx, params.model);
   if (params.promptLogprobs)
     throw new InvalidRequestError(
@@ -119,7 +121,7 @@ export async function handleChat(ctx: ServeContext, request: Request): Promise<R
               {
                 index: d.index,
                 delta,
-                logprobs: params.logprobs ? chatLogprobs(d.tokenStrings, d.logprobs) : null,
+                logprobs: params.logprobs ? chatLogprobs(d.tokenStrings, d.logprobs, d.tops, spell) : null,
                 finish_reason: finishReason(d.finishReason, called.has(d.index)),
                 stop_reason: d.stopReason,
               },
@@ -151,7 +153,7 @@ export async function handleChat(ctx: ServeContext, request: Request): Promise<R
     choices: choices.map((c) => ({
       index: c.index,
       message: assistantMessage(c.text, params.parseToolCalls),
-      logprobs: params.logprobs ? chatLogprobs(c.tokenStrings, c.logprobs) : null,
+      logprobs: params.logprobs ? chatLogprobs(c.tokenStrings, c.logprobs, c.tops, spell) : null,
       finish_reason: finishReason(c.finishReason, splitAssistant(c.text, params.parseToolCalls).tool_calls.length > 0),
       stop_reason: c.stopReason,
       ...(params.returnTokenIds ? { token_ids: c.tokens } : {}),

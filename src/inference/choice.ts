@@ -3,6 +3,7 @@
 // frees the slot at once), and hand streaming consumers their deltas. Tokens and logprobs always
 // include the final stop token (the trainer needs the exact sampled sequence); its text is left
 // out unless include_stop_str_in_output, as in vLLM.
+import type { TopLogprobs } from "../native/generate.ts";
 import type { Tokenizer } from "../model/tokenizer.ts";
 import { TextTracker } from "./detok.ts";
 import type { Engine } from "./engine.ts";
@@ -45,6 +46,7 @@ export function runChoice(ctx: ServeContext, job: ChoiceJob): Promise<ChoiceOut>
   });
   const tokens: number[] = [];
   const logprobs: number[] = [];
+  const tops: TopLogprobs[] = [];
   let delivered = 0;
   const delta = (
     text: string,
@@ -60,6 +62,7 @@ export function runChoice(ctx: ServeContext, job: ChoiceJob): Promise<ChoiceOut>
       text,
       tokens: part,
       logprobs: logprobs.slice(from),
+      tops: tops.slice(from),
       tokenStrings: part.map((t) => tokenString(tokenizer, t, spec.tokensAsIds)),
       textOffsets: tracker.offsets.slice(from),
       finishReason,
@@ -79,9 +82,11 @@ export function runChoice(ctx: ServeContext, job: ChoiceJob): Promise<ChoiceOut>
       ...(job.seed === undefined ? {} : { seed: job.seed }),
     },
     signal: job.signal,
-    onToken: (token, logprob, finish) => {
+    topLogprobs: spec.topLogprobs,
+    onToken: (token, logprob, finish, top) => {
       tokens.push(token);
       logprobs.push(logprob);
+      if (top) tops.push(top);
       const isStopToken = finish === "stop" && stopIds.has(token);
       tracker.push(token, !isStopToken || spec.includeStopStr);
       if (onDelta && finish === null && tracker.stopped === null) {
@@ -105,6 +110,7 @@ export function runChoice(ctx: ServeContext, job: ChoiceJob): Promise<ChoiceOut>
       text: tracker.text,
       tokens: result.tokens,
       logprobs: result.logprobs,
+      tops: result.topLogprobs ?? [],
       tokenStrings: result.tokens.map((t) => tokenString(tokenizer, t, spec.tokensAsIds)),
       textOffsets: tracker.offsets,
       finishReason,

@@ -6,13 +6,20 @@
 // `session` key (a rollout id) keeps a multi-turn rollout on one server for its KV cache.
 import { EndpointError } from "../errors.ts";
 import { DEFAULT_HTTP, type HttpOptions, JsonEndpoint } from "./http.ts";
-import type { Completion, CompletionRequest, FinishReason, SamplingClient } from "./types.ts";
+import type {
+  Completion,
+  CompletionRequest,
+  FinishReason,
+  SamplingClient,
+  ScoredSequence,
+  TopLogprobs,
+} from "./types.ts";
 
 interface CompletionChoice {
   finish_reason: string | null;
   token_ids?: number[];
   logprobs?: { tokens?: string[]; token_logprobs?: (number | null)[] } | null;
-  prompt_logprobs?: (Record<string, { logprob: number }> | null)[] | null;
+  prompt_logprobs?: (Record<string, { logprob: number; rank?: number | null }> | null)[] | null;
 }
 
 interface CompletionResponse {
@@ -101,6 +108,14 @@ export class OpenAIClient implements SamplingClient {
 
   /** Prompt logprobs of each sequence (the first token's is 0), via vLLM's prompt_logprobs. */
   async score(sequences: number[][]): Promise<number[][]> {
+    return (await this.scoreTop(sequences, 0)).map((s) => s.logprobs);
+  }
+
+  /**
+   * Prompt logprobs with the k most likely tokens of every position (temperature 1), via vLLM's
+   * prompt_logprobs = k: each position's entries ranked 1..k, plus the prompt token's own.
+   */
+  async scoreTop(sequences: number[][], k: number): Promise<ScoredSequence[]> {
     return Promise.all(
       sequences.map(async (tokenIds) => {
         const endpoint = this.pick();
@@ -109,7 +124,7 @@ export class OpenAIClient implements SamplingClient {
           prompt: tokenIds,
           max_tokens: 1,
           temperature: 1.0,
-          prompt_logprobs: 0,
+          prompt_logprobs: k,
         };
         const response = await endpoint.request<CompletionResponse>("/completions", body);
         const rows = response.choices?.[0]?.prompt_logprobs;
@@ -119,12 +134,28 @@ export class OpenAIClient implements SamplingClient {
             `${where}: expected ${tokenIds.length} prompt_logprobs, got ${rows?.length ?? "none"} (the server must support vLLM's prompt_logprobs)`,
           );
         }
-        return rows.map((row, i) => {
-          if (i === 0 || row === null) return 0;
+        const logprobs: number[] = [];
+        const top: (TopLogprobs | null)[] = [];
+        rows.forEach((row, i) => {
+          if (i === 0 || row === null) return (logprobs.push(0), top.push(null));
           const entry = row[String(tokenIds[i])];
           if (!entry) throw new EndpointError(`${where}: prompt_logprobs[${i}] lacks the prompt token ${tokenIds[i]}`);
-          return entry.logprob;
+          logprobs.push(entry.logprob);
+          if (k === 0) return top.push(null);
+          const ranked = Object.entries(row)
+            .filter(([, e]) => typeof e.rank === "number" && e.rank >= 1 && e.rank <= k)
+            .sort((a, b) => a[1].rank! - b[1].rank!);
+          if (ranked.length < k)
+            throw new EndpointError(
+              `${where}: prompt_logprobs[${i}] has ${ranked.length} of the ${k} ranked alternatives`,
+            );
+          top.push({
+            ids: ranked.map(([id]) => Number(id)),
+            logprobs: ranked.map(([, e]) => e.logprob),
+            rank: entry.rank ?? null,
+          });
         });
+        return { logprobs, top };
       }),
     );
   }

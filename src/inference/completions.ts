@@ -1,19 +1,21 @@
 // POST /v1/completions: text or token-id prompts (one or a batch), n samples each, optional
-// sampled-token logprobs and vLLM's prompt_logprobs, streamed or not. The logprobs are the
-// trainer's: log_softmax(logits / temperature) of the sampled token over the full vocabulary
-// (vLLM's default reports the raw, temperature-1 logprobs instead); prompt_logprobs are the
-// model's raw (temperature 1) prefill logprobs, from the same native scoring call the trainer uses.
+// logprobs with N alternatives per token, vLLM's prompt_logprobs and echo, streamed or not. The
+// logprobs are the trainer's: log_softmax(logits / temperature) of the sampled token over the full
+// vocabulary (vLLM's default reports the raw, temperature-1 logprobs instead), and the
+// alternatives are the most likely tokens of that same distribution; prompt_logprobs and echoed
+// prompt logprobs are the model's raw (temperature 1) prefill logprobs (prompt_scores.ts).
 import { Fields } from "./fields.ts";
 import { InvalidRequestError } from "./errors.ts";
 import { type ServeContext, tokenString } from "./choice.ts";
 import { checkCapacity, planPrompt, servedVersion, startChoices } from "./generation.ts";
-import { completionLogprobs, nowSeconds, type PromptLogprob, requestId, usage } from "./openai.ts";
+import { completionLogprobs, nowSeconds, requestId, type Spell, usage } from "./openai.ts";
 import { completionParams } from "./params.ts";
+import { echoPrompt, promptLogprobRow, scorePrompts } from "./prompt_scores.ts";
 import { sseResponse } from "./sse.ts";
 import { checkModelName } from "./models.ts";
 
 export async function handleCompletions(ctx: ServeContext, request: Request): Promise<Response> {
-  const params = completionParams(Fields.parse(await request.text()), ctx.engine.vocabSize);
+  const params = completionParams(Fields.parse(await request.text()), ctx.engine.vocabSize, ctx.engine.maxLogprobs);
   checkModelName(ctx, params.model);
   if (params.stream && params.promptLogprobs)
     throw new InvalidRequestError("prompt_logprobs is not supported with stream: true in rlx serve", "prompt_logprobs");
@@ -21,11 +23,25 @@ export async function handleCompletions(ctx: ServeContext, request: Request): Pr
     const tokens = typeof p === "string" ? ctx.tokenizer.encode(p) : p;
     return planPrompt(ctx, tokens, params, params.prompts.length > 1 ? `prompt[${i}]` : "prompt");
   });
-  const promptLogprobs = params.promptLogprobs
-    ? promptLogprobRows(
-        ctx,
-        planned.map((p) => p.tokens),
-        params.tokensAsIds,
+  const spell: Spell = (t) => tokenString(ctx.tokenizer, t, params.tokensAsIds);
+  const decode = (t: number) => ctx.tokenizer.decode([t]);
+  const echoScores = params.echo && params.logprobs;
+  const k = Math.max(params.promptLogprobs ?? 0, echoScores ? params.topLogprobs : 0);
+  const scored =
+    params.promptLogprobs !== null || echoScores
+      ? scorePrompts(
+          ctx,
+          planned.map((p) => p.tokens),
+          k,
+        )
+      : null;
+  const promptLogprobs =
+    params.promptLogprobs !== null && scored
+      ? planned.map((p, i) => promptLogprobRow(p.tokens, scored[i]!, params.promptLogprobs!, decode))
+      : null;
+  const echoes = params.echo
+    ? planned.map((p, i) =>
+        echoPrompt(ctx, params.prompts[i]!, p.tokens, echoScores ? scored![i]! : null, params.topLogprobs, spell),
       )
     : null;
   const promptTokens = planned.reduce((sum, p) => sum + p.tokens.length, 0);
@@ -51,7 +67,9 @@ export async function handleCompletions(ctx: ServeContext, request: Request): Pr
               {
                 index: d.index,
                 text: d.text,
-                logprobs: params.logprobs ? completionLogprobs(d.tokenStrings, d.logprobs, d.textOffsets) : null,
+                logprobs: params.logprobs
+                  ? completionLogprobs(d.tokenStrings, d.logprobs, d.textOffsets, d.tops, spell)
+                  : null,
                 finish_reason: d.finishReason,
                 stop_reason: d.stopReason,
               },
@@ -82,10 +100,20 @@ export async function handleCompletions(ctx: ServeContext, request: Request): Pr
     model,
     choices: choices.map((c) => {
       const prompt = planned[Math.floor(c.index / params.n)]!;
+      const echo = echoes?.[Math.floor(c.index / params.n)];
+      const shift = echo?.text.length ?? 0;
       return {
         index: c.index,
-        text: c.text,
-        logprobs: params.logprobs ? completionLogprobs(c.tokenStrings, c.logprobs, c.textOffsets) : null,
+        text: (echo?.text ?? "") + c.text,
+        logprobs: params.logprobs
+          ? completionLogprobs(
+              [...(echo?.tokenStrings ?? []), ...c.tokenStrings],
+              [...(echo?.logprobs ?? []), ...c.logprobs],
+              [...(echo?.offsets ?? []), ...c.textOffsets.map((o) => o + shift)],
+              [...(echo?.tops ?? []), ...c.tops],
+              spell,
+            )
+          : null,
         finish_reason: c.finishReason,
         stop_reason: c.stopReason,
         prompt_logprobs: promptLogprobs ? promptLogprobs[Math.floor(c.index / params.n)]! : null,
@@ -100,26 +128,4 @@ export async function handleCompletions(ctx: ServeContext, request: Request): Pr
     system_fingerprint: null,
     policy_version: servedVersion(choices, ctx.engine.version),
   });
-}
-
-/**
- * vLLM's prompt_logprobs per prompt: null for the first token, then {token_id: {logprob, rank,
- * decoded_token}}. All prompts of the request are scored in one native call. `rank` is null: the
- * native scorer returns the token's logprob, not the whole distribution.
- */
-function promptLogprobRows(ctx: ServeContext, prompts: number[][], asIds: boolean): (PromptLogprob | null)[][] {
-  const { logprobs } = ctx.engine.score(prompts);
-  return prompts.map((tokens, p) =>
-    tokens.map((token, i) =>
-      i === 0
-        ? null
-        : {
-            [String(token)]: {
-              logprob: logprobs[p]![i]!,
-              rank: null,
-              decoded_token: tokenString(ctx.tokenizer, token, asIds),
-            },
-          },
-    ),
-  );
 }

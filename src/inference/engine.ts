@@ -25,7 +25,8 @@
 //     need. `versionEnd` is the version that produced its last token (equal in drain mode).
 //   - Cancellation (an AbortSignal, or onToken returning true for a stop string) frees the slot
 //     at once; native calls are synchronous, so a cancel can never land inside a step.
-import { type FinishReason, NativeGenerator, score } from "../native/generate.ts";
+import { type GenToken, NativeGenerator, score, type TopLogprobs } from "../native/generate.ts";
+import { type ScoredTop, scoreTop } from "../native/score_top.ts";
 import type { NativeModel } from "../native/model.ts";
 import { EngineClosedError, InvalidRequestError, QueueFullError } from "./errors.ts";
 import {
@@ -37,7 +38,7 @@ import {
   type ReloadMode,
 } from "./engine_api.ts";
 import { Job } from "./job.ts";
-import { checkRequest, checkSequences, type Limits, loadSameArchitecture } from "./limits.ts";
+import { checkRequest, checkSequences, checkTopCount, type Limits, loadSameArchitecture } from "./limits.ts";
 
 interface Reload {
   dir: string;
@@ -53,6 +54,7 @@ export class Engine {
   readonly maxQueue: number;
   readonly maxPrefillTokens: number;
   readonly reloadMode: ReloadMode;
+  readonly maxLogprobs: number;
   #model: NativeModel;
   #generator: NativeGenerator;
   #version: number;
@@ -90,6 +92,7 @@ export class Engine {
         `reloadMode must be one of ${RELOAD_MODES.join(", ")}, got ${this.reloadMode}`,
         "reload_mode",
       );
+    this.maxLogprobs = options.maxLogprobs ?? 20;
     this.#version = options.version ?? 0;
     this.#model = model;
     this.#ownsModel = options.ownsModel ?? true;
@@ -138,6 +141,7 @@ export class Engine {
       );
     try {
       this.validate(request.prompt, request.sampling.maxNewTokens);
+      checkTopCount(request.topLogprobs ?? 0, this.maxLogprobs, "logprobs");
     } catch (err) {
       return Promise.reject(err);
     }
@@ -166,6 +170,18 @@ export class Engine {
     if (sequences.length === 0) return { logprobs: [], version: this.#version };
     const { logprobs } = score(this.#model, sequences, { temperature: options.temperature ?? 1 });
     return { logprobs, version: this.#version };
+  }
+
+  /**
+   * Prompt logprobs with the top-k of every position's distribution at `temperature` (default 1),
+   * and each token's rank in it (element 0 of each sequence: no prediction).
+   */
+  scoreTop(sequences: number[][], k: number, options: { temperature?: number } = {}): ScoredTop[] {
+    if (this.#closed) throw new EngineClosedError("the inference engine is shutting down");
+    checkSequences(sequences, this.#limits());
+    checkTopCount(k, this.maxLogprobs, "prompt_logprobs");
+    if (sequences.length === 0) return [];
+    return scoreTop(this.#model, sequences, { k, temperature: options.temperature ?? 1 });
   }
 
   /**
@@ -246,7 +262,7 @@ export class Engine {
       this.#running.set(t.slot, job);
     });
     this.stats.maxRunning = Math.max(this.stats.maxRunning, this.#running.size);
-    for (const t of first) this.#deliver(t.slot, t.token, t.logprob, t.finish);
+    this.#deliverAll(first);
   }
 
   #step(): void {
@@ -262,14 +278,25 @@ export class Engine {
       return;
     }
     this.stats.steps += 1;
-    for (const t of produced) this.#deliver(t.slot, t.token, t.logprob, t.finish);
+    this.#deliverAll(produced);
   }
 
-  #deliver(slot: number, token: number, logprob: number, finish: FinishReason | null): void {
-    const job = this.#running.get(slot);
+  /** Hands each produced token to its job, with the alternatives the jobs asked for (one shim call). */
+  #deliverAll(produced: GenToken[]): void {
+    const want = Math.max(0, ...produced.map((t) => this.#running.get(t.slot)?.wantsTop ?? 0));
+    const tops = want > 0 ? this.#generator.topLogprobs(produced.length, want) : [];
+    produced.forEach((t, j) => this.#deliver(t, tops[j]));
+  }
+
+  #deliver(t: GenToken, top: TopLogprobs | undefined): void {
+    const job = this.#running.get(t.slot);
     if (!job) return;
+    const { token, logprob, finish } = t;
     this.stats.generatedTokens += 1;
-    const stopHere = job.record(token, logprob, finish, this.#version);
+    const n = job.wantsTop;
+    const own =
+      n > 0 && top ? { ids: top.ids.slice(0, n), logprobs: top.logprobs.slice(0, n), rank: top.rank } : undefined;
+    const stopHere = job.record(token, logprob, finish, this.#version, own);
     // A consumer that throws (a closed stream) cancels its own request, never the batch.
     if (stopHere === "threw") this.#finish(job, finish === null, "abort");
     else if (finish !== null) this.#finish(job, false, finish);

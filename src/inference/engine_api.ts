@@ -1,7 +1,7 @@
 // What callers give the batching engine (src/inference/engine.ts) and get back: its options, one
 // request, one result, and the two ways it can reload weights. Kept apart from the engine so that
 // the HTTP layer and the in-process client read the contract without the scheduling code.
-import type { FinishReason, SamplingParams } from "../native/generate.ts";
+import type { FinishReason, SamplingParams, TopLogprobs } from "../native/generate.ts";
 import type { NativeModel } from "../native/model.ts";
 
 /** "drain": running sequences finish on the old weights first; "in-flight": they continue on the new. */
@@ -18,6 +18,8 @@ export interface EngineOptions {
   maxQueue?: number;
   /** Prompt tokens prefilled in one admit batch (at least one request is always admitted); default 8192. */
   maxPrefillTokens?: number;
+  /** Most alternatives per token a request may ask for (vLLM's max_logprobs); default 20. */
+  maxLogprobs?: number;
   /** The version of the weights the engine starts with; default 0. */
   version?: number;
   /** Whether close() and reloads free the starting model; default true (false: the caller owns it). */
@@ -34,11 +36,13 @@ export interface EngineRequest {
   sampling: SamplingParams;
   /** Aborting cancels the request: it resolves with what it has, finish "abort". */
   signal?: AbortSignal;
+  /** N > 0: each token comes with the N most likely tokens of the distribution it was sampled from. */
+  topLogprobs?: number;
   /**
-   * Called for each token as it is produced (`finish` set on the sequence's last token); returning
-   * true ends the sequence there (finish "stop").
+   * Called for each token as it is produced (`finish` set on the sequence's last token; `top` when
+   * topLogprobs > 0); returning true ends the sequence there (finish "stop").
    */
-  onToken?: (token: number, logprob: number, finish: FinishReason | null) => boolean | void;
+  onToken?: (token: number, logprob: number, finish: FinishReason | null, top?: TopLogprobs) => boolean | void;
 }
 
 export type EngineFinish = FinishReason | "abort";
@@ -46,6 +50,8 @@ export type EngineFinish = FinishReason | "abort";
 export interface EngineResult {
   tokens: number[];
   logprobs: number[];
+  /** Per token, when the request asked for topLogprobs > 0. */
+  topLogprobs?: TopLogprobs[];
   finish: EngineFinish;
   /** The weights version at admission: the oldest that produced any of the tokens. */
   version: number;

@@ -47,15 +47,17 @@ export class JsonEndpoint {
     this.gate = new Semaphore(options.concurrency);
   }
 
-  /** POST (or GET when body is undefined) `path` and return the parsed JSON response. */
-  request<T>(path: string, body?: unknown): Promise<T> {
-    return this.gate.run(() => this.attempt<T>(path, body));
+  /** POST (or GET when body is undefined) `path` and return the parsed JSON response. `signal`
+   * cancels it, retries included (a judge's reward timeout, src/inference/gate.ts). */
+  request<T>(path: string, body?: unknown, signal?: AbortSignal): Promise<T> {
+    return this.gate.run(() => this.attempt<T>(path, body, signal));
   }
 
-  private async attempt<T>(path: string, body: unknown): Promise<T> {
+  private async attempt<T>(path: string, body: unknown, signal?: AbortSignal): Promise<T> {
     const target = `${this.url}${path}`;
     let lastError = "";
     for (let attempt = 0; attempt <= this.options.retries; attempt++) {
+      signal?.throwIfAborted();
       if (attempt > 0)
         await Bun.sleep(Math.min(10_000, this.options.backoffMs * 2 ** (attempt - 1)) * (0.5 + Math.random() / 2));
       let response: Response;
@@ -64,9 +66,12 @@ export class JsonEndpoint {
           method: body === undefined ? "GET" : "POST",
           headers: { "content-type": "application/json", ...this.options.headers },
           body: body === undefined ? undefined : JSON.stringify(body),
-          signal: AbortSignal.timeout(this.options.timeoutMs),
+          signal: signal
+            ? AbortSignal.any([signal, AbortSignal.timeout(this.options.timeoutMs)])
+            : AbortSignal.timeout(this.options.timeoutMs),
         });
       } catch (err) {
+        signal?.throwIfAborted();
         const e = err as Error;
         lastError =
           e.name === "TimeoutError"

@@ -1,12 +1,13 @@
 // One request inside the batching engine (src/inference/engine.ts): what it asked for, the tokens
 // and logprobs it has so far, the weights versions that produced them, and the promise its caller
 // waits on. The engine schedules jobs; a job only records and settles, exactly once.
-import type { FinishReason, SamplingParams } from "../native/generate.ts";
+import type { FinishReason, SamplingParams, TopLogprobs } from "../native/generate.ts";
 import type { EngineFinish, EngineRequest, EngineResult } from "./engine_api.ts";
 
 export class Job {
   readonly tokens: number[] = [];
   readonly logprobs: number[] = [];
+  readonly tops: TopLogprobs[] = [];
   /** The generator slot while running; -1 while queued. */
   slot = -1;
   /** The weights version at admission, and the one that produced the last token. */
@@ -32,6 +33,11 @@ export class Job {
     };
   }
 
+  /** How many alternatives each token carries (0: none). */
+  get wantsTop(): number {
+    return this.request.topLogprobs ?? 0;
+  }
+
   /** Calls `cancel` when the request's signal aborts (until the job settles). */
   onAbort(cancel: () => void): void {
     const signal = this.request.signal;
@@ -50,12 +56,19 @@ export class Job {
    * Records one token produced by weights `version`; returns whether the consumer asked to stop
    * there (onToken returned true), or "threw" when it threw (a closed stream: its own request ends).
    */
-  record(token: number, logprob: number, finish: FinishReason | null, version: number): boolean | "threw" {
+  record(
+    token: number,
+    logprob: number,
+    finish: FinishReason | null,
+    version: number,
+    top?: TopLogprobs,
+  ): boolean | "threw" {
     this.tokens.push(token);
     this.logprobs.push(logprob);
+    if (top) this.tops.push(top);
     this.versionEnd = version;
     try {
-      return this.request.onToken?.(token, logprob, finish) === true;
+      return this.request.onToken?.(token, logprob, finish, top) === true;
     } catch {
       return "threw";
     }
@@ -63,7 +76,8 @@ export class Job {
 
   finish(finish: EngineFinish): void {
     const { tokens, logprobs, version, versionEnd } = this;
-    this.#settle({ tokens, logprobs, finish, version, versionEnd });
+    const top = this.wantsTop > 0 ? { topLogprobs: this.tops } : {};
+    this.#settle({ tokens, logprobs, ...top, finish, version, versionEnd });
   }
 
   fail(err: Error): void {

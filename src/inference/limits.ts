@@ -1,6 +1,6 @@
 // What the batching engine (src/inference/engine.ts) accepts, checked before anything reaches the
-// shim: prompts and scored sequences inside the vocabulary and the context length, and reloaded
-// weights of the served architecture. Every refusal is an InvalidRequestError naming the request
+// shim: prompts and scored sequences inside the vocabulary and the context length, alternatives
+// per token up to max_logprobs, and reloaded weights of the served architecture. Every refusal is an InvalidRequestError naming the request
 // field, so `rlx serve` answers it with a 400 in OpenAI's error shape.
 import type { NativeModel } from "../native/model.ts";
 import { InvalidRequestError } from "./errors.ts";
@@ -30,6 +30,14 @@ export function checkRequest(prompt: readonly number[], maxNewTokens: number, li
       { fix: "shorten the prompt or max_tokens, or start the server with a larger --max-model-len" },
     );
   }
+}
+
+/** How many alternatives per token a request asks for (logprobs, top_logprobs, prompt_logprobs). */
+export function checkTopCount(n: number, maxLogprobs: number, field: string): void {
+  if (!Number.isInteger(n) || n < 0 || n > maxLogprobs)
+    throw new InvalidRequestError(`${field} = ${n} must be an integer in 0..${maxLogprobs} (max_logprobs)`, field, {
+      fix: "ask for fewer alternatives, or start the server with a larger --max-logprobs",
+    });
 }
 
 /** Sequences to score: each non-empty, of known ids, within the context length. */

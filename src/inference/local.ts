@@ -5,12 +5,13 @@
 //
 // It speaks the CompletionRequest contract literally: the prompt is token ids, `stop` are token
 // ids (the stop token is included in the completion), topK <= 0 is off, and the logprobs are the
-// trainer's (log_softmax(logits / temperature) of the chosen token).
+// trainer's (log_softmax(logits / temperature) of the chosen token); topLogprobs and scoreTop
+// give the same alternatives `rlx serve` answers for logprobs = N and prompt_logprobs = N.
 import { EngineClosedError } from "./errors.ts";
 import { Engine } from "./engine.ts";
 import type { EngineOptions } from "./engine_api.ts";
 import type { NativeModel } from "../native/model.ts";
-import type { Completion, CompletionRequest, SamplingClient } from "./types.ts";
+import type { Completion, CompletionRequest, SamplingClient, ScoredSequence } from "./types.ts";
 
 export interface LocalClientOptions extends Partial<EngineOptions> {}
 
@@ -52,6 +53,7 @@ export class LocalClient implements SamplingClient {
         ...(request.seed === undefined ? {} : { seed: request.seed }),
       },
       ...(request.signal ? { signal: request.signal } : {}),
+      ...(request.topLogprobs ? { topLogprobs: request.topLogprobs } : {}),
     });
     if (result.finish === "abort") throw new EngineClosedError("the completion was cancelled");
     return {
@@ -59,11 +61,16 @@ export class LocalClient implements SamplingClient {
       logprobs: result.logprobs,
       finishReason: result.finish,
       policyVersion: result.version,
+      ...(result.topLogprobs ? { topLogprobs: result.topLogprobs } : {}),
     };
   }
 
   async score(sequences: number[][]): Promise<number[][]> {
     return this.engine.score(sequences).logprobs.map((lp) => Array.from(lp));
+  }
+
+  async scoreTop(sequences: number[][], k: number): Promise<ScoredSequence[]> {
+    return this.engine.scoreTop(sequences, k).map((s) => ({ logprobs: Array.from(s.logprobs), top: s.top }));
   }
 
   /** Loads new weights between batches (as POST /update_weights does on a policy server). */

@@ -5,6 +5,7 @@
 // response and chunk: the weights version that produced it.
 import { EngineClosedError, InvalidRequestError, ModelNotFoundError, QueueFullError } from "./errors.ts";
 import { RlxError } from "../errors.ts";
+import type { TopLogprobs } from "../native/generate.ts";
 
 export const ERROR_TYPES: Record<number, string> = {
   400: "BadRequestError",
@@ -48,6 +49,8 @@ export interface ChoiceOut {
   text: string;
   tokens: number[];
   logprobs: number[];
+  /** Per token, the alternatives asked for (empty when none were). */
+  tops: TopLogprobs[];
   /** The text each token contributes (or "token_id:N"), for logprobs. */
   tokenStrings: string[];
   textOffsets: number[];
@@ -59,6 +62,9 @@ export interface ChoiceOut {
 export interface PromptLogprob {
   [tokenId: string]: { logprob: number; rank: number | null; decoded_token: string };
 }
+
+/** How a token id is spelled in logprobs: its text, or "token_id:N" (return_tokens_as_token_ids). */
+export type Spell = (token: number) => string;
 
 export interface Usage {
   prompt_tokens: number;
@@ -74,24 +80,48 @@ export function usage(promptTokens: number, completionTokens: number): Usage {
   };
 }
 
-/** Completions-style logprobs (OpenAI legacy): parallel lists. */
-export function completionLogprobs(strings: string[], logprobs: number[], offsets: number[]) {
+/** One position of completions-style top_logprobs: the N alternatives, then the token itself (vLLM's). */
+function topDict(spelled: string, logprob: number, top: TopLogprobs | undefined, spell: Spell) {
+  const out: Record<string, number> = {};
+  top?.ids.forEach((id, j) => (out[spell(id)] = top.logprobs[j]!));
+  if (!(spelled in out)) out[spelled] = logprob;
+  return out;
+}
+
+/**
+ * Completions-style logprobs (OpenAI legacy): parallel lists. With echo the prompt's positions
+ * come first (the first token's logprob and alternatives are null).
+ */
+export function completionLogprobs(
+  strings: string[],
+  logprobs: (number | null)[],
+  offsets: number[],
+  tops: (TopLogprobs | null)[],
+  spell: Spell,
+) {
   return {
     text_offset: offsets,
     token_logprobs: logprobs,
     tokens: strings,
-    top_logprobs: strings.map((s, i) => ({ [s]: logprobs[i]! })),
+    top_logprobs: strings.map((s, i) =>
+      logprobs[i] === null ? null : topDict(s, logprobs[i]!, tops[i] ?? undefined, spell),
+    ),
   };
 }
 
-/** Chat-style logprobs: one entry per token. */
-export function chatLogprobs(strings: string[], logprobs: number[]) {
+const bytesOf = (text: string) => Array.from(new TextEncoder().encode(text));
+
+/** Chat-style logprobs: one entry per token, its top_logprobs the N alternatives, most likely first. */
+export function chatLogprobs(strings: string[], logprobs: number[], tops: TopLogprobs[], spell: Spell) {
   return {
     content: strings.map((token, i) => ({
       token,
       logprob: logprobs[i]!,
-      bytes: Array.from(new TextEncoder().encode(token)),
-      top_logprobs: [],
+      bytes: bytesOf(token),
+      top_logprobs: (tops[i]?.ids ?? []).map((id, j) => {
+        const text = spell(id);
+        return { token: text, logprob: tops[i]!.logprobs[j]!, bytes: bytesOf(text) };
+      }),
     })),
   };
 }

@@ -1,9 +1,10 @@
 // The request bodies of /v1/completions and /v1/chat/completions, read into one normalized form.
 // Field names, defaults and ranges follow vLLM's OpenAI-compatible server, so existing clients
 // work unchanged; the extensions rlx needs for RL (token-id prompts, stop_token_ids,
-// prompt_logprobs, return_tokens_as_token_ids) are vLLM's own. Fields that would change the
-// result but are not implemented (penalties, logit_bias, beam search, top-N alternatives, ...)
-// are 400s naming the field, never silently ignored.
+// prompt_logprobs, return_tokens_as_token_ids) are vLLM's own. Top-N alternatives (logprobs = N,
+// top_logprobs = N, prompt_logprobs = N) are capped by the server's max_logprobs, as in vLLM.
+// Fields that would change the result but are not implemented (penalties, logit_bias, beam
+// search, ...) are 400s naming the field, never silently ignored.
 import { type ChatInputs, readChatInputs } from "./chat_request.ts";
 import { InvalidRequestError } from "./errors.ts";
 import { checkTokenIds, Fields } from "./fields.ts";
@@ -24,9 +25,12 @@ export interface SamplingSpec {
   ignoreEos: boolean;
   includeStopStr: boolean;
   skipSpecialTokens: boolean;
-  /** Sampled-token logprobs requested (rlx returns the sampled token only: N must be 0). */
+  /** Sampled-token logprobs requested. */
   logprobs: boolean;
-  promptLogprobs: boolean;
+  /** Alternatives per generated token (completions' logprobs = N, chat's top_logprobs = N). */
+  topLogprobs: number;
+  /** prompt_logprobs = N: null when not asked; N alternatives per prompt position. */
+  promptLogprobs: number | null;
   tokensAsIds: boolean;
   returnTokenIds: boolean;
   stream: boolean;
@@ -36,6 +40,8 @@ export interface SamplingSpec {
 export interface CompletionParams extends SamplingSpec {
   /** Token ids, or text to encode. */
   prompts: (number[] | string)[];
+  /** The prompt comes back before the completion: its text, and with logprobs its tokens' logprobs. */
+  echo: boolean;
 }
 
 export interface ChatParams extends SamplingSpec, ChatInputs {}
@@ -45,7 +51,7 @@ const isFalse = (v: unknown) => v === false;
 const isEmpty = (v: unknown) =>
   (Array.isArray(v) && v.length === 0) || (typeof v === "object" && v !== null && Object.keys(v).length === 0);
 
-function samplingSpec(f: Fields, vocab: number, chat: boolean): SamplingSpec {
+function samplingSpec(f: Fields, vocab: number, chat: boolean, maxLogprobs: number): SamplingSpec {
   f.unsupported("presence_penalty", isZero);
   f.unsupported("frequency_penalty", isZero);
   f.unsupported("repetition_penalty", (v) => v === 1);
@@ -95,7 +101,8 @@ function samplingSpec(f: Fields, vocab: number, chat: boolean): SamplingSpec {
     includeStopStr: f.bool("include_stop_str_in_output", false),
     skipSpecialTokens: f.bool("skip_special_tokens", true),
     logprobs: false,
-    promptLogprobs: readPromptLogprobs(f),
+    topLogprobs: 0,
+    promptLogprobs: topCount(f, "prompt_logprobs", maxLogprobs) ?? null,
     tokensAsIds: f.bool("return_tokens_as_token_ids", false),
     returnTokenIds: f.bool("return_token_ids", false),
     stream,
@@ -103,29 +110,29 @@ function samplingSpec(f: Fields, vocab: number, chat: boolean): SamplingSpec {
   };
 }
 
-function readPromptLogprobs(f: Fields): boolean {
-  const k = f.int("prompt_logprobs", undefined, { min: 0, max: 20 });
-  if (k !== undefined && k > 0)
+/** A count of alternatives per token, 0..max_logprobs (vLLM's limit, a 400 naming the field past it). */
+function topCount(f: Fields, name: string, maxLogprobs: number): number | undefined {
+  const k = f.int(name, undefined, { min: 0 });
+  if (k !== undefined && k > maxLogprobs)
     throw new InvalidRequestError(
-      `prompt_logprobs = ${k} asks for top-${k} alternatives; rlx serve returns the prompt token's own logprob only (prompt_logprobs: 0)`,
-      "prompt_logprobs",
+      `${name} = ${k} asks for more alternatives than this server's max_logprobs (${maxLogprobs})`,
+      name,
+      { fix: `ask for at most ${maxLogprobs}, or start the server with --max-logprobs ${k}` },
     );
-  return k !== undefined;
+  return k;
 }
 
 /** POST /v1/completions. */
-export function completionParams(f: Fields, vocab: number): CompletionParams {
-  f.unsupported("echo", isFalse);
+export function completionParams(f: Fields, vocab: number, maxLogprobs = 20): CompletionParams {
   f.unsupported("suffix", (v) => v === "", "is not supported by rlx serve");
-  const spec = samplingSpec(f, vocab, false);
-  const k = f.int("logprobs", undefined, { min: 0, max: 20 });
-  if (k !== undefined && k > 0)
-    throw new InvalidRequestError(
-      `logprobs = ${k} asks for top-${k} alternatives; rlx serve returns the sampled token's own logprob only (logprobs: 0)`,
-      "logprobs",
-    );
+  const spec = samplingSpec(f, vocab, false, maxLogprobs);
+  const k = topCount(f, "logprobs", maxLogprobs);
   spec.logprobs = k !== undefined;
-  return { ...spec, prompts: readPrompts(f.raw("prompt"), vocab) };
+  spec.topLogprobs = k ?? 0;
+  const echo = f.bool("echo", false);
+  if (echo && spec.stream)
+    throw new InvalidRequestError("echo is not supported with stream: true in rlx serve", "echo");
+  return { ...spec, echo, prompts: readPrompts(f.raw("prompt"), vocab) };
 }
 
 function readPrompts(prompt: unknown, vocab: number): (number[] | string)[] {
@@ -146,17 +153,13 @@ function readPrompts(prompt: unknown, vocab: number): (number[] | string)[] {
 }
 
 /** POST /v1/chat/completions. */
-export function chatParams(f: Fields, vocab: number): ChatParams {
+export function chatParams(f: Fields, vocab: number, maxLogprobs = 20): ChatParams {
   f.unsupported("echo", isFalse);
   f.unsupported("continue_final_message", isFalse);
-  const spec = samplingSpec(f, vocab, true);
+  const spec = samplingSpec(f, vocab, true, maxLogprobs);
   spec.logprobs = f.bool("logprobs", false);
-  const top = f.int("top_logprobs", undefined, { min: 0, max: 20 });
-  if (top !== undefined && top > 0)
-    throw new InvalidRequestError(
-      `top_logprobs = ${top}: rlx serve returns the sampled token's own logprob only (top_logprobs: 0)`,
-      "top_logprobs",
-    );
+  const top = topCount(f, "top_logprobs", maxLogprobs);
+  spec.topLogprobs = top ?? 0;
   if (top !== undefined && !spec.logprobs)
     throw new InvalidRequestError("top_logprobs needs logprobs: true", "top_logprobs");
   return { ...spec, ...readChatInputs(f) };

@@ -14,6 +14,8 @@ export interface CompletionRequest {
   /** Generation stops after emitting any of these token ids (the stop token is included). */
   stop: number[];
   seed?: number;
+  /** N > 0: each completion token comes with the N most likely tokens of its distribution. */
+  topLogprobs?: number;
   /** A key (the rollout id) that keeps every turn of a multi-turn rollout on one server, for its
    * prefix cache; clients over a single engine ignore it. */
   session?: string;
@@ -28,10 +30,29 @@ export interface Completion {
   finishReason: FinishReason;
   /** The weights version that produced this completion. */
   policyVersion: number;
+  /** Per completion token, when the request asked for topLogprobs > 0. */
+  topLogprobs?: TopLogprobs[];
+}
+
+/** The most likely tokens of one position's distribution (most likely first), and the actual token's rank. */
+export interface TopLogprobs {
+  ids: number[];
+  logprobs: number[];
+  /** 1-based; null where the server does not report it. */
+  rank: number | null;
+}
+
+/** One scored sequence with the top-k of every position (element 0: no prediction, null). */
+export interface ScoredSequence {
+  logprobs: number[];
+  top: (TopLogprobs | null)[];
 }
 
 export interface SamplingClient {
   complete(request: CompletionRequest): Promise<Completion>;
   /** Prompt logprobs of each sequence: one per token, the first token's is 0. */
   score(sequences: number[][]): Promise<number[][]>;
+  /** Prompt logprobs with the k most likely tokens of every position, at temperature 1 (optional: a
+   * client that lacks it cannot serve top-k distillation). */
+  scoreTop?(sequences: number[][], k: number): Promise<ScoredSequence[]>;
 }

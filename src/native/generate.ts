@@ -36,6 +36,14 @@ export interface GenToken {
   finish: FinishReason | null;
 }
 
+/** The most likely tokens of one position's distribution, and the rank of the token there. */
+export interface TopLogprobs {
+  ids: number[];
+  logprobs: number[];
+  /** 1-based: tokens at least as likely as the chosen (or actual) one, itself included. */
+  rank: number;
+}
+
 export interface Completion {
   tokens: number[];
   logprobs: number[];
@@ -140,6 +148,25 @@ export class NativeGenerator {
       lib.rlx_gen_step(this.handle, out.slots, out.tokens, out.logprobs, out.finish, this.slots),
     );
     return this.#read(out, count);
+  }
+
+  /**
+   * The k most likely tokens of each distribution the last add() or step() sampled from (`count`:
+   * how many tokens it returned; entry j belongs to its token j), most likely first, as the
+   * reported logprob is computed (tempered, full distribution), and the chosen token's 1-based
+   * rank. The top-k is taken in the shim: only count * k values cross.
+   */
+  topLogprobs(count: number, k: number): TopLogprobs[] {
+    const ids = new Int32Array(count * k);
+    const logprobs = new Float32Array(count * k);
+    const ranks = new Int32Array(count);
+    const lib = native();
+    check(lib, lib.rlx_gen_top_logprobs(this.handle, count, k, ids, logprobs, ranks));
+    return Array.from({ length: count }, (_, j) => ({
+      ids: Array.from(ids.subarray(j * k, (j + 1) * k)),
+      logprobs: Array.from(logprobs.subarray(j * k, (j + 1) * k)),
+      rank: ranks[j]!,
+    }));
   }
 
   /** Cancels the sequence in a slot. */

@@ -26,7 +26,15 @@ export const symbols = {
     args: [ptr, i64, ptr, ptr, i32, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, i32, ptr, ptr, i64],
     returns: i32,
   },
+  rlx_train_step_ext: {
+    args: [ptr, i64, ptr, ptr, i32, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, i32, ptr, i32, ptr, i64],
+    returns: i32,
+  },
   rlx_loss_eval: { args: [i64, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, i32, ptr, ptr, i64, ptr], returns: i32 },
+  rlx_loss_eval_ext: {
+    args: [i64, ptr, ptr, i32, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, i32, ptr, i32, ptr, i64, ptr],
+    returns: i32,
+  },
   // optimizer
   rlx_optim_create: { args: [ptr, f64, f64, f64, f64], returns: ptr },
   rlx_optim_free: { args: [ptr], returns: i32 },
@@ -43,7 +51,9 @@ export const symbols = {
   rlx_gen_add: { args: [ptr, i32, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr], returns: i32 },
   rlx_gen_step: { args: [ptr, ptr, ptr, ptr, ptr, i32], returns: i32 },
   rlx_gen_remove: { args: [ptr, i32], returns: i32 },
+  rlx_gen_top_logprobs: { args: [ptr, i32, i32, ptr, ptr, ptr], returns: i32 },
   rlx_score: { args: [ptr, i64, ptr, ptr, i32, ptr, i64, ptr, ptr], returns: i32 },
+  rlx_score_top: { args: [ptr, i64, ptr, ptr, i32, ptr, i64, i32, ptr, ptr, ptr, ptr], returns: i32 },
   // distributed
   rlx_dist_available: { args: [ptr], returns: i32 },
   rlx_dist_create: { args: [ptr, ptr, ptr, i32, i32, i32, i64], returns: ptr },
@@ -55,4 +65,4 @@ export const symbols = {
   rlx_dist_barrier: { args: [ptr], returns: i32 },
 } as const;
 
-export const ABI_VERSION = 3;
+export const ABI_VERSION = 4;

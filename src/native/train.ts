@@ -4,6 +4,7 @@
 import type { Pointer } from "bun:ffi";
 import { NativeError } from "../errors.ts";
 import { check, native } from "./ffi.ts";
+import { RL_LOSS_TYPES, RL_REDUCTIONS, type RlLossType, type RlReduction } from "./loss_types.ts";
 import type { NativeModel } from "./model.ts";
 
 /** One packed row of T tokens (docs/architecture.md §4); every stream has length T. */
@@ -28,10 +29,20 @@ export interface LossSettings {
   nRl: number;
   nCe: number;
   nRefKl: number;
+  /** max(1, samples with an rl member over the whole step): the sequence and constant reductions. */
+  nRlSequences?: number;
+  type?: RlLossType;
+  reduction?: RlReduction;
+  /** The constant reduction's divisor per sample. */
+  constant?: number;
   dppoMaskLow?: number;
   dppoMaskHigh?: number;
   advTau?: number;
   klTau?: number;
+  ipoThreshold?: number;
+  isLow?: number;
+  isHigh?: number;
+  isCap?: number;
 }
 
 /** RLX_M_* in rlx.h order: sums over tokens, so blocks of several micro-batches add. */
@@ -63,12 +74,25 @@ export interface StepResult {
   envs: StepMetrics[];
 }
 
-const LOSS_CONFIG_LEN = 7;
-
+/** RLX_LOSS_CONFIG_LEN_EXT doubles in rlx.h's RLX_LOSS_* order. */
 function lossConfig(s: LossSettings): Float64Array {
-  const cfg = new Float64Array(LOSS_CONFIG_LEN);
-  cfg.set([s.nRl, s.nCe, s.nRefKl, s.dppoMaskLow ?? 0.2, s.dppoMaskHigh ?? 0.2, s.advTau ?? 1.0, s.klTau ?? 1e-3]);
-  return cfg;
+  return Float64Array.from([
+    s.nRl,
+    s.nCe,
+    s.nRefKl,
+    s.dppoMaskLow ?? 0.2,
+    s.dppoMaskHigh ?? 0.2,
+    s.advTau ?? 1.0,
+    s.klTau ?? 1e-3,
+    RL_LOSS_TYPES.indexOf(s.type ?? "dppo_kl"),
+    RL_REDUCTIONS.indexOf(s.reduction ?? "token"),
+    s.nRlSequences ?? 1,
+    s.constant ?? 1,
+    s.ipoThreshold ?? 0.1,
+    s.isLow ?? 0.5,
+    s.isHigh ?? 5.0,
+    s.isCap ?? 2.0,
+  ]);
 }
 
 function metricsOf(buf: Float64Array, nEnvs: number): StepResult {
@@ -99,10 +123,11 @@ export function trainStep(model: NativeModel, row: PackedRow, loss: LossSettings
   const T = checkRow(row);
   if (row.envIndex === undefined && nEnvs !== 0) throw new NativeError("nEnvs > 0 needs envIndex");
   const out = new Float64Array(METRIC_FIELDS.length * (1 + nEnvs));
+  const config = lossConfig(loss);
   const lib = native();
   check(
     lib,
-    lib.rlx_train_step(
+    lib.rlx_train_step_ext(
       model.handle,
       T,
       row.tokenIds,
@@ -118,7 +143,8 @@ export function trainStep(model: NativeModel, row: PackedRow, loss: LossSettings
       row.refKlWeights ?? null,
       row.envIndex ?? null,
       nEnvs,
-      lossConfig(loss),
+      config,
+      config.length,
       out,
       out.length,
     ),
@@ -126,7 +152,11 @@ export function trainStep(model: NativeModel, row: PackedRow, loss: LossSettings
   return metricsOf(out, nEnvs);
 }
 
-export type LossEvalRow = Omit<PackedRow, "tokenIds" | "sampleLengths" | "temperatures"> & { logprobs: Float64Array };
+export type LossEvalRow = Omit<PackedRow, "tokenIds" | "sampleLengths" | "temperatures"> & {
+  logprobs: Float64Array;
+  /** The row's samples (for sequence-level types and reductions); absent: one sample. */
+  sampleLengths?: Int32Array;
+};
 
 /** The train step's loss over given logprobs (float64, every token valid): metrics and dL/dlogprobs. */
 export function lossEval(row: LossEvalRow, loss: LossSettings, nEnvs = 0): StepResult & { grad: Float64Array } {
@@ -136,12 +166,15 @@ export function lossEval(row: LossEvalRow, loss: LossSettings, nEnvs = 0): StepR
     requireLength(key, row[key], T, true);
   const out = new Float64Array(METRIC_FIELDS.length * (1 + nEnvs));
   const grad = new Float64Array(T);
+  const config = lossConfig(loss);
   const lib = native();
   check(
     lib,
-    lib.rlx_loss_eval(
+    lib.rlx_loss_eval_ext(
       T,
       row.logprobs,
+      row.sampleLengths ?? null,
+      row.sampleLengths?.length ?? 0,
       row.lossMask,
       row.advantages,
       row.inferenceLogprobs,
@@ -151,7 +184,8 @@ export function lossEval(row: LossEvalRow, loss: LossSettings, nEnvs = 0): StepR
       row.refKlWeights ?? null,
       row.envIndex ?? null,
       nEnvs,
-      lossConfig(loss),
+      config,
+      config.length,
       out,
       out.length,
       grad,

@@ -12,6 +12,7 @@ import type { AuditInput } from "../rundir/audit.ts";
 import type { TaskStats } from "../sampling/stats.ts";
 import type { FailureWindow } from "./failures.ts";
 import { type CollectContext, type EnvAdmission, MAX_EMPTY_BATCHES, sampleGroups } from "./groups.ts";
+import { judgeMetrics } from "./judge_metrics.ts";
 import { type Progress, rolloutMetrics } from "./metrics.ts";
 import type { TaskSampler } from "./sampler.ts";
 
@@ -151,6 +152,7 @@ export function collectedMetrics(
     .map((r) => step - 1 - r.policyVersion);
   return {
     ...rolloutMetrics(rollouts, envNames),
+    ...judgeMetrics(rollouts, envNames),
     // absent, not 0, when no scored rollout was sampled by the policy (all failed, or all frozen)
     ...(offPolicy.length
       ? {

@@ -17,7 +17,7 @@ import { finishGroup, finishRollout } from "../algorithms/base.ts";
 import type { ResolvedConfig } from "../config/resolve.ts";
 import type { Rollout } from "../data/types.ts";
 import { hashString } from "../envs/random.ts";
-import { RlxError } from "../errors.ts";
+import { ConfigError, RlxError } from "../errors.ts";
 import type { ChatRenderer } from "../model/render.ts";
 import { runRollout } from "../rollout/driver.ts";
 import type { Progress } from "./metrics.ts";
@@ -180,6 +180,7 @@ async function runGroup(draw: Draw & { kind: "fresh" }, o: CollectContext, progr
         },
         maxContextTokens: o.config.orchestrator.seq_len,
         templateArgs: o.config.orchestrator.chat_template_kwargs,
+        rewardGate: train.rewardGate,
       });
       await failAsData([rollout], "scoreRollout", () => finishRollout(train.algorithm, rollout));
       progress.tick();
@@ -190,11 +191,18 @@ async function runGroup(draw: Draw & { kind: "fresh" }, o: CollectContext, progr
   return group;
 }
 
-/** Runs an algorithm hook; if it throws, the rollouts it was scoring fail (as data, not a crash). */
+/**
+ * Runs an algorithm hook; if it throws, the rollouts it was scoring fail (as data, not a crash):
+ * an endpoint that is down, a tool that broke. A ConfigError is not data: the run's config is
+ * wrong (OPSD's demonstration key names no field, an ECHO filter returns masks of the wrong
+ * shape), every later rollout would fail the same way and only bias the batch until the failure
+ * limit trips, so it stops the run at once, with that error and its fix.
+ */
 async function failAsData(rollouts: Rollout[], hook: string, run: () => Promise<void>): Promise<void> {
   try {
     await run();
   } catch (err) {
+    if (err instanceof ConfigError) throw err;
     for (const rollout of rollouts) {
       if (rollout.error) continue;
       rollout.error = `${hook} failed: ${(err as Error).message}`;

@@ -23,6 +23,7 @@ import type { ResolvedConfig } from "../config/resolve.ts";
 import { packStep } from "../data/pack.ts";
 import type { ChatRenderer } from "../model/render.ts";
 import { writeAudit } from "../rundir/audit.ts";
+import { TensorBoardLog } from "../rundir/tensorboard.ts";
 import { batchPath } from "../rundir/paths.ts";
 import { type BatchSample, writeStepBatch } from "../rundir/step_file.ts";
 import { collectedMetrics, collectStep, warnFailures } from "./collect.ts";
@@ -74,7 +75,8 @@ export async function runTrainLoop(o: LoopOptions): Promise<LoopResult> {
   const progress = new Progress();
   const print = progress.around(o.print);
   const warn = progress.around(o.warn);
-  const metrics = new MetricsLog(runDir, envNames, config.max_steps, print);
+  const tracker = config.log.tensorboard ? TensorBoardLog.open(runDir, warn) : undefined;
+  const metrics = new MetricsLog(runDir, envNames, config.max_steps, print, tracker);
   if (o.resume)
     for (const step of metrics.recover(o.resume.step))
       warn(`step ${step}: metrics line rebuilt from its publish marker (the run was stopped before logging it)`);
@@ -135,6 +137,7 @@ export async function runTrainLoop(o: LoopOptions): Promise<LoopResult> {
       });
       const auditEvery = config.log.rollouts_interval;
       if (auditEvery > 0 && step % auditEvery === 0) writeAudit(runDir, step, collected.kept);
+      tracker?.rollouts(step, collected.groups.flat());
       warnFailures(step, collected.groups.flat(), warn);
     }
     // the run is over when the trainer has published the last step

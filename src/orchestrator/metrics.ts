@@ -7,13 +7,14 @@
 // mismatch_kl, entropy, grad norm: known when `weights/step_N/published.json` appears). The
 // orchestrator's half travels in the step file and the trainer copies it into the marker, so a
 // line is written whole, in step order, when the marker appears, and can be rebuilt from the
-// marker alone if the orchestrator was killed before it saw it. Keys are grouped into report charts by their first `/` component
-// (src/report/html.ts), so names are chosen by family: reward/*, loss/*, mismatch_kl/*,
+// marker alone if the orchestrator was killed before it saw it. Keys are grouped into report sections by their first `/` component
+// (src/report/panels.page.js), so names are chosen by family: reward/*, loss/*, mismatch_kl/*,
 // entropy/*, throughput/*, time/*, off_policy/*, rollouts/*, errors/*, batch/*, optim/*.
 import { appendFileSync, existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { metricsPath, PUBLISHED_MARKER, type PublishedStep, weightsDir } from "../rundir/paths.ts";
 import { formatTable } from "../eval/table.ts";
+import type { TensorBoardLog } from "../rundir/tensorboard.ts";
 import type { Rollout } from "../data/types.ts";
 import { mean } from "../algorithms/group.ts";
 
@@ -137,6 +138,8 @@ export class MetricsLog {
     private readonly envs: readonly string[],
     private readonly maxSteps: number,
     private readonly print: (line: string) => void,
+    /** Where each row also goes ([log] tensorboard). */
+    private readonly tracker?: Pick<TensorBoardLog, "scalars">,
   ) {
     this.path = metricsPath(runDir);
   }
@@ -154,6 +157,7 @@ export class MetricsLog {
     };
     this.lastLineAt = now;
     appendFileSync(this.path, `${JSON.stringify(row)}\n`);
+    this.tracker?.scalars(step, row);
     this.rows.push(row);
     this.print(consoleLine(step, this.maxSteps, row, this.envs));
     return row;
@@ -162,7 +166,9 @@ export class MetricsLog {
   /** A line of its own (the base model's eval, step 0). */
   note(step: number, metrics: Metrics): void {
     this.notes.push({ step, ...metrics });
-    appendFileSync(this.path, `${JSON.stringify({ step, time: Date.now() / 1000, ...metrics })}\n`);
+    const row = { step, time: Date.now() / 1000, ...metrics };
+    appendFileSync(this.path, `${JSON.stringify(row)}\n`);
+    this.tracker?.scalars(step, row);
     this.print(`step ${step}/${this.maxSteps} | ${evalSummary(metrics)} | ${num(metrics["time/eval"], 2)}s`);
   }
 
@@ -181,10 +187,9 @@ export class MetricsLog {
       const marker = join(weightsDir(this.runDir, step), PUBLISHED_MARKER);
       if (logged.has(step) || !existsSync(marker)) continue;
       const published = JSON.parse(readFileSync(marker, "utf8")) as PublishedStep;
-      appendFileSync(
-        this.path,
-        `${JSON.stringify({ step, time: Date.now() / 1000, ...published.orchestrator, ...trainerMetrics(published) })}\n`,
-      );
+      const row = { step, time: Date.now() / 1000, ...published.orchestrator, ...trainerMetrics(published) };
+      appendFileSync(this.path, `${JSON.stringify(row)}\n`);
+      this.tracker?.scalars(step, row);
       recovered.push(step);
     }
     return recovered;

@@ -7,6 +7,7 @@
 import { existsSync, mkdirSync, rmSync } from "node:fs";
 import { join, relative, resolve } from "node:path";
 import { loadConfig, resolvedToml } from "../config/load.ts";
+import { nameCustomEnvs } from "../config/env_names.ts";
 import type { ResolvedConfig } from "../config/resolve.ts";
 import { ConfigError, RlxError } from "../errors.ts";
 import { ChatRenderer } from "../model/render.ts";
@@ -52,7 +53,7 @@ export interface TrainResult extends LoopResult {
 /** How long a SIGTERM waits for the trainer's checkpoint before SIGKILL (schedulers give ~30 s). */
 const SIGTERM_GRACE_MS = 25_000;
 
-const RUN_FILES = ["metrics.jsonl", "batches", "weights", "checkpoints", "rollouts"];
+const RUN_FILES = ["metrics.jsonl", "batches", "weights", "checkpoints", "rollouts", "tensorboard"];
 
 /** Resolves what to continue from, and makes the run directory match it. */
 function prepareRunDir(runDir: string, o: TrainOptions): LoadedCheckpoint | undefined {
@@ -127,6 +128,7 @@ export async function runTraining(o: TrainOptions): Promise<TrainResult> {
   const { config, warnings } = loadConfig(o.configPath, o.overrides);
   for (const warning of warnings) o.warn(warning);
   const source = o.overrides.length ? `${o.configPath} (with --set)` : o.configPath;
+  await nameCustomEnvs(config, source);
   const runDir = resolve(config.output_dir);
   const checkpoint = prepareRunDir(runDir, o);
   const resumeState = checkpoint && orchestratorState(checkpoint);

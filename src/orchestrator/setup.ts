@@ -4,9 +4,12 @@
 // its sampler and per-task statistics (src/sampling/), and its sampling client (the live policy,
 // or the frozen `sampling.source` endpoint).
 //
-// Frozen endpoints are connected once per (base_url, name) and waited for (GET /v1/models answers)
-// before the first rollout, so a teacher that is not up yet reads as "not reachable" at start-up,
-// not as a run of failed rollouts.
+// A train env with a `judge` block gets the judge's score as its reward (src/judges/judge.ts),
+// and every env's rewards run through its reward gate (concurrency, timeout).
+//
+// Frozen endpoints (teachers, judges) are connected once per (base_url, name) and waited for
+// (GET /v1/models answers) before the first rollout, so a teacher that is not up yet reads as "not
+// reachable" at start-up, not as a run of failed rollouts.
 import type { Algorithm, AlgorithmContext, FrozenClient, LossComponent } from "../algorithms/base.ts";
 import { algorithmName, createAlgorithm } from "../algorithms/registry.ts";
 import type { FrozenModel } from "../algorithms/schemas.ts";
@@ -15,9 +18,14 @@ import type { Task } from "../data/types.ts";
 import { createEnv, loadEnv } from "../envs/index.ts";
 import type { Env } from "../envs/types.ts";
 import { EndpointError } from "../errors.ts";
+import { type ChatClient, OpenAIChatClient } from "../inference/chat_client.ts";
 import { OpenAIClient } from "../inference/client.ts";
+import { CallGate } from "../inference/gate.ts";
 import { JsonEndpoint } from "../inference/http.ts";
 import type { SamplingClient } from "../inference/types.ts";
+import { createJudge } from "../judges/index.ts";
+import { judgedEnv } from "../judges/judge.ts";
+import type { JudgeEndpoint } from "../judges/schema.ts";
 import type { ChatRenderer } from "../model/render.ts";
 import type { Tokenizer } from "../model/tokenizer.ts";
 import type { Sampler } from "../sampling/base.ts";
@@ -42,6 +50,13 @@ export interface TrainEnv {
   sampler: Sampler<any>;
   /** The env's per-task statistics (the orchestrator records every finished fresh group). */
   stats: TaskStats;
+  /** The env's reward calls: at most `reward.concurrency` at once, each within `reward.timeout_s`. */
+  rewardGate: CallGate;
+}
+
+/** The gate of an env's reward calls, from its `reward = { concurrency, timeout_s }`. */
+export function rewardGate(env: ResolvedEnv): CallGate {
+  return new CallGate({ concurrency: env.reward.concurrency, timeoutMs: env.reward.timeout_s * 1000 });
 }
 
 /** The env's sampler and the statistics it reads, for the train env at `index` of the config. */
@@ -83,7 +98,7 @@ export interface SetupOptions {
 }
 
 /** Waits until GET {base_url}/models answers. */
-async function waitForEndpoint(model: FrozenModel, timeoutMs: number): Promise<void> {
+async function waitForEndpoint(model: Pick<FrozenModel, "name" | "base_url">, timeoutMs: number): Promise<void> {
   const endpoint = new JsonEndpoint(model.base_url.replace(/\/+$/, ""), {
     timeoutMs: 5000,
     retries: 0,
@@ -142,12 +157,28 @@ export async function setupTrainEnvs(o: SetupOptions): Promise<TrainEnv[]> {
     }
     return client;
   };
+  const judges = new Map<string, Promise<ChatClient>>();
+  const connectJudge = (judge: JudgeEndpoint): Promise<ChatClient> => {
+    const key = `${judge.base_url}#${judge.name}`;
+    let client = judges.get(key);
+    if (!client) {
+      const apiKey = judge.api_key_var ? process.env[judge.api_key_var] : undefined;
+      client = waitForEndpoint(judge, o.connectTimeoutMs ?? 60_000).then(
+        () => new OpenAIChatClient(judge.name, judge.base_url, apiKey ? { apiKey } : {}),
+      );
+      judges.set(key, client);
+    }
+    return client;
+  };
 
   const { algorithms, warnings } = await createEnvAlgorithms(o.config, o.source);
   for (const warning of warnings) o.warn(warning);
   const envs: TrainEnv[] = [];
   for (const [index, resolved] of o.config.orchestrator.train.env.entries()) {
-    const env = await createEnv(await loadEnv(resolved.id), resolved.args, `env ${resolved.name}`);
+    const exact = await createEnv(await loadEnv(resolved.id), resolved.args, `env ${resolved.name}`);
+    const judge = resolved.judge;
+    const at = `${o.source}: orchestrator.train.env[${index}].judge`;
+    const env = judge ? judgedEnv(exact, await createJudge(judge, await connectJudge(judge), exact, at)) : exact;
     const tasks = await env.load("train", o.config.seed);
     const { sampler, stats } = await createEnvSampler(o.config, o.source, index, tasks);
     const algorithm = algorithms.get(resolved.name)!;
@@ -155,6 +186,7 @@ export async function setupTrainEnvs(o: SetupOptions): Promise<TrainEnv[]> {
       env: resolved.name,
       policy: o.policy.client,
       connect,
+      connectJudge,
       tokenizer: o.tokenizer,
       renderer: o.renderer,
       logger: {
@@ -176,6 +208,7 @@ export async function setupTrainEnvs(o: SetupOptions): Promise<TrainEnv[]> {
       frozen,
       sampler,
       stats,
+      rewardGate: rewardGate(resolved),
     });
   }
   return envs;

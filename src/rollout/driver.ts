@@ -10,14 +10,17 @@
 // the driver starts a new sample from a fresh rendering and records the break in
 // `info.extensionBreaks`.
 //
-// Failure is data: a tool that throws, a malformed completion record, the context limit or the
-// time limit give a rollout with `error` set and reward 0 (excluded from training). Only a bug in
-// this file could throw out of runRollout.
+// Failure is data: a tool that throws, a malformed completion record, the context limit, the time
+// limit, or a reward that throws or runs past its gate's timeout (a judge: src/judges/) give a
+// rollout with `error` set and the reason (excluded from training; its reward 0 is a placeholder).
+// The reward is computed here, as the episode ends, so judging one rollout overlaps the generation
+// of the others. Only a bug in this file could throw out of runRollout.
 import type { ChatMessage } from "../model/chat.ts";
 import { parseAssistant } from "../model/parse.ts";
 import type { AttributedTokens, ChatRenderer, RenderOptions } from "../model/render.ts";
 import { malformedCallObservation, runToolCall } from "../envs/tools.ts";
-import type { Env, Task } from "../envs/types.ts";
+import type { Env, RewardResult, Task } from "../envs/types.ts";
+import { CallTimeout, type CallGate } from "../inference/gate.ts";
 import type { Completion, SamplingClient } from "../inference/types.ts";
 import type { Rollout, Segment } from "../data/types.ts";
 
@@ -45,6 +48,8 @@ export interface RolloutRequest {
   timeoutMs?: number;
   /** Extra chat-template variables, e.g. `{ enable_thinking: false }` for Qwen3. */
   templateArgs?: Record<string, unknown>;
+  /** The env's reward gate (concurrency limit and timeout); absent = the reward is called directly. */
+  rewardGate?: CallGate;
 }
 
 /** A limit the episode ran into; the rollout records it as its error. */
@@ -207,6 +212,25 @@ async function drive(
   }
 }
 
+/** A reward that threw, rejected or timed out (the message says which). */
+class RewardFailure extends Error {}
+
+/** The env's reward of a finished episode, through the env's gate when there is one. */
+async function scoreReward(req: RolloutRequest, rollout: Rollout): Promise<RewardResult> {
+  try {
+    const gate = req.rewardGate;
+    return gate
+      ? await gate.run((signal) => req.env.reward(req.task, rollout, { signal }))
+      : await req.env.reward(req.task, rollout);
+  } catch (err) {
+    const judge = (err as { judge?: Rollout["judge"] } | undefined)?.judge;
+    if (judge) rollout.judge = judge;
+    if (err instanceof CallTimeout)
+      throw new RewardFailure(`reward ${err.message} (the env's reward.timeout_s; env ${req.envId})`);
+    throw new RewardFailure(`reward failed: ${err instanceof Error ? err.message : String(err)}`);
+  }
+}
+
 /** Runs one episode. Never throws for env, tool, client or limit failures: see `Rollout.error`. */
 export async function runRollout(req: RolloutRequest): Promise<Rollout> {
   const rollout: Rollout = {
@@ -231,7 +255,8 @@ export async function runRollout(req: RolloutRequest): Promise<Rollout> {
   try {
     await drive(req, rollout, counters, deadline);
     rollout.numSamples = 1 + (rollout.info.extensionBreaks as unknown[]).length;
-    const { reward, metrics } = req.env.reward(req.task, rollout);
+    const { reward, metrics, judge } = await scoreReward(req, rollout);
+    if (judge) rollout.judge = judge;
     if (!Number.isFinite(reward)) throw new Error(`env ${req.envId} returned a non-finite reward (${reward})`);
     rollout.reward = reward;
     rollout.metrics = {

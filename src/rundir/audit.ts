@@ -5,11 +5,23 @@
 // sampling logprobs the losses compared against. Keys are snake_case, like the config and the
 // metrics. Streams a sample does not carry are omitted (absent = the trainer's defaults: rl 1 on
 // the loss mask, ce 0, ref_kl 0); `advantage` is null for algorithms without a scalar credit.
+// A judged rollout's record carries the judge's whole conversation (`judge`), and agentic credit
+// assignment's its judge and each part's weight and the tokens it landed on (`credit`, offsets into
+// this sample's token_ids).
 import { z } from "zod";
-import type { Rollout, TrainingSample } from "../data/types.ts";
+import { type JudgeRecord, type Rollout, sampleRanges, type TrainingSample } from "../data/types.ts";
 import { auditPath, writeFileAtomic } from "./paths.ts";
 
 const numbers = z.array(z.number());
+
+/** A judge's conversation (src/data/types.ts JudgeRecord). */
+const judgeRecordSchema = z.looseObject({
+  kind: z.string(),
+  model: z.string(),
+  messages: z.array(z.looseObject({ role: z.string(), content: z.string() })),
+  score: z.number().optional(),
+  reason: z.string().optional(),
+});
 
 /** The record's schema: what a reader may rely on. */
 export const auditRecordSchema = z.looseObject({
@@ -43,6 +55,25 @@ export const auditRecordSchema = z.looseObject({
       passes: z.number().int(),
       last_pass_rate: z.number(),
       last_seen_step: z.number().int(),
+    })
+    .optional(),
+  /** The judge whose score is `reward` (a judged env), with its whole conversation. */
+  judge: judgeRecordSchema.optional(),
+  /** Agentic credit assignment: its judge, and per part (assistant turn) of this sample the weight,
+   * the factor it became and [token_start, token_end) in token_ids. */
+  credit: z
+    .strictObject({
+      judge: judgeRecordSchema,
+      parts: z.array(
+        z.strictObject({
+          part: z.number().int(),
+          message_index: z.number().int(),
+          weight: z.number(),
+          factor: z.number().optional(),
+          token_start: z.number().int(),
+          token_end: z.number().int(),
+        }),
+      ),
     })
     .optional(),
 });
@@ -96,8 +127,30 @@ export function auditRecord({
       last_pass_rate: taskStats.lastPassRate,
       last_seen_step: taskStats.lastSeenStep,
     };
+  if (rollout.judge) record.judge = judgeRecord(rollout.judge);
+  if (rollout.credit) {
+    const [start, end] = sampleRanges(rollout)[sampleIndex]!;
+    record.credit = {
+      judge: judgeRecord(rollout.credit.judge),
+      parts: rollout.credit.parts
+        .filter((p) => p.start >= start && p.end <= end)
+        .map((p) => ({
+          part: p.part,
+          message_index: p.messageIndex,
+          weight: p.weight,
+          ...(p.factor !== undefined ? { factor: p.factor } : {}),
+          token_start: p.start - start,
+          token_end: p.end - start,
+        })),
+    };
+  }
   return record;
 }
+
+const judgeRecord = (judge: JudgeRecord): AuditRecord["judge"] & object => ({
+  ...judge,
+  messages: judge.messages.map((m) => ({ ...m })),
+});
 
 /** The record as one line of JSONL (newline included). */
 export function auditLine(input: AuditInput): string {

@@ -3,6 +3,7 @@
 // error naming the file and key path. The optimizer and schedule blocks are the run config's own
 // (same keys, same meaning), with an SFT-sized learning-rate default.
 //
+//   chat_template_kwargs  template switches for the data and the evals (as the RL run's)
 //   [model]    path        the model to start from (HF layout)
 //   [data]     path, repeat  JSONL file(s): chat messages or prompt/completion rows; per-file repeat counts
 //   [trainer]  steps | epochs, batch_tokens (per optimizer step), seq_len (per packed row), optim, schedule
@@ -35,6 +36,8 @@ export const sftConfigSchema = z.strictObject({
   /** Run directory: config.resolved.toml, metrics.jsonl, checkpoints/, and the final model/. */
   output_dir: z.string().min(1).default("outputs/sft"),
   seed: z.number().int().min(0).default(0),
+  /** Template switches for every rendering of the data and the evals, e.g. { enable_thinking = false }: the RL run's orchestrator.chat_template_kwargs. */
+  chat_template_kwargs: z.record(z.string(), z.unknown()).default({}),
 
   model: z.strictObject({
     path: z.string().min(1),
@@ -102,6 +105,13 @@ export const sftConfigSchema = z.strictObject({
       keep: z.number().int().min(0).default(0),
       /** The final model's weights dtype on disk (checkpoints are always f32, to resume exactly). */
       dtype: z.enum(["f32", "bf16"]).default("f32"),
+    })
+    .prefault({}),
+
+  log: z
+    .strictObject({
+      /** Write TensorBoard event files to <output_dir>/tensorboard/ (every metrics.jsonl key). */
+      tensorboard: z.boolean().default(true),
     })
     .prefault({}),
 });

@@ -42,7 +42,7 @@ export function dataFingerprint(examples: readonly SftExample[], config: SftConf
 }
 
 /** Files whose presence means output_dir holds a run that a fresh start would overwrite. */
-export const RUN_FILES = ["metrics.jsonl", "checkpoints"];
+export const RUN_FILES = ["metrics.jsonl", "checkpoints", "tensorboard"];
 
 /** Checks output_dir against --resume / --force before anything is written; returns the checkpoint to continue from. */
 export function checkRunDir(

@@ -33,6 +33,7 @@ import type { NativeModel } from "../native/model.ts";
 import { NativeOptimizer } from "../native/train.ts";
 import { rewindRunDir, writeCheckpoint } from "../rundir/checkpoint.ts";
 import { metricsPath } from "../rundir/paths.ts";
+import { TensorBoardLog } from "../rundir/tensorboard.ts";
 import { type EnvEval, evalMetrics, evaluate, loadEvalTasks } from "../eval/evaluate.ts";
 import { learningRate } from "../trainer/schedule.ts";
 import { type SftExample, SftBatches } from "./batches.ts";
@@ -75,9 +76,14 @@ export interface SftOptions {
 }
 
 /** Reads and tokenizes the dataset; every row must keep a target token inside seq_len. */
-export function prepareExamples(renderer: ChatRenderer, paths: string[], seqLen: number): SftExample[] {
+export function prepareExamples(
+  renderer: ChatRenderer,
+  paths: string[],
+  seqLen: number,
+  templateArgs: Record<string, unknown> = {},
+): SftExample[] {
   return readSftRows(paths).flatMap((conv) =>
-    tokenizeConversationSamples(renderer, conv).map(({ tokenIds, ceWeights }, k, all) => {
+    tokenizeConversationSamples(renderer, conv, templateArgs).map(({ tokenIds, ceWeights }, k, all) => {
       const id = all.length > 1 ? `${conv.where}#${k}` : conv.where;
       // A row's first token is never predicted, and tokens past seq_len are cut off.
       if (!ceWeights.slice(1, seqLen).some((w) => w !== 0)) {
@@ -125,6 +131,7 @@ async function evalAll(
           greedy: settings.greedy,
           seed: config.seed,
           maxContextTokens: client.engine.maxModelLen,
+          templateArgs: config.chat_template_kwargs,
         }),
       );
     }
@@ -145,7 +152,7 @@ export async function runSft(config: SftConfig, options: SftOptions = {}): Promi
   const checkpoint = checkRunDir(runDir, options, warn);
   await loadNative(t.threads);
   const renderer = new ChatRenderer(Tokenizer.load(config.model.path));
-  const examples = prepareExamples(renderer, dataPaths(config), t.seq_len);
+  const examples = prepareExamples(renderer, dataPaths(config), t.seq_len, config.chat_template_kwargs);
   const batchOptions = {
     batchTokens: t.batch_tokens,
     seqLen: t.seq_len,
@@ -186,7 +193,11 @@ export async function runSft(config: SftConfig, options: SftOptions = {}): Promi
   writeFileSync(join(runDir, "config.resolved.toml"), stringifyToml(JSON.parse(JSON.stringify(config))));
   const metrics = metricsPath(runDir);
   if (!resumed) writeFileSync(metrics, "");
-  const record = (row: Record<string, number>) => appendFileSync(metrics, `${JSON.stringify(row)}\n`);
+  const tracker = config.log.tensorboard ? TensorBoardLog.open(runDir, log) : undefined;
+  const record = (row: Record<string, number>) => {
+    appendFileSync(metrics, `${JSON.stringify(row)}\n`);
+    tracker?.scalars(row.step!, row);
+  };
 
   const model = await loadModel(checkpoint?.modelDir ?? config.model.path, { dtype: config.model.dtype });
   try {

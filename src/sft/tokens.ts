@@ -34,8 +34,9 @@ function targetRange(
   index: number,
   text: string,
   stops: string[],
+  templateArgs: Record<string, unknown>,
 ): [number, number] | undefined {
-  const options: RenderOptions = { tools: conv.tools, addGenerationPrompt: true };
+  const options: RenderOptions = { tools: conv.tools, addGenerationPrompt: true, templateArgs };
   const prompt = renderer.text(conv.messages.slice(0, index), options);
   // The conversation right after this turn was generated: the turn is its last message.
   const asGenerated = renderer.text(conv.messages.slice(0, index + 1), { ...options, addGenerationPrompt: false });
@@ -57,15 +58,19 @@ function targetRange(
 }
 
 /** Renders a conversation and weights its target tokens, or names the first target turn it rewrites. */
-function tokenizeWhole(renderer: ChatRenderer, conv: SftConversation): SftTokens | { rewritten: number } {
-  const attributed = renderer.attribute(conv.messages, { tools: conv.tools, addGenerationPrompt: false });
+function tokenizeWhole(
+  renderer: ChatRenderer,
+  conv: SftConversation,
+  templateArgs: Record<string, unknown>,
+): SftTokens | { rewritten: number } {
+  const attributed = renderer.attribute(conv.messages, { tools: conv.tools, addGenerationPrompt: false, templateArgs });
   const stops = renderer.tokenizer.stopIds
     .map((id) => renderer.tokenizer.tokenString(id) ?? "")
     .filter((s) => s.length > 0);
   const ranges: Array<[number, number]> = [];
   for (let i = conv.targetsFrom; i < conv.messages.length; i++) {
     if (conv.messages[i]!.role !== "assistant") continue;
-    const range = targetRange(renderer, conv, i, attributed.text, stops);
+    const range = targetRange(renderer, conv, i, attributed.text, stops, templateArgs);
     if (!range) return { rewritten: i };
     ranges.push(range);
   }
@@ -77,8 +82,12 @@ function tokenizeWhole(renderer: ChatRenderer, conv: SftConversation): SftTokens
 }
 
 /** Renders a conversation and weights its target tokens; a template that rewrites a target turn is an error. */
-export function tokenizeConversation(renderer: ChatRenderer, conv: SftConversation): SftTokens {
-  const out = tokenizeWhole(renderer, conv);
+export function tokenizeConversation(
+  renderer: ChatRenderer,
+  conv: SftConversation,
+  templateArgs: Record<string, unknown> = {},
+): SftTokens {
+  const out = tokenizeWhole(renderer, conv, templateArgs);
   if ("rewritten" in out)
     throw new EnvError(
       `${conv.where}: the chat template renders the turns up to assistant message ${out.rewritten} differently once later turns follow (it rewrites earlier turns), so what the model generated in that turn cannot be located`,
@@ -93,14 +102,18 @@ export function tokenizeConversation(renderer: ChatRenderer, conv: SftConversati
  * drops it once later turns follow). Each sample is a whole rendering of the conversation up to
  * some assistant turn, targeting the turns since the previous sample; most rows are one sample.
  */
-export function tokenizeConversationSamples(renderer: ChatRenderer, conv: SftConversation): SftTokens[] {
+export function tokenizeConversationSamples(
+  renderer: ChatRenderer,
+  conv: SftConversation,
+  templateArgs: Record<string, unknown> = {},
+): SftTokens[] {
   const samples: SftTokens[] = [];
   const hasTarget = (from: number) => conv.messages.slice(from).some((m) => m.role === "assistant");
   let from = conv.targetsFrom;
   let end = conv.messages.length;
   while (samples.length === 0 || hasTarget(from)) {
     const part = { ...conv, messages: conv.messages.slice(0, end), targetsFrom: from };
-    const out = tokenizeWhole(renderer, part);
+    const out = tokenizeWhole(renderer, part, templateArgs);
     // Cut after the rewritten turn: as the last message it renders as generated (so end shrinks).
     if ("rewritten" in out) {
       end = out.rewritten + 1;

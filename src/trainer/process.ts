@@ -177,7 +177,8 @@ export async function runTrainer(opts: TrainerOptions): Promise<void> {
         });
       const trainStart = performance.now();
       const lr = learningRate(step, t.optim.lr, t.schedule, config.max_steps);
-      const stepOptions = { lr, maxGradNorm: t.optim.max_norm, loss: t.loss };
+      const loss = { ...t.loss, constant: t.loss.constant ?? config.orchestrator.max_tokens };
+      const stepOptions = { lr, maxGradNorm: t.optim.max_norm, loss };
       const result = dp
         ? trainStepOnRank(dp, policy, batch.packed, stepOptions)
         : trainStep(policy, batch.packed, stepOptions);

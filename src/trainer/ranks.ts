@@ -58,16 +58,17 @@ export function rankRows(
 
 /** The step's denominators from this rank's rows, all-reduced over the ranks (exact int64). */
 export function globalDenominators(rows: readonly PackedRow[], group: RankGroup): Denominators {
-  const counts = new BigInt64Array(3);
+  const counts = new BigInt64Array(4);
   for (const row of rows) {
     const c = rowCounts(row);
     counts[0]! += BigInt(c.rl);
     counts[1]! += BigInt(c.ce);
     counts[2]! += BigInt(c.refKl);
+    counts[3]! += BigInt(c.rlSequences);
   }
   group.allreduceCounts(counts);
   const at = (i: number) => Math.max(1, Number(counts[i]!));
-  return { rl: at(0), ce: at(1), refKl: at(2) };
+  return { rl: at(0), ce: at(1), refKl: at(2), rlSequences: at(3) };
 }
 
 /** The policy with the gradient all-reduce in front of its optimizer step. */
@@ -88,10 +89,12 @@ export function trainStepOnRank(dp: DataParallel, policy: Policy, step: PackedSt
   const { rows, plan } = rankRows(step, rank, worldSize, dp.cost, dp.balance);
   const denominators = globalDenominators(rows, dp.group);
   const whole = denominatorsOf(step.rows);
-  if (whole.rl !== denominators.rl || whole.ce !== denominators.ce || whole.refKl !== denominators.refKl) {
+  const keys = ["rl", "ce", "refKl", "rlSequences"] as const;
+  if (keys.some((k) => whole[k] !== denominators[k])) {
+    const list = (d: Denominators) => keys.map((k) => `${k} ${d[k]}`).join(", ");
     throw new RlxError(
-      `rank ${rank} of ${worldSize}: the ranks' token counts (rl ${denominators.rl}, ce ${denominators.ce}, ref_kl ${denominators.refKl}) ` +
-        `differ from the step's (rl ${whole.rl}, ce ${whole.ce}, ref_kl ${whole.refKl}): the ranks split the step differently`,
+      `rank ${rank} of ${worldSize}: the ranks' token counts (${list(denominators)}) ` +
+        `differ from the step's (${list(whole)}): the ranks split the step differently`,
       { fix: "run the same rlx build on every rank, reading the same step file" },
     );
   }

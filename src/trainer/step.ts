@@ -17,16 +17,25 @@ import {
   trainStep as trainNativeRow,
 } from "../native/train.ts";
 import type { ComponentCounts, PackedRow, PackedStep } from "../data/pack.ts";
+import type { RlLossType, RlReduction } from "../native/loss_types.ts";
 import { stepCounts } from "../data/pack.ts";
 
 export type { MetricSums, RowResult };
 
-/** The rl loss settings (config `trainer.loss`); ref_kl's 0.2 / 1e-3 are fixed. */
+/** The rl loss settings (config `trainer.loss`); ref_kl's 0.2 / 1e-3 are fixed. Absent optional
+ * fields take the schema's defaults (DPPO + KL, token mean). */
 export interface LossSettings {
+  type?: RlLossType;
+  reduction?: RlReduction;
+  constant?: number;
   dppo_mask_low: number;
   dppo_mask_high: number;
   adv_tau: number;
   kl_tau: number;
+  ipo_threshold?: number;
+  is_low?: number;
+  is_high?: number;
+  is_cap?: number;
 }
 
 /** N_x = max(1, member count over the whole step). */
@@ -83,7 +92,12 @@ function reduceInPlace(blocks: MetricSums[], reduce: (flat: Float64Array) => voi
 /** N_x = max(1, count) from the rows' member counts. */
 export function denominatorsOf(rows: readonly PackedRow[]): Denominators {
   const total = stepCounts(rows);
-  return { rl: Math.max(1, total.rl), ce: Math.max(1, total.ce), refKl: Math.max(1, total.refKl) };
+  return {
+    rl: Math.max(1, total.rl),
+    ce: Math.max(1, total.ce),
+    refKl: Math.max(1, total.refKl),
+    rlSequences: Math.max(1, total.rlSequences),
+  };
 }
 
 const ratio = (num: number, den: number) => (den > 0 ? num / den : 0);
@@ -144,10 +158,18 @@ export function nativePolicy(model: NativeModel, optimizer: NativeOptimizer): Po
         nRl: n.rl,
         nCe: n.ce,
         nRefKl: n.refKl,
+        nRlSequences: n.rlSequences,
+        type: loss.type ?? "dppo_kl",
+        reduction: loss.reduction ?? "token",
+        constant: loss.constant ?? 1,
         dppoMaskLow: loss.dppo_mask_low,
         dppoMaskHigh: loss.dppo_mask_high,
         advTau: loss.adv_tau,
         klTau: loss.kl_tau,
+        ipoThreshold: loss.ipo_threshold ?? 0.1,
+        isLow: loss.is_low ?? 0.5,
+        isHigh: loss.is_high ?? 5.0,
+        isCap: loss.is_cap ?? 2.0,
       };
       return trainNativeRow(model, row, settings, numEnvs);
     },

@@ -80,6 +80,25 @@ test("rlx sft: step lines, a summary with eval before/after, a run directory, an
       [60, 1],
     ],
   );
+  // the same rows as TensorBoard scalars, read back by python3-protobuf (test/e2e/tensorboard.test.ts)
+  const reader =
+    existsSync("/usr/bin/python3") &&
+    Bun.spawnSync(["/usr/bin/python3", join(ROOT, "test/fixtures/tfevents_read.py"), join(out, "tensorboard")]);
+  if (reader && reader.exitCode === 0) {
+    const events = reader.stdout
+      .toString()
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l) as { step: number; tag: string; value: number });
+    const scalars = new Map(events.map((e) => [`${e.step} ${e.tag}`, e.value]));
+    const numeric = rows.flatMap((r) =>
+      Object.entries(r)
+        .filter(([k]) => k !== "step")
+        .map(([k, v]) => [`${r.step} ${k}`, v]),
+    );
+    expect(scalars.size).toBe(numeric.length);
+    for (const [key, value] of numeric) expect(scalars.get(key as string)).toBe(Math.fround(value as number));
+  } else console.warn("sft.test.ts: TensorBoard files not read back (no python3-protobuf)");
   const nll = rows.filter((r) => "nll" in r).map((r) => r.nll!);
   expect(nll.at(-1)!).toBeLessThan(nll[0]! / 20);
   expect(existsSync(join(out, "config.resolved.toml"))).toBe(true);

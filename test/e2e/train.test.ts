@@ -3,8 +3,8 @@
 // teacher served by `rlx serve` for opd and sft). Checks what the run directory holds: the
 // resolved config, metrics with per-env keys, audit records whose advantages follow from their
 // rewards under each env's algorithm, weights the policy server loaded, a final checkpoint equal
-// to the last published weights, and no process left behind. Also: configs/debug.toml on a random
-// model has nothing to train (math rewards are all 0) and aborts with the reason.
+// to the last published weights, and no process left behind. Also: configs/debug.toml trains a
+// random model (its math env pays a little for any number, so rewards differ within groups).
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { existsSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
@@ -217,7 +217,7 @@ algo = { type = "opd", teacher = ${teacherRef} }
   await until(() => processesMentioning(runDir).length === 0, 5000, "the run's children to exit");
 }, 120_000);
 
-test("configs/debug.toml on a random model: math rewards are almost all 0, so batches come up empty and the run says why", async () => {
+test("configs/debug.toml trains from `rlx init` output: every step has rl tokens with non-zero credit", async () => {
   const runDir = join(ws.dir, "debug");
   const { code, err } = await rlx([
     "train",
@@ -229,10 +229,19 @@ test("configs/debug.toml on a random model: math rewards are almost all 0, so ba
     "--inference",
     "in-process",
   ]).done;
-  expect(code).toBe(1);
-  expect(err).toMatch(
-    /error: step \d: 10 batches in a row had nothing to train; the last one because every advantage was 0 \(rewards never differed within a group/,
-  );
-  expect(err).toContain("fix: group-relative algorithms (grpo, max_rl, echo) need group_size >= 2");
+  expect(err).not.toContain("error:");
+  expect(code).toBe(0);
+  const rows = readMetrics(runDir);
+  expect(rows.map((r) => r.step)).toEqual([1, 2, 3]);
+  for (const row of rows) expect(row["count/rl"]).toBeGreaterThan(0);
+  const audit = readAudit(runDir);
+  expect([...audit.keys()].sort()).toEqual([1, 2, 3]);
+  for (const records of audit.values()) {
+    // what the trainer got: action tokens with rl weight (absent = 1) and a non-zero advantage
+    const credited = records.flatMap((r) =>
+      r.loss_mask.filter((m, t) => m === 1 && (r.rl_weights?.[t] ?? 1) !== 0 && r.advantages[t] !== 0),
+    );
+    expect(credited.length).toBeGreaterThan(0);
+  }
   await until(() => processesMentioning(runDir).length === 0, 5000, "the trainer to exit");
-}, 60_000);
+}, 90_000);

@@ -151,7 +151,8 @@ test("a rank killed mid-step ends the run naming it; --resume restarts both rank
   const killedAt = performance.now();
   process.kill(rank1!, "SIGKILL");
   const { code, err } = await run.done;
-  expect(performance.now() - killedAt).toBeLessThan(8_000);
+  // at once, not after trainer.dist.timeout_s (600 s by default); 30 s leaves room for a loaded machine
+  expect(performance.now() - killedAt).toBeLessThan(30_000);
   expect(code).toBe(1);
   expect(err).toContain("error: the trainer-1 process (rank 1 of 2) was killed by SIGKILL; its last lines:");
   expect(err).toContain("  | trainer rank 1: step 2 loss");

@@ -15,7 +15,7 @@ import { join } from "node:path";
 import { distAvailable, ProcessGroup } from "../../src/native/dist.ts";
 import { NativeOptimizer, trainStep as trainRow } from "../../src/native/train.ts";
 import { dummyRow } from "../../src/trainer/balance.ts";
-import { nativePolicy, trainStep, type StepResult } from "../../src/trainer/step.ts";
+import { type LossSettings, nativePolicy, trainStep, type StepResult } from "../../src/trainer/step.ts";
 import { distStep, STEP_OPTIONS } from "./fixtures/dist_batch.ts";
 import { readGrads, readParams, tinyModel } from "./tiny_model.ts";
 
@@ -94,7 +94,7 @@ function maxAbsDiff(a: Record<string, number[]>, b: Map<string, Float64Array>): 
   return worst;
 }
 
-async function singleRank() {
+async function singleRank(loss: LossSettings = STEP_OPTIONS.loss) {
   using model = await tinyModel({ seed: 3 });
   const initial = readParams(model);
   using optimizer = NativeOptimizer.create(model);
@@ -106,7 +106,7 @@ async function singleRank() {
       optimizerStep: (lr, clip) => ((grads = readGrads(model)), inner.optimizerStep(lr, clip)),
     },
     distStep(),
-    STEP_OPTIONS,
+    { ...STEP_OPTIONS, loss },
   );
   return { initial, grads, params: readParams(model), metrics: result.metrics };
 }
@@ -147,6 +147,29 @@ describe.skipIf(!gloo)("two Gloo ranks", () => {
     expect(r0!.metrics.world_size).toBe(2);
     expect(r0!.metrics["balance/max_over_mean"]).toBeGreaterThanOrEqual(1);
   }, 90_000);
+
+  // The other reductions divide by samples with an rl member over the whole step (all-reduced
+  // with the token counts), and each sample's own count is known in its row.
+  for (const [reduction, type] of [
+    ["sequence", "icepop"],
+    ["constant", "seq_tis"],
+  ] as const)
+    test(`the ${reduction} reduction (${type}): two ranks' gradient equals the single-rank one`, async () => {
+      const loss = { ...STEP_OPTIONS.loss, type, reduction, constant: 13 };
+      const store = { type: "file", path: join(dir, `store-${reduction}`) };
+      const outs = [0, 1].map((rank) => join(dir, `${reduction}-rank${rank}.json`));
+      const procs = [0, 1].map((rank) => spawnRank({ rank, worldSize: 2, store, mode: "step", out: outs[rank], loss }));
+      const codes = await Promise.all(procs.map((p) => p.exited));
+      const errs = await Promise.all(procs.map((p) => new Response(p.stderr).text()));
+      expect({ codes, errs }).toEqual({ codes: [0, 0], errs: ["", ""] });
+      const [r0, r1] = outs.map((path) => JSON.parse(readFileSync(path, "utf8")) as RankOutput);
+      const single = await singleRank(loss);
+      expect(r0!.grads).toEqual(r1!.grads);
+      expect(worstRelative(r0!.grads, single.grads)).toBeLessThan(1e-5);
+      expect(r0!.metrics.loss).toBeCloseTo(single.metrics.loss!, 5);
+      const token = await singleRank({ ...loss, reduction: "token" });
+      expect(Math.abs(token.metrics.loss! - single.metrics.loss!)).toBeGreaterThan(1e-6);
+    }, 90_000);
 
   test("a non-finite loss on one rank makes every rank skip the update", async () => {
     const store = { type: "file", path: join(dir, "store-nan") };
@@ -189,9 +212,10 @@ describe.skipIf(!gloo)("two Gloo ranks", () => {
   }, 90_000);
 
   test("a rank that stops answering fails the other after timeoutMs, not later", async () => {
-    const { code0, seconds, stderr } = await survivor("hang", { type: "file", path: join(dir, "store-hang") }, 3000);
+    // 10 s: long enough for both ranks to join under a loaded machine (the timeout bounds the rendezvous too)
+    const { code0, seconds, stderr } = await survivor("hang", { type: "file", path: join(dir, "store-hang") }, 10_000);
     expect(code0).toBe(1);
-    expect(stderr).toMatch(/^rank 0 of 2: all-reduce of 3 values failed: .*Timed out.*timeout_ms = 3000/m);
+    expect(stderr).toMatch(/^rank 0 of 2: all-reduce of 4 values failed: .*Timed out.*timeout_ms = 10000/m);
     expect(seconds).toBeLessThan(30);
   }, 90_000);
 });

@@ -20,7 +20,8 @@ import { Sft } from "../../src/algorithms/sft.ts";
 import { packStep } from "../../src/data/pack.ts";
 import { filterZeroAdvantage, rolloutToSamples } from "../../src/algorithms/samples.ts";
 import type { Rollout, TrainingSample } from "../../src/data/types.ts";
-import { nativePolicy, type Policy, type StepResult, trainStep } from "../../src/trainer/step.ts";
+import { RL_REDUCTIONS } from "../../src/native/loss_types.ts";
+import { type LossSettings, nativePolicy, type Policy, type StepResult, trainStep } from "../../src/trainer/step.ts";
 import { DEFAULT_LOSS, makeRollout } from "../fixtures/rollouts.ts";
 import { readGrads, readParams, rng, tinyModel } from "./tiny_model.ts";
 
@@ -72,6 +73,7 @@ function gradientOf(
   m: NativeModel,
   samples: TrainingSample[],
   seqLen = 256,
+  loss: LossSettings = DEFAULT_LOSS,
 ): { grads: Map<string, Float64Array>; result: StepResult } {
   const inner = nativePolicy(m, undefined as unknown as NativeOptimizer);
   let grads = new Map<string, Float64Array>();
@@ -86,7 +88,7 @@ function gradientOf(
   const result = trainStep(capture, packStep(structuredClone(samples), { seqLen }), {
     lr: 0,
     maxGradNorm: 0,
-    loss: DEFAULT_LOSS,
+    loss,
   });
   return { grads, result };
 }
@@ -149,6 +151,27 @@ describe("global denominators through the native step", () => {
     expectSameGrads(one.grads, many.grads);
     expect(Object.keys(one.result.perEnv).sort()).toEqual(["forth", "math"]);
   });
+
+  // Every reduction, with a token-level, a sequence-level and the default loss type: the sequence
+  // and constant reductions divide by samples counted over the whole step (rlSequences), and a
+  // sample's own member count is known in its row (samples are never split).
+  for (const reduction of RL_REDUCTIONS)
+    for (const type of ["dppo_kl", "tis", "seq_mis"] as const)
+      test(`${reduction} reduction, ${type}: one row or five give the same gradient`, async () => {
+        const loss = { ...DEFAULT_LOSS, type, reduction, constant: 11, is_cap: 1.02 };
+        const mixed = [...(await echoSamples()), ...(await sftSample())];
+        const one = gradientOf(model, mixed, 256, loss);
+        const many = gradientOf(model, mixed, 20, loss);
+        expect(many.result.metrics.micro_batches).toBe(5);
+        expect(one.result.metrics.loss).toBeCloseTo(many.result.metrics.loss!, 12);
+        expectSameGrads(one.grads, many.grads);
+        // (Every sample here has 7 rl members, so the sequence mean equals the token mean; its own
+        // semantics are checked on unequal samples in loss_types.test.ts.)
+        if (reduction === "constant") {
+          const token = gradientOf(model, mixed, 256, { ...loss, reduction: "token" });
+          expect(Math.abs(token.result.metrics.loss! - one.result.metrics.loss!)).toBeGreaterThan(1e-9);
+        }
+      });
 });
 
 test("the custom RLOO example trains one AdamW step end to end", async () => {

@@ -4,7 +4,8 @@
 //
 //   user:      Compute (47 + 18) * 3.  Put your final answer in \boxed{}.
 //   solution:  47 + 18 = 65.  65 * 3 = 195.  Answer: \boxed{195}
-//   reward:    1 when the boxed (or last-line) number equals 195, else 0
+//   reward:    1 when the boxed (or last-line) number equals 195, else 0 (or `number_reward`
+//              when the answer is a wrong number: shaping for a model that starts from nothing)
 //
 // `format = "bare"` is the lean variant for experiments that want few tokens per step: the user
 // turn is the expression alone (`(47+18)*3=`) and the demonstration is the answer alone (`195`),
@@ -12,7 +13,7 @@
 // a model directory whose chat_template.jinja just concatenates contents (as the reproduce
 // script's lean student uses, scripts/experiments/bare_template.jinja) leaves the prompt bare.
 import { z } from "zod";
-import { finalReply, gradeReply } from "../answer.ts";
+import { extractAnswer, finalReply, gradeReply, parseInteger } from "../answer.ts";
 import { generateSplit, loadJsonlSplit, promptMessages, sampleTasks } from "../tasks.ts";
 import type { EnvDefinition, Task } from "../types.ts";
 import { EnvError } from "../../errors.ts";
@@ -32,6 +33,9 @@ const Args = z.strictObject({
   eval_size: z.number().int().positive().default(200),
   eval_fraction: z.number().gt(0).lt(1).default(0.2),
   system_prompt: z.string().optional(),
+  /** Reward for a wrong final answer that is at least a number (a correct one gets 1): shaping
+   * that gives a model starting from nothing a reward with spread (configs/debug.toml); 0 = exact match only. */
+  number_reward: z.number().min(0).max(1).default(0),
   data_file: z.string().optional(),
 });
 
@@ -97,8 +101,12 @@ const math: EnvDefinition<MathArgs> = {
         });
       },
       reward(task, rollout) {
-        const grade = gradeReply(finalReply(rollout.messages), task.answer, true);
-        return { reward: grade.correct, metrics: grade };
+        const reply = finalReply(rollout.messages);
+        const grade = gradeReply(reply, task.answer, true);
+        if (args.number_reward === 0) return { reward: grade.correct, metrics: grade };
+        const extracted = reply === undefined ? undefined : extractAnswer(reply);
+        const number = extracted !== undefined && parseInteger(extracted.answer) !== undefined ? 1 : 0;
+        return { reward: grade.correct || args.number_reward * number, metrics: { ...grade, number } };
       },
       async demonstrate(task) {
         return [...task.prompt, { role: "assistant", content: task.solution ?? `Answer: \\boxed{${task.answer}}` }];

@@ -29,6 +29,7 @@ function context(over: Partial<AlgorithmContext> = {}): AlgorithmContext {
     env: "math",
     policy: unused,
     connect: async () => ({ ...unused, tokenize: async (t: string) => utf8(t) }),
+    connectJudge: async () => Promise.reject(new Error("unused")),
     tokenizer: { size: 259, encodePlain: utf8 },
     renderer: { render: () => ({ tokenIds: [] }) },
     logger: { info() {}, warn() {} },

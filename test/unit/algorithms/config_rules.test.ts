@@ -40,15 +40,16 @@ test("each registry entry is its class's type, with the loss component and group
     ["opsd", "opsd", "ref_kl"],
     ["sft", "sft", "ce"],
     ["echo", "echo", "rl"],
+    ["agentic_credit", "agentic_credit", "rl"],
   ]);
-  expect(groupRelativeTypes()).toEqual(["grpo", "max_rl", "echo"]);
+  expect(groupRelativeTypes()).toEqual(["grpo", "max_rl", "echo", "agentic_credit"]);
 });
 
 describe("rl and ref_kl algorithms must sample from the live policy", () => {
-  for (const type of ["grpo", "max_rl", "echo"]) {
+  for (const type of ["grpo", "max_rl", "echo", "agentic_credit"]) {
     test(type, () =>
       rejects(
-        `{ type = "${type}", sampling = { source = ${FROZEN} } }`,
+        `{ type = "${type}", sampling = { source = ${FROZEN} }${type === "agentic_credit" ? `, judge = ${FROZEN}` : ""} }`,
         "orchestrator.train.env[0].algo.sampling.source",
         "rl loss",
         '"policy"',

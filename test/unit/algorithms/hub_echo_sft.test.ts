@@ -109,3 +109,34 @@ test("qwen3: a multi-turn tool demonstration becomes one SFT sample per rewritte
   );
   expect(samples[1]!.tokenIds).toEqual(tokenizer.encode(renderer.text(messages, { addGenerationPrompt: false })));
 });
+
+test("qwen3 with enable_thinking false (chat_template_kwargs): the empty think block is prompt, not target, as in the RL run", () => {
+  const tokenizer = hubTokenizer("qwen3");
+  const renderer = new ChatRenderer(tokenizer);
+  const templateArgs = { enable_thinking: false };
+  const messages = [
+    { role: "user" as const, content: "Compute 3 + 4 with Forth." },
+    {
+      role: "assistant" as const,
+      content: "",
+      tool_calls: [{ type: "function" as const, function: { name: "forth", arguments: { code: "3 4 + ." } } }],
+    },
+    { role: "tool" as const, content: "7 \nstack: <0>" },
+    { role: "assistant" as const, content: "The answer is 7." },
+  ];
+  const conv = { messages, targetsFrom: 1, where: "demos.jsonl:3", env: "forth" };
+  const samples = tokenizeConversationSamples(renderer, conv, templateArgs);
+  const targets = samples.map((s) => tokenizer.decode(s.tokenIds.filter((_, i) => s.ceWeights[i] === 1)));
+  expect(targets).toEqual([
+    '<tool_call>\n{"name": "forth", "arguments": {"code": "3 4 + ."}}\n</tool_call><|im_end|>',
+    "The answer is 7.<|im_end|>",
+  ]);
+  // Each target follows exactly the generation prompt the rollout driver gives the model.
+  for (const [k, end] of [2, 4].entries()) {
+    const prompt = renderer.text(messages.slice(0, end - 1), { addGenerationPrompt: true, templateArgs });
+    expect(prompt.endsWith("<|im_start|>assistant\n<think>\n\n</think>\n\n")).toBe(true);
+    const s = samples[k]!;
+    const first = s.ceWeights.indexOf(1);
+    expect(tokenizer.decode(s.tokenIds.slice(0, first))).toBe(prompt);
+  }
+});

@@ -18,6 +18,7 @@ import { type AlgorithmContext, finishGroup, finishRollout } from "../../../src/
 import { Echo } from "../../../src/algorithms/echo.ts";
 import { checkSameTokenizer } from "../../../src/algorithms/opd.ts";
 import { Opsd } from "../../../src/algorithms/opsd.ts";
+import { Sft } from "../../../src/algorithms/sft.ts";
 import { packStep } from "../../../src/data/pack.ts";
 import { runRollout } from "../../../src/rollout/driver.ts";
 import { filterZeroAdvantage, rolloutToSamples } from "../../../src/algorithms/samples.ts";
@@ -64,6 +65,9 @@ function context(policy: SamplingClient): AlgorithmContext {
     env: "forth",
     policy,
     connect: async () => ({ ...policy, tokenize: async (t: string) => tokenizer.encodePlain(t) }),
+    connectJudge: async () => {
+      throw new Error("no judge in this test");
+    },
     tokenizer,
     renderer,
     logger: { info() {}, warn() {} },
@@ -121,4 +125,31 @@ test("opd's tokenizer check accepts the policy's own tokenizer", async () => {
     vocabSize: async () => tokenizer.size,
   };
   await checkSameTokenizer(context(new Scripted([])), frozen, "the teacher");
+});
+
+test("sft's setup checks its sampling source's tokenizer as opd checks a teacher", async () => {
+  const source = { name: "src", base_url: "http://127.0.0.1:9/v1" };
+  const sft = new Sft(Sft.schema.parse({ type: "sft", sampling: { source } }));
+  const asked: unknown[] = [];
+  const withTokenizer = (encode: (t: string) => number[], vocab?: number): AlgorithmContext => ({
+    ...context(new Scripted([])),
+    connect: async (model) => {
+      asked.push(model);
+      const replay = new Scripted([]);
+      return {
+        complete: (r) => replay.complete(r),
+        score: (seqs) => replay.score(seqs),
+        tokenize: async (t: string) => encode(t),
+        vocabSize: async () => vocab,
+      };
+    },
+  });
+  await sft.setup(withTokenizer((t) => tokenizer.encodePlain(t), tokenizer.size));
+  expect(asked).toEqual([source]);
+  await expect(sft.setup(withTokenizer((t) => tokenizer.encodePlain(t), tokenizer.size + 7))).rejects.toThrow(
+    `the sft sampling source "src" (http://127.0.0.1:9/v1) has a tokenizer of ${tokenizer.size + 7} ids`,
+  );
+  await expect(sft.setup(withTokenizer((t) => tokenizer.encodePlain(t).slice(1)))).rejects.toThrow(
+    /the sft sampling source "src" .* tokenizes a probe string differently from the policy/,
+  );
 });

@@ -10,11 +10,11 @@ const SRC = join(import.meta.dir, "../../../src");
 
 /** Lowest first; a folder may import its own layer (without a cycle) and any layer below. */
 const LAYERS: string[][] = [
-  ["native", "errors.ts"],
+  ["native", "errors.ts", "plugin.ts"],
   ["model"],
   ["data"],
-  ["envs", "inference"],
-  ["algorithms", "rollout", "rundir", "sampling"],
+  ["envs", "inference", "judges"],
+  ["algorithms", "hub", "rollout", "rundir", "sampling"],
   ["config"],
   ["orchestrator", "trainer", "sft", "eval", "report"],
   ["cli"],

@@ -30,7 +30,18 @@ describe("resolution", () => {
     const { config, warnings } = loadConfig(write(BASE + env()));
     expect(warnings).toEqual([]);
     expect(config.trainer.optim.lr).toBe(1e-6);
-    expect(config.trainer.loss).toEqual({ dppo_mask_low: 0.2, dppo_mask_high: 0.2, adv_tau: 1, kl_tau: 1e-3 });
+    expect(config.trainer.loss).toEqual({
+      type: "dppo_kl",
+      reduction: "token",
+      dppo_mask_low: 0.2,
+      dppo_mask_high: 0.2,
+      adv_tau: 1,
+      kl_tau: 1e-3,
+      ipo_threshold: 0.1,
+      is_low: 0.5,
+      is_high: 5,
+      is_cap: 2,
+    });
     const [math] = config.orchestrator.train.env;
     expect(math?.algo).toEqual({ type: "grpo", sampling: { source: "policy" }, std_normalize: false });
     expect(math?.group_size).toBe(4);

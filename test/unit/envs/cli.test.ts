@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createEnv, loadEnv } from "../../../src/envs/index.ts";
 import type { ChatMessage } from "../../../src/model/chat.ts";
-import { finishedRollout } from "./helpers.ts";
+import { finishedRollout, rewardNow } from "./helpers.ts";
 
 const ROOT = join(import.meta.dir, "../../..");
 
@@ -79,7 +79,7 @@ describe("rlx env", () => {
           expect(row.tools?.length ?? 0).toBe(env.tools.length);
           const task = tasks[i]!;
           expect(row.messages.slice(0, task.prompt.length)).toEqual(task.prompt);
-          expect(env.reward(task, finishedRollout(task, ...row.messages.slice(task.prompt.length))).reward).toBe(1);
+          expect(rewardNow(env, task, finishedRollout(task, ...row.messages.slice(task.prompt.length))).reward).toBe(1);
         });
       }
     } finally {

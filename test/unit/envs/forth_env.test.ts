@@ -5,7 +5,7 @@ import { describe, expect, test } from "bun:test";
 import { createEnv } from "../../../src/envs/index.ts";
 import forth from "../../../src/envs/forth/index.ts";
 import { toolCall } from "../../../src/model/chat.ts";
-import { assistant, finishedRollout } from "./helpers.ts";
+import { assistant, finishedRollout, rewardNow } from "./helpers.ts";
 
 /** Reference answers computed in plain TypeScript from the task key. */
 function reference(id: string): string | undefined {
@@ -112,7 +112,7 @@ describe("forth env", () => {
     expect(demo.map((m) => m.role)).toEqual(["system", "user", "assistant", "tool", "assistant"]);
     expect(demo[2]!.tool_calls).toEqual([toolCall("forth", { code: task!.info!.program as string })]);
     expect(demo[3]).toEqual({ role: "tool", name: "forth", content: `${task!.answer} \nstack: <0>` });
-    expect(env.reward(task!, finishedRollout(task!, ...demo.slice(2))).reward).toBe(1);
+    expect(rewardNow(env, task!, finishedRollout(task!, ...demo.slice(2))).reward).toBe(1);
   });
 
   test("reward: numeric and text answers, wrong, malformed, empty, and ending on a tool call", async () => {
@@ -121,7 +121,7 @@ describe("forth env", () => {
     const numeric = tasks.find((t) => t.id.startsWith("gcd"))!;
     const text = tasks.find((t) => t.id.startsWith("predict_stack"))!;
     const grade = (task: typeof numeric, ...replies: Parameters<typeof finishedRollout>[1][]) =>
-      env.reward(task, finishedRollout(task, ...replies));
+      rewardNow(env, task, finishedRollout(task, ...replies));
     expect(grade(numeric, assistant(`The program printed it.\nAnswer: ${numeric.answer}`))).toEqual({
       reward: 1,
       metrics: { correct: 1, formatted: 1, answered: 1 },

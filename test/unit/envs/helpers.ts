@@ -4,7 +4,7 @@ import { byteGenerationConfig, byteTokenizerConfig, byteTokenizerJson } from "..
 import type { ChatMessage } from "../../../src/model/chat.ts";
 import { ChatRenderer } from "../../../src/model/render.ts";
 import { Tokenizer } from "../../../src/model/tokenizer.ts";
-import type { Task } from "../../../src/envs/types.ts";
+import type { Env, RewardResult, Task } from "../../../src/envs/types.ts";
 import type { Rollout } from "../../../src/data/types.ts";
 
 export function finishedRollout(task: Task, ...replies: ChatMessage[]): Rollout {
@@ -30,4 +30,11 @@ export const assistant = (content: string): ChatMessage => ({ role: "assistant",
 
 export function byteRenderer(template?: string): ChatRenderer {
   return new ChatRenderer(new Tokenizer(byteTokenizerJson(), byteTokenizerConfig(), byteGenerationConfig()), template);
+}
+
+/** A built-in env's reward, which is synchronous (a Promise here would be a bug in the env). */
+export function rewardNow(env: Env, task: Task, rollout: Rollout): RewardResult {
+  const result = env.reward(task, rollout);
+  if (result instanceof Promise) throw new Error("a built-in env's reward returned a Promise");
+  return result;
 }

@@ -1,6 +1,6 @@
 // The math env: deterministic generation for a seed, disjoint splits, answers that are the true
 // value of the generated expression, difficulty settings that show in the problems, and the
-// reward on correct, wrong, malformed and empty answers.
+// reward on correct, wrong, malformed and empty answers (and with number_reward, on any number).
 import { describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -9,7 +9,7 @@ import { EnvError } from "../../../src/errors.ts";
 import { createEnv } from "../../../src/envs/index.ts";
 import math from "../../../src/envs/math/index.ts";
 import { toolCall } from "../../../src/model/chat.ts";
-import { assistant, finishedRollout } from "./helpers.ts";
+import { assistant, finishedRollout, rewardNow } from "./helpers.ts";
 
 /** Evaluates "((12 + 3) * 4) / 5" exactly with integer arithmetic, by hand (no eval). */
 function evaluate(expression: string): number {
@@ -84,7 +84,7 @@ describe("math env", () => {
     const [task] = await env.load("eval", 0);
     const answer = task!.answer;
     const grade = (...replies: Parameters<typeof finishedRollout>[1][]) =>
-      env.reward(task!, finishedRollout(task!, ...replies));
+      rewardNow(env, task!, finishedRollout(task!, ...replies));
     expect(grade(assistant(`Adding up gives \\boxed{${answer}}.`))).toEqual({
       reward: 1,
       metrics: { correct: 1, formatted: 1, answered: 1 },
@@ -117,8 +117,8 @@ describe("math env", () => {
       expect(Number(task.answer)).toBe(evaluate(task.id));
       const demo = await bare.demonstrate!(task);
       expect(demo.at(-1)).toEqual(assistant(task.answer));
-      expect(bare.reward(task, finishedRollout(task, demo.at(-1)!)).reward).toBe(1);
-      expect(bare.reward(task, finishedRollout(task, assistant(String(Number(task.answer) + 1)))).reward).toBe(0);
+      expect(rewardNow(bare, task, finishedRollout(task, demo.at(-1)!)).reward).toBe(1);
+      expect(rewardNow(bare, task, finishedRollout(task, assistant(String(Number(task.answer) + 1)))).reward).toBe(0);
     }
     for (const extra of [{ word_problems: true }, { data_file: "tasks.jsonl" }]) {
       await expect(createEnv(math, { format: "bare", ...extra })).rejects.toThrow(
@@ -133,7 +133,7 @@ describe("math env", () => {
     const demo = await env.demonstrate!(task!);
     expect(demo.slice(0, -1)).toEqual(task!.prompt);
     expect(demo.at(-1)).toEqual(assistant(task!.solution!));
-    expect(env.reward(task!, finishedRollout(task!, demo.at(-1)!)).reward).toBe(1);
+    expect(rewardNow(env, task!, finishedRollout(task!, demo.at(-1)!)).reward).toBe(1);
   });
 
   test("JSONL tasks: explicit split column wins, hashing splits the rest, bad rows are EnvErrors", async () => {
@@ -161,5 +161,20 @@ describe("math env", () => {
   test("a generator space too small for the requested size is an EnvError with a fix", async () => {
     const env = await createEnv(math, { digits: 1, operations: ["+"], eval_size: 500 });
     await expect(env.load("eval", 0)).rejects.toThrow(/found only \d+ distinct eval tasks/);
+  });
+
+  test("number_reward: a wrong number earns it, a right one 1, text that is no number 0", async () => {
+    const env = await createEnv(math, { number_reward: 0.2 });
+    const [task] = await env.load("eval", 0);
+    const grade = (text: string) => rewardNow(env, task!, finishedRollout(task!, assistant(text)));
+    expect(grade(`\\boxed{${task!.answer}}`).reward).toBe(1);
+    expect(grade(`x7`)).toEqual({ reward: 0.2, metrics: { correct: 0, formatted: 0, answered: 1, number: 1 } });
+    expect(grade(`${Number(task!.answer) + 1}`).reward).toBe(0.2);
+    expect(grade(`no digits here`)).toEqual({
+      reward: 0,
+      metrics: { correct: 0, formatted: 0, answered: 1, number: 0 },
+    });
+    expect(grade(`1 and 2`).reward).toBe(0); // two numbers: no single answer
+    await expect(createEnv(math, { number_reward: 1.5 })).rejects.toThrow(/number_reward/);
   });
 });

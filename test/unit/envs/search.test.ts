@@ -6,7 +6,7 @@ import { createEnv } from "../../../src/envs/index.ts";
 import { Bm25Index, terms } from "../../../src/envs/search/bm25.ts";
 import { generateWorld } from "../../../src/envs/search/corpus.ts";
 import search from "../../../src/envs/search/index.ts";
-import { assistant, finishedRollout } from "./helpers.ts";
+import { assistant, finishedRollout, rewardNow } from "./helpers.ts";
 
 const SIZE = { countries: 12, cities: 40, companies: 60, people: 300 };
 
@@ -108,7 +108,7 @@ describe("search env", () => {
     expect(demo[2]!.tool_calls![0]!.function.arguments).toEqual({ query: (task!.info!.queries as string[])[0] });
     expect(demo[5]!.content).toContain(task!.answer);
     const grade = (text: string) =>
-      env.reward(task!, finishedRollout(task!, ...demo.slice(2, -1), assistant(text))).reward;
+      rewardNow(env, task!, finishedRollout(task!, ...demo.slice(2, -1), assistant(text))).reward;
     expect(grade(demo.at(-1)!.content)).toBe(1);
     expect(grade(`Answer: **${task!.answer.toUpperCase()}.**`)).toBe(1);
     expect(grade(`Answer: ${task!.answer}ia`)).toBe(0);

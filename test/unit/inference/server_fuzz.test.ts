@@ -57,6 +57,7 @@ const FIELDS = [
   "logprobs",
   "top_logprobs",
   "prompt_logprobs",
+  "echo",
   "stream",
   "stream_options",
   "ignore_eos",
@@ -93,7 +94,7 @@ const valid = fc
       seed: fc.nat(),
       stop: fc.array(fc.string({ minLength: 1, maxLength: 3 }), { maxLength: 2 }),
       stream: fc.boolean(),
-      logprobs: fc.constant(0),
+      logprobs: fc.integer({ min: 0, max: 5 }),
     },
     { requiredKeys: ["prompt", "max_tokens"] },
   )

@@ -18,7 +18,7 @@ import { ChatRenderer } from "../../../src/model/render.ts";
 import { Tokenizer } from "../../../src/model/tokenizer.ts";
 import type { CollectContext } from "../../../src/orchestrator/groups.ts";
 import { samplingState } from "../../../src/orchestrator/sampler.ts";
-import { createEnvAlgorithms, createEnvSampler, type TrainEnv } from "../../../src/orchestrator/setup.ts";
+import { createEnvAlgorithms, createEnvSampler, rewardGate, type TrainEnv } from "../../../src/orchestrator/setup.ts";
 
 export const tokenizer = new Tokenizer(byteTokenizerJson(), byteTokenizerConfig(), byteGenerationConfig());
 
@@ -72,6 +72,7 @@ export async function harness(o: {
     frozen: o.frozen ?? false,
     sampler: envSampler,
     stats,
+    rewardGate: rewardGate(resolved),
   };
   const ctx: CollectContext = { config, envs: [train], renderer: new ChatRenderer(tokenizer), warn: () => {} };
   return { o: ctx, ...samplingState([train], config.seed, config.max_steps), train, dir };

@@ -301,6 +301,6 @@ describe("rollout driver", () => {
       },
     };
     const rollout = await roll(env, sevenTask, new ScriptedClient(renderer, ["7"]));
-    expect([rollout.error, rollout.reward, rollout.stopReason]).toEqual(["grader down", 0, "error"]);
+    expect([rollout.error, rollout.reward, rollout.stopReason]).toEqual(["reward failed: grader down", 0, "error"]);
   });
 });

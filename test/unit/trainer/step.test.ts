@@ -99,8 +99,18 @@ describe("global denominators", () => {
   });
 
   test("denominators are max(1, count) over the whole step, truncated tokens not counted", () => {
-    expect(denominatorsOf(packStep(grpo, { seqLen: 16 }).rows)).toEqual({ rl: 6 + 5 + 4, ce: 1, refKl: 1 });
-    expect(denominatorsOf(packStep(grpo, { seqLen: 8 }).rows)).toEqual({ rl: 4 + 5 + 3, ce: 1, refKl: 1 });
+    expect(denominatorsOf(packStep(grpo, { seqLen: 16 }).rows)).toEqual({
+      rl: 6 + 5 + 4,
+      ce: 1,
+      refKl: 1,
+      rlSequences: 3,
+    });
+    expect(denominatorsOf(packStep(grpo, { seqLen: 8 }).rows)).toEqual({
+      rl: 4 + 5 + 3,
+      ce: 1,
+      refKl: 1,
+      rlSequences: 3,
+    });
   });
 });
 

@@ -1,0 +1,63 @@
+// A hook's error inside the step loop's collection: a ConfigError (the run's config is wrong:
+// OPSD's demonstration key names no field, an ECHO filter returns masks of the wrong shape)
+// stops the run at the first rollout with that error and its fix; any other error (an endpoint
+// down) fails the rollouts it was scoring, as data. The real driver, env and algorithms run
+// against scripted clients.
+import { expect, test } from "bun:test";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { AlgorithmContext } from "../../../src/algorithms/base.ts";
+import { ConfigError } from "../../../src/errors.ts";
+import { ChatRenderer } from "../../../src/model/render.ts";
+import { sampleGroups } from "../../../src/orchestrator/groups.ts";
+import { Progress } from "../../../src/orchestrator/metrics.ts";
+import { LETTERS_ENV } from "../../e2e/train_helpers.ts";
+import { harness, Scripted, tokenizer } from "./collect_harness.ts";
+
+const dir = mkdtempSync(join(tmpdir(), "rlx-hook-errors-"));
+const envFile = join(dir, "letters.ts");
+writeFileSync(envFile, LETTERS_ENV);
+
+async function collectWith(algo: string, client = new Scripted(() => "abc")) {
+  const h = await harness({
+    envFile,
+    client,
+    orchestrator: "batch_size = 4\ngroup_size = 2",
+    envExtra: `algo = ${algo}`,
+  });
+  const ctx: AlgorithmContext = {
+    env: "letters",
+    policy: client,
+    connect: async () => Promise.reject(new Error("no frozen endpoints here")),
+    connectJudge: async () => Promise.reject(new Error("no judges here")),
+    tokenizer,
+    renderer: new ChatRenderer(tokenizer),
+    logger: { info() {}, warn() {} },
+  };
+  await h.train.algorithm.setup(ctx);
+  return sampleGroups(1, h.o, h.sampler, new Progress());
+}
+
+test("opsd with a demonstration key no task has: the run stops at the first rollout with the ConfigError", async () => {
+  const err = await collectWith('{ type = "opsd", demo_key = "hint" }').catch((e) => e);
+  expect(err).toBeInstanceOf(ConfigError);
+  expect(err.message).toMatch(/opsd: task train-\d+ of env letters has no demonstration under "hint"/);
+  expect(err.fix).toContain("keys present: ");
+});
+
+test("an echo filter returning the wrong number of masks stops the run with the ConfigError", async () => {
+  const filter = join(dir, "two_masks.ts");
+  writeFileSync(filter, "export default () => [[], []];");
+  const err = await collectWith(`{ type = "echo", filter = { path = ${JSON.stringify(filter)} } }`).catch((e) => e);
+  expect(err).toBeInstanceOf(ConfigError);
+  expect(err.message).toMatch(/echo filter .*two_masks.ts returned 2 masks for rollout .*, which has 1 sample/);
+});
+
+test("any other hook error fails the rollouts it was scoring, as data", async () => {
+  // opsd scores with the policy, whose score() throws here: an endpoint failure, not a config error
+  const got = await collectWith('{ type = "opsd", demo_key = "solution" }');
+  const rollouts = got.groups.flat();
+  expect(rollouts.length).toBe(4);
+  for (const r of rollouts) expect(r.error).toBe("scoreRollout failed: unused");
+});
