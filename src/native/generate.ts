@@ -258,6 +258,20 @@ export interface ScoreOptions {
   entropy?: boolean;
 }
 
+/** Sequences as the shim's scoring calls take them: all ids end to end, and each one's length. */
+export function concatSequences(sequences: ArrayLike<number>[]): {
+  ids: Int32Array;
+  lengths: Int32Array;
+  total: number;
+} {
+  const lengths = Int32Array.from(sequences, (s) => s.length);
+  const total = lengths.reduce((a, b) => a + b, 0);
+  const ids = new Int32Array(total);
+  let at = 0;
+  for (const s of sequences) (ids.set(tokenArray(s), at), (at += s.length));
+  return { ids, lengths, total };
+}
+
 /**
  * Prefill logprobs of each token of each sequence under the model: element t is
  * log p(token t | tokens before it); element 0 has no prediction and is 0.
@@ -267,11 +281,8 @@ export function score(
   sequences: ArrayLike<number>[],
   options: ScoreOptions = {},
 ): { logprobs: Float32Array[]; entropy?: Float32Array[] } {
-  const lengths = Int32Array.from(sequences, (s) => s.length);
-  const total = lengths.reduce((a, b) => a + b, 0);
-  const ids = new Int32Array(total);
+  const { ids, lengths, total } = concatSequences(sequences);
   let at = 0;
-  for (const s of sequences) (ids.set(tokenArray(s), at), (at += s.length));
   let temps: Float32Array | null = null;
   if (options.temperature !== undefined) {
     temps = new Float32Array(total);

@@ -4,7 +4,7 @@
 // the logprobs are bit-identical to score()'s.
 import { NativeError } from "../errors.ts";
 import { check, native } from "./ffi.ts";
-import type { TopLogprobs } from "./generate.ts";
+import { concatSequences, type TopLogprobs } from "./generate.ts";
 import type { NativeModel } from "./model.ts";
 
 export interface ScoredTop {
@@ -23,11 +23,7 @@ export function scoreTop(
 ): ScoredTop[] {
   const { k } = options;
   if (!Number.isInteger(k) || k < 0) throw new NativeError(`scoreTop: k must be an integer >= 0, got ${k}`);
-  const lengths = Int32Array.from(sequences, (s) => s.length);
-  const total = lengths.reduce((a, b) => a + b, 0);
-  const ids = new Int32Array(total);
-  let at = 0;
-  for (const s of sequences) (ids.set(s instanceof Int32Array ? s : Int32Array.from(s), at), (at += s.length));
+  const { ids, lengths, total } = concatSequences(sequences);
   const temps = new Float32Array(total).fill(options.temperature ?? 1);
   const logprobs = new Float32Array(total);
   const ranks = new Int32Array(total);
