@@ -8,6 +8,9 @@
 //   setup(ctx)          once per env before the first rollout: connect frozen endpoints, check them
 //   scoreRollout(r)     as each rollout finishes: rollout-local work and model calls (OPD, OPSD, ECHO)
 //   scoreGroup(rs)      once a task's whole group has finished: cohort-relative credit (GRPO, MaxRL)
+//   scoreBarrier(n, rs) once a set of its own barrier `n` is complete (barriers.ts: sets across groups,
+//                       steps, a batch, or a key the env emits), exactly once per set
+// The first two are the built-in barriers (rollout, group); both complete inside a group's run.
 // Failed rollouts (and rollouts with no sampled token) never reach a hook and never count in a
 // group's statistics, as in prime-rl's iter_trainable_traces.
 //
@@ -19,6 +22,7 @@ import type { SamplingClient } from "../inference/types.ts";
 import type { JudgeEndpoint } from "../judges/schema.ts";
 import type { ChatMessage } from "../model/chat.ts";
 import type { Rollout } from "../data/types.ts";
+import type { BarrierSpec } from "./barriers.ts";
 import type { FrozenModel } from "./schemas.ts";
 
 /** The trainer's three loss components; an algorithm routes its action tokens into one. */
@@ -112,6 +116,12 @@ export abstract class Algorithm<Config extends BaseAlgoConfig = BaseAlgoConfig> 
   async setup(_ctx: AlgorithmContext): Promise<void> {}
   async scoreRollout(_rollout: Rollout): Promise<void> {}
   async scoreGroup(_group: Rollout[]): Promise<void> {}
+  /** The sets beyond rollout and group this algorithm's credit waits on (barriers.ts); none by default. */
+  barriers(): BarrierSpec[] {
+    return [];
+  }
+  /** Once per complete (or timed-out, `onTimeout: "score"`) set of barrier `name`: its trainable members. */
+  async scoreBarrier(_name: string, _members: Rollout[]): Promise<void> {}
 
   /** What the algorithm keeps across steps (JSON, saved in the orchestrator's checkpoint and handed
    * back to loadState on --resume; src/orchestrator/carried.ts); undefined = nothing. */

@@ -23,6 +23,7 @@ import { loadPluginClass } from "../plugin.ts";
 import { judgeKit } from "../judges/index.ts";
 import { AgenticCredit, creditFactors, parseStepWeights } from "./agentic_credit.ts";
 import { Algorithm, type AlgorithmClass, LOSS_COMPONENTS, type RunView } from "./base.ts";
+import { byBatch, byKey, byTask } from "./barriers.ts";
 import { Echo } from "./echo.ts";
 import * as group from "./group.ts";
 import { Grpo } from "./grpo.ts";
@@ -73,6 +74,8 @@ export const algorithmKit = {
   perToken,
   sampleRanges,
   rolloutLength,
+  /** Barrier specs beyond rollout and group (docs/algorithms.md, "Barriers"). */
+  barriers: { byTask, byKey, byBatch },
   /** Credit assignment by a judge (ctx.connectJudge): the parts of a rollout, the STEP-line parser, the factors. */
   credit: { creditParts, parseStepWeights, creditFactors },
   /** A judge's view of a rollout and its errors (src/judges/): messageText, taskText, JudgeError, ... */

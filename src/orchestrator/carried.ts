@@ -6,13 +6,13 @@
 //   stats/<env>        the env's per-task statistics (src/sampling/stats.ts)
 //   sampler/<env>      the env's sampler's own state: its cursor, RNG, replay buffer
 //   algorithm/<env>    the env's algorithm's own state, when it keeps one (Algorithm.saveState)
+//   barriers/<env>     rollouts waiting on the algorithm's own barriers and their open sets (barriers.ts)
 //
 // When batch N is cut nothing is in flight (every group drawn for it has finished and was trained,
 // discarded or kept pending), so `save()` then is the whole truth: it travels in step file N to the trainer,
 // which writes it into checkpoints/step_N/orchestrator.json; `--resume` hands it to `load()` before
 // the first draw, and a resumed run draws exactly what the killed run would have. A part whose
-// saveState() returns undefined keeps nothing. Later features (judges, barriers, several agents)
-// register their own keys; the checkpoint format does not change.
+// saveState() returns undefined keeps nothing. Later features register their own keys; the checkpoint format does not change.
 import { RlxError } from "../errors.ts";
 
 /** Something whose state outlives a step: a JSON snapshot, and a way back from it. */

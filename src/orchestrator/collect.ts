@@ -62,10 +62,13 @@ export async function collectStep(
       };
     const rollouts = sampled.groups.flat();
     const failed = rollouts.filter((r) => r.error);
+    const waiting = o.envs.reduce((n, e) => n + e.barriers.held, 0);
     const why =
-      failed.length === rollouts.length
-        ? `every rollout failed (first error: ${failed[0]?.error})`
-        : `every advantage was 0 (rewards never differed within a group: mean reward ${(rolloutMetrics(rollouts, []).reward ?? 0).toFixed(3)}, ${failed.length}/${rollouts.length} rollouts failed)`;
+      rollouts.length === 0
+        ? `every rollout waits on a barrier (${waiting} waiting)`
+        : failed.length === rollouts.length
+          ? `every rollout failed (first error: ${failed[0]?.error})`
+          : `every advantage was 0 (rewards never differed within a group: mean reward ${(rolloutMetrics(rollouts, []).reward ?? 0).toFixed(3)}, ${failed.length}/${rollouts.length} rollouts failed)`;
     if (empty + 1 >= MAX_EMPTY_BATCHES) {
       throw new RlxError(
         `step ${step}: ${MAX_EMPTY_BATCHES} batches in a row had nothing to train; the last one because ${why}`,

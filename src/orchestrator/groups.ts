@@ -17,9 +17,10 @@ import { finishGroup, finishRollout } from "../algorithms/base.ts";
 import type { ResolvedConfig } from "../config/resolve.ts";
 import type { Rollout } from "../data/types.ts";
 import { hashString } from "../envs/random.ts";
-import { ConfigError, RlxError } from "../errors.ts";
+import { RlxError } from "../errors.ts";
 import type { ChatRenderer } from "../model/render.ts";
 import { runRollout } from "../rollout/driver.ts";
+import { failAsData } from "./hooks.ts";
 import type { Progress } from "./metrics.ts";
 import type { Draw, TaskSampler } from "./sampler.ts";
 import type { TrainEnv } from "./setup.ts";
@@ -148,11 +149,15 @@ export async function sampleGroups(
         count.replayed++;
         for (const rollout of group) out.replayed.add(rollout);
       }
-      for (const rollout of group) inBatch.add(rollout);
-      out.groups.push(group);
       need -= group.length;
+      // a fresh group's rollouts wait here on their algorithm's own barriers; what is released trains
+      for (const ready of draw.kind === "replay" ? [group] : await env.barriers.arrive(group, step)) {
+        for (const rollout of ready) inBatch.add(rollout);
+        out.groups.push(ready);
+      }
     }
   }
+  for (const env of o.envs) out.groups.push(...(await env.barriers.cut(step)));
   return out;
 }
 
@@ -189,24 +194,4 @@ async function runGroup(draw: Draw & { kind: "fresh" }, o: CollectContext, progr
   );
   await failAsData(group, "scoreGroup", () => finishGroup(train.algorithm, group));
   return group;
-}
-
-/**
- * Runs an algorithm hook; if it throws, the rollouts it was scoring fail (as data, not a crash):
- * an endpoint that is down, a tool that broke. A ConfigError is not data: the run's config is
- * wrong (OPSD's demonstration key names no field, an ECHO filter returns masks of the wrong
- * shape), every later rollout would fail the same way and only bias the batch until the failure
- * limit trips, so it stops the run at once, with that error and its fix.
- */
-async function failAsData(rollouts: Rollout[], hook: string, run: () => Promise<void>): Promise<void> {
-  try {
-    await run();
-  } catch (err) {
-    if (err instanceof ConfigError) throw err;
-    for (const rollout of rollouts) {
-      if (rollout.error) continue;
-      rollout.error = `${hook} failed: ${(err as Error).message}`;
-      rollout.metrics = { ...rollout.metrics, error: 1 };
-    }
-  }
 }

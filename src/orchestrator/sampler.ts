@@ -163,6 +163,7 @@ export function samplingState(
     carried.register(`stats/${e.resolved.name}`, e.stats);
     carried.register(`sampler/${e.resolved.name}`, e.sampler);
     carried.register(`algorithm/${e.resolved.name}`, e.algorithm);
+    carried.register(`barriers/${e.resolved.name}`, e.barriers);
   }
   return { sampler, carried };
 }

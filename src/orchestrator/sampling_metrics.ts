@@ -3,6 +3,8 @@
 // sampler's own numbers (buffer size and age, the curriculum's target), and the pool: how many
 // tasks have statistics and how their last pass rates spread over PASS_RATE_BINS bins. Plus the
 // share of the batch's groups whose rewards differed (the groups that carry a learning signal).
+// An env whose algorithm declares barriers adds `barrier/<env>/*`: sets scored, sets timed out,
+// members dropped by a timeout, rollouts still waiting.
 import type { Rollout } from "../data/types.ts";
 import { hasSpread } from "../sampling/base.ts";
 import { PASS_RATE_BINS } from "../sampling/stats.ts";
@@ -31,6 +33,15 @@ export function samplingMetrics(
     for (const [k, v] of Object.entries(env.sampler.metrics(step))) out[key(k)] = v;
     out[key("pool_tasks")] = env.stats.size;
     env.stats.histogram().forEach((n, bin) => (out[key(`pool_pass_rate_${(bin / PASS_RATE_BINS).toFixed(1)}`)] = n));
+    if (env.barriers.active) {
+      const c = env.barriers.takeCounts();
+      Object.assign(out, {
+        [`barrier/${name}/scored`]: c.scored,
+        [`barrier/${name}/timed_out`]: c.timedOut,
+        [`barrier/${name}/dropped`]: c.dropped,
+        [`barrier/${name}/waiting`]: env.barriers.held,
+      });
+    }
   }
   const groups = collected.groups.filter((g: Rollout[]) => g.length > 0);
   out["sampling/signal_share"] = groups.length ? groups.filter(hasSpread).length / groups.length : 0;

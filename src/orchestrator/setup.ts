@@ -31,6 +31,7 @@ import type { Tokenizer } from "../model/tokenizer.ts";
 import type { Sampler } from "../sampling/base.ts";
 import { createSampler } from "../sampling/registry.ts";
 import { TaskStats } from "../sampling/stats.ts";
+import { BarrierBook } from "./barriers.ts";
 import type { PolicyPool } from "./policy.ts";
 
 /** One train env, ready to sample from. */
@@ -52,6 +53,8 @@ export interface TrainEnv {
   stats: TaskStats;
   /** The env's reward calls: at most `reward.concurrency` at once, each within `reward.timeout_s`. */
   rewardGate: CallGate;
+  /** Rollouts waiting on their algorithm's own barriers, and the open sets (barriers.ts). */
+  barriers: BarrierBook;
 }
 
 /** The gate of an env's reward calls, from its `reward = { concurrency, timeout_s }`. */
@@ -209,6 +212,7 @@ export async function setupTrainEnvs(o: SetupOptions): Promise<TrainEnv[]> {
       sampler,
       stats,
       rewardGate: rewardGate(resolved),
+      barriers: new BarrierBook(new Map([["", algorithm]]), () => "", o.config.orchestrator.max_off_policy_steps),
     });
   }
   return envs;

@@ -16,6 +16,7 @@ import {
 } from "../../../src/model/byte_tokenizer.ts";
 import { ChatRenderer } from "../../../src/model/render.ts";
 import { Tokenizer } from "../../../src/model/tokenizer.ts";
+import { BarrierBook } from "../../../src/orchestrator/barriers.ts";
 import type { CollectContext } from "../../../src/orchestrator/groups.ts";
 import { samplingState } from "../../../src/orchestrator/sampler.ts";
 import { createEnvAlgorithms, createEnvSampler, rewardGate, type TrainEnv } from "../../../src/orchestrator/setup.ts";
@@ -73,6 +74,11 @@ export async function harness(o: {
     sampler: envSampler,
     stats,
     rewardGate: rewardGate(resolved),
+    barriers: new BarrierBook(
+      new Map([["", algorithms.get("letters")!]]),
+      () => "",
+      config.orchestrator.max_off_policy_steps,
+    ),
   };
   const ctx: CollectContext = { config, envs: [train], renderer: new ChatRenderer(tokenizer), warn: () => {} };
   return { o: ctx, ...samplingState([train], config.seed, config.max_steps), train, dir };
