@@ -140,9 +140,11 @@ export type AlgorithmClass = (new (config: any) => Algorithm<any>) & {
   checkConfig(config: any, run: RunView): RuleViolation | undefined;
 };
 
-/** A rollout the algorithm may see: no error and at least one sampled token. */
+/** A rollout the algorithm may see: no error, at least one sampled token, and not a trace of a
+ * role that does not train (a frozen role's tokens never reach an algorithm or a step file). */
 export function isTrainable(rollout: Rollout): boolean {
-  return !rollout.error && rollout.segments.some((s) => s.sampled && s.tokenIds.length > 0);
+  if (rollout.error || rollout.trains === false) return false;
+  return rollout.segments.some((s) => s.sampled && s.tokenIds.length > 0);
 }
 
 /** Runs scoreRollout on a finished rollout if it is trainable. */

@@ -27,9 +27,11 @@ import { byBatch, byKey, byTask } from "./barriers.ts";
 import { Echo } from "./echo.ts";
 import * as group from "./group.ts";
 import { Grpo } from "./grpo.ts";
+import { HierarchicalGrpo } from "./hierarchical_grpo.ts";
 import { MaxRl } from "./max_rl.ts";
 import { Opd } from "./opd.ts";
 import { Opsd } from "./opsd.ts";
+import { Rae } from "./rae.ts";
 import { actionMask, assignAdvantage, assignRefLogprobs, creditParts, sampleSequences } from "./routing.ts";
 import { samplingSchema } from "./schemas.ts";
 import { Sft } from "./sft.ts";
@@ -42,6 +44,8 @@ export const BUILTIN_ALGORITHMS = {
   sft: Sft,
   echo: Echo,
   agentic_credit: AgenticCredit,
+  rae: Rae,
+  hierarchical_grpo: HierarchicalGrpo,
 } satisfies Record<string, AlgorithmClass>;
 
 type Builtins = typeof BUILTIN_ALGORITHMS;

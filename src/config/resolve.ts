@@ -6,6 +6,7 @@
 // the key path the user typed; rules that are legal but almost certainly a mistake become warnings.
 import { existsSync } from "node:fs";
 import type { RunView } from "../algorithms/base.ts";
+import type { FrozenModel } from "../algorithms/schemas.ts";
 import {
   type AlgoConfig,
   type AlgoSite,
@@ -26,14 +27,22 @@ import type { EnvEntry, RawConfig } from "./schema.ts";
 
 export interface ResolvedEnv extends Omit<
   EnvEntry,
-  "algo" | "sampler" | "name" | "group_size" | "temperature" | "max_tokens"
+  "algo" | "sampler" | "name" | "group_size" | "temperature" | "max_tokens" | "roles"
 > {
+  /** A multi-agent env's roles: who plays each, whether it trains, and its own algorithm if it has one. */
+  roles: Record<string, ResolvedRole>;
   name: string;
   group_size: number;
   temperature: number;
   max_tokens: number;
   algo: AlgoConfig;
   sampler: SamplerConfig;
+}
+
+export interface ResolvedRole {
+  source: "policy" | FrozenModel;
+  train: boolean;
+  algo?: AlgoConfig;
 }
 
 export interface ResolvedConfig extends Omit<RawConfig, "orchestrator"> {
@@ -106,6 +115,34 @@ function checkDeterministic(config: RawConfig, source: string): void {
   );
 }
 
+/** Each role's block: a frozen role never trains, a role's own algo is parsed and checked like an env's. */
+function resolveRoles(
+  roles: EnvEntry["roles"],
+  site: { source: string; path: (string | number)[] },
+  env: string,
+  groupSize: number,
+  run: RunView,
+  warnings: string[],
+): Record<string, ResolvedRole> {
+  const out: Record<string, ResolvedRole> = {};
+  for (const [role, block] of Object.entries(roles)) {
+    const path = [...site.path, role];
+    const frozen = block.source !== "policy";
+    if (frozen && block.train)
+      throw new ConfigError(
+        `${site.source}: ${keyPath([...path, "train"])}: role "${role}" is played by the frozen model "${(block.source as FrozenModel).name}", whose tokens never train`,
+        { fix: 'remove train (a frozen role is an opponent or a helper), or set source = "policy"' },
+      );
+    const algo = block.algo && parseAlgoConfig(block.algo, { source: site.source, path: [...path, "algo"] });
+    if (algo)
+      warnings.push(
+        ...checkAlgo(algo, { source: site.source, path: [...path, "algo"], env: { path, name: env, groupSize } }, run),
+      );
+    out[role] = { source: block.source, train: block.train ?? !frozen, ...(algo ? { algo } : {}) };
+  }
+  return out;
+}
+
 export function resolveConfig(config: RawConfig, source: string): Resolution {
   const warnings: string[] = [];
   const orch = config.orchestrator;
@@ -146,8 +183,10 @@ export function resolveConfig(config: RawConfig, source: string): Resolution {
       ? parseSamplerConfig(env.sampler, { source, path: samplerPath })
       : structuredClone(defaultSampler);
     checkSamplerBlock(sampler, { source, path: samplerPath }, orch);
+    const roles = resolveRoles(env.roles, { source, path: [...path, "roles"] }, name, group_size, run, warnings);
     return {
       ...env,
+      roles,
       args,
       name,
       group_size,

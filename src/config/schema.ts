@@ -4,12 +4,23 @@
 // (src/algorithms/registry.ts, src/sampling/registry.ts), and env args by each
 // environment's own schema, so both errors name the path the user typed.
 import { z } from "zod";
+import { modelReferenceSchema } from "../algorithms/schemas.ts";
 import { judgeSchema } from "../judges/schema.ts";
 import { RL_LOSS_TYPES, RL_REDUCTIONS } from "../native/loss_types.ts";
 
 const algoBlock = z.looseObject({ type: z.string() });
 const samplerBlock = z.looseObject({ type: z.string() });
 const positiveInt = z.number().int().positive();
+
+/** One role of a multi-agent env (docs/algorithms.md, "Roles"). */
+const roleEntry = z.strictObject({
+  /** Who plays it: the live policy, or a frozen endpoint (never trained). */
+  source: modelReferenceSchema.default("policy"),
+  /** Whether its tokens train; default: true for the policy, false for a frozen endpoint. */
+  train: z.boolean().optional(),
+  /** Its algorithm; absent = the env's. */
+  algo: algoBlock.optional(),
+});
 
 const envEntry = z.strictObject({
   /** Built-in env id (math, forth, search) or a path to a custom env's .ts file. */
@@ -36,6 +47,8 @@ const envEntry = z.strictObject({
   sampler: samplerBlock.optional(),
   /** A judge whose score replaces the env's reward (docs/algorithms.md, "Judges"); the exact reward stays a metric. */
   judge: judgeSchema.optional(),
+  /** A multi-agent env's roles by name: who plays each, whether it trains, with which algorithm. */
+  roles: z.record(z.string(), roleEntry).default({}),
   /** Limits on the env's reward calls (a judge, or a custom env's reward that calls out). */
   reward: z
     .strictObject({
@@ -56,6 +69,7 @@ const evalEntry = envEntry.omit({
   sampler: true,
   judge: true,
   reward: true,
+  roles: true,
 });
 
 export const configSchema = z.strictObject({

@@ -114,6 +114,10 @@ export interface Rollout {
   info: Record<string, unknown>;
   /** The judge behind the reward, when the env is judged (src/judges/). */
   judge?: JudgeRecord;
+  /** A multi-agent env's role that produced this trace (src/rollout/episode.ts); absent: single-agent. */
+  role?: string;
+  /** False for a trace that never trains: a frozen role's, or one whose config says `train = false`. */
+  trains?: boolean;
 
   // ---- annotations written by the algorithms layer (absent = not assigned) ----
   /** Scalar credit before spreading over action tokens (GRPO-style); null = no signal. */

@@ -9,10 +9,11 @@ import { existsSync } from "node:fs";
 import { ConfigError, configError, EnvError, keyPath } from "../errors.ts";
 import forth from "./forth/index.ts";
 import math from "./math/index.ts";
+import nim from "./nim/index.ts";
 import search from "./search/index.ts";
 import type { Env, EnvDefinition } from "./types.ts";
 
-const BUILT_IN: Record<string, EnvDefinition> = { math, forth, search };
+const BUILT_IN: Record<string, EnvDefinition> = { math, forth, search, nim };
 
 /** Ids of the built-in envs. */
 export function listEnvs(): string[] {

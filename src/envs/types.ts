@@ -51,6 +51,28 @@ export interface RewardContext {
   signal: AbortSignal;
 }
 
+/** What a multi-agent env's episode gets (src/rollout/episode.ts). */
+export interface EpisodeContext {
+  task: Task;
+  /**
+   * One turn of `role`: `messages` is the role's own view of the episode (the env builds it: a role
+   * prompt, what the other roles said), the reply's text comes back. The role's model (the live
+   * policy, or the frozen endpoint its config names) samples it; the tokens are the trace's, the
+   * trace named `trace` (default: the role), so one role may play several traces (solver attempts).
+   */
+  turn(role: string, messages: ChatMessage[], options?: { trace?: string }): Promise<string>;
+}
+
+/** A multi-agent episode's outcome. */
+export interface EpisodeResult {
+  /** Per trace that took a turn: its reward. */
+  rewards: Record<string, number>;
+  /** The episode's named numbers, kept on every trace's metrics. */
+  metrics?: Record<string, number>;
+  /** Per trace: barrier sets it belongs to (rollout.info.barriers; src/algorithms/barriers.ts byKey). */
+  barriers?: Record<string, Record<string, { key: string; size?: number }>>;
+}
+
 export interface Env {
   /** Empty for single-turn envs. */
   tools: Tool[];
@@ -61,6 +83,11 @@ export interface Env {
   /** The reward of a finished rollout (it reads `rollout.messages`): pure, or a Promise when it
    * calls out (a judge); `ctx` is absent when a caller needs no limit (rlx env, tests). */
   reward(task: Task, rollout: Rollout, ctx?: RewardContext): RewardResult | Promise<RewardResult>;
+  /** Multi-agent: the roles the env plays, each a policy (docs/algorithms.md, "Roles"). */
+  roles?: readonly string[];
+  /** Multi-agent: runs one episode, the env choosing turn order; the orchestrator makes one trace
+   * (a rollout tagged with its role) per trace that took a turn. `reward` still scores eval. */
+  episode?(ctx: EpisodeContext): Promise<EpisodeResult>;
   /** A gold conversation for the task, tool calls and real tool outputs included. */
   demonstrate?(task: Task): Promise<ChatMessage[]>;
 }

@@ -14,6 +14,7 @@ import type { FailureWindow } from "./failures.ts";
 import { type CollectContext, type EnvAdmission, MAX_EMPTY_BATCHES, sampleGroups } from "./groups.ts";
 import { judgeMetrics } from "./judge_metrics.ts";
 import { type Progress, rolloutMetrics } from "./metrics.ts";
+import { roleMetrics } from "./role_metrics.ts";
 import type { TaskSampler } from "./sampler.ts";
 
 /** A sample the step trains, with what its audit record names (its rollout, index and algorithm). */
@@ -96,7 +97,13 @@ const addCounts = (a: EnvAdmission | undefined, b: EnvAdmission): EnvAdmission =
  * each names its task's statistics and whether it was replayed (for the audit record). */
 export function buildSamples(
   groups: Rollout[][],
-  envs: ReadonlyArray<{ resolved: { name: string }; lossType: LossComponent; algoName: string; stats?: TaskStats }>,
+  envs: ReadonlyArray<{
+    resolved: { name: string };
+    lossType: LossComponent;
+    algoName: string;
+    stats?: TaskStats;
+    roleAlgorithms?: ReadonlyMap<string, { lossType: LossComponent; algoName: string }>;
+  }>,
   filter: boolean,
   replayed: ReadonlySet<Rollout> = new Set(),
 ): Pick<Collected, "kept" | "filteredSamples" | "zeroedTokens"> {
@@ -106,12 +113,13 @@ export function buildSamples(
     const env = envs.find((e) => e.resolved.name === rollout.env)!;
     const stat = env.stats?.get(rollout.taskId);
     const taskStats = stat && { ...stat };
-    rolloutToSamples(rollout, env.lossType).forEach((sample, sampleIndex) =>
+    const own = rollout.role === undefined ? undefined : env.roleAlgorithms?.get(rollout.role);
+    rolloutToSamples(rollout, (own ?? env).lossType).forEach((sample, sampleIndex) =>
       all.push({
         rollout,
         sample,
         sampleIndex,
-        algo: env.algoName,
+        algo: (own ?? env).algoName,
         replayed: replayed.has(rollout),
         ...(taskStats ? { taskStats } : {}),
       }),
@@ -151,11 +159,12 @@ export function collectedMetrics(
 ): Record<string, number> {
   const rollouts = collected.groups.flat();
   const offPolicy = rollouts
-    .filter((r) => !r.error && !collected.frozenEnvs.has(r.env))
+    .filter((r) => !r.error && r.trains !== false && !collected.frozenEnvs.has(r.env))
     .map((r) => step - 1 - r.policyVersion);
   return {
     ...rolloutMetrics(rollouts, envNames),
     ...judgeMetrics(rollouts, envNames),
+    ...roleMetrics(rollouts),
     // absent, not 0, when no scored rollout was sampled by the policy (all failed, or all frozen)
     ...(offPolicy.length
       ? {

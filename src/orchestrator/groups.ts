@@ -13,17 +13,18 @@
 // list (checkpointed with it) and is the first group of the next step; one the gate admitted only
 // because its bound was reached is discarded (counted as rejected). Without rejections nothing is
 // drawn ahead, so a run without a gate draws exactly as before.
-import { finishGroup, finishRollout } from "../algorithms/base.ts";
+import { type Algorithm, finishGroup, finishRollout } from "../algorithms/base.ts";
 import type { ResolvedConfig } from "../config/resolve.ts";
 import type { Rollout } from "../data/types.ts";
 import { hashString } from "../envs/random.ts";
 import { RlxError } from "../errors.ts";
 import type { ChatRenderer } from "../model/render.ts";
 import { runRollout } from "../rollout/driver.ts";
+import { runEpisode } from "../rollout/episode.ts";
 import { failAsData } from "./hooks.ts";
 import type { Progress } from "./metrics.ts";
 import type { Draw, TaskSampler } from "./sampler.ts";
-import type { TrainEnv } from "./setup.ts";
+import { algorithmOf, type TrainEnv } from "./setup.ts";
 
 /** What collecting a batch needs from the run. */
 export interface CollectContext {
@@ -111,7 +112,7 @@ export async function sampleGroups(
       const { draw, ahead } = draws[i]!;
       const env = o.envs.find((e) => e.resolved.name === draw.env)!;
       const count = out.admission.get(draw.env)!;
-      const versions = group.filter((r) => r.numTurns > 0).map((r) => r.policyVersion);
+      const versions = group.filter((r) => r.numTurns > 0 && r.trains !== false).map((r) => r.policyVersion);
       if (!env.frozen && versions.length > 0 && Math.min(...versions) < minVersion) {
         out.dropped += group.length;
         if (out.dropped >= MAX_EMPTY_BATCHES * o.config.orchestrator.batch_size) {
@@ -161,18 +162,18 @@ export async function sampleGroups(
   return out;
 }
 
-/** One group: group_size rollouts of one task, scored as each finishes and then as a group. */
+/** One group: group_size rollouts of one task (a multi-agent env: group_size episodes, each giving a
+ * rollout per trace), scored as each finishes and then as a group, each by its role's algorithm. */
 async function runGroup(draw: Draw & { kind: "fresh" }, o: CollectContext, progress: Progress): Promise<Rollout[]> {
   const train = o.envs.find((e) => e.resolved.name === draw.env)!;
   const env = train.resolved;
-  const group = await Promise.all(
+  const episodes = await Promise.all(
     Array.from({ length: draw.groupSize }, async (_, i) => {
       const id = `${draw.groupId}/r${i}`;
-      const rollout = await runRollout({
+      const request = {
         id,
         groupId: draw.groupId,
         envId: env.name,
-        env: train.env,
         task: draw.task,
         client: train.client,
         renderer: o.renderer,
@@ -186,12 +187,24 @@ async function runGroup(draw: Draw & { kind: "fresh" }, o: CollectContext, progr
         maxContextTokens: o.config.orchestrator.seq_len,
         templateArgs: o.config.orchestrator.chat_template_kwargs,
         rewardGate: train.rewardGate,
-      });
-      await failAsData([rollout], "scoreRollout", () => finishRollout(train.algorithm, rollout));
+      };
+      const { episode } = train.env;
+      const rollouts = episode
+        ? await runEpisode({ ...request, env: { ...train.env, episode }, players: train.players ?? new Map() })
+        : [await runRollout({ ...request, env: train.env })];
+      for (const rollout of rollouts)
+        await failAsData([rollout], "scoreRollout", () => finishRollout(algorithmOf(train, rollout), rollout));
       progress.tick();
-      return rollout;
+      return rollouts;
     }),
   );
-  await failAsData(group, "scoreGroup", () => finishGroup(train.algorithm, group));
+  const group = episodes.flat();
+  const byAlgorithm = new Map<Algorithm<any>, Rollout[]>();
+  for (const rollout of group) {
+    const algorithm = algorithmOf(train, rollout);
+    byAlgorithm.set(algorithm, [...(byAlgorithm.get(algorithm) ?? []), rollout]);
+  }
+  for (const [algorithm, members] of byAlgorithm)
+    await failAsData(members, "scoreGroup", () => finishGroup(algorithm, members));
   return group;
 }

@@ -164,6 +164,8 @@ export function samplingState(
     carried.register(`sampler/${e.resolved.name}`, e.sampler);
     carried.register(`algorithm/${e.resolved.name}`, e.algorithm);
     carried.register(`barriers/${e.resolved.name}`, e.barriers);
+    for (const [role, r] of e.roleAlgorithms ?? [])
+      carried.register(`algorithm/${e.resolved.name}/${role}`, r.algorithm);
   }
   return { sampler, carried };
 }

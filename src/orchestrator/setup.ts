@@ -14,10 +14,10 @@ import type { Algorithm, AlgorithmContext, FrozenClient, LossComponent } from ".
 import { algorithmName, createAlgorithm } from "../algorithms/registry.ts";
 import type { FrozenModel } from "../algorithms/schemas.ts";
 import { type ResolvedConfig, type ResolvedEnv, runView } from "../config/resolve.ts";
-import type { Task } from "../data/types.ts";
+import type { Rollout, Task } from "../data/types.ts";
 import { createEnv, loadEnv } from "../envs/index.ts";
 import type { Env } from "../envs/types.ts";
-import { EndpointError } from "../errors.ts";
+import { ConfigError, EndpointError, keyPath } from "../errors.ts";
 import { type ChatClient, OpenAIChatClient } from "../inference/chat_client.ts";
 import { OpenAIClient } from "../inference/client.ts";
 import { CallGate } from "../inference/gate.ts";
@@ -27,6 +27,7 @@ import { createJudge } from "../judges/index.ts";
 import { judgedEnv } from "../judges/judge.ts";
 import type { JudgeEndpoint } from "../judges/schema.ts";
 import type { ChatRenderer } from "../model/render.ts";
+import type { RolePlayer } from "../rollout/episode.ts";
 import type { Tokenizer } from "../model/tokenizer.ts";
 import type { Sampler } from "../sampling/base.ts";
 import { createSampler } from "../sampling/registry.ts";
@@ -55,6 +56,36 @@ export interface TrainEnv {
   rewardGate: CallGate;
   /** Rollouts waiting on their algorithm's own barriers, and the open sets (barriers.ts). */
   barriers: BarrierBook;
+  /** A multi-agent env's roles that have an algorithm of their own (the others use `algorithm`). */
+  roleAlgorithms?: Map<string, RoleAlgorithm>;
+  /** A multi-agent env's configured roles: who plays each, whether it trains. */
+  players?: Map<string, RolePlayer>;
+}
+
+/** A role's own algorithm, with what the samples and audit records name. */
+export interface RoleAlgorithm {
+  algorithm: Algorithm<any>;
+  algoName: string;
+  lossType: LossComponent;
+}
+
+/** The algorithm that scores a rollout: its role's own, or the env's. */
+export function algorithmOf(train: Pick<TrainEnv, "algorithm" | "roleAlgorithms">, rollout: Rollout): Algorithm<any> {
+  return (rollout.role !== undefined && train.roleAlgorithms?.get(rollout.role)?.algorithm) || train.algorithm;
+}
+
+/** An env's barrier book over its algorithm and its roles' own (keyed "" and by role). */
+export function barrierBook(
+  algorithm: Algorithm<any>,
+  roles: ReadonlyMap<string, RoleAlgorithm>,
+  maxOffPolicySteps: number,
+): BarrierBook {
+  const algorithms = new Map([["", algorithm], ...[...roles].map(([role, r]) => [role, r.algorithm] as const)]);
+  return new BarrierBook(
+    algorithms,
+    (r) => (r.role !== undefined && roles.has(r.role) ? r.role : ""),
+    maxOffPolicySteps,
+  );
 }
 
 /** The gate of an env's reward calls, from its `reward = { concurrency, timeout_s }`. */
@@ -200,6 +231,7 @@ export async function setupTrainEnvs(o: SetupOptions): Promise<TrainEnv[]> {
     await algorithm.setup(ctx);
     const source = algorithm.config.sampling.source;
     const frozen = source !== "policy";
+    const { roleAlgorithms, players } = await setupRoles(resolved, env, index, o, ctx, connect);
     envs.push({
       resolved,
       env,
@@ -212,8 +244,46 @@ export async function setupTrainEnvs(o: SetupOptions): Promise<TrainEnv[]> {
       sampler,
       stats,
       rewardGate: rewardGate(resolved),
-      barriers: new BarrierBook(new Map([["", algorithm]]), () => "", o.config.orchestrator.max_off_policy_steps),
+      barriers: barrierBook(algorithm, roleAlgorithms, o.config.orchestrator.max_off_policy_steps),
+      roleAlgorithms,
+      players,
     });
   }
   return envs;
+}
+
+/** A multi-agent env's configured roles: each one's player (policy or frozen endpoint) and, for a
+ * role with its own algo block, its algorithm (set up like the env's). */
+async function setupRoles(
+  resolved: ResolvedEnv,
+  env: Env,
+  index: number,
+  o: SetupOptions,
+  ctx: AlgorithmContext,
+  connect: (model: FrozenModel) => Promise<FrozenClient>,
+): Promise<{ roleAlgorithms: Map<string, RoleAlgorithm>; players: Map<string, RolePlayer> }> {
+  const roleAlgorithms = new Map<string, RoleAlgorithm>();
+  const players = new Map<string, RolePlayer>();
+  const path = ["orchestrator", "train", "env", index];
+  for (const [role, block] of Object.entries(resolved.roles)) {
+    const at = `${o.source}: ${keyPath([...path, "roles", role])}`;
+    if (!env.episode)
+      throw new ConfigError(`${at}: env "${resolved.name}" is single-agent (it has no episode()), so it has no roles`, {
+        fix: 'remove the roles table, or use a multi-agent env (docs/algorithms.md, "Roles")',
+      });
+    if (env.roles && !env.roles.includes(role))
+      throw new ConfigError(`${at}: env "${resolved.name}" has no role "${role}"; its roles: ${env.roles.join(", ")}`);
+    const client = block.source === "policy" ? o.policy.client : await connect(block.source);
+    players.set(role, { client, trains: block.train });
+    if (!block.algo) continue;
+    const site = { source: o.source, path: [...path, "roles", role, "algo"] };
+    const { algorithm } = await createAlgorithm(block.algo, site, runView(o.config));
+    await algorithm.setup(ctx);
+    roleAlgorithms.set(role, {
+      algorithm,
+      algoName: algorithmName(algorithm),
+      lossType: algorithm.kind.actionLossType,
+    });
+  }
+  return { roleAlgorithms, players };
 }

@@ -57,6 +57,9 @@ export const auditRecordSchema = z.looseObject({
       last_seen_step: z.number().int(),
     })
     .optional(),
+  /** A multi-agent env: the role whose tokens the sample holds, and the episode it played in. */
+  role: z.string().optional(),
+  episode: z.string().optional(),
   /** The judge whose score is `reward` (a judged env), with its whole conversation. */
   judge: judgeRecordSchema.optional(),
   /** Agentic credit assignment: its judge, and per part (assistant turn) of this sample the weight,
@@ -127,6 +130,10 @@ export function auditRecord({
       last_pass_rate: taskStats.lastPassRate,
       last_seen_step: taskStats.lastSeenStep,
     };
+  if (rollout.role !== undefined) {
+    record.role = rollout.role;
+    if (typeof rollout.info.episode === "string") record.episode = rollout.info.episode;
+  }
   if (rollout.judge) record.judge = judgeRecord(rollout.judge);
   if (rollout.credit) {
     const [start, end] = sampleRanges(rollout)[sampleIndex]!;

@@ -41,8 +41,10 @@ test("each registry entry is its class's type, with the loss component and group
     ["sft", "sft", "ce"],
     ["echo", "echo", "rl"],
     ["agentic_credit", "agentic_credit", "rl"],
+    ["rae", "rae", "rl"],
+    ["hierarchical_grpo", "hierarchical_grpo", "rl"],
   ]);
-  expect(groupRelativeTypes()).toEqual(["grpo", "max_rl", "echo", "agentic_credit"]);
+  expect(groupRelativeTypes()).toEqual(["grpo", "max_rl", "echo", "agentic_credit", "hierarchical_grpo"]);
 });
 
 describe("rl and ref_kl algorithms must sample from the live policy", () => {

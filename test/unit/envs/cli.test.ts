@@ -23,7 +23,12 @@ describe("rlx env", () => {
   test("list names the built-ins", () => {
     const out = rlx("list", "--json");
     expect(out.code).toBe(0);
-    expect((JSON.parse(out.stdout) as Array<{ id: string }>).map((e) => e.id)).toEqual(["math", "forth", "search"]);
+    expect((JSON.parse(out.stdout) as Array<{ id: string }>).map((e) => e.id)).toEqual([
+      "math",
+      "forth",
+      "search",
+      "nim",
+    ]);
   });
 
   test("show prints tasks of a split with env args applied", () => {
