@@ -10,10 +10,11 @@ import { ConfigError, configError, EnvError, keyPath } from "../errors.ts";
 import forth from "./forth/index.ts";
 import math from "./math/index.ts";
 import nim from "./nim/index.ts";
+import proposer from "./proposer/index.ts";
 import search from "./search/index.ts";
 import type { Env, EnvDefinition } from "./types.ts";
 
-const BUILT_IN: Record<string, EnvDefinition> = { math, forth, search, nim };
+const BUILT_IN: Record<string, EnvDefinition> = { math, forth, search, nim, proposer };
 
 /** Ids of the built-in envs. */
 export function listEnvs(): string[] {

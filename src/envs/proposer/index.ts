@@ -1,0 +1,91 @@
+// The `proposer` environment: proposer-solver self-play on arithmetic (docs/algorithms.md,
+// "Roles"). Each episode: the `proposer` role sees a seed problem of the math env and writes a new
+// expression in the math env's grammar (expression.ts: integers, + - *, parentheses); the env
+// checks it; then a panel of `solvers` traces of the `solver` role each attempt it (the math
+// env's prompt and grading, a \boxed{} answer). Rewards:
+//
+//   solver j    1 when its answer equals the expression's value, else 0
+//   proposer    4 p (1 - p), p = the panel's pass rate: 1 at p = 0.5, 0 for a task every solver
+//               or no solver gets (trivial or impossible); -1 for an invalid proposal (no panel)
+//
+// With hierarchical_grpo (the default pairing) solver credit is centered within the panel and
+// proposer credit across the group's proposals of the same seed, so a proposer's credit waits on
+// its own solver panel and the group barrier on every episode's panel. Metrics: `valid`,
+// `pass_rate` (of a valid proposal's panel), `frontier` (1 - |2p - 1|, 1 at p = 0.5).
+// `reward` (eval, one agent) solves the seed problem itself, as the math env scores it.
+import { z } from "zod";
+import { finalReply, gradeReply } from "../answer.ts";
+import { generateSplit, promptMessages } from "../tasks.ts";
+import type { EnvDefinition, EpisodeContext, EpisodeResult, Task } from "../types.ts";
+import { generateProblem } from "../math/generate.ts";
+import { checkExpression } from "./expression.ts";
+
+const Args = z.strictObject({
+  /** Solver attempts per proposal (the panel). */
+  solvers: z.number().int().min(2).default(4),
+  /** Digits per number and operations per expression, for seeds and proposals alike. */
+  digits: z.number().int().min(1).max(6).default(2),
+  max_ops: z.number().int().min(1).max(8).default(3),
+  train_size: z.number().int().positive().default(2000),
+  eval_size: z.number().int().positive().default(100),
+});
+type ProposerArgs = z.infer<typeof Args>;
+
+const solvePrompt = (expression: string) =>
+  promptMessages(undefined, `Compute ${expression}.\nPut your final answer in \\boxed{}.`);
+
+const proposePrompt = (seed: string, a: ProposerArgs) =>
+  promptMessages(
+    undefined,
+    `Write a new arithmetic problem like ${seed}: numbers of at most ${a.digits} digits, + - * and parentheses, at most ${a.max_ops} operations. Make it hard enough that about half of the attempts at it fail. Reply with the expression only.`,
+  );
+
+/** One episode: a proposal, its check, its solver panel. */
+export async function proposeAndSolve(ctx: EpisodeContext, a: ProposerArgs): Promise<EpisodeResult> {
+  const reply = await ctx.turn("proposer", proposePrompt(ctx.task.info!.expression as string, a));
+  const expression = reply.trim().split("\n")[0]!.replace(/=\s*$/, "").trim();
+  const checked = checkExpression(expression, a.digits, a.max_ops);
+  if ("error" in checked) return { rewards: { proposer: -1 }, metrics: { valid: 0 } };
+  const names = Array.from({ length: a.solvers }, (_, j) => `solver${j}`);
+  const answers = await Promise.all(names.map((trace) => ctx.turn("solver", solvePrompt(expression), { trace })));
+  const correct = answers.map((answer) => gradeReply(answer, String(checked.value), true).correct);
+  const p = correct.reduce((s, c) => s + c, 0) / correct.length;
+  const rewards: Record<string, number> = { proposer: 4 * p * (1 - p) };
+  names.forEach((trace, j) => (rewards[trace] = correct[j]!));
+  return { rewards, metrics: { valid: 1, pass_rate: p, frontier: 1 - Math.abs(2 * p - 1) } };
+}
+
+function tasks(split: "train" | "eval", seed: number, a: ProposerArgs): Promise<Task[]> | Task[] {
+  const size = split === "train" ? a.train_size : a.eval_size;
+  const settings = { digits: a.digits, operations: ["+", "-", "*"] as const, steps: 1, wordProblems: false };
+  return generateSplit("proposer", split, seed, size, 0.2, (rng) => {
+    const problem = generateProblem(rng, { ...settings, operations: [...settings.operations] });
+    return {
+      id: problem.expression,
+      prompt: solvePrompt(problem.expression),
+      answer: String(problem.answer),
+      info: { expression: problem.expression },
+    };
+  });
+}
+
+const proposer: EnvDefinition<ProposerArgs> = {
+  id: "proposer",
+  description: "proposer-solver self-play on arithmetic: roles proposer (rewarded near a 0.5 pass rate) and solver",
+  args: Args,
+  create(a) {
+    return {
+      tools: [],
+      maxTurns: 1,
+      roles: ["proposer", "solver"],
+      load: async (split, seed) => tasks(split, seed, a),
+      episode: (ctx) => proposeAndSolve(ctx, a),
+      reward(task, rollout) {
+        const grade = gradeReply(finalReply(rollout.messages), task.answer, true);
+        return { reward: grade.correct, metrics: grade };
+      },
+    };
+  },
+};
+
+export default proposer;
