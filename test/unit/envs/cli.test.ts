@@ -28,6 +28,7 @@ describe("rlx env", () => {
       "forth",
       "search",
       "nim",
+      "proposer",
     ]);
   });
 
