@@ -266,18 +266,13 @@ async function setupRoles(
   const players = new Map<string, RolePlayer>();
   const path = ["orchestrator", "train", "env", index];
   for (const [role, block] of Object.entries(resolved.roles)) {
-    const at = `${o.source}: ${keyPath([...path, "roles", role])}`;
-    if (!env.episode)
-      throw new ConfigError(`${at}: env "${resolved.name}" is single-agent (it has no episode()), so it has no roles`, {
-        fix: 'remove the roles table, or use a multi-agent env (docs/algorithms.md, "Roles")',
-      });
-    if (env.roles && !env.roles.includes(role))
-      throw new ConfigError(`${at}: env "${resolved.name}" has no role "${role}"; its roles: ${env.roles.join(", ")}`);
+    checkRole(role, env, resolved.name, `${o.source}: ${keyPath([...path, "roles", role])}`);
     const client = block.source === "policy" ? o.policy.client : await connect(block.source);
     players.set(role, { client, trains: block.train });
     if (!block.algo) continue;
     const site = { source: o.source, path: [...path, "roles", role, "algo"] };
-    const { algorithm } = await createAlgorithm(block.algo, site, runView(o.config));
+    const { algorithm, warnings } = await createAlgorithm(block.algo, site, runView(o.config));
+    for (const warning of warnings) o.warn(warning);
     await algorithm.setup(ctx);
     roleAlgorithms.set(role, {
       algorithm,
@@ -286,4 +281,16 @@ async function setupRoles(
     });
   }
   return { roleAlgorithms, players };
+}
+
+/** A configured role must be one the env plays: `at` is the role's key path in the config file. */
+export function checkRole(role: string, env: Pick<Env, "episode" | "roles">, name: string, at: string): void {
+  if (!env.episode)
+    throw new ConfigError(`${at}: env "${name}" is single-agent (it has no episode()), so it has no roles`, {
+      fix: 'remove the roles table, or use a multi-agent env (docs/algorithms.md, "Roles")',
+    });
+  if (env.roles && !env.roles.includes(role))
+    throw new ConfigError(`${at}: env "${name}" has no role "${role}"; its roles: ${env.roles.join(", ")}`, {
+      fix: "name one of its roles",
+    });
 }

@@ -80,3 +80,26 @@ test("a frozen role's tokens never appear in a step file; each role's tokens are
   expect(typeof metrics["role/letters/first/first_wins"]).toBe("number");
   expect(buildSamples([second], run.o.envs, false).kept).toEqual([]);
 });
+
+test("the one-file multi-agent env of the docs (examples/envs/guess.ts) runs, its hinter kept out of training", async () => {
+  // the guesser says 3, then 5; the hinter says "higher"
+  const policy = new Scripted((_call, prompt) =>
+    prompt.includes("The number is") ? "higher" : prompt.includes("Hint: higher") ? "5" : "3",
+  );
+  const run = await harness({
+    envFile: join(import.meta.dir, "../../../examples/envs/guess.ts"),
+    client: policy,
+    orchestrator: 'batch_size = 8\ngroup_size = 2\nalgo = { type = "rae" }',
+  });
+  run.train.players = new Map([["hinter", { client: policy, trains: false }]]);
+  const collected = await collectStep(1, run.o, run.sampler, new Progress(), new FailureWindow(1));
+  const rollouts = collected.groups.flat();
+  expect(rollouts.every((r) => !r.error)).toBe(true);
+  for (const r of rollouts.filter((r) => r.role === "guesser")) {
+    const want = { "3": 1, "5": 0.5 }[r.task.answer] ?? 0;
+    expect([r.task.answer, r.reward]).toEqual([r.task.answer, want]);
+  }
+  const hinters = new Set(rollouts.filter((r) => r.role === "hinter").map((r) => r.id));
+  expect(hinters.size).toBeGreaterThan(0);
+  expect(collected.kept.every((k) => k.rollout.role === "guesser" && !hinters.has(k.rollout.id))).toBe(true);
+});
