@@ -6,6 +6,7 @@ import { expect, test } from "bun:test";
 import { finishGroup } from "../../../src/algorithms/base.ts";
 import { HierarchicalGrpo } from "../../../src/algorithms/hierarchical_grpo.ts";
 import { Rae } from "../../../src/algorithms/rae.ts";
+import { BarrierBook } from "../../../src/orchestrator/barriers.ts";
 import { singleTurn } from "../../fixtures/rollouts.ts";
 
 const rae = (decay = 0.95) => new Rae({ type: "rae", sampling: { source: "policy" }, decay });
@@ -41,6 +42,8 @@ test("hierarchical grpo centers solvers within their episode and proposers acros
     type: "hierarchical_grpo",
     sampling: { source: "policy" },
     episode_roles: ["solver"],
+    proposer_peers: 0,
+    proposer_timeout_steps: 4,
   });
   // episode e0: proposer 0.5, solvers 1 1 0; episode e1: proposer 0.0, solvers 0 0 0
   const group = [
@@ -52,4 +55,53 @@ test("hierarchical grpo centers solvers within their episode and proposers acros
   await finishGroup(algo, group);
   const want = [0.25, 1 / 3, 1 / 3, -2 / 3, -0.25, 0, 0, 0];
   group.forEach((r, i) => expect(r.advantage!).toBeCloseTo(want[i]!, 12));
+});
+
+test("hierarchical grpo with proposer_peers = 3: proposers of one seed wait across groups, then center together", async () => {
+  const algo = new HierarchicalGrpo({
+    type: "hierarchical_grpo",
+    sampling: { source: "policy" },
+    episode_roles: ["solver"],
+    proposer_peers: 3,
+    proposer_timeout_steps: 4,
+  });
+  const book = new BarrierBook(new Map([["", algo]]), () => "", 8);
+  const groupOf = (g: number, proposerReward: number, solverRewards: number[]) => {
+    const episode = `s/g${g}/r0`;
+    const members = [
+      singleTurn(proposerReward, 3, 2, {
+        id: `${episode}/proposer`,
+        groupId: `s/g${g}`,
+        taskId: "seed",
+        role: "proposer",
+        info: { episode },
+      }),
+      ...solverRewards.map((r, j) =>
+        singleTurn(r, 3, 2, {
+          id: `${episode}/solver${j}`,
+          groupId: `s/g${g}`,
+          taskId: "seed",
+          role: "solver",
+          info: { episode },
+        }),
+      ),
+    ];
+    return members;
+  };
+  const first = groupOf(0, 1, [1, 0]);
+  await finishGroup(algo, first);
+  const released0 = (await book.arrive(first, 1)).flat();
+  expect(released0.map((r) => r.role)).toEqual(["solver", "solver"]); // solvers train at once
+  expect(released0.map((r) => r.advantage)).toEqual([0.5, -0.5]);
+  expect(first[0]!.advantage).toBeUndefined(); // the proposer waits
+  const second = groupOf(1, 0, [0, 0]);
+  await finishGroup(algo, second);
+  await book.arrive(second, 2);
+  const third = groupOf(2, 0.5, [1, 1]);
+  await finishGroup(algo, third);
+  const released = (await book.arrive(third, 2)).flat();
+  const proposers = released.filter((r) => r.role === "proposer").sort((a, b) => a.id.localeCompare(b.id));
+  expect(proposers.map((r) => r.id)).toEqual(["s/g0/r0/proposer", "s/g1/r0/proposer", "s/g2/r0/proposer"]);
+  // rewards 1, 0, 0.5: mean 0.5
+  expect(proposers.map((r) => r.advantage)).toEqual([0.5, -0.5, 0]);
 });
