@@ -189,8 +189,14 @@ export const configSchema = z.strictObject({
 
   inference: z
     .strictObject({
-      /** External OpenAI-compatible policy servers; empty = spawn `rlx serve --policy`. */
+      /** External policy servers, each ending in /v1; empty = spawn `rlx serve --policy`. */
       base_urls: z.array(z.url({ protocol: /^https?$/ })).default([]),
+      /**
+       * What serves the live policy at base_urls, which decides how a published step reaches it
+       * (src/inference/policy_engines.ts, docs/engines.md): `rlx serve` (POST /update_weights), vLLM
+       * (its dev-mode routes) or SGLang (/update_weights_from_disk). Spawned servers are rlx's.
+       */
+      engine: z.enum(["rlx", "vllm", "sglang"]).default("rlx"),
       /** Environment variable holding base_urls' API key (spawned servers get a fresh one per run). */
       api_key_var: z.string().min(1).optional(),
       /** Policy servers to spawn when base_urls is empty. */
