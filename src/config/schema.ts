@@ -233,6 +233,24 @@ export const configSchema = z.strictObject({
     })
     .prefault({}),
 
+  hub: z
+    .strictObject({
+      /** A Hugging Face Hub repo, namespace/name, that published steps are pushed to; absent = never. */
+      repo: z
+        .string()
+        .regex(/^[\w.-]+\/[\w.-]+$/, "namespace/name")
+        .optional(),
+      /** Push weights/step_N every N steps, and the last step. */
+      interval: positiveInt.default(100),
+      /** The environment variable holding a write token. */
+      token_var: z.string().min(1).default("HF_TOKEN"),
+      /** The Hub endpoint; default $HF_ENDPOINT, else https://huggingface.co. */
+      url: z.url({ protocol: /^https?$/ }).optional(),
+      /** Create the repo private (an existing repo keeps its visibility). */
+      private: z.boolean().default(false),
+    })
+    .prefault({}),
+
   log: z
     .strictObject({
       /** Write the audit records rollouts/step_N.jsonl every N steps; 0 = never. */
