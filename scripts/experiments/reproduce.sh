@@ -15,7 +15,9 @@
 #
 # The bands (configs/examples/sft_*.toml, [eval.stop]): student greedy 0.40-0.65 (the documented
 # student read 0.53), teacher >= 0.85, the subtraction student (8d) sub greedy 0.05-0.30 (one that
-# samples `-` sometimes), the subtraction teacher >= 0.40, the lean student 0.40-0.80. SFT is
+# samples `-` sometimes), the subtraction teacher >= 0.40, the lean student 0.40-0.80, and for
+# rows that later issues rerun, row 2e's weaker student 0.25-0.40 (the student's own run, stopped
+# earlier) and row 6b's hint-reading student 0.55-0.90 after at least 1,000 steps. SFT is
 # deterministic on a machine, so a model whose row exists but whose files are gone (a fresh
 # checkout of runs/) is trained again and must stop at the recorded step with the recorded value.
 set -euo pipefail
@@ -158,6 +160,13 @@ for seed in $SEEDS; do
     --before math=$OUT/bare-student/eval.json --after math=$run/eval.json \
     --command "rlx train configs/examples/grpo_bare.toml"
 done
+
+echo "== the students of rows 2e and 6b, for the issues that rerun those rows (no RL rows here)"
+band_sft 2e-s weak-student configs/examples/sft_add_student.toml "2e's weaker student: the student's SFT run, stopped at a lower band" "$ADD" 48 \
+  --set model.path=$OUT/tiny --set data.path=$OUT/add.jsonl --set eval.stop.min=0.25 --set eval.stop.max=0.40
+[ -s $OUT/add-hinted.jsonl ] || $BUN scripts/experiments/hint_demos.ts $OUT/add.jsonl $OUT/add-hinted.jsonl
+band_sft 6b-s hint-student configs/examples/sft_add_hints.toml "6b's hint-reading student: the student, SFT on its demos plain and hinted" "$ADD" 48 \
+  --set model.path=$OUT/student/model --set data.path=$OUT/add-hinted.jsonl
 
 $BUN scripts/experiments/results_table.ts
 echo "reproduce $SET: done in $((($(date +%s) - started) / 60)) min; rows in $ROWS, table in docs/results.md"

@@ -143,10 +143,20 @@ function resolveRoles(
   return out;
 }
 
+/** vLLM and SGLang are started by the user (docs/engines.md); rlx train spawns only its own servers. */
+function checkEngine(config: RawConfig, source: string): void {
+  const inf = config.inference;
+  if (inf.engine !== "rlx" && inf.base_urls.length === 0)
+    throw new ConfigError(`${source}: inference.engine = "${inf.engine}" needs inference.base_urls`, {
+      fix: `start ${inf.engine === "vllm" ? "vLLM" : "SGLang"} as docs/engines.md says and list its URLs (ending in /v1) in inference.base_urls`,
+    });
+}
+
 export function resolveConfig(config: RawConfig, source: string): Resolution {
   const warnings: string[] = [];
   const orch = config.orchestrator;
   checkDeterministic(config, source);
+  checkEngine(config, source);
   const run = runView(config);
   const defaultAlgo = parseAlgoConfig(orch.algo, { source, path: ["orchestrator", "algo"] });
   const defaultSampler = parseSamplerConfig(orch.sampler, { source, path: ["orchestrator", "sampler"] });

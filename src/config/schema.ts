@@ -203,8 +203,14 @@ export const configSchema = z.strictObject({
 
   inference: z
     .strictObject({
-      /** External OpenAI-compatible policy servers; empty = spawn `rlx serve --policy`. */
+      /** External policy servers, each ending in /v1; empty = spawn `rlx serve --policy`. */
       base_urls: z.array(z.url({ protocol: /^https?$/ })).default([]),
+      /**
+       * What serves the live policy at base_urls, which decides how a published step reaches it
+       * (src/inference/policy_engines.ts, docs/engines.md): `rlx serve` (POST /update_weights), vLLM
+       * (its dev-mode routes) or SGLang (/update_weights_from_disk). Spawned servers are rlx's.
+       */
+      engine: z.enum(["rlx", "vllm", "sglang"]).default("rlx"),
       /** Environment variable holding base_urls' API key (spawned servers get a fresh one per run). */
       api_key_var: z.string().min(1).optional(),
       /** Policy servers to spawn when base_urls is empty. */
@@ -238,6 +244,24 @@ export const configSchema = z.strictObject({
        * before it exits, so a resumed run loses at most the step in flight.
        */
       on_sigterm: z.boolean().default(true),
+    })
+    .prefault({}),
+
+  hub: z
+    .strictObject({
+      /** A Hugging Face Hub repo, namespace/name, that published steps are pushed to; absent = never. */
+      repo: z
+        .string()
+        .regex(/^[\w.-]+\/[\w.-]+$/, "namespace/name")
+        .optional(),
+      /** Push weights/step_N every N steps, and the last step. */
+      interval: positiveInt.default(100),
+      /** The environment variable holding a write token. */
+      token_var: z.string().min(1).default("HF_TOKEN"),
+      /** The Hub endpoint; default $HF_ENDPOINT, else https://huggingface.co. */
+      url: z.url({ protocol: /^https?$/ }).optional(),
+      /** Create the repo private (an existing repo keeps its visibility). */
+      private: z.boolean().default(false),
     })
     .prefault({}),
 

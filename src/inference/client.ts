@@ -18,7 +18,12 @@ import type {
 interface CompletionChoice {
   finish_reason: string | null;
   token_ids?: number[];
-  logprobs?: { tokens?: string[]; token_logprobs?: (number | null)[] } | null;
+  logprobs?: {
+    tokens?: string[];
+    token_logprobs?: (number | null)[];
+    /** Per completion token with logprobs = N: token ("token_id:N") -> logprob, N entries (vLLM may add the sampled one). */
+    top_logprobs?: (Record<string, number> | null)[];
+  } | null;
   prompt_logprobs?: (Record<string, { logprob: number; rank?: number | null }> | null)[] | null;
 }
 
@@ -46,6 +51,21 @@ function tokenId(token: string, where: string): number {
       `${where}: expected tokens as "token_id:N" (return_tokens_as_token_ids), got ${JSON.stringify(token)}`,
     );
   return Number(match[1]);
+}
+
+/** The N most likely tokens of each completion position, from logprobs.top_logprobs (most likely first). */
+function topOfCompletion(choice: CompletionChoice, n: number, tokenIds: number[], where: string): TopLogprobs[] {
+  const rows = choice.logprobs?.top_logprobs;
+  if (!rows || rows.length !== tokenIds.length)
+    throw new EndpointError(`${where}: asked for logprobs = ${n}, got ${rows?.length ?? "no"} top_logprobs rows`);
+  return rows.map((row, i) => {
+    const ranked = Object.entries(row ?? {})
+      .map(([token, logprob]) => ({ id: tokenId(token, where), logprob }))
+      .sort((a, b) => b.logprob - a.logprob)
+      .slice(0, n);
+    const rank = ranked.findIndex((e) => e.id === tokenIds[i]);
+    return { ids: ranked.map((e) => e.id), logprobs: ranked.map((e) => e.logprob), rank: rank < 0 ? null : rank + 1 };
+  });
 }
 
 export class OpenAIClient implements SamplingClient {
@@ -87,7 +107,7 @@ export class OpenAIClient implements SamplingClient {
       top_k: request.topK > 0 ? request.topK : -1,
       stop_token_ids: request.stop,
       seed: request.seed,
-      logprobs: 0,
+      logprobs: request.topLogprobs ?? 0,
       return_tokens_as_token_ids: true,
       skip_special_tokens: false,
     };
@@ -103,7 +123,14 @@ export class OpenAIClient implements SamplingClient {
     if (tokenIds.length !== logprobs.length)
       throw new EndpointError(`${where}: ${tokenIds.length} tokens but ${logprobs.length} logprobs`);
     const finishReason: FinishReason = choice.finish_reason === "length" ? "length" : "stop";
-    return { tokenIds, logprobs, finishReason, policyVersion: response.policy_version ?? 0 };
+    const top = request.topLogprobs ? topOfCompletion(choice, request.topLogprobs, tokenIds, where) : undefined;
+    return {
+      tokenIds,
+      logprobs,
+      finishReason,
+      policyVersion: response.policy_version ?? 0,
+      ...(top ? { topLogprobs: top } : {}),
+    };
   }
 
   /** Prompt logprobs of each sequence (the first token's is 0), via vLLM's prompt_logprobs. */

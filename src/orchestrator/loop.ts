@@ -34,6 +34,7 @@ import { samplingState } from "./sampler.ts";
 import { samplingMetrics } from "./sampling_metrics.ts";
 import type { TrainEnv } from "./setup.ts";
 import type { TrainEval } from "./train_eval.ts";
+import { HubSync } from "./hub_sync.ts";
 import { WeightWatcher } from "./weight_watcher.ts";
 
 /** What the orchestrator checkpoints (inside every step file N: any step may be checkpointed). */
@@ -81,11 +82,15 @@ export async function runTrainLoop(o: LoopOptions): Promise<LoopResult> {
     for (const step of metrics.recover(o.resume.step))
       warn(`step ${step}: metrics line rebuilt from its publish marker (the run was stopped before logging it)`);
   const evaluator = o.evaluator;
+  const hub = HubSync.open(config, runDir, print, warn);
   const watcher = new WeightWatcher(
     runDir,
     o.policy,
     o.resume?.step ?? 0,
-    (step, published, extra) => metrics.publish(step, published, extra),
+    (step, published, extra) => {
+      metrics.publish(step, published, extra);
+      hub?.published(step);
+    },
     async (version) => (evaluator?.due(version) ? evaluator.run() : {}),
   );
   const failures = new FailureWindow(orch.max_failure_rate);
@@ -140,8 +145,9 @@ export async function runTrainLoop(o: LoopOptions): Promise<LoopResult> {
       tracker?.rollouts(step, collected.groups.flat());
       warnFailures(step, collected.groups.flat(), warn);
     }
-    // the run is over when the trainer has published the last step
+    // the run is over when the trainer has published the last step (and [hub] has pushed it)
     await guard(watcher.waitFor(config.max_steps));
+    await hub?.finished();
   } finally {
     progress.stop();
     watcher.stop();

@@ -2,16 +2,17 @@
 // plus `load(dir, version)` to move it to a published step. Two implementations behind one
 // interface, so the loop does not care where inference runs:
 //
-//   RemotePolicy     OpenAI-compatible policy servers (spawned `rlx serve --policy`, or external
-//                    ones named in [inference] base_urls); load = POST /update_weights on each.
+//   RemotePolicy     policy servers (spawned `rlx serve --policy`, or external ones named in
+//                    [inference] base_urls: rlx serve, vLLM or SGLang); load = the engine's own
+//                    way to reload a published step (src/inference/policy_engines.ts).
 //   InProcessPolicy  the model in the orchestrator's own process (src/inference/local.ts, the same
 //                    batching engine `rlx serve` runs). Used when no server is spawned (tests, or
 //                    `--inference in-process`). Each decode step blocks the event loop while it
 //                    runs (bun:ffi is synchronous), but the engine yields between steps; the
 //                    trainer is a separate process either way, so training overlaps rollouts.
 // How either one is started is policy_start.ts.
-import { OpenAIClient } from "../inference/client.ts";
 import type { ReloadMode } from "../inference/engine_api.ts";
+import { type PolicyEngine, versionStamped } from "../inference/policy_engines.ts";
 import { LocalClient } from "../inference/local.ts";
 import type { SamplingClient } from "../inference/types.ts";
 
@@ -25,16 +26,19 @@ export interface PolicyPool {
 }
 
 export class RemotePolicy implements PolicyPool {
-  readonly client: OpenAIClient;
+  readonly client: SamplingClient;
   version: number;
 
-  constructor(baseUrls: string[], model: string, version: number, apiKey?: string) {
-    this.client = new OpenAIClient({ model, baseUrls, ...(apiKey ? { apiKey } : {}) });
+  constructor(
+    private readonly engine: PolicyEngine,
+    version: number,
+  ) {
     this.version = version;
+    this.client = engine.reportsVersion ? engine.client : versionStamped(engine.client, () => this.version);
   }
 
   async load(dir: string, version: number): Promise<void> {
-    await this.client.updateWeights(dir, version);
+    await this.engine.publish(dir, version);
     this.version = version;
   }
 

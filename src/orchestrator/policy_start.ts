@@ -1,5 +1,6 @@
 // How `rlx train` starts its live policy (docs/run-directory.md, "Who runs"): external servers
-// named in [inference] base_urls, `[inference] servers` spawned `rlx serve --policy` children, or
+// named in [inference] base_urls (rlx serve, or vLLM / SGLang per [inference] engine: their routes
+// checked and their logprobs probed for temperature first, docs/engines.md), `[inference] servers` spawned `rlx serve --policy` children, or
 // the engine in this process. Spawned servers are locked down as docs/serve.md says: each run
 // makes a fresh random API key ($RLX_API_KEY instead when set, for whoever else queries them),
 // handed over in their environment, not on a command line that `ps` shows, and confines their
@@ -11,6 +12,9 @@ import type { ResolvedConfig } from "../config/resolve.ts";
 import { ConfigError, RlxError } from "../errors.ts";
 import { API_KEY_ENV } from "../inference/auth.ts";
 import { DEFAULT_HTTP, JsonEndpoint } from "../inference/http.ts";
+import { policyEngine } from "../inference/policy_engines.ts";
+import { checkTemperedLogprobs } from "../inference/tempered_probe.ts";
+import { Tokenizer } from "../model/tokenizer.ts";
 import { readModelConfig } from "../model/config.ts";
 import { loadNative } from "../native/ffi.ts";
 import type { Children } from "./children.ts";
@@ -44,7 +48,12 @@ export async function startPolicy(config: ResolvedConfig, start: PolicyStart): P
   const inf = config.inference;
   if (inf.base_urls.length > 0) {
     const apiKey = externalApiKey(inf.api_key_var);
-    const policy = new RemotePolicy(inf.base_urls, await servedModelName(inf.base_urls[0]!, apiKey), 0, apiKey);
+    const model = await servedModelName(inf.base_urls[0]!, apiKey);
+    const engine = policyEngine(inf.engine, { baseUrls: inf.base_urls, model, ...(apiKey ? { apiKey } : {}) });
+    await engine.check();
+    if (inf.engine !== "rlx")
+      await checkTemperedLogprobs(engine.client, Tokenizer.load(start.modelDir).encode("1 + 1 ="), inf.engine);
+    const policy = new RemotePolicy(engine, 0);
     if (start.version > 0) await policy.load(resolve(start.modelDir), start.version);
     return policy;
   }
@@ -109,7 +118,7 @@ export async function startPolicy(config: ResolvedConfig, start: PolicyStart): P
     urls.push(`http://${inf.host}:${port}/v1`);
   }
   await Promise.race([Promise.all(urls.map((url) => waitForHealth(url))), start.children.failure]);
-  return new RemotePolicy(urls, POLICY_NAME, start.version, apiKey);
+  return new RemotePolicy(policyEngine("rlx", { baseUrls: urls, model: POLICY_NAME, apiKey }), start.version);
 }
 
 /** The key external policy servers want, from the variable [inference] api_key_var names. */

@@ -5,7 +5,9 @@
 // "at step N" is not a reproducible object; a student "whose eval-200 greedy pass@1 is in
 // [0.40, 0.65]" is. The run stops at the first eval inside the band and records it in
 // <output_dir>/band.json beside the model; an eval past the band (the jump skipped over it) or a
-// last step short of it is an error naming the values seen and the fix.
+// last step short of it is an error naming the values seen and the fix. `min_step` is for a
+// fine-tune that starts inside the band and must train a while first (the hint-reading student):
+// evals before it are recorded but neither stop the run nor fail it.
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { SftConfig } from "./config.ts";
@@ -19,6 +21,8 @@ export interface BandRecord {
   min: number;
   /** Absent: no upper bound. */
   max?: number;
+  /** Absent: 0 (every eval counts). */
+  min_step?: number;
   value: number;
   step: number;
   /** Every eval of the metric up to the stop, [step, value]. */
@@ -45,6 +49,7 @@ export class BandWatch {
       );
     }
     this.seen.push([step, value]);
+    if (step < this.band.min_step) return false;
     if (value > max) {
       throw new RlxError(
         `${metric} jumped past the stop band [${min}, ${max}] at step ${step} (${this.history()}); no checkpoint was inside it`,
@@ -72,6 +77,7 @@ export class BandWatch {
       metric: this.band.metric,
       min: this.band.min,
       max: this.band.max,
+      ...(this.band.min_step > 0 ? { min_step: this.band.min_step } : {}),
       value,
       step,
       seen: this.seen,

@@ -8,7 +8,7 @@
 //   [data]     path, repeat  JSONL file(s): chat messages or prompt/completion rows; per-file repeat counts
 //   [trainer]  steps | epochs, batch_tokens (per optimizer step), seq_len (per packed row), optim, schedule
 //   [eval]     env list, interval, num_examples, k, greedy: held-out tasks between steps;
-//              [eval.stop] metric, min, max: stop at the first eval inside the band (band.ts)
+//              [eval.stop] metric, min, max, min_step: stop at the first eval inside the band (band.ts)
 //   [save]     interval, keep, dtype  resumable checkpoints (`rlx sft --resume`); the final model always goes to <output_dir>/model
 import { z } from "zod";
 import { ConfigError, configError } from "../errors.ts";
@@ -92,6 +92,8 @@ export const sftConfigSchema = z.strictObject({
           min: z.number(),
           /** Absent = no upper bound. */
           max: z.number().optional(),
+          /** Evals before this step neither stop the run nor fail it: a fine-tune that must train a while first. */
+          min_step: z.number().int().min(0).default(0),
         })
         .optional(),
     })
