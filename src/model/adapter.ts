@@ -9,7 +9,7 @@
 // load); tokenizer files are copied beside the adapter, so `rlx serve --model ADAPTER_DIR` finds them.
 import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { basename, dirname, join, resolve } from "node:path";
-import { ModelFileError } from "../errors.ts";
+import { ConfigError, ModelFileError } from "../errors.ts";
 import { LORA_TARGETS, type LoraSpec, type LoraTarget, type NativeModel } from "../native/model.ts";
 import { type Checksums, CHECKSUMS_FILE, checksumsFileText } from "./checksums.ts";
 import { replaceDir, TOKENIZER_FILES } from "./dir_files.ts";
@@ -134,8 +134,17 @@ export function sameAdapterShape(a: LoraSpec, b: LoraSpec): boolean {
  * model expects must be in the file with its shape, and nothing else.
  */
 export function applyAdapter(model: NativeModel, adapter: Adapter): void {
+  checkedAdapter(model, adapter)();
+}
+
+/**
+ * Checks every tensor of an adapter against the model's (names, shapes, dtypes) without changing
+ * anything, and returns the function that copies them in: a bad file leaves the model as it was.
+ */
+export function checkedAdapter(model: NativeModel, adapter: Adapter): () => void {
   const file = join(adapter.dir, ADAPTER_WEIGHTS);
   const fix = { fix: "the adapter does not belong to this base model (check base_model_name_or_path)" };
+  const writes: (() => void)[] = [];
   const expected = new Set<string>();
   for (const { name, shape } of model.loraParams()) {
     expected.add(name);
@@ -146,11 +155,12 @@ export function applyAdapter(model: NativeModel, adapter: Adapter): void {
     const dtype = ({ F32: "f32", BF16: "bf16", F16: "f16", F64: "f64" } as const)[view.dtype as "F32"];
     if (!dtype)
       throw new ModelFileError(`${file}: tensor ${name} is ${view.dtype}; adapters must be F32, BF16, F16 or F64`);
-    model.setParam(name, view.data, dtype, view.shape);
+    writes.push(() => model.setParam(name, view.data, dtype, view.shape));
   }
   for (const name of adapter.tensors.keys())
     if (!expected.has(name))
       throw new ModelFileError(`${file}: unexpected tensor ${name} (not an adapter of this model)`, fix);
+  return () => writes.forEach((write) => write());
 }
 
 /** What saveAdapter wrote (saveModel's SavedModel): the directory, its files, tensor bytes, checksums. */
@@ -196,4 +206,22 @@ export function saveAdapter(
     rmSync(tmp, { recursive: true, force: true });
     throw err;
   }
+}
+
+/**
+ * Gives a freshly loaded model the run's `[model.lora]` adapters: adds them (from `seed`) to a
+ * base model, or checks that a model restored from an adapter directory (a checkpoint) carries
+ * the same ones. A restored adapter without `[model.lora]`, or with other settings, is a
+ * ConfigError naming the key: resuming must not silently change what trains.
+ */
+export function ensureLora(model: NativeModel, spec: LoraSpec | undefined, seed: number, file: string): void {
+  if (model.lora) {
+    if (spec && sameAdapterShape(model.lora, spec)) return;
+    const had = `rank ${model.lora.rank}, alpha ${model.lora.alpha}, targets ${model.lora.targets.join(", ")}`;
+    throw new ConfigError(
+      `${file}: [model.lora] ${spec ? "differs from" : "is absent, but"} the checkpoint's adapter (${had})`,
+      { fix: "resume with the [model.lora] the run started with" },
+    );
+  }
+  if (spec) model.addLora({ ...spec, targets: LORA_TARGETS.filter((t) => spec.targets.includes(t)) }, seed);
 }

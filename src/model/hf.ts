@@ -16,10 +16,10 @@
 //   - Tied embeddings: no lm_head.weight is written (transformers and vLLM tie on load); one
 //     present in a tied checkpoint is ignored.
 import { cpSync, existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from "node:fs";
-import { basename, dirname, join } from "node:path";
+import { basename, dirname, join, resolve } from "node:path";
 import { ModelFileError } from "../errors.ts";
 import { type DType, NativeModel } from "../native/model.ts";
-import { applyAdapter, isAdapterDir, readAdapter, saveAdapter } from "./adapter.ts";
+import { applyAdapter, checkedAdapter, isAdapterDir, readAdapter, sameAdapterShape, saveAdapter } from "./adapter.ts";
 import { type Checksums, CHECKSUMS_FILE, checksumsFileText } from "./checksums.ts";
 import { hfConfigObject, type ModelConfig, readModelConfig, type SavedDtype } from "./config.ts";
 import { replaceDir, TOKENIZER_FILES } from "./dir_files.ts";
@@ -58,17 +58,38 @@ export interface LoadOptions {
  * the model applies it at every forward, unmerged.
  */
 export async function loadModel(dir: string, options: LoadOptions = {}): Promise<NativeModel> {
-  if (!isAdapterDir(dir)) return loadFullModel(dir, options);
+  if (!isAdapterDir(dir)) {
+    const model = await loadFullModel(dir, options);
+    baseDirs.set(model, resolve(dir));
+    return model;
+  }
   const adapter = readAdapter(dir);
   const model = await loadFullModel(adapter.baseDir, options);
   try {
     model.addLora(adapter.spec);
     applyAdapter(model, adapter);
+    baseDirs.set(model, adapter.baseDir);
     return model;
   } catch (err) {
     model.free();
     throw err;
   }
+}
+
+// The base model directory each loaded model came from (an adapter's base for adapter directories).
+const baseDirs = new WeakMap<NativeModel, string>();
+
+/**
+ * When `dir` is an adapter for the model's own base with the model's LoRA settings (rank, alpha,
+ * targets), returns the function that copies it into the model in place, every tensor checked
+ * first; null when `dir` needs a full load (full weights, another base, other settings). A
+ * policy's weight update then moves the adapter's megabytes, not the model (inference/engine.ts).
+ */
+export function adapterSwap(model: NativeModel, dir: string): (() => void) | null {
+  if (!model.lora || !isAdapterDir(dir)) return null;
+  const adapter = readAdapter(dir);
+  if (adapter.baseDir !== baseDirs.get(model) || !sameAdapterShape(model.lora, adapter.spec)) return null;
+  return checkedAdapter(model, adapter);
 }
 
 /** The base model directory behind `dir`: itself, or an adapter's base_model_name_or_path. */

@@ -66,6 +66,8 @@ export interface CheckpointContents {
   orchestratorState: unknown;
   /** Complete checkpoints kept after this one is written. */
   keep: number;
+  /** Writes further files into trainer/model before it is moved into place (LoRA's merged/ weights). */
+  writeExtra?: (dir: string) => void;
 }
 
 /** Writes `checkpoints/step_N/` atomically and prunes to the newest `keep`. */
@@ -78,6 +80,7 @@ export function writeCheckpoint(runDir: string, step: number, contents: Checkpoi
     const saved = saveModel(contents.model, join(tmp, "trainer/model"), {
       dtype: "f32",
       sourceDir: contents.sourceDir,
+      writeExtra: contents.writeExtra,
     });
     const optimizer = contents.optimizer.saveState();
     writeFileSync(join(tmp, "trainer/optimizer.bin"), optimizer);

@@ -29,6 +29,7 @@ import { existsSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
 import type { ResolvedConfig } from "../config/resolve.ts";
 import { RlxError } from "../errors.ts";
+import { ensureLora } from "../model/adapter.ts";
 import { loadModel } from "../model/hf.ts";
 import { ProcessGroup, type StoreSpec } from "../native/dist.ts";
 import { deviceMemory } from "../native/runtime.ts";
@@ -134,6 +135,9 @@ export async function runTrainer(opts: TrainerOptions): Promise<void> {
   if (lead) mkdirSync(join(runDir, "weights"), { recursive: true });
 
   using model = await loadModel(sourceDir, { dtype: "f32", device: t.device });
+  // [model.lora]: adapters beside the frozen base (a checkpoint's come back with it); the same
+  // seed on every rank gives every rank the same initial adapters
+  ensureLora(model, config.model.lora, config.seed, "config.resolved.toml");
   if (t.precision === "bf16-autocast") model.setOption("autocast_bf16", true);
   const [beta1, beta2] = t.optim.betas;
   using optimizer = NativeOptimizer.create(model, {
