@@ -12,6 +12,7 @@ import { ConfigError, RlxError } from "../errors.ts";
 import { API_KEY_ENV } from "../inference/auth.ts";
 import { DEFAULT_HTTP, JsonEndpoint } from "../inference/http.ts";
 import { readModelConfig } from "../model/config.ts";
+import { baseModelDir } from "../model/hf.ts";
 import { loadNative } from "../native/ffi.ts";
 import type { Children } from "./children.ts";
 import { InProcessPolicy, type PolicyPool, RemotePolicy } from "./policy.ts";
@@ -52,7 +53,7 @@ export async function startPolicy(config: ResolvedConfig, start: PolicyStart): P
   // the policy only scores, such as OPSD's demonstration hint prepended to a rollout.
   const maxModelLen = Math.min(
     config.orchestrator.seq_len + SCORE_MARGIN,
-    readModelConfig(start.modelDir).shim.max_position_embeddings,
+    readModelConfig(baseModelDir(start.modelDir)).shim.max_position_embeddings, // a checkpoint's adapter: its base
   );
   if (start.mode === "in-process") {
     // One intra-op thread here: the trainer child computes at the same time on the other cores,

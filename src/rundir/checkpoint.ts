@@ -144,9 +144,12 @@ export function checkCheckpoint(dir: string): string[] {
     manifest.format === 1
       ? checkSizes(dir, manifest.files as Record<string, number>)
       : verifyChecksums(dir, manifest.files as Checksums);
-  for (const required of ["orchestrator.json", "trainer/optimizer.bin", "trainer/model/config.json"]) {
+  for (const required of ["orchestrator.json", "trainer/optimizer.bin"]) {
     if (!(required in manifest.files)) problems.push(`${required} is not in the manifest`);
   }
+  // full weights (config.json) or, with [model.lora], the adapter (adapter_config.json)
+  if (!("trainer/model/config.json" in manifest.files) && !("trainer/model/adapter_config.json" in manifest.files))
+    problems.push("trainer/model/config.json is not in the manifest");
   return problems;
 }
 
