@@ -4,7 +4,7 @@
 // request streaming; full weights reload as a whole model; an adapter whose tensors do not fit is
 // a 400 naming path that leaves the old adapter serving.
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { OpenAIClient } from "../../src/inference/client.ts";
@@ -67,6 +67,7 @@ beforeAll(async () => {
 afterAll(async () => {
   for (const m of models.values()) m.free();
   if (serve) expect(await serve.stop()).toBe(0);
+  rmSync(run, { recursive: true, force: true });
 });
 
 const client = () =>
