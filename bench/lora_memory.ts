@@ -5,15 +5,18 @@
 // each sample an rl action, half ce), and reports the kernel's high-water mark of its resident set
 // (VmHWM) and the mean step time. Random weights: memory does not depend on their values.
 //
-//   bun bench/lora_memory.ts [--preset qwen3-0.6b] [--rank 16] [--steps 3] [--tokens 512]
+//   bun bench/lora_memory.ts [--preset qwen3-0.6b] [--layers N] [--rank 16] [--steps 3] [--tokens 512]
 //
-// On a shared machine the full run is capped at `--limit-gib` of address space (ulimit -v), so it
-// fails with an allocation error rather than pushing other work into the OOM killer.
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+// `--layers N` keeps the preset's widths and vocabulary with N layers (full fine-tuning of the
+// 28-layer qwen3-0.6b shape needs ~11 GiB). On a shared machine a run is killed (and reported) when
+// the machine's MemAvailable falls below `--floor-gib`, rather than pushing other work into the
+// OOM killer.
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { hfConfigObject } from "../src/model/config.ts";
 import { loadModel } from "../src/model/hf.ts";
-import { initModel } from "../src/model/presets.ts";
+import { getPreset, initModel } from "../src/model/presets.ts";
 import { LORA_TARGETS } from "../src/native/model.ts";
 import { NativeOptimizer, trainStep } from "../src/native/train.ts";
 import { flag } from "./_reference.ts";
@@ -59,26 +62,45 @@ const preset = flag("preset", "qwen3-0.6b");
 const rank = flag("rank", "16");
 const steps = flag("steps", "3");
 const tokens = flag("tokens", "512");
-const limitGib = Number(flag("limit-gib", "13"));
+const layers = flag("layers", "");
+const floorGib = Number(flag("floor-gib", "1.5"));
+const availableGib = () => Number(/MemAvailable:\s+(\d+) kB/.exec(readFileSync("/proc/meminfo", "utf8"))![1]) / 2 ** 20;
 const root = mkdtempSync(join(flag("dir", tmpdir()), "rlx-bench-lora-mem-"));
 try {
   const dir = join(root, "model");
-  await initModel({ preset, out: dir, seed: 0, dtype: "bf16" });
+  if (layers) {
+    const configFile = join(root, "config.json");
+    const hf = { ...hfConfigObject(getPreset(preset).config, "bfloat16"), num_hidden_layers: Number(layers) };
+    writeFileSync(configFile, JSON.stringify(hf));
+    await initModel({ configFile, out: dir, seed: 0, dtype: "bf16" });
+  } else await initModel({ preset, out: dir, seed: 0, dtype: "bf16" });
   const results: Record<string, { trainable: number; peakGib: number; afterLoadGib: number; stepS: number[] }> = {};
   for (const mode of ["lora", "full"]) {
-    const command = `ulimit -v ${Math.round(limitGib * 2 ** 20)}; exec "${process.execPath}" "${import.meta.path}"`;
-    const proc = Bun.spawnSync(["bash", "-c", command], {
+    const proc = Bun.spawn([process.execPath, import.meta.path], {
       env: { ...process.env, RLX_LORA_MEMORY_CHILD: [dir, mode, rank, steps, tokens].join("|") },
       stdout: "pipe",
       stderr: "pipe",
     });
-    if (proc.exitCode !== 0) throw new Error(`${mode} run failed (exit ${proc.exitCode}):\n${proc.stderr.toString()}`);
-    results[mode] = JSON.parse(proc.stdout.toString().trim().split("\n").at(-1)!);
+    const watchdog = setInterval(() => {
+      if (availableGib() < floorGib) {
+        console.error(`${mode}: MemAvailable below ${floorGib} GiB: killing the run`);
+        proc.kill("SIGKILL");
+      }
+    }, 200);
+    const [out, err, code] = await Promise.all([
+      new Response(proc.stdout).text(),
+      new Response(proc.stderr).text(),
+      proc.exited,
+    ]);
+    clearInterval(watchdog);
+    if (code !== 0) throw new Error(`${mode} run failed (exit ${code}):\n${err}`);
+    const last = out.trim().split("\n").at(-1)!;
+    results[mode] = JSON.parse(last);
     console.log(`${mode}: ${JSON.stringify(results[mode])}`);
   }
   const { lora, full } = results as Record<"lora" | "full", (typeof results)[string]>;
   console.log(
-    `${preset}, r = ${rank} on ${LORA_TARGETS.length} targets, ${tokens} tokens x ${steps} steps: peak RSS LoRA ${lora.peakGib.toFixed(2)} GiB, full ${full.peakGib.toFixed(2)} GiB, ratio ${(lora.peakGib / full.peakGib).toFixed(3)}; trainable ${lora.trainable} vs ${full.trainable}`,
+    `${preset}${layers ? ` with ${layers} layers` : ""}, r = ${rank} on ${LORA_TARGETS.length} targets, ${tokens} tokens x ${steps} steps: peak RSS LoRA ${lora.peakGib.toFixed(2)} GiB, full ${full.peakGib.toFixed(2)} GiB, ratio ${(lora.peakGib / full.peakGib).toFixed(3)}; trainable ${lora.trainable} vs ${full.trainable}`,
   );
 } finally {
   rmSync(root, { recursive: true, force: true });
