@@ -219,7 +219,7 @@ export function ensureLora(model: NativeModel, spec: LoraSpec | undefined, seed:
     if (spec && sameAdapterShape(model.lora, spec)) return;
     const had = `rank ${model.lora.rank}, alpha ${model.lora.alpha}, targets ${model.lora.targets.join(", ")}`;
     throw new ConfigError(
-      `${file}: [model.lora] ${spec ? "differs from" : "is absent, but"} the checkpoint's adapter (${had})`,
+      `${file}: [model.lora] ${spec ? "differs from" : "is absent, but"} the adapter the model directory or checkpoint holds (${had})`,
       { fix: "resume with the [model.lora] the run started with" },
     );
   }

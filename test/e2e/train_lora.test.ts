@@ -113,6 +113,8 @@ test("resuming under another [model.lora] is refused, naming the key", async () 
   );
   const resumed = await rlx(["train", path, "--resume"]).done;
   expect(resumed.code).not.toBe(0);
-  expect(resumed.err).toContain("[model.lora] differs from the checkpoint's adapter (rank 4");
+  expect(resumed.err).toContain(
+    "[model.lora] differs from the adapter the model directory or checkpoint holds (rank 4",
+  );
   expect(existsSync(runDir)).toBe(true);
 }, 300_000);
