@@ -91,12 +91,17 @@ def scaled_rope(hf, head_dim):
 def main():
     model_dir, sequences = sys.argv[1], json.loads(sys.argv[2])
     hf = json.load(open(os.path.join(model_dir, "config.json")))
+    print(json.dumps(logprobs(hf, read_dir(model_dir), sequences)))
+
+
+def logprobs(hf, w, sequences):
+    """Per-token logprob lists of the sequences under config.json `hf` and weights `w` (name -> tensor);
+    float64 weights compute in float64 from the projections on (lora_logprobs.py)."""
     cfg = dict(hf)
     cfg["head_dim"] = hf.get("head_dim") or hf["hidden_size"] // hf["num_attention_heads"]
     cfg["num_key_value_heads"] = hf.get("num_key_value_heads") or hf["num_attention_heads"]
     cfg["qk_norm"] = hf["model_type"] == "qwen3"
     cfg["inv_freq"], cfg["attention_scaling"] = scaled_rope(hf, cfg["head_dim"])
-    w = read_dir(model_dir)
     layers = []
     for i in range(hf["num_hidden_layers"]):
         p = f"model.layers.{i}."
@@ -113,10 +118,11 @@ def main():
         for seq in sequences:
             ids = torch.tensor(seq)
             hidden = forward(cfg, params, ids, torch.arange(len(seq)), [len(seq)])
-            logp = torch.log_softmax(F.linear(hidden, params["lm_head"]).float(), dim=-1)
+            logits = F.linear(hidden, params["lm_head"])
+            logp = torch.log_softmax(logits.to(torch.promote_types(logits.dtype, torch.float32)), dim=-1)
             lp = logp[:-1].gather(1, ids[1:, None]).squeeze(1)
             out.append([0.0] + lp.tolist())
-    print(json.dumps(out))
+    return out
 
 
 if __name__ == "__main__":

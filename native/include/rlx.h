@@ -20,7 +20,7 @@
 extern "C" {
 #endif
 
-#define RLX_ABI_VERSION 4
+#define RLX_ABI_VERSION 5
 
 /* ---- runtime ------------------------------------------------------------------------------ */
 
@@ -78,6 +78,23 @@ int rlx_model_zero_grad(void* model);
  * 32k so a chunk's float32 logits stay near 128 MB), "fused_attention" 0|1 (torch >= 2 only:
  * at::scaled_dot_product_attention instead of the hand-written attention; default 1). */
 int rlx_model_set_option(void* model, const char* name, double value);
+
+/* ABI 5: LoRA (docs/lora.md). Adds low-rank adapters to the named projections of every layer:
+ * W x + (alpha / rank) B A dropout(x) (PEFT's LoRA Linear), A [rank, d_in] and B [d_out, rank] in
+ * float32 (float64 for float64 models) on the model's device, whatever the base dtype. targets:
+ * comma-separated PEFT module names among q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj,
+ * down_proj. A is kaiming-uniform (PEFT's default init) drawn from seed, B zeros: the model is
+ * unchanged until trained. From then on the base parameters are frozen (no gradient),
+ * rlx_optim_create and rlx_dist_allreduce_grads cover the adapters only, dropout applies in train
+ * steps only, and get_param / set_param / get_grad also take the adapter names
+ * rlx_model_lora_params lists (PEFT's saved names: "base_model.model." + module + ".lora_A.weight").
+ * The adapters are never merged into the base weights. Once per model. */
+int rlx_model_lora_add(void* model, int rank, double alpha, double dropout, const char* targets, uint64_t seed);
+/* JSON list of the adapter tensors, as rlx_model_params ("[]" without LoRA). */
+const char* rlx_model_lora_params(void* model);
+/* A base parameter like get_param, with its adapter merged in (W + (alpha / rank) B A, computed in
+ * the adapter dtype, then converted) where it has one: full weights for tools without LoRA. */
+int rlx_model_get_merged_param(void* model, const char* name, void* out, int dtype, int64_t nbytes);
 
 /* ---- training ----------------------------------------------------------------------------- */
 /* A packed row is T tokens holding samples of the given lengths (summing to T). Position ids
@@ -177,8 +194,9 @@ int rlx_loss_eval_ext(int64_t T, const double* logprobs, const int32_t* sample_l
                       int n_loss_config, double* metrics, int64_t n_metrics, double* grad_out);
 
 /* ---- optimizer ---------------------------------------------------------------------------- */
-/* AdamW over all of the model's parameters (decoupled weight decay, as torch.optim.AdamW). The
- * optimizer keeps its own references to the parameters. */
+/* AdamW over all of the model's parameters (decoupled weight decay, as torch.optim.AdamW); over
+ * its LoRA adapters only when it has them (create it after rlx_model_lora_add). The optimizer
+ * keeps its own references to the parameters. */
 void* rlx_optim_create(void* model, double beta1, double beta2, double eps, double weight_decay);
 int rlx_optim_free(void* optim);
 int rlx_optim_zero_grad(void* optim);

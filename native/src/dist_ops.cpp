@@ -69,11 +69,11 @@ c10::intrusive_ptr<c10d::Work> allreduce(Group& g, std::vector<at::Tensor>& tens
 }
 
 // Consecutive parameters grouped so each bucket holds about `cap` elements (at least one parameter).
-std::vector<std::vector<size_t>> buckets_of(const Model& m, int64_t cap) {
+std::vector<std::vector<size_t>> buckets_of(const std::vector<std::pair<std::string, at::Tensor>>& params, int64_t cap) {
   std::vector<std::vector<size_t>> buckets(1);
   int64_t filled = 0;
-  for (size_t i = 0; i < m.params.size(); ++i) {
-    int64_t n = m.params[i].second.numel();
+  for (size_t i = 0; i < params.size(); ++i) {
+    int64_t n = params[i].second.numel();
     if (!buckets.back().empty() && filled + n > cap) buckets.emplace_back(), filled = 0;
     buckets.back().push_back(i);
     filled += n;
@@ -105,13 +105,14 @@ RLX_API int rlx_dist_allreduce_grads(void* group, void* model, int64_t bucket_by
     const auto rdt = m.dtype == at::kDouble ? at::kDouble : at::kFloat;
     const auto opts = m.opts(rdt);
     const int64_t cap = std::max<int64_t>(1, (bucket_bytes > 0 ? bucket_bytes : int64_t(25) << 20) / int64_t(c10::elementSize(rdt)));
-    auto buckets = buckets_of(m, cap);
+    const auto& params = m.trainable();  // the adapters only, when the model has LoRA
+    auto buckets = buckets_of(params, cap);
     std::vector<std::vector<at::Tensor>> flats(buckets.size());
     std::vector<c10::intrusive_ptr<c10d::Work>> works;
     for (size_t b = 0; b < buckets.size(); ++b) {
       std::vector<at::Tensor> parts;
       for (size_t i : buckets[b]) {
-        const auto& p = m.params[i].second;
+        const auto& p = params[i].second;
         parts.push_back(p.grad().defined() ? p.grad().detach().reshape(-1).to(rdt) : at::zeros({p.numel()}, opts));
       }
       // One extra element carries this rank's non-finite-loss mark; its sum says whether any rank had one.
@@ -124,7 +125,7 @@ RLX_API int rlx_dist_allreduce_grads(void* group, void* model, int64_t bucket_by
       const auto& flat = flats[b][0];
       int64_t offset = 0;
       for (size_t i : buckets[b]) {
-        auto& p = m.params[i].second;
+        auto& p = params[i].second;
         auto summed = flat.narrow(0, offset, p.numel()).view(p.sizes()).to(p.scalar_type());
         if (p.grad().defined()) p.mutable_grad().copy_(summed);
         else p.mutable_grad() = summed.clone();
@@ -162,30 +163,34 @@ RLX_API int rlx_dist_broadcast_params(void* group, void* model, int root) {
     auto& m = get_model(model);
     require(root >= 0 && root < g.world, "root must be in 0.." + std::to_string(g.world - 1) + ", got " + std::to_string(root));
     at::NoGradGuard no_grad;
-    // As raw bytes: bit-exact for every parameter dtype, and every backend supports uint8.
-    const int64_t elem = static_cast<int64_t>(c10::elementSize(m.dtype));
-    auto buckets = buckets_of(m, (int64_t(25) << 20) / elem);
-    std::vector<std::vector<at::Tensor>> flats(buckets.size());
-    std::vector<c10::intrusive_ptr<c10d::Work>> works;
+    // As raw bytes: bit-exact for every parameter dtype, and every backend supports uint8. The base
+    // parameters, then any LoRA adapters (float32 beside a bf16 base: one dtype per pass).
     const std::string what = "parameter broadcast from rank " + std::to_string(root);
-    for (size_t b = 0; b < buckets.size(); ++b) {
-      std::vector<at::Tensor> parts;
-      for (size_t i : buckets[b]) parts.push_back(m.params[i].second.detach().contiguous().reshape(-1).view(at::kByte));
-      flats[b].push_back(at::cat(parts));
-      works.push_back(launch(g, what, [&] {
-        c10d::BroadcastOptions opts;
-        opts.rootRank = root;
-        return g.pg->broadcast(flats[b], opts);
-      }));
-    }
-    wait_all(g, what, works);
-    for (size_t b = 0; b < buckets.size(); ++b) {
-      int64_t offset = 0;
-      for (size_t i : buckets[b]) {
-        auto& p = m.params[i].second;
-        const int64_t bytes = p.numel() * elem;
-        p.copy_(flats[b][0].narrow(0, offset, bytes).view(p.scalar_type()).view(p.sizes()));
-        offset += bytes;
+    for (const auto* params : {&m.params, &m.lora.params}) {
+      if (params->empty()) continue;
+      const int64_t elem = static_cast<int64_t>(params->front().second.element_size());
+      auto buckets = buckets_of(*params, (int64_t(25) << 20) / elem);
+      std::vector<std::vector<at::Tensor>> flats(buckets.size());
+      std::vector<c10::intrusive_ptr<c10d::Work>> works;
+      for (size_t b = 0; b < buckets.size(); ++b) {
+        std::vector<at::Tensor> parts;
+        for (size_t i : buckets[b]) parts.push_back((*params)[i].second.detach().contiguous().reshape(-1).view(at::kByte));
+        flats[b].push_back(at::cat(parts));
+        works.push_back(launch(g, what, [&] {
+          c10d::BroadcastOptions opts;
+          opts.rootRank = root;
+          return g.pg->broadcast(flats[b], opts);
+        }));
+      }
+      wait_all(g, what, works);
+      for (size_t b = 0; b < buckets.size(); ++b) {
+        int64_t offset = 0;
+        for (size_t i : buckets[b]) {
+          auto& p = (*params)[i].second;
+          const int64_t bytes = p.numel() * elem;
+          p.copy_(flats[b][0].narrow(0, offset, bytes).view(p.scalar_type()).view(p.sizes()));
+          offset += bytes;
+        }
       }
     }
     return 0;
@@ -198,7 +203,9 @@ RLX_API int rlx_dist_verify_params(void* group, void* model) {
     auto& m = get_model(model);
     at::NoGradGuard no_grad;
     std::vector<at::Tensor> digests;
-    for (const auto& [name, p] : m.params) digests.push_back(digest(p));
+    std::vector<std::string> names;
+    for (const auto* params : {&m.params, &m.lora.params})
+      for (const auto& [name, p] : *params) digests.push_back(digest(p)), names.push_back(name);
     auto low = at::stack(digests).to(g.device), high = low.clone();
     std::vector<at::Tensor> lows{low}, highs{high};
     std::vector<c10::intrusive_ptr<c10d::Work>> works{allreduce(g, lows, c10d::ReduceOp::MIN, "parameter check"),
@@ -208,8 +215,8 @@ RLX_API int rlx_dist_verify_params(void* group, void* model) {
     const int64_t count = differs.sum().item<int64_t>();
     if (count > 0) {
       const int64_t first = differs.nonzero()[0][0].item<int64_t>();
-      throw std::runtime_error(who(g) + ": " + std::to_string(count) + " of " + std::to_string(m.params.size()) +
-                               " parameters differ across ranks (first: " + m.params[static_cast<size_t>(first)].first +
+      throw std::runtime_error(who(g) + ": " + std::to_string(count) + " of " + std::to_string(names.size()) +
+                               " parameters differ across ranks (first: " + names[static_cast<size_t>(first)] +
                                "); load the same weights on every rank, or broadcast them from rank 0");
     }
     return 0;

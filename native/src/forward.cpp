@@ -99,10 +99,6 @@ static at::Tensor apply_rope(const at::Tensor& x, const at::Tensor& cos, const a
   return x * cos.unsqueeze(1) + rotate_half(x) * sin.unsqueeze(1);
 }
 
-static at::Tensor dense(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b = at::Tensor()) {
-  return b.defined() ? at::linear(x, w, b) : at::linear(x, w);
-}
-
 struct Qkv {
   at::Tensor q, k, v;  // q [N, H, D], k and v [N, G, D], positions applied
 };
@@ -110,9 +106,9 @@ struct Qkv {
 static Qkv project_qkv(Model& m, const Layer& L, const at::Tensor& h, const at::Tensor& cos, const at::Tensor& sin) {
   const auto& c = m.cfg;
   const int64_t N = h.size(0);
-  auto q = dense(h, L.q_proj, L.q_bias).view({N, c.num_attention_heads, c.head_dim});
-  auto k = dense(h, L.k_proj, L.k_bias).view({N, c.num_key_value_heads, c.head_dim});
-  auto v = dense(h, L.v_proj, L.v_bias).view({N, c.num_key_value_heads, c.head_dim});
+  auto q = project(m, L, kLoraQ, h, L.q_proj, L.q_bias).view({N, c.num_attention_heads, c.head_dim});
+  auto k = project(m, L, kLoraK, h, L.k_proj, L.k_bias).view({N, c.num_key_value_heads, c.head_dim});
+  auto v = project(m, L, kLoraV, h, L.v_proj, L.v_bias).view({N, c.num_key_value_heads, c.head_dim});
   if (c.qk_norm) {
     q = rms_norm(m, q, L.q_norm);
     k = rms_norm(m, k, L.k_norm);
@@ -122,7 +118,8 @@ static Qkv project_qkv(Model& m, const Layer& L, const at::Tensor& h, const at::
 
 static at::Tensor mlp(Model& m, const Layer& L, const at::Tensor& x) {
   auto h = rms_norm(m, x, L.post_norm);
-  return dense(at::silu(dense(h, L.gate_proj)) * dense(h, L.up_proj), L.down_proj);
+  auto gated = at::silu(project(m, L, kLoraGate, h, L.gate_proj)) * project(m, L, kLoraUp, h, L.up_proj);
+  return project(m, L, kLoraDown, gated, L.down_proj);
 }
 
 // Causal attention within each of `count` samples of equal length n laid end to end:
@@ -193,7 +190,7 @@ at::Tensor forward_packed(Model& m, const at::Tensor& token_ids, const at::Tenso
       start += count * n;
     }
     auto attn = outs.size() == 1 ? outs[0] : at::cat(outs, 0);
-    x = x + dense(attn, L.o_proj);
+    x = x + project(m, L, kLoraO, attn, L.o_proj);
     x = x + mlp(m, L, x);
   }
   TORCH_CHECK(x.size(0) == T, "packed forward lost tokens");
@@ -250,7 +247,7 @@ at::Tensor forward_decode(Model& m, KVCache& cache, const at::Tensor& token_ids,
       auto probs = at::softmax(scores, -1, m.compute_dtype()).to(v_B_G_S_D.scalar_type());
       attn = at::matmul(probs, v_B_G_S_D).reshape({B, H * D});
     }
-    x = x + dense(attn, L.o_proj);
+    x = x + project(m, L, kLoraO, attn, L.o_proj);
     x = x + mlp(m, L, x);
   }
   return rms_norm(m, x, m.final_norm);

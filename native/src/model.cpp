@@ -241,11 +241,14 @@ static std::unique_ptr<Model> build_model(const ModelConfig& c, at::ScalarType d
   return m;
 }
 
+// A base parameter by HF name, or a LoRA adapter tensor by its PEFT name.
 static at::Tensor& find_param(Model& m, const char* name) {
   require(name != nullptr, "parameter name is null");
   auto it = m.param_index.find(name);
-  require(it != m.param_index.end(), std::string("the model has no parameter \"") + name + "\"");
-  return m.params[it->second].second;
+  if (it != m.param_index.end()) return m.params[it->second].second;
+  auto lora = m.lora.index.find(name);
+  require(lora != m.lora.index.end(), std::string("the model has no parameter \"") + name + "\"");
+  return m.lora.params[lora->second].second;
 }
 
 // Copies t (any device/dtype) into a caller buffer as dtype, checking the buffer's exact size.
@@ -326,6 +329,17 @@ RLX_API int rlx_model_get_param(void* model, const char* name, void* out, int dt
   })
 }
 
+RLX_API int rlx_model_get_merged_param(void* model, const char* name, void* out, int dtype, int64_t nbytes) {
+  RLX_TRY(-1, {
+    auto& m = rlx::get_model(model);
+    auto& p = rlx::find_param(m, name);
+    require(!m.lora.index.count(name), std::string("\"") + name + "\" is an adapter tensor, not a base parameter");
+    auto merged = rlx::merged_weight(m, name);
+    rlx::copy_out(merged.defined() ? merged : p, name, out, dtype, nbytes);
+    return 0;
+  })
+}
+
 RLX_API int rlx_model_get_grad(void* model, const char* name, void* out, int dtype, int64_t nbytes) {
   RLX_TRY(-1, {
     auto& m = rlx::get_model(model);
@@ -339,6 +353,7 @@ RLX_API int rlx_model_zero_grad(void* model) {
   RLX_TRY(-1, {
     auto& m = rlx::get_model(model);
     for (auto& [name, p] : m.params) p.mutable_grad().reset();
+    for (auto& [name, p] : m.lora.params) p.mutable_grad().reset();
     *m.nonfinite_loss = false;
     return 0;
   })

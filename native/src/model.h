@@ -38,9 +38,25 @@ bool same_rope(const ModelConfig& a, const ModelConfig& b);
 // Parses and validates the flat JSON object; an unknown, missing or mistyped key names itself.
 ModelConfig parse_model_config(const std::string& json);
 
+// The seven projections LoRA may adapt, in PEFT's module names (lora.cpp).
+enum LoraTarget : int { kLoraQ, kLoraK, kLoraV, kLoraO, kLoraGate, kLoraUp, kLoraDown, kLoraTargets };
+
 struct Layer {
   at::Tensor input_norm, q_proj, k_proj, v_proj, o_proj, q_bias, k_bias, v_bias, q_norm, k_norm;
   at::Tensor post_norm, gate_proj, up_proj, down_proj;
+  // LoRA adapters per target (undefined where not adapted): A [rank, d_in], B [d_out, rank].
+  at::Tensor lora_A[kLoraTargets], lora_B[kLoraTargets];
+};
+
+// LoRA (rlx_model_lora_add): rank 0 = none. The adapter tensors live beside the frozen base
+// parameters, under PEFT's tensor names, in float32 (float64 for float64 models).
+struct Lora {
+  int64_t rank = 0;
+  double alpha = 0, dropout = 0, scale = 0;  // scale = alpha / rank
+  std::vector<std::pair<std::string, at::Tensor>> params;
+  std::unordered_map<std::string, size_t> index;
+  std::unordered_map<std::string, std::pair<int64_t, int>> merged;  // adapted base weight -> (layer, target)
+  std::string json;  // backing store for rlx_model_lora_params' returned string
 };
 
 // Per-layer K/V storage of a generator: [slots, kv_heads, capacity, head_dim] each.
@@ -67,6 +83,12 @@ struct Model {
   // Set by a train step whose loss was not finite; the optimizer skips its next update.
   std::shared_ptr<bool> nonfinite_loss = std::make_shared<bool>(false);
   std::string params_json;  // backing store for rlx_model_params' returned string
+  Lora lora;
+  // True inside a train step's forward (LoRA dropout applies only there).
+  bool training = false;
+
+  // What the optimizer updates and the gradient all-reduce sums: the adapters when LoRA is on.
+  const std::vector<std::pair<std::string, at::Tensor>>& trainable() const { return lora.rank ? lora.params : params; }
 
   // float64 models compute everything in float64 (finite-difference tests); all others use
   // float32 for norms, softmax and logprobs.
@@ -94,6 +116,27 @@ class AutocastScope {
  private:
   bool active_ = false, was_enabled_ = false;
   at::DeviceType device_type_ = at::kCPU;
+};
+
+// A projection of x by a base weight (and bias), plus its LoRA adapter's (alpha / rank) B A x
+// where the layer has one (lora.cpp); dropout on the adapter's input in train steps only.
+at::Tensor project(const Model& m, const Layer& L, LoraTarget target, const at::Tensor& x, const at::Tensor& w,
+                   const at::Tensor& b = at::Tensor());
+
+// W + (alpha / rank) B A for an adapted base weight's HF name, in the adapter dtype; undefined for
+// every other name (lora.cpp).
+at::Tensor merged_weight(const Model& m, const std::string& name);
+
+// Marks a model as training (LoRA dropout on) while alive.
+class TrainingScope {
+ public:
+  explicit TrainingScope(Model& m) : m_(m) { m_.training = true; }
+  ~TrainingScope() { m_.training = false; }
+  TrainingScope(const TrainingScope&) = delete;
+  TrainingScope& operator=(const TrainingScope&) = delete;
+
+ private:
+  Model& m_;
 };
 
 // Where a packed forward writes K/V: sample s goes to cache slot slots[s], positions 0..len-1.

@@ -50,7 +50,7 @@ RLX_API void* rlx_optim_create(void* model, double beta1, double beta2, double e
     o->beta1 = beta1, o->beta2 = beta2, o->eps = eps, o->weight_decay = weight_decay;
     o->state_dtype = m.dtype == at::kDouble ? at::kDouble : at::kFloat;
     o->nonfinite_loss = m.nonfinite_loss;
-    for (auto& [name, p] : m.params) {
+    for (auto& [name, p] : m.trainable()) {
       o->params.push_back(p);
       o->exp_avg.push_back(at::zeros_like(p, p.options().dtype(o->state_dtype)));
       o->exp_avg_sq.push_back(at::zeros_like(p, p.options().dtype(o->state_dtype)));

@@ -315,6 +315,7 @@ RLX_API int rlx_train_step_ext(void* model, int64_t T, const int32_t* token_ids,
                            ref_kl_weights, env_index, n_envs}, T, valid, cd);
 
     AutocastScope autocast(m);
+    TrainingScope training(m);
     auto hidden = forward_packed(m, ids, packed_positions(m, lengths), lengths);
     // Token t is predicted from hidden state t-1 (within its sample; t = 0 and sample starts are not valid).
     auto hidden_leaf = hidden.detach().narrow(0, 0, T - 1).requires_grad_(true);

@@ -43,7 +43,12 @@ export default defineCommand({
     description: "Serve a model over an OpenAI-compatible HTTP API (completions, chat, prompt logprobs)",
   },
   args: {
-    model: { type: "string", required: true, description: "Model directory (HF layout)" },
+    model: {
+      type: "string",
+      required: true,
+      description:
+        "Model directory (HF layout), or a LoRA adapter directory (PEFT layout: its base model plus the adapter, unmerged)",
+    },
     host: { type: "string", default: "127.0.0.1", description: "Address to bind" },
     port: { type: "string", default: "8000", description: "Port (0: any free port)" },
     "max-batch": { type: "string", default: "64", description: "Sequences decoded together (KV-cache slots)" },
@@ -85,10 +90,11 @@ export default defineCommand({
     },
   },
   async run({ args }) {
-    if (!existsSync(join(args.model, "config.json"))) {
-      throw new ModelFileError(`--model ${args.model}: no config.json there (not a model directory)`, {
-        fix: "pass a Hugging Face model directory, e.g. one written by `rlx init --preset tiny --out DIR`",
-      });
+    if (!existsSync(join(args.model, "config.json")) && !existsSync(join(args.model, "adapter_config.json"))) {
+      throw new ModelFileError(
+        `--model ${args.model}: no config.json there (not a model directory) and no adapter_config.json (not a LoRA adapter)`,
+        { fix: "pass a Hugging Face model directory, e.g. one written by `rlx init --preset tiny --out DIR`" },
+      );
     }
     if (args.dtype !== "f32" && args.dtype !== "bf16")
       throw new ConfigError(`--dtype ${args.dtype}: expected f32 or bf16`);

@@ -7,6 +7,7 @@ import { z } from "zod";
 import { modelReferenceSchema } from "../algorithms/schemas.ts";
 import { judgeSchema } from "../judges/schema.ts";
 import { RL_LOSS_TYPES, RL_REDUCTIONS } from "../native/loss_types.ts";
+import { LORA_TARGETS } from "../native/model.ts";
 
 const algoBlock = z.looseObject({ type: z.string() });
 const samplerBlock = z.looseObject({ type: z.string() });
@@ -20,6 +21,26 @@ const roleEntry = z.strictObject({
   train: z.boolean().optional(),
   /** Its algorithm; absent = the env's. */
   algo: algoBlock.optional(),
+});
+
+/**
+ * `[model.lora]`: train low-rank adapters beside frozen base weights instead of every weight
+ * (docs/lora.md). Published steps and checkpoints then hold the adapter in PEFT's layout.
+ */
+export const loraSchema = z.strictObject({
+  rank: positiveInt.default(16),
+  /** The adapter's output is scaled by alpha / rank (PEFT's lora_alpha). */
+  alpha: z.number().positive().default(32),
+  /** Dropout on the adapters' input, in train steps only. */
+  dropout: z.number().min(0).lt(1).default(0),
+  /** Which projections of every layer get an adapter (PEFT's module names). */
+  targets: z
+    .array(z.enum(LORA_TARGETS))
+    .min(1)
+    .refine((t) => new Set(t).size === t.length, "a target is listed twice")
+    .default([...LORA_TARGETS]),
+  /** Also write full weights with the adapter merged in, as `merged/` inside each published step and checkpoint. */
+  merged: z.boolean().default(false),
 });
 
 const envEntry = z.strictObject({
@@ -89,6 +110,8 @@ export const configSchema = z.strictObject({
     path: z.string().min(1),
     /** Weights as published and as the policy holds them (the trainer keeps float32 masters). */
     dtype: z.enum(["f32", "bf16"]).default("f32"),
+    /** LoRA adapters instead of full fine-tuning (absent: every weight trains). */
+    lora: loraSchema.optional(),
   }),
 
   trainer: z

@@ -69,10 +69,14 @@ export async function pushModel(o: PushOptions): Promise<PushResult> {
   const started = performance.now();
   if (!/^[\w.-]+\/[\w.-]+$/.test(o.repo))
     throw new ConfigError(`--repo: "${o.repo}" is not namespace/name`, { fix: "e.g. --repo my-user/qwen3-0.6b-grpo" });
-  if (!existsSync(join(o.dir, "config.json")))
-    throw new ConfigError(`${o.dir} has no config.json, so it is not a model directory`, {
-      fix: "push a published step (RUN_DIR/weights/step_N), a checkpoint's trainer/model, or rlx sft's model/",
-    });
+  // a model directory, or a LoRA adapter in PEFT's layout (docs/lora.md)
+  if (!existsSync(join(o.dir, "config.json")) && !existsSync(join(o.dir, "adapter_config.json")))
+    throw new ConfigError(
+      `${o.dir} has no config.json or adapter_config.json, so it is not a model or adapter directory`,
+      {
+        fix: "push a published step (RUN_DIR/weights/step_N), a checkpoint's trainer/model, or rlx sft's model/",
+      },
+    );
   assertWhole(o.dir, checkModelDir(o.dir), "the model directory"); // a damaged file is never pushed
   const hub = await import("@huggingface/hub");
   const hubUrl = (o.hubUrl ?? HUB_URL).replace(/\/+$/, "");

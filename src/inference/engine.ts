@@ -23,6 +23,9 @@
 //     A result's `version` is the version at admission: the oldest that produced any of its
 //     tokens, which is what staleness limits (max_off_policy_steps: no token older than that)
 //     need. `versionEnd` is the version that produced its last token (equal in drain mode).
+//     A LoRA adapter directory for the served model's own base and LoRA settings is not loaded
+//     as a model: its tensors are checked, then copied into the served model's adapters at the
+//     same point of either mode (docs/lora.md), so an update moves megabytes, not the model.
 //   - Cancellation (an AbortSignal, or onToken returning true for a stop string) frees the slot
 //     at once; native calls are synchronous, so a cancel can never land inside a step.
 import { type GenToken, NativeGenerator, score, type TopLogprobs } from "../native/generate.ts";
@@ -43,7 +46,7 @@ import { checkRequest, checkSequences, checkTopCount, type Limits, loadSameArchi
 interface Reload {
   dir: string;
   version: number;
-  done: (err?: Error) => void;
+  done: (err?: Error, adapterOnly?: boolean) => void;
 }
 
 const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
@@ -66,8 +69,9 @@ export class Engine {
   #ownsModel: boolean;
   #idle: (() => void)[] = [];
   readonly #loadWeights: (dir: string) => Promise<NativeModel>;
-  /** Counters for /metrics-style reporting and tests. */
-  readonly stats = { admitted: 0, steps: 0, generatedTokens: 0, maxRunning: 0 };
+  readonly #adapterSwap: (model: NativeModel, dir: string) => Promise<(() => void) | null>;
+  /** Counters for /metrics-style reporting and tests (adapterReloads: reloads that moved only a LoRA adapter). */
+  readonly stats = { admitted: 0, steps: 0, generatedTokens: 0, maxRunning: 0, adapterReloads: 0 };
 
   constructor(model: NativeModel, options: EngineOptions) {
     if (!Number.isInteger(options.maxBatch) || options.maxBatch < 1)
@@ -100,6 +104,7 @@ export class Engine {
     this.#loadWeights =
       options.loadWeights ??
       (async (dir) => (await import("../model/hf.ts")).loadModel(dir, { dtype: model.dtype, device: model.device }));
+    this.#adapterSwap = async (served, dir) => (await import("../model/hf.ts")).adapterSwap(served, dir);
   }
 
   get version(): number {
@@ -187,12 +192,17 @@ export class Engine {
   /**
    * Loads new weights. Drain mode: admission pauses, running sequences finish on the old weights,
    * then the model is swapped. In-flight mode: swapped between two decode steps, running
-   * sequences continue on the new weights. Resolves once `version` is serving.
+   * sequences continue on the new weights. Resolves once `version` is serving, saying whether only
+   * a LoRA adapter moved (adapterOnly).
    */
-  reloadWeights(dir: string, version: number): Promise<void> {
+  reloadWeights(dir: string, version: number): Promise<{ adapterOnly: boolean }> {
     if (this.#closed) return Promise.reject(new EngineClosedError("the inference engine is shutting down"));
-    return new Promise<void>((resolve, reject) => {
-      this.#reloads.push({ dir, version, done: (err) => (err ? reject(err) : resolve()) });
+    return new Promise((resolve, reject) => {
+      this.#reloads.push({
+        dir,
+        version,
+        done: (err, adapterOnly = false) => (err ? reject(err) : resolve({ adapterOnly })),
+      });
       this.#kick();
     });
   }
@@ -321,6 +331,22 @@ export class Engine {
 
   async #reload(): Promise<void> {
     const reload = this.#reloads.shift()!;
+    // A LoRA adapter for the served base: copied into the served model in place (checked whole
+    // first), between two decode steps in-flight or with nothing running in drain mode.
+    let swap: (() => void) | null;
+    try {
+      swap = await this.#adapterSwap(this.#model, reload.dir);
+    } catch (err) {
+      reload.done(err as Error);
+      return;
+    }
+    if (swap) {
+      swap();
+      this.stats.adapterReloads++;
+      this.#version = reload.version;
+      reload.done(undefined, true);
+      return;
+    }
     let model: NativeModel | undefined;
     try {
       model = await loadSameArchitecture(reload.dir, this.#model, this.#loadWeights);

@@ -74,8 +74,8 @@ export class LocalClient implements SamplingClient {
   }
 
   /** Loads new weights between batches (as POST /update_weights does on a policy server). */
-  updateWeights(path: string, version: number): Promise<void> {
-    return this.engine.reloadWeights(path, version);
+  async updateWeights(path: string, version: number): Promise<void> {
+    await this.engine.reloadWeights(path, version);
   }
 
   close(): Promise<void> {

@@ -124,13 +124,15 @@ async function handleUpdateWeights(ctx: ServeContext, request: Request, root: st
   if (!existsSync(path) || !statSync(path).isDirectory())
     throw new InvalidRequestError(`path ${path} is not a directory`, "path");
   const version = f.int("version", ctx.engine.version + 1, { min: 0 });
+  let adapterOnly: boolean;
   try {
-    await ctx.engine.reloadWeights(path, version);
+    ({ adapterOnly } = await ctx.engine.reloadWeights(path, version));
   } catch (err) {
     if (err instanceof InvalidRequestError || err instanceof EngineClosedError) throw err;
     throw new InvalidRequestError(`loading ${path} failed: ${(err as Error).message}`, "path");
   }
-  return Response.json({ status: "ok", path, policy_version: ctx.engine.version });
+  // adapter_only: a LoRA adapter for the served base was copied into the served model (docs/lora.md)
+  return Response.json({ status: "ok", path, policy_version: ctx.engine.version, adapter_only: adapterOnly });
 }
 
 async function handleTokenize(ctx: ServeContext, request: Request): Promise<Response> {

@@ -15,12 +15,14 @@
 //     flipped on disk are a ChecksumError naming the file and tensor, not silently wrong weights.
 //   - Tied embeddings: no lm_head.weight is written (transformers and vLLM tie on load); one
 //     present in a tied checkpoint is ignored.
-import { cpSync, existsSync, mkdirSync, readdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
-import { basename, dirname, join } from "node:path";
+import { cpSync, existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { basename, dirname, join, resolve } from "node:path";
 import { ModelFileError } from "../errors.ts";
 import { type DType, NativeModel } from "../native/model.ts";
+import { applyAdapter, checkedAdapter, isAdapterDir, readAdapter, sameAdapterShape, saveAdapter } from "./adapter.ts";
 import { type Checksums, CHECKSUMS_FILE, checksumsFileText } from "./checksums.ts";
 import { hfConfigObject, type ModelConfig, readModelConfig, type SavedDtype } from "./config.ts";
+import { replaceDir, TOKENIZER_FILES } from "./dir_files.ts";
 import { assertWhole, checkModelDir } from "./integrity.ts";
 import {
   readSafetensorsDir,
@@ -30,18 +32,7 @@ import {
   writeSafetensorsDir,
 } from "./safetensors.ts";
 
-/** Files copied from a source directory on save, when present. */
-export const TOKENIZER_FILES = [
-  "tokenizer.json",
-  "tokenizer_config.json",
-  "generation_config.json",
-  "special_tokens_map.json",
-  "vocab.json",
-  "merges.txt",
-  "tokenizer.model",
-  "chat_template.jinja",
-  "added_tokens.json",
-];
+export { TOKENIZER_FILES } from "./dir_files.ts";
 
 const FILE_DTYPE: Partial<Record<SafetensorsDtype, DType>> = { F32: "f32", BF16: "bf16", F16: "f16", F64: "f64" };
 const SAVE_DTYPE: Record<"f32" | "bf16" | "f16", { st: SafetensorsDtype; hf: SavedDtype }> = {
@@ -61,8 +52,52 @@ export interface LoadOptions {
   device?: string;
 }
 
-/** Builds a NativeModel from a model directory; weights of any float dtype are converted to `dtype`. */
+/**
+ * Builds a NativeModel from a model directory; weights of any float dtype are converted to `dtype`.
+ * A LoRA adapter directory (adapter.ts) loads its base model, then adds and fills the adapter:
+ * the model applies it at every forward, unmerged.
+ */
 export async function loadModel(dir: string, options: LoadOptions = {}): Promise<NativeModel> {
+  if (!isAdapterDir(dir)) {
+    const model = await loadFullModel(dir, options);
+    baseDirs.set(model, resolve(dir));
+    return model;
+  }
+  const adapter = readAdapter(dir);
+  const model = await loadFullModel(adapter.baseDir, options);
+  try {
+    model.addLora(adapter.spec);
+    applyAdapter(model, adapter);
+    baseDirs.set(model, adapter.baseDir);
+    return model;
+  } catch (err) {
+    model.free();
+    throw err;
+  }
+}
+
+// The base model directory each loaded model came from (an adapter's base for adapter directories).
+const baseDirs = new WeakMap<NativeModel, string>();
+
+/**
+ * When `dir` is an adapter for the model's own base with the model's LoRA settings (rank, alpha,
+ * targets), returns the function that copies it into the model in place, every tensor checked
+ * first; null when `dir` needs a full load (full weights, another base, other settings). A
+ * policy's weight update then moves the adapter's megabytes, not the model (inference/engine.ts).
+ */
+export function adapterSwap(model: NativeModel, dir: string): (() => void) | null {
+  if (!model.lora || !isAdapterDir(dir)) return null;
+  const adapter = readAdapter(dir);
+  if (adapter.baseDir !== baseDirs.get(model) || !sameAdapterShape(model.lora, adapter.spec)) return null;
+  return checkedAdapter(model, adapter);
+}
+
+/** The base model directory behind `dir`: itself, or an adapter's base_model_name_or_path. */
+export function baseModelDir(dir: string): string {
+  return isAdapterDir(dir) ? readAdapter(dir).baseDir : dir;
+}
+
+async function loadFullModel(dir: string, options: LoadOptions): Promise<NativeModel> {
   const config = readModelConfig(dir);
   assertWhole(dir, checkModelDir(dir), "the model directory");
   const tensors = readSafetensorsDir(dir);
@@ -118,6 +153,11 @@ export interface SaveOptions {
   shardBytes?: number;
   /** Writes further files into the (temporary) directory before it is moved into place. */
   writeExtra?: (dir: string) => void;
+  /**
+   * A model with LoRA: false (default) writes the adapter alone in PEFT's layout (adapter.ts), true
+   * writes full weights with the adapter merged in (W + (alpha / rank) B A), for tools without LoRA.
+   */
+  merged?: boolean;
 }
 
 /** What saveModel wrote. */
@@ -133,7 +173,12 @@ export interface SavedModel {
 
 /** Writes the model to `dir` atomically (replacing what is there) in Hugging Face layout. */
 export function saveModel(model: NativeModel, dir: string, options: SaveOptions): SavedModel {
-  const config = options.config ?? (options.sourceDir ? readModelConfig(options.sourceDir) : undefined);
+  const baseDir = options.sourceDir ? baseModelDir(options.sourceDir) : undefined;
+  if (model.lora && !options.merged) {
+    if (!baseDir) throw new ModelFileError(`saving the adapter ${dir}: no base model`, { fix: "pass sourceDir" });
+    return saveAdapter(model, dir, { baseDir, tokenizerDir: options.sourceDir, writeExtra: options.writeExtra });
+  }
+  const config = options.config ?? (baseDir ? readModelConfig(baseDir) : undefined);
   if (!config)
     throw new ModelFileError(`saving ${dir}: no config`, { fix: "pass sourceDir (the model's directory) or config" });
   for (const [key, value] of Object.entries(config.shim)) {
@@ -151,9 +196,12 @@ export function saveModel(model: NativeModel, dir: string, options: SaveOptions)
   rmSync(tmp, { recursive: true, force: true });
   mkdirSync(tmp, { recursive: true });
   try {
-    const tensors: TensorToWrite[] = model
-      .params()
-      .map(({ name, shape }) => ({ name, dtype: st, shape, data: () => model.getParam(name, options.dtype) }));
+    const tensors: TensorToWrite[] = model.params().map(({ name, shape }) => ({
+      name,
+      dtype: st,
+      shape,
+      data: () => (model.lora ? model.getMergedParam(name, options.dtype) : model.getParam(name, options.dtype)),
+    }));
     const checksums = writeSafetensorsDir(tmp, tensors, options.shardBytes ?? 5e9);
     writeFileSync(join(tmp, CHECKSUMS_FILE), checksumsFileText(checksums));
     writeFileSync(join(tmp, "config.json"), JSON.stringify(hfConfigObject(config, hf), null, 2) + "\n");
@@ -173,17 +221,4 @@ export function saveModel(model: NativeModel, dir: string, options: SaveOptions)
     rmSync(tmp, { recursive: true, force: true });
     throw err;
   }
-}
-
-/** Moves `tmp` to `dir`; an existing `dir` is swapped out first and removed after. */
-function replaceDir(tmp: string, dir: string): void {
-  if (!existsSync(dir)) {
-    renameSync(tmp, dir);
-    return;
-  }
-  const old = join(dirname(dir), `${basename(dir)}.old-${process.pid}`);
-  rmSync(old, { recursive: true, force: true });
-  renameSync(dir, old);
-  renameSync(tmp, dir);
-  rmSync(old, { recursive: true, force: true });
 }

@@ -61,6 +61,18 @@ export interface ParamInfo {
 
 export type ModelOption = "autocast_bf16" | "logits_chunk" | "fused_attention";
 
+/** The projections LoRA may adapt, in PEFT's module names (rlx.h, rlx_model_lora_add). */
+export const LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"] as const;
+export type LoraTarget = (typeof LORA_TARGETS)[number];
+
+/** LoRA adapters: W x + (alpha / rank) B A dropout(x) on each target projection of every layer. */
+export interface LoraSpec {
+  rank: number;
+  alpha: number;
+  dropout: number;
+  targets: readonly LoraTarget[];
+}
+
 type Bytes = Uint8Array | Int8Array | Uint16Array | Int16Array | Uint32Array | Int32Array | Float32Array | Float64Array;
 
 /** A NUL-terminated C string for a `const char*` argument. */
@@ -103,6 +115,8 @@ export class NativeModel {
   readonly dtype: DType;
   readonly device: string;
   #params: ParamInfo[] | null = null;
+  #loraParams: ParamInfo[] | null = null;
+  #lora: LoraSpec | null = null;
 
   private constructor(handle: Pointer, config: ShimModelConfig, dtype: DType, device: string) {
     this.#handle = handle;
@@ -143,8 +157,47 @@ export class NativeModel {
     return this.#params;
   }
 
+  /**
+   * Adds LoRA adapters (A from `seed`, B zeros: the model is unchanged until trained) and freezes
+   * the base parameters; an optimizer created afterwards updates the adapters only.
+   */
+  addLora(spec: LoraSpec, seed = 0): void {
+    check(
+      this.lib,
+      this.lib.rlx_model_lora_add(
+        this.handle,
+        spec.rank,
+        spec.alpha,
+        spec.dropout,
+        cstr(spec.targets.join(",")),
+        BigInt(seed),
+      ),
+    );
+    this.#lora = { ...spec, targets: [...spec.targets] };
+    this.#loraParams = null;
+  }
+
+  /** The LoRA adapters this model carries (null: none). */
+  get lora(): LoraSpec | null {
+    return this.#lora;
+  }
+
+  /** The adapter tensors with PEFT's saved names ([] without LoRA). */
+  loraParams(): ParamInfo[] {
+    this.#loraParams ??= JSON.parse(
+      String(check(this.lib, this.lib.rlx_model_lora_params(this.handle))),
+    ) as ParamInfo[];
+    return this.#loraParams;
+  }
+
+  /** A base parameter with its LoRA adapter merged in (W + (alpha / rank) B A), as raw bytes of `dtype`. */
+  getMergedParam(name: string, dtype: DType = this.dtype): Uint8Array {
+    return this.#copyOut(name, dtype, "rlx_model_get_merged_param");
+  }
+
+  /** A base parameter or, with LoRA, an adapter tensor by its PEFT name. */
   param(name: string): ParamInfo {
-    const info = this.params().find((p) => p.name === name);
+    const info = this.params().find((p) => p.name === name) ?? this.loraParams().find((p) => p.name === name);
     if (!info) throw new NativeError(`the model has no parameter "${name}"`);
     return info;
   }
@@ -200,7 +253,11 @@ export class NativeModel {
     this.free();
   }
 
-  #copyOut(name: string, dtype: DType, fn: "rlx_model_get_param" | "rlx_model_get_grad"): Uint8Array {
+  #copyOut(
+    name: string,
+    dtype: DType,
+    fn: "rlx_model_get_param" | "rlx_model_get_grad" | "rlx_model_get_merged_param",
+  ): Uint8Array {
     const numel = this.param(name).shape.reduce((a, b) => a * b, 1);
     const out = new Uint8Array(numel * DTYPE_BYTES[dtype]);
     check(this.lib, this.lib[fn](this.handle, cstr(name), out, DTYPE_CODE[dtype], out.byteLength));

@@ -21,6 +21,9 @@ export const symbols = {
   rlx_model_get_grad: { args: [ptr, ptr, ptr, i32, i64], returns: i32 },
   rlx_model_zero_grad: { args: [ptr], returns: i32 },
   rlx_model_set_option: { args: [ptr, ptr, f64], returns: i32 },
+  rlx_model_lora_add: { args: [ptr, i32, f64, f64, ptr, u64], returns: i32 },
+  rlx_model_lora_params: { args: [ptr], returns: cstring },
+  rlx_model_get_merged_param: { args: [ptr, ptr, ptr, i32, i64], returns: i32 },
   // training
   rlx_train_step: {
     args: [ptr, i64, ptr, ptr, i32, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, i32, ptr, ptr, i64],
@@ -65,4 +68,4 @@ export const symbols = {
   rlx_dist_barrier: { args: [ptr], returns: i32 },
 } as const;
 
-export const ABI_VERSION = 4;
+export const ABI_VERSION = 5;

@@ -16,6 +16,7 @@ import { policyEngine } from "../inference/policy_engines.ts";
 import { checkTemperedLogprobs } from "../inference/tempered_probe.ts";
 import { Tokenizer } from "../model/tokenizer.ts";
 import { readModelConfig } from "../model/config.ts";
+import { baseModelDir } from "../model/hf.ts";
 import { loadNative } from "../native/ffi.ts";
 import type { Children } from "./children.ts";
 import { InProcessPolicy, type PolicyPool, RemotePolicy } from "./policy.ts";
@@ -61,7 +62,7 @@ export async function startPolicy(config: ResolvedConfig, start: PolicyStart): P
   // the policy only scores, such as OPSD's demonstration hint prepended to a rollout.
   const maxModelLen = Math.min(
     config.orchestrator.seq_len + SCORE_MARGIN,
-    readModelConfig(start.modelDir).shim.max_position_embeddings,
+    readModelConfig(baseModelDir(start.modelDir)).shim.max_position_embeddings, // a checkpoint's adapter: its base
   );
   if (start.mode === "in-process") {
     // One intra-op thread here: the trainer child computes at the same time on the other cores,

@@ -66,6 +66,8 @@ export interface CheckpointContents {
   orchestratorState: unknown;
   /** Complete checkpoints kept after this one is written. */
   keep: number;
+  /** Writes further files into trainer/model before it is moved into place (LoRA's merged/ weights). */
+  writeExtra?: (dir: string) => void;
 }
 
 /** Writes `checkpoints/step_N/` atomically and prunes to the newest `keep`. */
@@ -78,6 +80,7 @@ export function writeCheckpoint(runDir: string, step: number, contents: Checkpoi
     const saved = saveModel(contents.model, join(tmp, "trainer/model"), {
       dtype: "f32",
       sourceDir: contents.sourceDir,
+      writeExtra: contents.writeExtra,
     });
     const optimizer = contents.optimizer.saveState();
     writeFileSync(join(tmp, "trainer/optimizer.bin"), optimizer);
@@ -141,9 +144,12 @@ export function checkCheckpoint(dir: string): string[] {
     manifest.format === 1
       ? checkSizes(dir, manifest.files as Record<string, number>)
       : verifyChecksums(dir, manifest.files as Checksums);
-  for (const required of ["orchestrator.json", "trainer/optimizer.bin", "trainer/model/config.json"]) {
+  for (const required of ["orchestrator.json", "trainer/optimizer.bin"]) {
     if (!(required in manifest.files)) problems.push(`${required} is not in the manifest`);
   }
+  // full weights (config.json) or, with [model.lora], the adapter (adapter_config.json)
+  if (!("trainer/model/config.json" in manifest.files) && !("trainer/model/adapter_config.json" in manifest.files))
+    problems.push("trainer/model/config.json is not in the manifest");
   return problems;
 }
 

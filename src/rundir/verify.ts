@@ -37,7 +37,9 @@ export function checkRunDir(runDir: string): CheckedItem[] {
     if (!/^step_\d+$/.test(name)) add(`weights/${name}`, ["weights being written when the run stopped"], true);
     else add(`weights/${name}`, checkModelDir(dir));
   }
-  if (existsSync(join(runDir, "model", "config.json"))) add("model", checkModelDir(join(runDir, "model")));
+  const model = join(runDir, "model"); // rlx sft's: full weights, or a LoRA adapter
+  if (existsSync(join(model, "config.json")) || existsSync(join(model, "adapter_config.json")))
+    add("model", checkModelDir(model));
   for (const name of entries(join(runDir, "batches"))) {
     if (!/^step_\d+\.bin$/.test(name)) {
       add(`batches/${name}`, ["a step file being written when the run stopped"], true);

@@ -4,7 +4,7 @@
 // (same keys, same meaning), with an SFT-sized learning-rate default.
 //
 //   chat_template_kwargs  template switches for the data and the evals (as the RL run's)
-//   [model]    path        the model to start from (HF layout)
+//   [model]    path        the model to start from (HF layout); [model.lora] adapters instead of every weight
 //   [data]     path, repeat  JSONL file(s): chat messages or prompt/completion rows; per-file repeat counts
 //   [trainer]  steps | epochs, batch_tokens (per optimizer step), seq_len (per packed row), optim, schedule
 //   [eval]     env list, interval, num_examples, k, greedy: held-out tasks between steps;
@@ -15,7 +15,7 @@ import { ConfigError, configError } from "../errors.ts";
 import { checkEnvArgs } from "../envs/index.ts";
 import { readToml } from "../config/load.ts";
 import { applyOverrides } from "../config/overrides.ts";
-import { configSchema } from "../config/schema.ts";
+import { configSchema, loraSchema } from "../config/schema.ts";
 
 const positiveInt = z.number().int().positive();
 const runTrainer = configSchema.shape.trainer.unwrap().shape;
@@ -42,6 +42,8 @@ export const sftConfigSchema = z.strictObject({
   model: z.strictObject({
     path: z.string().min(1),
     dtype: z.enum(["f32", "bf16"]).default("f32"),
+    /** LoRA adapters instead of full fine-tuning (the run config's [model.lora]; docs/lora.md). */
+    lora: loraSchema.optional(),
   }),
 
   data: z.strictObject({

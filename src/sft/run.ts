@@ -25,6 +25,7 @@ import { stringify as stringifyToml } from "smol-toml";
 import { dataPaths, type SftConfig } from "./config.ts";
 import { EnvError } from "../errors.ts";
 import { LocalClient } from "../inference/local.ts";
+import { ensureLora } from "../model/adapter.ts";
 import { loadModel, saveModel } from "../model/hf.ts";
 import { ChatRenderer } from "../model/render.ts";
 import { Tokenizer } from "../model/tokenizer.ts";
@@ -201,6 +202,7 @@ export async function runSft(config: SftConfig, options: SftOptions = {}): Promi
 
   const model = await loadModel(checkpoint?.modelDir ?? config.model.path, { dtype: config.model.dtype });
   try {
+    ensureLora(model, config.model.lora, config.seed, "the sft config");
     if (t.precision === "bf16-autocast") model.setOption("autocast_bf16", true);
     const optim = t.optim;
     using optimizer = NativeOptimizer.create(model, {
@@ -306,7 +308,16 @@ export async function runSft(config: SftConfig, options: SftOptions = {}): Promi
     }
     const seconds = (performance.now() - started) / 1000;
     const modelDir = join(runDir, "model");
-    saveModel(model, modelDir, { dtype: config.save.dtype, sourceDir: config.model.path });
+    // with [model.lora]: the adapter in PEFT's layout, and merged/ full weights when asked for
+    const merged = model.lora && config.model.lora?.merged;
+    saveModel(model, modelDir, {
+      dtype: config.save.dtype,
+      sourceDir: config.model.path,
+      writeExtra: merged
+        ? (dir) =>
+            saveModel(model, join(dir, "merged"), { dtype: config.save.dtype, sourceDir: config.model.path, merged })
+        : undefined,
+    });
     if (bandWatch && !band) throw bandWatch.shortOfBand(step);
     if (band)
       log(`stopped at step ${step}: ${band.metric} ${band.value.toFixed(3)} is in the band (${runDir}/band.json)`);

@@ -29,6 +29,7 @@ import { existsSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
 import type { ResolvedConfig } from "../config/resolve.ts";
 import { RlxError } from "../errors.ts";
+import { ensureLora } from "../model/adapter.ts";
 import { loadModel } from "../model/hf.ts";
 import { ProcessGroup, type StoreSpec } from "../native/dist.ts";
 import { deviceMemory } from "../native/runtime.ts";
@@ -133,7 +134,13 @@ export async function runTrainer(opts: TrainerOptions): Promise<void> {
   using group = t.world_size > 1 ? await joinGroup(opts, rank) : null;
   if (lead) mkdirSync(join(runDir, "weights"), { recursive: true });
 
-  using model = await loadModel(sourceDir, { dtype: "f32", device: t.device });
+  // float32 masters for full fine-tuning; with [model.lora] the frozen base stays in model.dtype
+  // (bf16 on a GPU, as the policy holds it) and only the float32 adapters train
+  const baseDtype = config.model.lora ? config.model.dtype : "f32";
+  using model = await loadModel(sourceDir, { dtype: baseDtype, device: t.device });
+  // [model.lora]: adapters beside the frozen base (a checkpoint's come back with it); the same
+  // seed on every rank gives every rank the same initial adapters
+  ensureLora(model, config.model.lora, config.seed, "config.resolved.toml");
   if (t.precision === "bf16-autocast") model.setOption("autocast_bf16", true);
   const [beta1, beta2] = t.optim.betas;
   using optimizer = NativeOptimizer.create(model, {

@@ -45,7 +45,13 @@ export function publishStep(
   const { runDir, config, step } = t;
   const publishStart = performance.now();
   const dir = weightsDir(runDir, step);
-  diskWrite(`publishing ${dir}`, () => saveModel(t.model, dir, { dtype: config.model.dtype, sourceDir: t.sourceDir }));
+  diskWrite(`publishing ${dir}`, () =>
+    saveModel(t.model, dir, {
+      dtype: config.model.dtype,
+      sourceDir: t.sourceDir,
+      writeExtra: mergedWriter(t, config.model.dtype),
+    }),
+  );
   const checkpointStart = performance.now();
   if (isCheckpointStep(step, config)) checkpoint(t);
   const published: PublishedStep = {
@@ -73,8 +79,15 @@ export function checkpoint(t: Trained): string {
       sourceDir: t.sourceDir,
       orchestratorState: t.state,
       keep: t.config.ckpt.keep,
+      writeExtra: mergedWriter(t, "f32"),
     }),
   );
+}
+
+/** With `[model.lora] merged = true`: writes `merged/`, full weights with the adapter merged in, beside the adapter. */
+function mergedWriter(t: Trained, dtype: "f32" | "bf16"): ((dir: string) => void) | undefined {
+  if (!t.model.lora || !t.config.model.lora?.merged) return undefined;
+  return (dir) => saveModel(t.model, join(dir, "merged"), { dtype, sourceDir: t.sourceDir, merged: true });
 }
 
 /** Keeps the newest `keep` published weight directories. The policy only loads the newest, and the

@@ -103,3 +103,28 @@ test("a damaged weight file or a missing token is refused before any request", a
     hub.stop();
   }
 }, 60_000);
+
+test("a LoRA adapter directory (PEFT layout) pushes like a model directory", async () => {
+  const adapterDir = join(tmp, "adapter");
+  const { loadModel, saveModel } = await import("../../src/model/hf.ts");
+  {
+    using base = await loadModel(model);
+    base.addLora({ rank: 2, alpha: 4, dropout: 0, targets: ["q_proj", "v_proj"] });
+    saveModel(base, adapterDir, { dtype: "f32", sourceDir: model });
+  }
+  const hub = startMockHub({ token: TOKEN });
+  try {
+    const run = await rlx(["push", adapterDir, "--repo", "me/tiny-lora", "--hub-url", hub.url], undefined, {
+      HF_TOKEN: TOKEN,
+    }).done;
+    expect(run.code).toBe(0);
+    const remote = hub.repos.get("me/tiny-lora")!;
+    expect([...remote.keys()]).toContain("adapter_model.safetensors");
+    expect([...remote.keys()]).toContain("adapter_config.json");
+    expect(Buffer.from(remote.get("adapter_config.json")!)).toEqual(
+      readFileSync(join(adapterDir, "adapter_config.json")),
+    );
+  } finally {
+    hub.stop();
+  }
+}, 60_000);

@@ -5,6 +5,7 @@
 //     tolerance), and both ranks end bit-identical;
 //   - broadcastParams makes different starting weights identical (verifyParams says so before);
 //   - a non-finite loss on one rank skips the update on every rank;
+//   - with LoRA, the adapters' all-reduced gradient equals the single-rank one and the base stays put;
 //   - a rank that dies mid-step, or stops answering, makes the other fail with an error naming
 //     its rank and the call, within the timeout: no hang;
 //   - balance.ts's dummy rows cost nothing: zero loss, zero gradient.
@@ -17,7 +18,7 @@ import { NativeOptimizer, trainStep as trainRow } from "../../src/native/train.t
 import { dummyRow } from "../../src/trainer/balance.ts";
 import { type LossSettings, nativePolicy, trainStep, type StepResult } from "../../src/trainer/step.ts";
 import { distStep, STEP_OPTIONS } from "./fixtures/dist_batch.ts";
-import { readGrads, readParams, tinyModel } from "./tiny_model.ts";
+import { DIST_LORA, readGrads, readLoraGrads, readLoraParams, readParams, tinyModel } from "./tiny_model.ts";
 
 const FIXTURE = join(import.meta.dir, "fixtures/dist_rank.ts");
 const dir = mkdtempSync(join(tmpdir(), "rlx-dist-"));
@@ -146,6 +147,40 @@ describe.skipIf(!gloo)("two Gloo ranks", () => {
     expect(single.metrics["count/ref_kl"]).toBeGreaterThan(0);
     expect(r0!.metrics.world_size).toBe(2);
     expect(r0!.metrics["balance/max_over_mean"]).toBeGreaterThanOrEqual(1);
+  }, 90_000);
+
+  test("LoRA: the adapters' all-reduced gradient equals the single-rank one; the base does not move", async () => {
+    const store = { type: "file", path: join(dir, "store-lora") };
+    const outs = [0, 1].map((rank) => join(dir, `lora-rank${rank}.json`));
+    const procs = [0, 1].map((rank) =>
+      spawnRank({ rank, worldSize: 2, store, mode: "step", out: outs[rank], lora: true }),
+    );
+    const codes = await Promise.all(procs.map((p) => p.exited));
+    const errs = await Promise.all(procs.map((p) => new Response(p.stderr).text()));
+    expect({ codes, errs }).toEqual({ codes: [0, 0], errs: ["", ""] });
+    type LoraOutput = RankOutput & { loraGrads: Record<string, number[]>; loraParams: Record<string, number[]> };
+    const [r0, r1] = outs.map((path) => JSON.parse(readFileSync(path, "utf8")) as LoraOutput);
+    // the single-rank step from rank 0's weights and adapters (seed 7), which the broadcast gave rank 1
+    using model = await tinyModel({ seed: 3 });
+    model.addLora(DIST_LORA, 7);
+    const initial = readParams(model);
+    using optimizer = NativeOptimizer.create(model);
+    const inner = nativePolicy(model, optimizer);
+    let grads = new Map<string, Float64Array>();
+    trainStep(
+      {
+        trainRow: inner.trainRow,
+        optimizerStep: (lr, clip) => ((grads = readLoraGrads(model)), inner.optimizerStep(lr, clip)),
+      },
+      distStep(),
+      STEP_OPTIONS,
+    );
+    expect(r0!.loraGrads).toEqual(r1!.loraGrads);
+    expect(r0!.loraParams).toEqual(r1!.loraParams);
+    expect(worstRelative(r0!.loraGrads, grads)).toBeLessThan(1e-5);
+    expect(maxAbsDiff(r0!.loraParams, readLoraParams(model))).toBeLessThan(1e-6);
+    expect(maxAbsDiff(r0!.params, initial)).toBe(0); // frozen base, on every rank
+    expect(maxAbsDiff(r1!.params, initial)).toBe(0);
   }, 90_000);
 
   // The other reductions divide by samples with an rl member over the whole step (all-reduced

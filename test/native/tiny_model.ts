@@ -1,6 +1,6 @@
 // Shared fixtures for the native tests: a micro Llama/Qwen config, a seeded PRNG, parameter and
 // gradient read-out as float64, and packed-row builders. Not a test file itself.
-import { NativeModel, type DType, type ShimModelConfig } from "../../src/native/model.ts";
+import { NativeModel, type DType, type LoraSpec, type ShimModelConfig } from "../../src/native/model.ts";
 import type { PackedRow } from "../../src/native/train.ts";
 import { Rng } from "../../src/envs/random.ts";
 
@@ -60,6 +60,17 @@ export async function tinyModel(
 
 export function readParams(model: NativeModel): Map<string, Float64Array> {
   return new Map(model.params().map((p) => [p.name, f64(model.getParam(p.name, "f64"))]));
+}
+
+/** The LoRA adapters the data-parallel tests train (test/native/dist.test.ts). */
+export const DIST_LORA: LoraSpec = { rank: 2, alpha: 4, dropout: 0, targets: ["q_proj", "o_proj", "up_proj"] };
+
+export function readLoraParams(model: NativeModel): Map<string, Float64Array> {
+  return new Map(model.loraParams().map((p) => [p.name, f64(model.getParam(p.name, "f64"))]));
+}
+
+export function readLoraGrads(model: NativeModel): Map<string, Float64Array> {
+  return new Map(model.loraParams().map((p) => [p.name, f64(model.getGrad(p.name, "f64"))]));
 }
 
 export function readGrads(model: NativeModel): Map<string, Float64Array> {
