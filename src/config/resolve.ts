@@ -150,6 +150,13 @@ function checkEngine(config: RawConfig, source: string): void {
     throw new ConfigError(`${source}: inference.engine = "${inf.engine}" needs inference.base_urls`, {
       fix: `start ${inf.engine === "vllm" ? "vLLM" : "SGLang"} as docs/engines.md says and list its URLs (ending in /v1) in inference.base_urls`,
     });
+  if (inf.engine !== "rlx" && config.model.lora && !config.model.lora.merged)
+    throw new ConfigError(
+      `${source}: inference.engine = "${inf.engine}" reloads full weights, and [model.lora] publishes adapters`,
+      {
+        fix: "set model.lora.merged = true (each published step then also holds merged/, which the engine loads)",
+      },
+    );
 }
 
 export function resolveConfig(config: RawConfig, source: string): Resolution {

@@ -11,6 +11,8 @@
 //                    runs (bun:ffi is synchronous), but the engine yields between steps; the
 //                    trainer is a separate process either way, so training overlaps rollouts.
 // How either one is started is policy_start.ts.
+import { existsSync } from "node:fs";
+import { join } from "node:path";
 import type { ReloadMode } from "../inference/engine_api.ts";
 import { type PolicyEngine, versionStamped } from "../inference/policy_engines.ts";
 import { LocalClient } from "../inference/local.ts";
@@ -38,7 +40,9 @@ export class RemotePolicy implements PolicyPool {
   }
 
   async load(dir: string, version: number): Promise<void> {
-    await this.engine.publish(dir, version);
+    // vLLM and SGLang load full weights: a LoRA step's merged/ (config.ts requires it for them)
+    const merged = join(dir, "merged");
+    await this.engine.publish(this.engine.kind !== "rlx" && existsSync(merged) ? merged : dir, version);
     this.version = version;
   }
 
