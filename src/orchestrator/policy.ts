@@ -40,7 +40,7 @@ export class RemotePolicy implements PolicyPool {
   }
 
   async load(dir: string, version: number): Promise<void> {
-    // vLLM and SGLang load full weights: a LoRA step's merged/ (config.ts requires it for them)
+    // vLLM and SGLang load full weights: a LoRA step's merged/ (src/config/resolve.ts requires it for them)
     const merged = join(dir, "merged");
     await this.engine.publish(this.engine.kind !== "rlx" && existsSync(merged) ? merged : dir, version);
     this.version = version;
