@@ -30,9 +30,22 @@ export const symbols = {
     args: [ptr, i64, ptr, ptr, i32, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, i32, ptr, i32, ptr, i64],
     returns: i32,
   },
+  rlx_train_step_distill: {
+    args: [
+      ptr, i64, ptr, ptr, i32, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, i32, ptr, ptr, ptr, i32, ptr, i32, ptr, i64,
+    ],
+    returns: i32,
+  },
   rlx_loss_eval: { args: [i64, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, i32, ptr, ptr, i64, ptr], returns: i32 },
   rlx_loss_eval_ext: {
     args: [i64, ptr, ptr, i32, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, i32, ptr, i32, ptr, i64, ptr],
+    returns: i32,
+  },
+  rlx_loss_eval_distill: {
+    args: [
+      i64, ptr, ptr, i32, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, i32, ptr, ptr, i64, ptr, ptr, i32, ptr, i32, ptr, i64,
+      ptr, ptr,
+    ],
     returns: i32,
   },
   // optimizer
@@ -65,4 +78,4 @@ export const symbols = {
   rlx_dist_barrier: { args: [ptr], returns: i32 },
 } as const;
 
-export const ABI_VERSION = 4;
+export const ABI_VERSION = 5;
