@@ -7,7 +7,7 @@
 import { describe, expect, test } from "bun:test";
 import { native, loadNative } from "../../src/native/ffi.ts";
 import { RL_LOSS_TYPES, RL_REDUCTIONS, type RlLossType, type RlReduction } from "../../src/native/loss_types.ts";
-import { lossEval, type LossEvalRow, type LossSettings, METRIC_FIELDS } from "../../src/native/train.ts";
+import { lossEval, type LossEvalRow, type LossSettings } from "../../src/native/train.ts";
 
 await loadNative();
 
