@@ -38,7 +38,8 @@ export function checkDistillConfig(config: DistillConfig): RuleViolation | undef
   if (config.k === 0 && (config.divergence !== undefined || config.beta !== undefined))
     return {
       key: config.divergence !== undefined ? "divergence" : "beta",
-      message: "divergence and beta shape the top-k distillation loss, which k = 0 (the sampled-token loss) does not use",
+      message:
+        "divergence and beta shape the top-k distillation loss, which k = 0 (the sampled-token loss) does not use",
       fix: "set k to the teacher tokens per position (e.g. k = 16), or remove divergence and beta",
     };
   if (config.beta !== undefined && config.divergence !== "jsd")

@@ -78,7 +78,12 @@ export class Opd extends Algorithm<OpdConfig> {
     if (k > 0) {
       const who = `the opd teacher "${teacher.name}" (${teacher.base_url})`;
       const scored = await scoreTopK(this.teacher, sequences, k, who);
-      assignDistillTargets(rollout, scored.flatMap((s) => s.top), k, distillBeta(this.config));
+      assignDistillTargets(
+        rollout,
+        scored.flatMap((s) => s.top),
+        k,
+        distillBeta(this.config),
+      );
       rollout.advantage = null;
       return;
     }

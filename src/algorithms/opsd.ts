@@ -94,7 +94,12 @@ export class Opsd extends Algorithm<OpsdConfig> {
     const sequences = sampleSequences(rollout);
     const { k } = this.config;
     if (k > 0) {
-      const scored = await scoreTopK(this.policy, sequences.map((seq) => [...hint, ...seq]), k, "opsd: the policy");
+      const scored = await scoreTopK(
+        this.policy,
+        sequences.map((seq) => [...hint, ...seq]),
+        k,
+        "opsd: the policy",
+      );
       const top = scored.flatMap((s) => s.top.slice(hint.length));
       assignDistillTargets(rollout, top, k, distillBeta(this.config));
       rollout.advantage = null;

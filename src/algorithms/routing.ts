@@ -7,7 +7,13 @@
 // tokens, so a sample is a plain slice and the trainer never needs a separate index.
 import { RlxError } from "../errors.ts";
 import type { LossComponent } from "./base.ts";
-import { type CreditPart, type DistillTargets, rolloutLength, type Rollout, type TrainingSample } from "../data/types.ts";
+import {
+  type CreditPart,
+  type DistillTargets,
+  rolloutLength,
+  type Rollout,
+  type TrainingSample,
+} from "../data/types.ts";
 
 /** Per token of the rollout: true on sampled (action) tokens. */
 export function actionMask(rollout: Rollout): boolean[] {
@@ -113,18 +119,24 @@ export function assignDistillTargets(
 ): void {
   const mask = actionMask(rollout);
   if (top_N.length !== mask.length) {
-    throw new RlxError(`the teacher's top-k for rollout ${rollout.id} covers ${top_N.length} tokens, the rollout has ${mask.length}`, {
-      fix: "score every token of every sample of the rollout, in order",
-    });
+    throw new RlxError(
+      `the teacher's top-k for rollout ${rollout.id} covers ${top_N.length} tokens, the rollout has ${mask.length}`,
+      {
+        fix: "score every token of every sample of the rollout, in order",
+      },
+    );
   }
   const ids = new Array<number>(mask.length * k).fill(-1);
   const logprobs = new Array<number>(mask.length * k).fill(0);
   top_N.forEach((top, i) => {
     if (!mask[i] || !top) return;
     if (top.ids.length < k)
-      throw new RlxError(`the teacher returned ${top.ids.length} top logprobs at token ${i} of rollout ${rollout.id}, asked for ${k}`, {
-        fix: "the teacher must answer prompt_logprobs = k with k alternatives per position (rlx serve --max-logprobs, vLLM --max-logprobs)",
-      });
+      throw new RlxError(
+        `the teacher returned ${top.ids.length} top logprobs at token ${i} of rollout ${rollout.id}, asked for ${k}`,
+        {
+          fix: "the teacher must answer prompt_logprobs = k with k alternatives per position (rlx serve --max-logprobs, vLLM --max-logprobs)",
+        },
+      );
     for (let j = 0; j < k; j++) {
       ids[i * k + j] = top.ids[j]!;
       logprobs[i * k + j] = top.logprobs[j]!;
@@ -165,9 +177,12 @@ export function stampLossRouting(sample: TrainingSample, component: LossComponen
     sample.refKlWeights = sample.lossMask.map((m) => (m ? 1 : 0));
   } else {
     if (!sample.distillTargets)
-      throw new RlxError(`rollout ${sample.rolloutId}: its action tokens go to the distill loss but it has no distillTargets`, {
-        fix: "an algorithm whose actionLoss is distill sets rollout.distillTargets (assignDistillTargets in routing.ts)",
-      });
+      throw new RlxError(
+        `rollout ${sample.rolloutId}: its action tokens go to the distill loss but it has no distillTargets`,
+        {
+          fix: "an algorithm whose actionLoss is distill sets rollout.distillTargets (assignDistillTargets in routing.ts)",
+        },
+      );
     sample.distillWeights = sample.lossMask.map((m) => (m ? 1 : 0));
   }
 }

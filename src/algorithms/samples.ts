@@ -14,7 +14,14 @@ import type { ComponentCounts } from "../data/pack.ts";
 
 /** The training samples of one scored rollout, routed into `actionLoss`. */
 export function rolloutToSamples(rollout: Rollout, actionLoss: LossComponent): TrainingSample[] {
-  for (const name of ["advantages", "refLogprobs", "rlWeights", "ceWeights", "refKlWeights", "distillWeights"] as const) {
+  for (const name of [
+    "advantages",
+    "refLogprobs",
+    "rlWeights",
+    "ceWeights",
+    "refKlWeights",
+    "distillWeights",
+  ] as const) {
     checkAnnotation(rollout, name, rollout[name]);
   }
   const targets = rollout.distillTargets;

@@ -18,13 +18,7 @@
 import type { PackedRow as NativeRow } from "../native/train.ts";
 import type { TrainingSample } from "./types.ts";
 
-export type StreamName =
-  | "rlWeights"
-  | "ceWeights"
-  | "refKlWeights"
-  | "refLogprobs"
-  | "distillWeights"
-  | "distillBetas";
+export type StreamName = "rlWeights" | "ceWeights" | "refKlWeights" | "refLogprobs" | "distillWeights" | "distillBetas";
 export const STREAM_FILL: Record<StreamName, number> = {
   rlWeights: 1,
   ceWeights: 0,

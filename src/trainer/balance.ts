@@ -100,7 +100,13 @@ export function sliceRow(row: PackedRow, picks: readonly number[], opts: Balance
       if (src) out[name]!.set(src.subarray(from, to), offset);
     }
     if (row.distillK)
-      copyDistillSlots(out, offset, { k: row.distillK, ids: row.distillIds!, logprobs: row.distillLogprobs! }, from, s.length);
+      copyDistillSlots(
+        out,
+        offset,
+        { k: row.distillK, ids: row.distillIds!, logprobs: row.distillLogprobs! },
+        from,
+        s.length,
+      );
     out.samples.push({ ...s, start: offset });
     offset += s.length;
   }

@@ -217,7 +217,7 @@ describe.skipIf(!gloo)("two Gloo ranks", () => {
     // 10 s: long enough for both ranks to join under a loaded machine (the timeout bounds the rendezvous too)
     const { code0, seconds, stderr } = await survivor("hang", { type: "file", path: join(dir, "store-hang") }, 10_000);
     expect(code0).toBe(1);
-    expect(stderr).toMatch(/^rank 0 of 2: all-reduce of 4 values failed: .*Timed out.*timeout_ms = 10000/m);
+    expect(stderr).toMatch(/^rank 0 of 2: all-reduce of 5 values failed: .*Timed out.*timeout_ms = 10000/m);
     expect(seconds).toBeLessThan(30);
   }, 90_000);
 });

@@ -67,7 +67,7 @@ function row(toks: Tok[], k: number): LossEvalRow {
 
 function rand(seed: number): () => number {
   let s = seed >>> 0;
-  return () => ((s = (Math.imul(s ^ (s >>> 15), 0x2c1b3c6d) + 0x6d2b79f5) >>> 0) / 2 ** 32);
+  return () => (s = (Math.imul(s ^ (s >>> 15), 0x2c1b3c6d) + 0x6d2b79f5) >>> 0) / 2 ** 32;
 }
 
 /** k distinct ids of V, the teacher's logprobs of them from its own logits. */
@@ -208,7 +208,9 @@ describe("errors name the stream, the token and the fix", () => {
     );
     expect(() => lossEval(row([{ ...tok, ids: [2, 2] }], 2), s)).toThrow(/distill_ids of token 0 repeat id 2/);
     expect(() => lossEval(row([{ ...tok, tlp: [-1, -Infinity] }], 2), s)).toThrow(/distill_logprobs\[1\].*not finite/);
-    expect(() => lossEval(row([{ ...tok, beta: 1.5 }], 2), s)).toThrow(/distill_betas\[0\] = 1.5.* must be in \[0, 1\]/);
+    expect(() => lossEval(row([{ ...tok, beta: 1.5 }], 2), s)).toThrow(
+      /distill_betas\[0\] = 1.5.* must be in \[0, 1\]/,
+    );
   });
 
   test("members with k = 0, or without N_distill in the loss config", () => {
