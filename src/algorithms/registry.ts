@@ -29,7 +29,14 @@ import { Grpo } from "./grpo.ts";
 import { MaxRl } from "./max_rl.ts";
 import { Opd } from "./opd.ts";
 import { Opsd } from "./opsd.ts";
-import { actionMask, assignAdvantage, assignRefLogprobs, creditParts, sampleSequences } from "./routing.ts";
+import {
+  actionMask,
+  assignAdvantage,
+  assignDistillTargets,
+  assignRefLogprobs,
+  creditParts,
+  sampleSequences,
+} from "./routing.ts";
 import { samplingSchema } from "./schemas.ts";
 import { Sft } from "./sft.ts";
 
@@ -68,6 +75,7 @@ export const algorithmKit = {
   group,
   assignAdvantage,
   assignRefLogprobs,
+  assignDistillTargets,
   actionMask,
   sampleSequences,
   perToken,
