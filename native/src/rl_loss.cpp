@@ -48,7 +48,7 @@ at::Tensor sample_index(const std::vector<int64_t>& lengths, const at::Tensor& l
 // Sequence types use the sample's ratio, the product of its members' ratios. Ranges are tested on
 // log ratios, so a ratio that overflows a double is masked, never inf * 0.
 static at::Tensor is_weight(const at::Tensor& lr, const at::Tensor& rl_m, const at::Tensor& seg, int64_t n_seg,
-                     const LossSettings& cfg, at::Tensor& keep) {
+                            const LossSettings& cfg, at::Tensor& keep) {
   auto log_ratio = lr;
   if (cfg.type == RLX_RL_SEQ_TIS || cfg.type == RLX_RL_SEQ_MIS) {
     auto per_seq = at::zeros({n_seg}, lr.options()).index_add_(0, seg, at::where(rl_m, lr, at::zeros_like(lr)));

@@ -249,14 +249,12 @@ void lm_head_backward(Model& m, const at::Tensor& hidden_leaf, const at::Tensor&
 
 }  // namespace
 
-int train_step_any(void* model, int64_t T, const int32_t* token_ids, const int32_t* sample_lengths,
-                                   int n_samples, const uint8_t* loss_mask, const float* advantages,
-                                   const float* inference_logprobs, const float* temperatures, const float* ref_logprobs,
-                                   const float* rl_weights, const float* ce_weights, const float* ref_kl_weights,
-                                   const float* distill_weights, const float* distill_betas, int distill_k,
-                                   const int32_t* distill_ids, const float* distill_logprobs, const int32_t* env_index,
-                                   int n_envs, const double* loss_config, int n_loss_config, double* metrics, int64_t n_metrics,
-                                   int64_t fields) {
+int train_step_any(void* model, int64_t T, const int32_t* token_ids, const int32_t* sample_lengths, int n_samples,
+                   const uint8_t* loss_mask, const float* advantages, const float* inference_logprobs,
+                   const float* temperatures, const float* ref_logprobs, const float* rl_weights, const float* ce_weights,
+                   const float* ref_kl_weights, const float* distill_weights, const float* distill_betas, int distill_k,
+                   const int32_t* distill_ids, const float* distill_logprobs, const int32_t* env_index, int n_envs,
+                   const double* loss_config, int n_loss_config, double* metrics, int64_t n_metrics, int64_t fields) {
   RLX_TRY(-1, {
     auto& m = get_model(model);
     auto lengths = sample_lengths_of(sample_lengths, n_samples, T);
@@ -303,14 +301,13 @@ int train_step_any(void* model, int64_t T, const int32_t* token_ids, const int32
   })
 }
 
-int loss_eval_any(int64_t T, const double* logprobs, const int32_t* sample_lengths, int n_samples,
-                                  const uint8_t* loss_mask, const float* advantages, const float* inference_logprobs,
-                                  const float* ref_logprobs, const float* rl_weights, const float* ce_weights,
-                                  const float* ref_kl_weights, const float* distill_weights, const float* distill_betas,
-                                  int distill_k, const int32_t* distill_ids, const float* distill_logprobs, int64_t vocab,
-                                  const double* student_logits, const int32_t* env_index, int n_envs,
-                                  const double* loss_config, int n_loss_config, double* metrics, int64_t n_metrics,
-                                  double* grad_out, double* grad_logits_out, int64_t fields) {
+int loss_eval_any(int64_t T, const double* logprobs, const int32_t* sample_lengths, int n_samples, const uint8_t* loss_mask,
+                  const float* advantages, const float* inference_logprobs, const float* ref_logprobs,
+                  const float* rl_weights, const float* ce_weights, const float* ref_kl_weights,
+                  const float* distill_weights, const float* distill_betas, int distill_k, const int32_t* distill_ids,
+                  const float* distill_logprobs, int64_t vocab, const double* student_logits, const int32_t* env_index,
+                  int n_envs, const double* loss_config, int n_loss_config, double* metrics, int64_t n_metrics,
+                  double* grad_out, double* grad_logits_out, int64_t fields) {
   RLX_TRY(-1, {
     require(T >= 0 && logprobs != nullptr, "rlx_loss_eval: logprobs is null or T < 0");
     auto settings = parse_settings(loss_config, n_loss_config);
