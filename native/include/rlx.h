@@ -20,7 +20,7 @@
 extern "C" {
 #endif
 
-#define RLX_ABI_VERSION 5
+#define RLX_ABI_VERSION 6
 
 /* ---- runtime ------------------------------------------------------------------------------ */
 
@@ -140,6 +140,10 @@ int rlx_model_get_merged_param(void* model, const char* name, void* out, int dty
 #define RLX_REDUCE_TOKEN 0     /* sum / N_rl */
 #define RLX_REDUCE_SEQUENCE 1  /* each sample's mean over its members, averaged over N_rl_sequences */
 #define RLX_REDUCE_CONSTANT 2  /* each sample's sum / constant, averaged over N_rl_sequences */
+/* ABI 6: the distill component's denominator, read by the _distill calls when they are given
+ * RLX_LOSS_CONFIG_LEN_DISTILL doubles (a row with distill members needs it). */
+#define RLX_LOSS_N_DISTILL 15       /* max(1, distill members over the whole step, all ranks) */
+#define RLX_LOSS_CONFIG_LEN_DISTILL 16
 
 /* Metrics: RLX_METRICS_FIELDS doubles for the whole row, then the same block for each env
  * 0..n_envs-1 (tokens of that env_index). All are sums over tokens, so blocks from several
@@ -162,6 +166,10 @@ int rlx_model_get_merged_param(void* model, const char* name, void* out, int dty
 #define RLX_M_NLL_SUM 15         /* sum of -lp over ce members (unweighted) */
 #define RLX_M_TOKENS 16          /* tokens in the row (or env) */
 #define RLX_METRICS_FIELDS 17
+/* ABI 6: the _distill calls' metric blocks are RLX_METRICS_FIELDS_DISTILL wide, the 17 above then: */
+#define RLX_M_DISTILL_SUM 17     /* sum of l_distill (before / N_distill) */
+#define RLX_M_DISTILL_COUNT 18
+#define RLX_METRICS_FIELDS_DISTILL 19
 
 /* Forward + backward of one packed micro-batch; gradients accumulate into the parameters across
  * calls. A micro-batch with no member tokens gives loss 0 and adds zero gradient. A non-finite
@@ -179,6 +187,25 @@ int rlx_train_step_ext(void* model, int64_t T, const int32_t* token_ids, const i
                        const float* temperatures, const float* ref_logprobs, const float* rl_weights,
                        const float* ce_weights, const float* ref_kl_weights, const int32_t* env_index, int n_envs,
                        const double* loss_config, int n_loss_config, double* metrics, int64_t n_metrics);
+/* ABI 6: rlx_train_step_ext with the distill component (docs/architecture.md §6), a fourth term
+ * sum(l_distill)/N_distill over members distill_w != 0 (not gated by loss_mask). Per member token
+ * t, a target distribution is given as distill_k slots: distill_ids [T * k] (-1 = empty slot; the
+ * ids of one token distinct) and distill_logprobs [T * k] (its logprob of each id), the rest of
+ * its mass, max(1 - sum exp, 1e-8), one tail bucket; the student's buckets are its
+ * temperature-1 logprobs of the k ids and of every other id (no tail when the ids cover the
+ * vocabulary: the divergence is then the exact one). distill_betas [T] (NULL = 0) chooses the
+ * divergence per token: 0 forward KL(target || student), 1 reverse KL(student || target), in
+ * between the generalized JSD beta KL(target || M) + (1 - beta) KL(student || M), M = beta target
+ * + (1 - beta) student. l_distill = divergence * distill_w. distill_weights NULL: no member (the
+ * ABI 4 step, bit-identical). loss_config: 7, 15 or RLX_LOSS_CONFIG_LEN_DISTILL doubles (the
+ * last needed when a member exists); metrics: RLX_METRICS_FIELDS_DISTILL * (1 + n_envs). */
+int rlx_train_step_distill(void* model, int64_t T, const int32_t* token_ids, const int32_t* sample_lengths,
+                           int n_samples, const uint8_t* loss_mask, const float* advantages,
+                           const float* inference_logprobs, const float* temperatures, const float* ref_logprobs,
+                           const float* rl_weights, const float* ce_weights, const float* ref_kl_weights,
+                           const float* distill_weights, const float* distill_betas, int distill_k,
+                           const int32_t* distill_ids, const float* distill_logprobs, const int32_t* env_index,
+                           int n_envs, const double* loss_config, int n_loss_config, double* metrics, int64_t n_metrics);
 /* The same loss over given trainer logprobs (float64, every token valid), in float64 without a
  * model: metrics as above (entropy fields 0) and, if grad_out is not NULL, dL/dlogprobs [T]. */
 int rlx_loss_eval(int64_t T, const double* logprobs, const uint8_t* loss_mask, const float* advantages,
@@ -192,6 +219,19 @@ int rlx_loss_eval_ext(int64_t T, const double* logprobs, const int32_t* sample_l
                       const float* ref_logprobs, const float* rl_weights, const float* ce_weights,
                       const float* ref_kl_weights, const int32_t* env_index, int n_envs, const double* loss_config,
                       int n_loss_config, double* metrics, int64_t n_metrics, double* grad_out);
+
+/* ABI 6: rlx_loss_eval_ext with the distill component: the student's distribution at each token
+ * is given as float64 logits [T * vocab] (temperature 1; may be NULL when no token is a distill
+ * member), and grad_logits_out (may be NULL) receives dL/dlogits [T * vocab]. Metrics are
+ * RLX_METRICS_FIELDS_DISTILL wide. */
+int rlx_loss_eval_distill(int64_t T, const double* logprobs, const int32_t* sample_lengths, int n_samples,
+                          const uint8_t* loss_mask, const float* advantages, const float* inference_logprobs,
+                          const float* ref_logprobs, const float* rl_weights, const float* ce_weights,
+                          const float* ref_kl_weights, const float* distill_weights, const float* distill_betas,
+                          int distill_k, const int32_t* distill_ids, const float* distill_logprobs, int64_t vocab,
+                          const double* student_logits, const int32_t* env_index, int n_envs,
+                          const double* loss_config, int n_loss_config, double* metrics, int64_t n_metrics,
+                          double* grad_out, double* grad_logits_out);
 
 /* ---- optimizer ---------------------------------------------------------------------------- */
 /* AdamW over all of the model's parameters (decoupled weight decay, as torch.optim.AdamW); over

@@ -1,7 +1,8 @@
 // The training step: one packed micro-batch in, gradients accumulated into the parameters, the
-// loss of docs/architecture.md §6 (prime-rl's three components, each over its own global token count;
-// the rl component's loss type and reduction from [trainer.loss]) and its metrics out. Also
-// rlx_loss_eval, the same loss over given logprobs (exact test vectors).
+// loss of docs/architecture.md §6 (prime-rl's three components and the distill one, each over its
+// own global token count; the rl component's loss type and reduction from [trainer.loss], its
+// math in rl_loss.cpp, distill's in distill.cpp) and its metrics out. Also rlx_loss_eval, the same
+// loss over given logprobs (and, for distill, given logits: exact test vectors).
 //
 // Why two passes over the LM head: full-vocabulary float32 logits for a whole row do not fit in
 // memory at real vocabulary sizes. Pass 1 computes the logprob and entropy of every token chunk by
@@ -10,6 +11,13 @@
 // and back-propagates that chunk at once, accumulating into the LM head and into a detached copy
 // of the hidden states; one backward through the transformer finishes. The extra cost is one
 // LM-head forward, the same as a fused kernel's recomputation in backward.
+//
+// The distill component depends on k + 1 bucket logprobs per member token instead of one: pass 1
+// also computes those (temperature 1, member tokens only, one more LM-head forward over them),
+// the loss graph gives dL/dbuckets beside dL/dlp, and pass 2 back-propagates both through each
+// recomputed chunk. Without distill members the step runs exactly the ABI 4 code.
+#include "distill.h"
+#include "loss.h"
 #include "model.h"
 
 namespace rlx {
@@ -18,16 +26,11 @@ namespace {
 // Per-token metric fields; rlx.h documents them as RLX_M_*.
 enum Field : int64_t {
   F_LOSS, F_RL_SUM, F_RL_COUNT, F_CE_SUM, F_CE_COUNT, F_REF_SUM, F_REF_COUNT, F_MISMATCH_KL, F_MISMATCH_COUNT,
-  F_ENTROPY, F_ENTROPY_COUNT, F_MASKED_LOW, F_MASKED_HIGH, F_REF_MASKED, F_REF_KL, F_NLL, F_TOKENS, F_COUNT
+  F_ENTROPY, F_ENTROPY_COUNT, F_MASKED_LOW, F_MASKED_HIGH, F_REF_MASKED, F_REF_KL, F_NLL, F_TOKENS,
+  F_DISTILL_SUM, F_DISTILL_COUNT, F_COUNT
 };
-static_assert(F_COUNT == RLX_METRICS_FIELDS, "rlx.h metric layout and train.cpp disagree");
-
-struct LossSettings {
-  double n_rl, n_ce, n_ref, mask_low, mask_high, adv_tau, kl_tau;
-  // ABI 4 (absent from a 7-field config: DPPO+KL with the token mean, as before).
-  int type = RLX_RL_DPPO_KL, reduction = RLX_REDUCE_TOKEN;
-  double n_rl_seq = 1, constant = 1, ipo_threshold = 0.1, is_low = 0.5, is_high = 5.0, is_cap = 2.0;
-};
+static_assert(F_TOKENS + 1 == RLX_METRICS_FIELDS && F_COUNT == RLX_METRICS_FIELDS_DISTILL,
+              "rlx.h metric layout and train.cpp disagree");
 
 // One row's per-token streams as tensors: masks bool, values in the compute dtype. Optional streams
 // are undefined when absent. Tokens that are not valid (the first of each sample: nothing predicts
@@ -42,33 +45,6 @@ struct StreamArgs {
   const int32_t* env;
   int n_envs;
 };
-
-// n: how many doubles the caller sent: RLX_LOSS_CONFIG_LEN (the ABI 3 calls) or RLX_LOSS_CONFIG_LEN_EXT.
-LossSettings parse_settings(const double* cfg, int n) {
-  require(cfg != nullptr, "loss_config is null (RLX_LOSS_CONFIG_LEN doubles)");
-  require(n == RLX_LOSS_CONFIG_LEN || n == RLX_LOSS_CONFIG_LEN_EXT,
-          "loss_config must hold RLX_LOSS_CONFIG_LEN (7) or RLX_LOSS_CONFIG_LEN_EXT (15) doubles, got " + std::to_string(n));
-  LossSettings s{cfg[RLX_LOSS_N_RL], cfg[RLX_LOSS_N_CE], cfg[RLX_LOSS_N_REF_KL], cfg[RLX_LOSS_MASK_LOW],
-                 cfg[RLX_LOSS_MASK_HIGH], cfg[RLX_LOSS_ADV_TAU], cfg[RLX_LOSS_KL_TAU]};
-  require(s.n_rl >= 1 && s.n_ce >= 1 && s.n_ref >= 1,
-          "loss denominators N_rl, N_ce, N_ref_kl must be >= 1 (max(1, member count over the whole step))");
-  require(s.mask_low >= 0 && s.mask_high >= 0 && s.adv_tau >= 0 && s.kl_tau >= 0,
-          "dppo_mask_low, dppo_mask_high, adv_tau and kl_tau must be >= 0");
-  if (n == RLX_LOSS_CONFIG_LEN) return s;
-  s.type = static_cast<int>(cfg[RLX_LOSS_TYPE]), s.reduction = static_cast<int>(cfg[RLX_LOSS_REDUCTION]);
-  s.n_rl_seq = cfg[RLX_LOSS_N_RL_SEQUENCES], s.constant = cfg[RLX_LOSS_CONSTANT];
-  s.ipo_threshold = cfg[RLX_LOSS_IPO_THRESHOLD], s.is_low = cfg[RLX_LOSS_IS_LOW], s.is_high = cfg[RLX_LOSS_IS_HIGH];
-  s.is_cap = cfg[RLX_LOSS_IS_CAP];
-  require(s.type >= RLX_RL_DPPO_KL && s.type <= RLX_RL_SEQ_MIS && s.type == cfg[RLX_LOSS_TYPE],
-          "loss type " + c10::str(cfg[RLX_LOSS_TYPE]) + " is not one of RLX_RL_* (0..6)");
-  require(s.reduction >= RLX_REDUCE_TOKEN && s.reduction <= RLX_REDUCE_CONSTANT && s.reduction == cfg[RLX_LOSS_REDUCTION],
-          "loss reduction " + c10::str(cfg[RLX_LOSS_REDUCTION]) + " is not one of RLX_REDUCE_* (0..2)");
-  require(s.n_rl_seq >= 1, "N_rl_sequences must be >= 1 (max(1, sequences with an rl member over the whole step))");
-  require(s.constant > 0, "the constant reduction's divisor must be > 0");
-  require(s.ipo_threshold >= 0, "ipo_threshold must be >= 0");
-  require(s.is_low > 0 && s.is_high >= s.is_low && s.is_cap > 0, "importance-sampling bounds need 0 < is_low <= is_high and is_cap > 0");
-  return s;
-}
 
 at::Tensor float_stream(const float* p, int64_t T, const at::TensorOptions& to) {
   return at::from_blob(const_cast<float*>(p), {T}, at::kFloat).to(to.device(), to.dtype().toScalarType());
@@ -112,74 +88,11 @@ struct LossOutput {
   at::Tensor per_token_T_F;  // metric contributions, no grad
 };
 
-// Each token's sample (0..n-1) from the sample lengths, on lp's device.
-at::Tensor sample_index(const std::vector<int64_t>& lengths, const at::Tensor& like) {
-  auto counts = at::tensor(lengths, at::kLong);
-  return at::repeat_interleave(at::arange(static_cast<int64_t>(lengths.size()), at::kLong), counts).to(like.device());
-}
-
-// The importance weight w of each rl member for the IS loss types (no gradient): IcePop and the
-// masked types set w = 0 outside their range (keep false), the truncated ones clip it at is_cap.
-// Sequence types use the sample's ratio, the product of its members' ratios. Ranges are tested on
-// log ratios, so a ratio that overflows a double is masked, never inf * 0.
-at::Tensor is_weight(const at::Tensor& lr, const at::Tensor& rl_m, const at::Tensor& seg, int64_t n_seg,
-                     const LossSettings& cfg, at::Tensor& keep) {
-  auto log_ratio = lr;
-  if (cfg.type == RLX_RL_SEQ_TIS || cfg.type == RLX_RL_SEQ_MIS) {
-    auto per_seq = at::zeros({n_seg}, lr.options()).index_add_(0, seg, at::where(rl_m, lr, at::zeros_like(lr)));
-    log_ratio = per_seq.index_select(0, seg);
-  }
-  const double log_cap = std::log(cfg.is_cap);
-  switch (cfg.type) {
-    case RLX_RL_ICEPOP:
-      keep = rl_m.logical_and(log_ratio >= std::log(cfg.is_low)).logical_and(log_ratio <= std::log(cfg.is_high));
-      break;
-    case RLX_RL_MIS:
-    case RLX_RL_SEQ_MIS:
-      keep = rl_m.logical_and(log_ratio <= log_cap);
-      break;
-    default:  // truncated: every member kept, its weight clipped
-      keep = rl_m;
-      log_ratio = at::clamp_max(log_ratio, log_cap);
-  }
-  return at::where(keep, at::exp(at::where(keep, log_ratio, at::zeros_like(log_ratio))), at::zeros_like(lr));
-}
-
-// The rl component's per-token loss before its weight and reduction (docs/architecture.md §6).
-// masked: members dropped from the policy term (metrics).
-at::Tensor rl_loss(const at::Tensor& log_ratio, const at::Tensor& ratio, const at::Tensor& dp, const at::Tensor& adv,
-                   const at::Tensor& rl_m, const at::Tensor& seg, int64_t n_seg, const LossSettings& cfg, at::Tensor& masked) {
-  auto f = [&](const at::Tensor& b) { return b.to(log_ratio.scalar_type()); };
-  if (cfg.type == RLX_RL_DPPO_KL || cfg.type == RLX_RL_IPO) {
-    masked = cfg.type == RLX_RL_DPPO_KL ? at::where(adv > 0, dp > cfg.mask_high, dp < -cfg.mask_low) : dp.abs() > cfg.ipo_threshold;
-    auto keep = rl_m.logical_and(masked.logical_not());
-    return -(f(keep) * cfg.adv_tau * adv * ratio) + cfg.kl_tau * f(rl_m) * log_ratio.pow(2);
-  }
-  // IS types: value -A * w, gradient -A * w (w detached), and the KL term on kept members only, so
-  // a masked token has zero loss and zero gradient whatever its ratio.
-  at::Tensor keep;
-  auto w = is_weight(log_ratio.detach(), rl_m, seg, n_seg, cfg, keep);
-  masked = rl_m.logical_and(keep.logical_not());
-  auto lr_kept = at::where(keep, log_ratio, at::zeros_like(log_ratio));
-  auto unit = at::exp(lr_kept - lr_kept.detach());  // 1, with d/dlp = 1
-  return f(keep) * (-(cfg.adv_tau * adv * w * unit) + cfg.kl_tau * lr_kept.pow(2));
-}
-
-// Per-token factor of the rl component's reduction: 1/N_rl (token mean over the step), 1/(n_s *
-// N_rl_seq) (mean over each sample's members, then over the step's samples) or 1/(constant *
-// N_rl_seq) (Dr. GRPO: each sample's sum over one constant, averaged over samples). Samples are
-// never split across rows, so n_s is known in the row and the step is invariant to its rows.
-at::Tensor rl_scale(const at::Tensor& rl_m, const at::Tensor& seg, int64_t n_seg, const LossSettings& cfg) {
-  auto like = at::zeros_like(rl_m, rl_m.options().dtype(at::kDouble));
-  if (cfg.reduction == RLX_REDUCE_CONSTANT) return like + 1.0 / (cfg.constant * cfg.n_rl_seq);
-  auto members = at::zeros({n_seg}, like.options()).index_add_(0, seg, rl_m.to(at::kDouble));
-  return 1.0 / (at::clamp_min(members, 1).index_select(0, seg) * cfg.n_rl_seq);
-}
-
 // docs/architecture.md §6 / prime-rl's trainer/rl/loss.py, per token, then summed. lp: [T], requires grad.
-// lengths: the row's samples (for the sequence-level loss types and reductions).
+// lengths: the row's samples (for the sequence-level loss types and reductions). d, sb: the distill
+// streams and the student's bucket logprobs [T, k + 1] (differentiable), when the row has them.
 LossOutput compute_loss(const at::Tensor& lp, const Streams& s, const LossSettings& cfg, const at::Tensor& entropy,
-                        const std::vector<int64_t>& lengths) {
+                        const std::vector<int64_t>& lengths, const DistillStreams& d = {}, const at::Tensor& sb = {}) {
   auto lpd = lp.detach();
   auto f = [&](const at::Tensor& b) { return b.to(lp.scalar_type()); };
   auto zeros_b = at::zeros_like(s.loss_mask);
@@ -217,6 +130,14 @@ LossOutput compute_loss(const at::Tensor& lp, const Streams& s, const LossSettin
 
   auto rl_part = cfg.reduction == RLX_REDUCE_TOKEN ? l_rl / cfg.n_rl : l_rl * rl_scale(rl_m, seg, n_seg, cfg).to(lp.scalar_type());
   auto per_token = rl_part + l_ce / cfg.n_ce + l_ref / cfg.n_ref;
+  auto distill_m = d.present() ? d.member : zeros_b;
+  at::Tensor l_distill = at::zeros_like(lpd);
+  if (d.present()) {
+    require(cfg.has_n_distill || !d.member.any().item<bool>(),
+            "distill members need N_distill: pass RLX_LOSS_CONFIG_LEN_DISTILL (16) loss_config doubles");
+    l_distill = distill_divergence(sb, d) * d.w;
+    per_token = per_token + l_distill / cfg.n_distill;
+  }
   // The anchor keeps lp in the graph when every component is empty: loss 0, gradient exactly 0.
   auto loss = per_token.sum() + lp.sum() * 0;
 
@@ -230,8 +151,11 @@ LossOutput compute_loss(const at::Tensor& lp, const Streams& s, const LossSettin
   cols[F_CE_COUNT] = ce_f;
   cols[F_REF_SUM] = l_ref.detach();
   cols[F_REF_COUNT] = ref_f;
-  cols[F_MISMATCH_KL] = policy_f * (ratio.detach() - log_ratio.detach() - 1);
-  cols[F_MISMATCH_COUNT] = policy_f;
+  // Over action tokens of every component that has a ratio or a sampled distribution (distill).
+  auto mm_m = s.loss_mask.logical_and(ratio_m.logical_or(distill_m));
+  auto mm_lr = lpd - at::where(mm_m, s.ilp, lpd);
+  cols[F_MISMATCH_KL] = f(mm_m) * (mm_lr.exp() - mm_lr - 1);
+  cols[F_MISMATCH_COUNT] = f(mm_m);
   cols[F_ENTROPY] = entropy.defined() ? mask_f * entropy : at::zeros_like(lpd);
   cols[F_ENTROPY_COUNT] = entropy.defined() ? mask_f : at::zeros_like(lpd);
   cols[F_MASKED_LOW] = rl_f * f(masked_rl.logical_and(adv <= 0));
@@ -240,21 +164,26 @@ LossOutput compute_loss(const at::Tensor& lp, const Streams& s, const LossSettin
   cols[F_REF_KL] = ref_f * ref_adv;
   cols[F_NLL] = ce_f * -lpd;
   cols[F_TOKENS] = at::ones_like(lpd);
+  cols[F_DISTILL_SUM] = l_distill.detach();
+  cols[F_DISTILL_COUNT] = f(distill_m);
   return {loss, at::stack(cols, 1)};
 }
 
 // Block 0: the whole row; block 1+e: tokens of env e (tokens with a negative env are in block 0 only).
-void write_metrics(const LossOutput& out, const Streams& s, int n_envs, double* metrics, int64_t n_metrics) {
-  const int64_t want = RLX_METRICS_FIELDS * (1 + static_cast<int64_t>(n_envs));
-  require(metrics != nullptr && n_metrics == want,
-          "metrics buffer must hold RLX_METRICS_FIELDS * (1 + n_envs) = " + std::to_string(want) + " doubles, got " + std::to_string(n_metrics));
+// fields: the caller's block width, RLX_METRICS_FIELDS (ABI 4 calls) or RLX_METRICS_FIELDS_DISTILL.
+void write_metrics(const LossOutput& out, const Streams& s, int n_envs, int64_t fields, double* metrics, int64_t n_metrics) {
+  const int64_t want = fields * (1 + static_cast<int64_t>(n_envs));
+  const char* name = fields == RLX_METRICS_FIELDS ? "RLX_METRICS_FIELDS" : "RLX_METRICS_FIELDS_DISTILL";
+  require(metrics != nullptr && n_metrics == want, std::string("metrics buffer must hold ") + name + " * (1 + n_envs) = " +
+                                                       std::to_string(want) + " doubles, got " + std::to_string(n_metrics));
   at::NoGradGuard no_grad;
-  auto blocks = at::zeros({1 + n_envs, RLX_METRICS_FIELDS}, out.per_token_T_F.options());
-  blocks[0] = out.per_token_T_F.sum(0);
+  auto per_token = out.per_token_T_F.narrow(1, 0, fields);
+  auto blocks = at::zeros({1 + n_envs, fields}, per_token.options());
+  blocks[0] = per_token.sum(0);
   blocks[0][F_LOSS] = out.loss.detach();
   if (s.env.defined() && n_envs > 0) {
     auto tagged = s.env.ge(0).nonzero().squeeze(1);
-    blocks.narrow(0, 1, n_envs).index_add_(0, s.env.index_select(0, tagged), out.per_token_T_F.index_select(0, tagged));
+    blocks.narrow(0, 1, n_envs).index_add_(0, s.env.index_select(0, tagged), per_token.index_select(0, tagged));
   }
   auto host = blocks.to(at::kCPU, at::kDouble).contiguous();
   std::memcpy(metrics, host.data_ptr<double>(), sizeof(double) * static_cast<size_t>(want));
@@ -280,29 +209,52 @@ at::Tensor valid_tokens(const std::vector<int64_t>& lengths, int64_t T, at::Devi
   return valid.to(device);
 }
 
-// Pass 2: back-propagates dL/dlp through the LM head for the rows that have a gradient.
-void lm_head_backward(Model& m, const at::Tensor& hidden_leaf, const at::Tensor& labels, const at::Tensor& temps,
-                      const at::Tensor& grad_lp) {
-  auto rows = grad_lp.ne(0).nonzero().squeeze(1);
+// Pass 1 for distill: the student's bucket logprobs [T, k + 1] (no grad) at its member tokens,
+// chunk by chunk; 0 elsewhere. hidden, ids, slot: shifted by one (row t - 1 predicts token t).
+at::Tensor member_buckets(Model& m, const at::Tensor& hidden, const DistillStreams& d, int64_t T) {
+  at::NoGradGuard no_grad;
+  auto sb = at::zeros({T, d.k + 1}, d.w.options());
+  auto rows = d.member.narrow(0, 1, T - 1).nonzero().squeeze(1);
   const int64_t chunk = m.chunk_tokens();
   for (int64_t start = 0; start < rows.size(0); start += chunk) {
     auto idx = rows.narrow(0, start, std::min(chunk, rows.size(0) - start));
-    auto z = lm_logits(m, hidden_leaf.index_select(0, idx)) / temps.index_select(0, idx).unsqueeze(1);
+    auto logits = lm_logits(m, hidden.index_select(0, idx));
+    auto b = student_buckets(logits, d.ids.narrow(0, 1, T - 1).index_select(0, idx), d.slot.narrow(0, 1, T - 1).index_select(0, idx));
+    sb.index_copy_(0, idx + 1, b.to(sb.scalar_type()));
+  }
+  return sb;
+}
+
+// Pass 2: back-propagates dL/dlp (and dL/dbuckets of the distill members, when given: [T - 1, k + 1])
+// through the LM head for the rows that have a gradient.
+void lm_head_backward(Model& m, const at::Tensor& hidden_leaf, const at::Tensor& labels, const at::Tensor& temps,
+                      const at::Tensor& grad_lp, const DistillStreams& d = {}, const at::Tensor& grad_sb = {}) {
+  auto need = grad_lp.ne(0);
+  if (grad_sb.defined()) need = need.logical_or(grad_sb.ne(0).any(1));
+  auto rows = need.nonzero().squeeze(1);
+  const int64_t chunk = m.chunk_tokens(), T1 = grad_lp.size(0);
+  for (int64_t start = 0; start < rows.size(0); start += chunk) {
+    auto idx = rows.narrow(0, start, std::min(chunk, rows.size(0) - start));
+    auto logits = lm_logits(m, hidden_leaf.index_select(0, idx));
+    auto z = logits / temps.index_select(0, idx).unsqueeze(1);
     auto lp = at::log_softmax(z, -1).gather(1, labels.index_select(0, idx).unsqueeze(1)).squeeze(1);
-    lp.backward(grad_lp.index_select(0, idx));
+    if (!grad_sb.defined()) {
+      lp.backward(grad_lp.index_select(0, idx));
+      continue;
+    }
+    auto b = student_buckets(logits, d.ids.narrow(0, 1, T1).index_select(0, idx), d.slot.narrow(0, 1, T1).index_select(0, idx));
+    ((lp * grad_lp.index_select(0, idx)).sum() + (b * grad_sb.index_select(0, idx)).sum()).backward();
   }
 }
 
 }  // namespace
-}  // namespace rlx
 
-using namespace rlx;
-
-RLX_API int rlx_train_step_ext(void* model, int64_t T, const int32_t* token_ids, const int32_t* sample_lengths, int n_samples,
-                               const uint8_t* loss_mask, const float* advantages, const float* inference_logprobs,
-                               const float* temperatures, const float* ref_logprobs, const float* rl_weights,
-                               const float* ce_weights, const float* ref_kl_weights, const int32_t* env_index, int n_envs,
-                               const double* loss_config, int n_loss_config, double* metrics, int64_t n_metrics) {
+int train_step_any(void* model, int64_t T, const int32_t* token_ids, const int32_t* sample_lengths, int n_samples,
+                   const uint8_t* loss_mask, const float* advantages, const float* inference_logprobs,
+                   const float* temperatures, const float* ref_logprobs, const float* rl_weights, const float* ce_weights,
+                   const float* ref_kl_weights, const float* distill_weights, const float* distill_betas, int distill_k,
+                   const int32_t* distill_ids, const float* distill_logprobs, const int32_t* env_index, int n_envs,
+                   const double* loss_config, int n_loss_config, double* metrics, int64_t n_metrics, int64_t fields) {
   RLX_TRY(-1, {
     auto& m = get_model(model);
     auto lengths = sample_lengths_of(sample_lengths, n_samples, T);
@@ -313,6 +265,8 @@ RLX_API int rlx_train_step_ext(void* model, int64_t T, const int32_t* token_ids,
     auto valid = valid_tokens(lengths, T, m.device);
     auto s = make_streams({loss_mask, advantages, inference_logprobs, temperatures, ref_logprobs, rl_weights, ce_weights,
                            ref_kl_weights, env_index, n_envs}, T, valid, cd);
+    auto d = make_distill({distill_weights, distill_betas, distill_k, distill_ids, distill_logprobs}, T, m.cfg.vocab_size, valid, cd);
+    require(fields == RLX_METRICS_FIELDS_DISTILL || !d.present(), "distill streams need the ABI 6 (_distill) calls");
 
     AutocastScope autocast(m);
     TrainingScope training(m);
@@ -320,32 +274,41 @@ RLX_API int rlx_train_step_ext(void* model, int64_t T, const int32_t* token_ids,
     // Token t is predicted from hidden state t-1 (within its sample; t = 0 and sample starts are not valid).
     auto hidden_leaf = hidden.detach().narrow(0, 0, T - 1).requires_grad_(true);
     auto labels = ids.narrow(0, 1, T - 1), temps = s.temps.narrow(0, 1, T - 1);
-    at::Tensor lp_shift, ent_shift;
+    at::Tensor lp_shift, ent_shift, sb;
     {
       at::NoGradGuard no_grad;
       lp_shift = chunked_logprobs(m, hidden_leaf, labels, temps, &ent_shift);
+      if (d.present()) sb = member_buckets(m, hidden_leaf, d, T);
     }
     auto head = at::zeros({1}, lp_shift.options());
     auto lp = at::cat({head, lp_shift}).requires_grad_(true);
     auto entropy = at::cat({head, ent_shift});
-    auto out = compute_loss(lp, s, settings, entropy, lengths);
-    write_metrics(out, s, n_envs, metrics, n_metrics);
+    if (sb.defined()) sb.requires_grad_(true);
+    auto out = compute_loss(lp, s, settings, entropy, lengths, d, sb);
+    write_metrics(out, s, n_envs, fields, metrics, n_metrics);
     if (!std::isfinite(out.loss.item<double>())) {
       *m.nonfinite_loss = true;  // the optimizer skips this step; no backward through NaN
       return 0;
     }
-    auto grad_lp = torch::autograd::grad({out.loss}, {lp})[0].narrow(0, 1, T - 1);
-    lm_head_backward(m, hidden_leaf, labels, temps, grad_lp);
+    if (d.present()) {
+      auto g = torch::autograd::grad({out.loss}, {lp, sb});
+      lm_head_backward(m, hidden_leaf, labels, temps, g[0].narrow(0, 1, T - 1), d, g[1].narrow(0, 1, T - 1));
+    } else {
+      auto grad_lp = torch::autograd::grad({out.loss}, {lp})[0].narrow(0, 1, T - 1);
+      lm_head_backward(m, hidden_leaf, labels, temps, grad_lp);
+    }
     if (hidden_leaf.grad().defined()) hidden.narrow(0, 0, T - 1).backward(hidden_leaf.grad());
     return 0;
   })
 }
 
-RLX_API int rlx_loss_eval_ext(int64_t T, const double* logprobs, const int32_t* sample_lengths, int n_samples,
-                              const uint8_t* loss_mask, const float* advantages, const float* inference_logprobs,
-                              const float* ref_logprobs, const float* rl_weights, const float* ce_weights,
-                              const float* ref_kl_weights, const int32_t* env_index, int n_envs, const double* loss_config,
-                              int n_loss_config, double* metrics, int64_t n_metrics, double* grad_out) {
+int loss_eval_any(int64_t T, const double* logprobs, const int32_t* sample_lengths, int n_samples, const uint8_t* loss_mask,
+                  const float* advantages, const float* inference_logprobs, const float* ref_logprobs,
+                  const float* rl_weights, const float* ce_weights, const float* ref_kl_weights,
+                  const float* distill_weights, const float* distill_betas, int distill_k, const int32_t* distill_ids,
+                  const float* distill_logprobs, int64_t vocab, const double* student_logits, const int32_t* env_index,
+                  int n_envs, const double* loss_config, int n_loss_config, double* metrics, int64_t n_metrics,
+                  double* grad_out, double* grad_logits_out, int64_t fields) {
   RLX_TRY(-1, {
     require(T >= 0 && logprobs != nullptr, "rlx_loss_eval: logprobs is null or T < 0");
     auto settings = parse_settings(loss_config, n_loss_config);
@@ -353,33 +316,61 @@ RLX_API int rlx_loss_eval_ext(int64_t T, const double* logprobs, const int32_t* 
     auto valid = at::ones({T}, at::kBool);
     auto s = make_streams({loss_mask, advantages, inference_logprobs, nullptr, ref_logprobs, rl_weights, ce_weights,
                            ref_kl_weights, env_index, n_envs}, T, valid, at::kDouble);
+    auto d = make_distill({distill_weights, distill_betas, distill_k, distill_ids, distill_logprobs}, T, vocab, valid, at::kDouble);
+    require(fields == RLX_METRICS_FIELDS_DISTILL || !d.present(), "distill streams need the ABI 6 (_distill) calls");
     auto lp = at::from_blob(const_cast<double*>(logprobs), {T}, at::kDouble).clone().requires_grad_(true);
-    auto out = compute_loss(lp, s, settings, at::Tensor(), lengths);
-    write_metrics(out, s, n_envs, metrics, n_metrics);
-    if (grad_out) {
-      auto g = torch::autograd::grad({out.loss}, {lp})[0].contiguous();
-      std::memcpy(grad_out, g.data_ptr<double>(), sizeof(double) * static_cast<size_t>(T));
+    at::Tensor logits, sb;
+    if (d.present()) {
+      require(vocab >= 1, "rlx_loss_eval_distill: vocab must be >= 1");
+      require(student_logits || !d.member.any().item<bool>(), "student_logits are required when a token is a distill member");
+      logits = student_logits ? at::from_blob(const_cast<double*>(student_logits), {T, vocab}, at::kDouble).clone()
+                              : at::zeros({T, vocab}, at::kDouble);
+      logits.requires_grad_(true);
+      sb = student_buckets(logits, d.ids, d.slot);
+    }
+    auto out = compute_loss(lp, s, settings, at::Tensor(), lengths, d, sb);
+    write_metrics(out, s, n_envs, fields, metrics, n_metrics);
+    if (grad_out || grad_logits_out) {
+      auto g = d.present() ? torch::autograd::grad({out.loss}, {lp, logits}, {}, c10::nullopt, false, true)
+                           : torch::autograd::grad({out.loss}, {lp});
+      auto g_lp = g[0].contiguous();
+      if (grad_out) std::memcpy(grad_out, g_lp.data_ptr<double>(), sizeof(double) * static_cast<size_t>(T));
+      if (grad_logits_out && d.present()) {
+        auto g_z = g[1].defined() ? g[1].contiguous() : at::zeros({T, vocab}, at::kDouble);
+        std::memcpy(grad_logits_out, g_z.data_ptr<double>(), sizeof(double) * static_cast<size_t>(T * vocab));
+      }
     }
     return 0;
   })
 }
 
-// The ABI 3 calls: a 7-field loss config (DPPO+KL, token mean), forwarded unchanged.
-RLX_API int rlx_train_step(void* model, int64_t T, const int32_t* token_ids, const int32_t* sample_lengths, int n_samples,
-                           const uint8_t* loss_mask, const float* advantages, const float* inference_logprobs,
-                           const float* temperatures, const float* ref_logprobs, const float* rl_weights,
-                           const float* ce_weights, const float* ref_kl_weights, const int32_t* env_index, int n_envs,
-                           const double* loss_config, double* metrics, int64_t n_metrics) {
-  return rlx_train_step_ext(model, T, token_ids, sample_lengths, n_samples, loss_mask, advantages, inference_logprobs,
-                            temperatures, ref_logprobs, rl_weights, ce_weights, ref_kl_weights, env_index, n_envs, loss_config,
-                            RLX_LOSS_CONFIG_LEN, metrics, n_metrics);
+}  // namespace rlx
+
+using namespace rlx;
+
+RLX_API int rlx_train_step_distill(void* model, int64_t T, const int32_t* token_ids, const int32_t* sample_lengths,
+                                   int n_samples, const uint8_t* loss_mask, const float* advantages,
+                                   const float* inference_logprobs, const float* temperatures, const float* ref_logprobs,
+                                   const float* rl_weights, const float* ce_weights, const float* ref_kl_weights,
+                                   const float* distill_weights, const float* distill_betas, int distill_k,
+                                   const int32_t* distill_ids, const float* distill_logprobs, const int32_t* env_index,
+                                   int n_envs, const double* loss_config, int n_loss_config, double* metrics, int64_t n_metrics) {
+  return train_step_any(model, T, token_ids, sample_lengths, n_samples, loss_mask, advantages, inference_logprobs, temperatures,
+                        ref_logprobs, rl_weights, ce_weights, ref_kl_weights, distill_weights, distill_betas, distill_k,
+                        distill_ids, distill_logprobs, env_index, n_envs, loss_config, n_loss_config, metrics, n_metrics,
+                        RLX_METRICS_FIELDS_DISTILL);
 }
 
-RLX_API int rlx_loss_eval(int64_t T, const double* logprobs, const uint8_t* loss_mask, const float* advantages,
-                          const float* inference_logprobs, const float* ref_logprobs, const float* rl_weights,
-                          const float* ce_weights, const float* ref_kl_weights, const int32_t* env_index, int n_envs,
-                          const double* loss_config, double* metrics, int64_t n_metrics, double* grad_out) {
-  return rlx_loss_eval_ext(T, logprobs, nullptr, 0, loss_mask, advantages, inference_logprobs, ref_logprobs, rl_weights,
-                           ce_weights, ref_kl_weights, env_index, n_envs, loss_config, RLX_LOSS_CONFIG_LEN, metrics,
-                           n_metrics, grad_out);
+RLX_API int rlx_loss_eval_distill(int64_t T, const double* logprobs, const int32_t* sample_lengths, int n_samples,
+                                  const uint8_t* loss_mask, const float* advantages, const float* inference_logprobs,
+                                  const float* ref_logprobs, const float* rl_weights, const float* ce_weights,
+                                  const float* ref_kl_weights, const float* distill_weights, const float* distill_betas,
+                                  int distill_k, const int32_t* distill_ids, const float* distill_logprobs, int64_t vocab,
+                                  const double* student_logits, const int32_t* env_index, int n_envs,
+                                  const double* loss_config, int n_loss_config, double* metrics, int64_t n_metrics,
+                                  double* grad_out, double* grad_logits_out) {
+  return loss_eval_any(T, logprobs, sample_lengths, n_samples, loss_mask, advantages, inference_logprobs, ref_logprobs,
+                       rl_weights, ce_weights, ref_kl_weights, distill_weights, distill_betas, distill_k, distill_ids,
+                       distill_logprobs, vocab, student_logits, env_index, n_envs, loss_config, n_loss_config, metrics,
+                       n_metrics, grad_out, grad_logits_out, RLX_METRICS_FIELDS_DISTILL);
 }

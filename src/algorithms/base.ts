@@ -25,9 +25,9 @@ import type { Rollout } from "../data/types.ts";
 import type { BarrierSpec } from "./barriers.ts";
 import type { FrozenModel } from "./schemas.ts";
 
-/** The trainer's three loss components; an algorithm routes its action tokens into one. */
-export type LossComponent = "rl" | "ce" | "ref_kl";
-export const LOSS_COMPONENTS: readonly LossComponent[] = ["rl", "ce", "ref_kl"];
+/** The trainer's four loss components; an algorithm routes its action tokens into one. */
+export type LossComponent = "rl" | "ce" | "ref_kl" | "distill";
+export const LOSS_COMPONENTS: readonly LossComponent[] = ["rl", "ce", "ref_kl", "distill"];
 
 /** A config rule of one algorithm that needs the run around it (e.g. which URLs are the policy). */
 export interface RunView {
@@ -111,6 +111,12 @@ export abstract class Algorithm<Config extends BaseAlgoConfig = BaseAlgoConfig> 
   /** The class's static description, readable from an instance. */
   get kind(): AlgorithmClass {
     return this.constructor as AlgorithmClass;
+  }
+
+  /** The loss component this instance's action tokens go to: the class's `actionLossType`, unless
+   * its config chooses (opd and opsd with k > 0: distill). */
+  get actionLoss(): LossComponent {
+    return this.kind.actionLossType;
   }
 
   async setup(_ctx: AlgorithmContext): Promise<void> {}

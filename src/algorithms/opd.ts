@@ -6,8 +6,13 @@
 //   l_ref_kl = -(1 - masked) sg(ref_lp - lp) ratio + 1e-3 log(ratio)^2     (trainer, docs/architecture.md §6)
 //
 // so each action token's advantage is the per-token reverse KL, with discount 0. No scalar credit
-// (advantage = null); group_size only fans out sampling. Deliberate choices:
-//   - teacher scores at temperature 1 (prefill logprobs), as prime-rl;
+// (advantage = null); group_size only fans out sampling. With k > 0 (top-k distillation,
+// src/algorithms/distill.ts) the teacher instead returns its k most likely tokens per position and
+// the action tokens go to the trainer's distill component: a divergence between the teacher's
+// top-k (plus a tail bucket) and the student's distribution over the same buckets, which can raise
+// tokens the student never sampled. Deliberate choices:
+//   - teacher scores at temperature 1 (prefill logprobs), as prime-rl; the distill loss reads the
+//     student at temperature 1 too, whatever the env's sampling temperature;
 //   - setup refuses a teacher with another tokenizer (vocab size and a probe string): token ids
 //     would be scored as different text and the KL would be garbage, silently;
 //   - each sample of a rollout (after an extension break) is scored on its own, like a branch.
@@ -22,11 +27,17 @@ import {
   type RuleViolation,
   type RunView,
 } from "./base.ts";
-import { assignRefLogprobs, sampleSequences } from "./routing.ts";
+import { checkDistillConfig, distillBeta, distillFields, scoreTopK } from "./distill.ts";
+import { assignDistillTargets, assignRefLogprobs, sampleSequences } from "./routing.ts";
 import { frozenModelSchema, samplingSchema } from "./schemas.ts";
 import { checkSameTokenizer } from "./tokenizer_check.ts";
 
-const schema = z.strictObject({ type: z.literal("opd"), sampling: samplingSchema, teacher: frozenModelSchema });
+const schema = z.strictObject({
+  type: z.literal("opd"),
+  sampling: samplingSchema,
+  teacher: frozenModelSchema,
+  ...distillFields,
+});
 type OpdConfig = z.infer<typeof schema>;
 
 export { checkSameTokenizer, TOKENIZER_PROBE } from "./tokenizer_check.ts";
@@ -38,6 +49,8 @@ export class Opd extends Algorithm<OpdConfig> {
 
   /** A teacher that is the live policy would make the KL identically zero. */
   static override checkConfig(config: OpdConfig, run: RunView): RuleViolation | undefined {
+    const distill = checkDistillConfig(config);
+    if (distill) return distill;
     if (!run.isPolicyUrl(config.teacher.base_url)) return undefined;
     return {
       key: "teacher.base_url",
@@ -48,6 +61,10 @@ export class Opd extends Algorithm<OpdConfig> {
 
   teacher?: FrozenClient;
 
+  override get actionLoss(): LossComponent {
+    return this.config.k > 0 ? "distill" : "ref_kl";
+  }
+
   override async setup(ctx: AlgorithmContext): Promise<void> {
     const { name, base_url } = this.config.teacher;
     this.teacher = await ctx.connect(this.config.teacher);
@@ -57,6 +74,19 @@ export class Opd extends Algorithm<OpdConfig> {
   override async scoreRollout(rollout: Rollout): Promise<void> {
     if (!this.teacher) throw new Error("opd: scoreRollout before setup");
     const sequences = sampleSequences(rollout);
+    const { k, teacher } = this.config;
+    if (k > 0) {
+      const who = `the opd teacher "${teacher.name}" (${teacher.base_url})`;
+      const scored = await scoreTopK(this.teacher, sequences, k, who);
+      assignDistillTargets(
+        rollout,
+        scored.flatMap((s) => s.top),
+        k,
+        distillBeta(this.config),
+      );
+      rollout.advantage = null;
+      return;
+    }
     const scores = await this.teacher.score(sequences);
     sequences.forEach((seq, i) => {
       if (scores[i]?.length !== seq.length) {

@@ -8,16 +8,26 @@
 // The demonstration is `rollout.info[demo_key]`, else the task's `demo_key` field, else
 // `task.info[demo_key]`; a missing one is an error naming the keys that exist. The sample's ids
 // are scored verbatim (never re-rendered), so the join falls on the hint's closing special token.
-// Deviations from the SDFT paper, kept from prime-rl and known risks (arXiv 2601.19897, §5): reverse KL
-// with a single-sample estimator instead of the analytic forward KL, and the live policy as
+// With k > 0 (top-k distillation, src/algorithms/distill.ts) the hinted policy's k most likely
+// tokens per position (temperature 1) are the target of the trainer's distill component instead:
+// forward KL by default, the SDFT paper's analytic form over the top-k and a tail bucket.
+// Deviations from the SDFT paper, kept from prime-rl and known risks (arXiv 2601.19897, §5): with
+// k = 0 reverse KL with a single-sample estimator instead of the analytic forward KL, and the live policy as
 // teacher, not an EMA of it (the paper reports the live teacher can diverge). Tiny models have
 // little in-context learning, so expect little from OPSD at that scale.
 import { z } from "zod";
 import { ConfigError, EndpointError } from "../errors.ts";
 import type { SamplingClient } from "../inference/types.ts";
 import type { Rollout } from "../data/types.ts";
-import { Algorithm, type LossComponent, type AlgorithmContext, type MessageRenderer } from "./base.ts";
-import { assignRefLogprobs, sampleSequences } from "./routing.ts";
+import {
+  Algorithm,
+  type LossComponent,
+  type AlgorithmContext,
+  type MessageRenderer,
+  type RuleViolation,
+} from "./base.ts";
+import { checkDistillConfig, distillBeta, distillFields, scoreTopK } from "./distill.ts";
+import { assignDistillTargets, assignRefLogprobs, sampleSequences } from "./routing.ts";
 import { samplingSchema } from "./schemas.ts";
 
 const schema = z.strictObject({
@@ -28,7 +38,9 @@ const schema = z.strictObject({
     .string()
     .refine((t) => t.includes("{demonstration}"), "the template must contain {demonstration}")
     .default("Here is an example of an expert response:\n<demonstration>\n{demonstration}\n</demonstration>"),
+  ...distillFields,
 });
+type OpsdConfig = z.infer<typeof schema>;
 
 /** The demonstration text for a rollout, looked up under `key`. */
 export function findDemonstration(rollout: Rollout, key: string): string {
@@ -48,10 +60,18 @@ export function findDemonstration(rollout: Rollout, key: string): string {
   );
 }
 
-export class Opsd extends Algorithm<z.infer<typeof schema>> {
+export class Opsd extends Algorithm<OpsdConfig> {
   static override type = "opsd";
   static override actionLossType: LossComponent = "ref_kl";
   static override schema = schema;
+
+  static override checkConfig(config: OpsdConfig): RuleViolation | undefined {
+    return checkDistillConfig(config);
+  }
+
+  override get actionLoss(): LossComponent {
+    return this.config.k > 0 ? "distill" : "ref_kl";
+  }
 
   policy?: SamplingClient;
   renderer?: MessageRenderer;
@@ -72,6 +92,19 @@ export class Opsd extends Algorithm<z.infer<typeof schema>> {
     if (!this.policy) throw new Error("opsd: scoreRollout before setup");
     const hint = this.hintIds(rollout);
     const sequences = sampleSequences(rollout);
+    const { k } = this.config;
+    if (k > 0) {
+      const scored = await scoreTopK(
+        this.policy,
+        sequences.map((seq) => [...hint, ...seq]),
+        k,
+        "opsd: the policy",
+      );
+      const top = scored.flatMap((s) => s.top.slice(hint.length));
+      assignDistillTargets(rollout, top, k, distillBeta(this.config));
+      rollout.advantage = null;
+      return;
+    }
     const scores = await this.policy.score(sequences.map((seq) => [...hint, ...seq]));
     const sliced = sequences.map((seq, i) => {
       const score = scores[i];

@@ -32,7 +32,14 @@ import { MaxRl } from "./max_rl.ts";
 import { Opd } from "./opd.ts";
 import { Opsd } from "./opsd.ts";
 import { Rae } from "./rae.ts";
-import { actionMask, assignAdvantage, assignRefLogprobs, creditParts, sampleSequences } from "./routing.ts";
+import {
+  actionMask,
+  assignAdvantage,
+  assignDistillTargets,
+  assignRefLogprobs,
+  creditParts,
+  sampleSequences,
+} from "./routing.ts";
 import { samplingSchema } from "./schemas.ts";
 import { Sft } from "./sft.ts";
 
@@ -73,6 +80,7 @@ export const algorithmKit = {
   group,
   assignAdvantage,
   assignRefLogprobs,
+  assignDistillTargets,
   actionMask,
   sampleSequences,
   perToken,

@@ -7,7 +7,13 @@
 // tokens, so a sample is a plain slice and the trainer never needs a separate index.
 import { RlxError } from "../errors.ts";
 import type { LossComponent } from "./base.ts";
-import { type CreditPart, rolloutLength, type Rollout, type TrainingSample } from "../data/types.ts";
+import {
+  type CreditPart,
+  type DistillTargets,
+  rolloutLength,
+  type Rollout,
+  type TrainingSample,
+} from "../data/types.ts";
 
 /** Per token of the rollout: true on sampled (action) tokens. */
 export function actionMask(rollout: Rollout): boolean[] {
@@ -85,6 +91,60 @@ export function assignRefLogprobs(rollout: Rollout, scores_N: readonly number[])
   rollout.refLogprobs = scores_N.map((lp, i) => (mask[i] ? lp : 0));
 }
 
+/** Checks a rollout's top-k distillation targets: k slots for each of its tokens, beta in [0, 1]. */
+export function checkDistillTargets(rollout: Rollout, targets: DistillTargets): void {
+  const n = rolloutLength(rollout) * targets.k;
+  const fix = "distillTargets holds k slots per token of every segment, in order (see src/data/types.ts)";
+  if (!Number.isInteger(targets.k) || targets.k < 1)
+    throw new RlxError(`rollout ${rollout.id}: distillTargets.k is ${targets.k}, it must be an integer >= 1`, { fix });
+  if (targets.ids.length !== n || targets.logprobs.length !== n)
+    throw new RlxError(
+      `rollout ${rollout.id}: distillTargets has ${targets.ids.length} ids and ${targets.logprobs.length} logprobs, the rollout needs ${n} (k = ${targets.k})`,
+      { fix },
+    );
+  if (!(targets.beta >= 0 && targets.beta <= 1))
+    throw new RlxError(`rollout ${rollout.id}: distillTargets.beta is ${targets.beta}, it must be in [0, 1]`, { fix });
+}
+
+/**
+ * Sets `rollout.distillTargets` from each sample's scored top-k (`top[t]`: the k most likely tokens
+ * of the distribution that predicts token t, null at a sample's first token), keeping the slots
+ * of action tokens and emptying the rest (id -1): only action tokens are distill members.
+ */
+export function assignDistillTargets(
+  rollout: Rollout,
+  top_N: readonly ({ ids: readonly number[]; logprobs: readonly number[] } | null)[],
+  k: number,
+  beta: number,
+): void {
+  const mask = actionMask(rollout);
+  if (top_N.length !== mask.length) {
+    throw new RlxError(
+      `the teacher's top-k for rollout ${rollout.id} covers ${top_N.length} tokens, the rollout has ${mask.length}`,
+      {
+        fix: "score every token of every sample of the rollout, in order",
+      },
+    );
+  }
+  const ids = new Array<number>(mask.length * k).fill(-1);
+  const logprobs = new Array<number>(mask.length * k).fill(0);
+  top_N.forEach((top, i) => {
+    if (!mask[i] || !top) return;
+    if (top.ids.length < k)
+      throw new RlxError(
+        `the teacher returned ${top.ids.length} top logprobs at token ${i} of rollout ${rollout.id}, asked for ${k}`,
+        {
+          fix: "the teacher must answer prompt_logprobs = k with k alternatives per position (rlx serve --max-logprobs, vLLM --max-logprobs)",
+        },
+      );
+    for (let j = 0; j < k; j++) {
+      ids[i * k + j] = top.ids[j]!;
+      logprobs[i * k + j] = top.logprobs[j]!;
+    }
+  });
+  rollout.distillTargets = { k, beta, ids, logprobs };
+}
+
 /** Checks that an annotation array has the rollout's length (a custom algorithm's bug otherwise). */
 export function checkAnnotation(rollout: Rollout, name: string, values: readonly number[] | undefined): void {
   if (values === undefined) return;
@@ -98,10 +158,12 @@ export function checkAnnotation(rollout: Rollout, name: string, values: readonly
 
 /**
  * Stamps the action tokens (lossMask) into the algorithm's component:
- *   rl:     nothing; absent streams mean rl 1 on the mask (the hot path), an algorithm's ce stream
- *           (echo) survives untouched.
- *   ce:     rl 0 everywhere; ce 1.0 written on the action tokens, merged into an existing stream.
- *   ref_kl: rl 0 everywhere; a fresh ref_kl stream, 1.0 on the action tokens.
+ *   rl:      nothing; absent streams mean rl 1 on the mask (the hot path), an algorithm's ce stream
+ *            (echo) survives untouched.
+ *   ce:      rl 0 everywhere; ce 1.0 written on the action tokens, merged into an existing stream.
+ *   ref_kl:  rl 0 everywhere; a fresh ref_kl stream, 1.0 on the action tokens.
+ *   distill: rl 0 everywhere; a fresh distill stream, 1.0 on the action tokens (the sample must
+ *            carry the teacher's top-k: distillTargets).
  */
 export function stampLossRouting(sample: TrainingSample, component: LossComponent): void {
   if (component === "rl") return;
@@ -111,7 +173,16 @@ export function stampLossRouting(sample: TrainingSample, component: LossComponen
     const ce = sample.ceWeights ? [...sample.ceWeights] : new Array<number>(n).fill(0);
     for (let i = 0; i < n; i++) if (sample.lossMask[i]) ce[i] = 1;
     sample.ceWeights = ce;
-  } else {
+  } else if (component === "ref_kl") {
     sample.refKlWeights = sample.lossMask.map((m) => (m ? 1 : 0));
+  } else {
+    if (!sample.distillTargets)
+      throw new RlxError(
+        `rollout ${sample.rolloutId}: its action tokens go to the distill loss but it has no distillTargets`,
+        {
+          fix: "an algorithm whose actionLoss is distill sets rollout.distillTargets (assignDistillTargets in routing.ts)",
+        },
+      );
+    sample.distillWeights = sample.lossMask.map((m) => (m ? 1 : 0));
   }
 }

@@ -8,15 +8,24 @@
 // left with no member in any component is dropped. It never touches ce or ref_kl members, so
 // distillation samples (no advantages at all) pass through untouched.
 import type { LossComponent } from "./base.ts";
-import { checkAnnotation, stampLossRouting } from "./routing.ts";
+import { checkAnnotation, checkDistillTargets, stampLossRouting } from "./routing.ts";
 import { sampleRanges, type Rollout, type TrainingSample } from "../data/types.ts";
 import type { ComponentCounts } from "../data/pack.ts";
 
 /** The training samples of one scored rollout, routed into `actionLoss`. */
 export function rolloutToSamples(rollout: Rollout, actionLoss: LossComponent): TrainingSample[] {
-  for (const name of ["advantages", "refLogprobs", "rlWeights", "ceWeights", "refKlWeights"] as const) {
+  for (const name of [
+    "advantages",
+    "refLogprobs",
+    "rlWeights",
+    "ceWeights",
+    "refKlWeights",
+    "distillWeights",
+  ] as const) {
     checkAnnotation(rollout, name, rollout[name]);
   }
+  const targets = rollout.distillTargets;
+  if (targets) checkDistillTargets(rollout, targets);
   const lossMask_N: number[] = [];
   const logprobs_N: number[] = [];
   const temperatures_N: number[] = [];
@@ -39,22 +48,33 @@ export function rolloutToSamples(rollout: Rollout, actionLoss: LossComponent): T
       env: rollout.env,
       rolloutId: rollout.id,
     };
-    for (const key of ["refLogprobs", "rlWeights", "ceWeights", "refKlWeights"] as const) {
+    for (const key of ["refLogprobs", "rlWeights", "ceWeights", "refKlWeights", "distillWeights"] as const) {
       const values = cut(rollout[key]);
       if (values) sample[key] = values;
+    }
+    if (targets) {
+      const { k } = targets;
+      sample.distillTargets = {
+        k,
+        ids: targets.ids.slice(start * k, end * k),
+        logprobs: targets.logprobs.slice(start * k, end * k),
+      };
+      sample.distillBetas = new Array<number>(end - start).fill(targets.beta);
     }
     stampLossRouting(sample, actionLoss);
     return sample;
   });
 }
 
-/** Member tokens per component (docs/architecture.md §6): rl = mask & rlW != 0, ce = ceW != 0, ref_kl = refKlW != 0. */
+/** Member tokens per component (docs/architecture.md §6): rl = mask & rlW != 0, ce = ceW != 0, ref_kl = refKlW != 0,
+ * distill = distillW != 0. */
 export function memberCounts(sample: TrainingSample): ComponentCounts {
-  const counts = { rl: 0, ce: 0, refKl: 0, rlSequences: 0 };
+  const counts = { rl: 0, ce: 0, refKl: 0, distill: 0, rlSequences: 0 };
   for (let i = 0; i < sample.tokenIds.length; i++) {
     if (sample.lossMask[i] && (sample.rlWeights ? sample.rlWeights[i] !== 0 : true)) counts.rl++;
     if (sample.ceWeights && sample.ceWeights[i] !== 0) counts.ce++;
     if (sample.refKlWeights && sample.refKlWeights[i] !== 0) counts.refKl++;
+    if (sample.distillWeights && sample.distillWeights[i] !== 0) counts.distill++;
   }
   counts.rlSequences = counts.rl > 0 ? 1 : 0;
   return counts;
@@ -82,7 +102,7 @@ export function filterZeroAdvantage(samples: readonly TrainingSample[]): FilterR
       zeroedTokens++;
     }
     const counts = memberCounts(sample);
-    if (counts.rl + counts.ce + counts.refKl > 0) kept.push(sample);
+    if (counts.rl + counts.ce + counts.refKl + counts.distill > 0) kept.push(sample);
   }
   return { kept, dropped: samples.length - kept.length, zeroedTokens };
 }

@@ -10,14 +10,23 @@
 //     no sample carries stays absent, so pure-GRPO rows keep the trainer's hot path.
 //   - Optional padding to a multiple of `padMultiple` tokens: a trailing segment of its own (its
 //     position ids restart at 0) with weight 0 in every stream, loss mask 0 and env index -1.
+//   - The distill component's top-k (k slots per token) is materialized at the row's largest k;
+//     a sample with a smaller k, or none, fills the extra slots with id -1 (empty).
 //   - The step's token counts per component (the global denominators' numerators) are counted over
 //     the packed rows, after truncation, as the trainer sees them: a sample's first token has no
 //     prediction and belongs to no component.
 import type { PackedRow as NativeRow } from "../native/train.ts";
 import type { TrainingSample } from "./types.ts";
 
-export type StreamName = "rlWeights" | "ceWeights" | "refKlWeights" | "refLogprobs";
-export const STREAM_FILL: Record<StreamName, number> = { rlWeights: 1, ceWeights: 0, refKlWeights: 0, refLogprobs: 0 };
+export type StreamName = "rlWeights" | "ceWeights" | "refKlWeights" | "refLogprobs" | "distillWeights" | "distillBetas";
+export const STREAM_FILL: Record<StreamName, number> = {
+  rlWeights: 1,
+  ceWeights: 0,
+  refKlWeights: 0,
+  refLogprobs: 0,
+  distillWeights: 0,
+  distillBetas: 0,
+};
 export const STREAMS = Object.keys(STREAM_FILL) as StreamName[];
 
 export interface PackedSampleInfo {
@@ -44,6 +53,7 @@ export interface ComponentCounts {
   rl: number;
   ce: number;
   refKl: number;
+  distill: number;
   /** Samples with at least one rl member: the sequence and constant reductions' denominator. */
   rlSequences: number;
 }
@@ -69,8 +79,8 @@ export interface PackOptions {
 /** Member counts of a packed row (docs/architecture.md §6 membership). The first token of each packed sample
  * is nobody's member: nothing in its sample predicts it, and the trainer drops it too. */
 export function rowCounts(row: PackedRow): ComponentCounts {
-  const counts = { rl: 0, ce: 0, refKl: 0, rlSequences: 0 };
-  const { lossMask, rlWeights, ceWeights, refKlWeights } = row;
+  const counts = { rl: 0, ce: 0, refKl: 0, distill: 0, rlSequences: 0 };
+  const { lossMask, rlWeights, ceWeights, refKlWeights, distillWeights } = row;
   let nextStart = 0;
   let k = 0;
   let sampleHasRl = false;
@@ -87,18 +97,20 @@ export function rowCounts(row: PackedRow): ComponentCounts {
     }
     if (ceWeights && ceWeights[i] !== 0) counts.ce++;
     if (refKlWeights && refKlWeights[i] !== 0) counts.refKl++;
+    if (distillWeights && distillWeights[i] !== 0) counts.distill++;
   }
   return counts;
 }
 
 /** Member counts summed over rows (a step's, or one rank's share of it). */
 export function stepCounts(rows: readonly PackedRow[]): ComponentCounts {
-  const total = { rl: 0, ce: 0, refKl: 0, rlSequences: 0 };
+  const total = { rl: 0, ce: 0, refKl: 0, distill: 0, rlSequences: 0 };
   for (const row of rows) {
     const c = rowCounts(row);
     total.rl += c.rl;
     total.ce += c.ce;
     total.refKl += c.refKl;
+    total.distill += c.distill;
     total.rlSequences += c.rlSequences;
   }
   return total;
@@ -121,11 +133,12 @@ export function firstFitDecreasing(lengths: readonly number[], seqLen: number): 
 
 /** A row of zeros for samples of these lengths, padded to a multiple of `padMultiple` (the padding
  * is one more segment), with the given weight streams: every stream 0 (padding's weight), temperature
- * 1, env -1 until the caller copies the samples in. */
+ * 1, env -1 until the caller copies the samples in; distillK > 0 adds the top-k slots, all empty. */
 export function emptyRow(
   lengths: readonly number[],
   streams: readonly StreamName[],
   opts: { padMultiple?: number; padTokenId?: number },
+  distillK = 0,
 ): PackedRow {
   const used = lengths.reduce((a, b) => a + b, 0);
   const multiple = Math.max(1, opts.padMultiple ?? 1);
@@ -141,7 +154,31 @@ export function emptyRow(
     samples: [],
   };
   for (const name of streams) row[name] = new Float32Array(total);
+  if (distillK > 0) {
+    row.distillK = distillK;
+    row.distillIds = new Int32Array(total * distillK).fill(-1);
+    row.distillLogprobs = new Float32Array(total * distillK);
+  }
   return row;
+}
+
+/** Copies `length` tokens of top-k slots (k per token) from `from` (at token `src`) into row's
+ * (at token `dst`), widening each token to the row's k with empty slots. */
+export function copyDistillSlots(
+  row: PackedRow,
+  dst: number,
+  from: { k: number; ids: ArrayLike<number>; logprobs: ArrayLike<number> },
+  src: number,
+  length: number,
+): void {
+  const K = row.distillK ?? 0;
+  if (from.k > K) throw new Error(`copyDistillSlots: the source's k ${from.k} exceeds the row's ${K}`);
+  for (let t = 0; t < length; t++) {
+    for (let j = 0; j < from.k; j++) {
+      row.distillIds![(dst + t) * K + j] = from.ids[(src + t) * from.k + j]!;
+      row.distillLogprobs![(dst + t) * K + j] = from.logprobs[(src + t) * from.k + j]!;
+    }
+  }
 }
 
 function buildRow(
@@ -154,6 +191,7 @@ function buildRow(
     lengths,
     STREAMS.filter((name) => samples.some((s) => s[name])),
     opts,
+    Math.max(0, ...samples.map((s) => s.distillTargets?.k ?? 0)),
   );
   let offset = 0;
   samples.forEach((sample, k) => {
@@ -171,6 +209,7 @@ function buildRow(
       if (values) stream.set(values.slice(0, len), offset);
       else stream.fill(STREAM_FILL[name], offset, offset + len);
     }
+    if (sample.distillTargets) copyDistillSlots(row, offset, sample.distillTargets, 0, len);
     row.samples.push({
       rolloutId: sample.rolloutId,
       env: sample.env,

@@ -130,8 +130,23 @@ export interface Rollout {
   rlWeights?: number[];
   ceWeights?: number[];
   refKlWeights?: number[];
+  /** Top-k distillation (the distill loss component, docs/architecture.md §6): the teacher's k
+   * most likely tokens at every position and the divergence's beta; the distill weight stream. */
+  distillTargets?: DistillTargets;
+  distillWeights?: number[];
   /** Agentic credit assignment: the judge's conversation and its per-part weights. */
   credit?: { judge: JudgeRecord; parts: CreditPart[] };
+}
+
+/** A teacher's top-k for every token: slot j of token i is `ids[i * k + j]` (-1: empty, as off the
+ * action tokens) with the teacher's logprob `logprobs[i * k + j]`, both N * k long (N the
+ * rollout's or the sample's tokens); the rest of the teacher's mass is the loss's tail bucket.
+ * beta picks the divergence: 0 forward KL, 1 reverse KL, between them generalized JSD. */
+export interface DistillTargets {
+  k: number;
+  beta: number;
+  ids: number[];
+  logprobs: number[];
 }
 
 /** The flat form the trainer consumes (docs/architecture.md §4). Every array has the sequence's length. */
@@ -148,6 +163,10 @@ export interface TrainingSample {
   rlWeights?: number[];
   ceWeights?: number[];
   refKlWeights?: number[];
+  /** The distill component's weights (0 off members) and betas, and the teacher's top-k. */
+  distillWeights?: number[];
+  distillBetas?: number[];
+  distillTargets?: Omit<DistillTargets, "beta">;
   env: string;
   rolloutId: string;
 }

@@ -1,6 +1,7 @@
-// Typed wrappers for training: one packed micro-batch through the shim's train step, the same
-// loss over given logprobs (lossEval, for exact tests), and the AdamW optimizer with its state.
-// The metric layout mirrors rlx.h's RLX_M_* block; test/native/train_api.test.ts checks the order.
+// Typed wrappers for training: one packed micro-batch through the shim's train step (the ABI 6
+// _distill calls: the four loss components), the same loss over given logprobs and logits
+// (lossEval, for exact tests), and the AdamW optimizer with its state. The metric layout mirrors
+// rlx.h's RLX_M_* block (RLX_METRICS_FIELDS_DISTILL wide).
 import type { Pointer } from "bun:ffi";
 import { NativeError } from "../errors.ts";
 import { check, native } from "./ffi.ts";
@@ -20,6 +21,14 @@ export interface PackedRow {
   rlWeights?: Float32Array;
   ceWeights?: Float32Array;
   refKlWeights?: Float32Array;
+  /** The distill component (docs/architecture.md §6): per-token weights and betas (0 forward KL, 1
+   * reverse KL, between: generalized JSD), and per token `distillK` slots of the target's top-k ids
+   * (-1 = empty) and their logprobs, [T * distillK]. Absent weights: no member. */
+  distillWeights?: Float32Array;
+  distillBetas?: Float32Array;
+  distillK?: number;
+  distillIds?: Int32Array;
+  distillLogprobs?: Float32Array;
   /** Per-token env index into 0..nEnvs-1, -1 for none (padding). */
   envIndex?: Int32Array;
 }
@@ -29,6 +38,8 @@ export interface LossSettings {
   nRl: number;
   nCe: number;
   nRefKl: number;
+  /** max(1, distill members over the whole step). */
+  nDistill?: number;
   /** max(1, samples with an rl member over the whole step): the sequence and constant reductions. */
   nRlSequences?: number;
   type?: RlLossType;
@@ -64,6 +75,8 @@ export const METRIC_FIELDS = [
   "refKlAdvSum",
   "nllSum",
   "tokens",
+  "distillSum",
+  "distillCount",
 ] as const;
 export type MetricField = (typeof METRIC_FIELDS)[number];
 export type StepMetrics = Record<MetricField, number>;
@@ -74,7 +87,7 @@ export interface StepResult {
   envs: StepMetrics[];
 }
 
-/** RLX_LOSS_CONFIG_LEN_EXT doubles in rlx.h's RLX_LOSS_* order. */
+/** RLX_LOSS_CONFIG_LEN_DISTILL doubles in rlx.h's RLX_LOSS_* order. */
 function lossConfig(s: LossSettings): Float64Array {
   return Float64Array.from([
     s.nRl,
@@ -92,6 +105,7 @@ function lossConfig(s: LossSettings): Float64Array {
     s.isLow ?? 0.5,
     s.isHigh ?? 5.0,
     s.isCap ?? 2.0,
+    s.nDistill ?? 1,
   ]);
 }
 
@@ -113,9 +127,33 @@ function checkRow(row: PackedRow): number {
   const T = row.tokenIds.length;
   for (const key of ["lossMask", "advantages", "inferenceLogprobs", "temperatures"] as const)
     requireLength(key, row[key], T);
+  checkOptional(row, T);
+  return T;
+}
+
+type OptionalStreams = Pick<
+  PackedRow,
+  | "refLogprobs"
+  | "rlWeights"
+  | "ceWeights"
+  | "refKlWeights"
+  | "envIndex"
+  | "distillWeights"
+  | "distillBetas"
+  | "distillK"
+  | "distillIds"
+  | "distillLogprobs"
+>;
+
+function checkOptional(row: OptionalStreams, T: number): void {
   for (const key of ["refLogprobs", "rlWeights", "ceWeights", "refKlWeights", "envIndex"] as const)
     requireLength(key, row[key], T, true);
-  return T;
+  requireLength("distillWeights", row.distillWeights, T, true);
+  requireLength("distillBetas", row.distillBetas, T, true);
+  const k = row.distillK ?? 0;
+  if (!Number.isInteger(k) || k < 0) throw new NativeError(`distillK must be an integer >= 0, got ${k}`);
+  requireLength("distillIds", row.distillIds, T * k, k === 0);
+  requireLength("distillLogprobs", row.distillLogprobs, T * k, k === 0);
 }
 
 /** Forward + backward of one packed micro-batch; gradients accumulate in the model. */
@@ -127,7 +165,7 @@ export function trainStep(model: NativeModel, row: PackedRow, loss: LossSettings
   const lib = native();
   check(
     lib,
-    lib.rlx_train_step_ext(
+    lib.rlx_train_step_distill(
       model.handle,
       T,
       row.tokenIds,
@@ -141,6 +179,11 @@ export function trainStep(model: NativeModel, row: PackedRow, loss: LossSettings
       row.rlWeights ?? null,
       row.ceWeights ?? null,
       row.refKlWeights ?? null,
+      row.distillWeights ?? null,
+      row.distillBetas ?? null,
+      row.distillK ?? 0,
+      row.distillIds ?? null,
+      row.distillLogprobs ?? null,
       row.envIndex ?? null,
       nEnvs,
       config,
@@ -156,21 +199,31 @@ export type LossEvalRow = Omit<PackedRow, "tokenIds" | "sampleLengths" | "temper
   logprobs: Float64Array;
   /** The row's samples (for sequence-level types and reductions); absent: one sample. */
   sampleLengths?: Int32Array;
+  /** The student's temperature-1 logits [T * vocab] (distill members need them). */
+  studentLogits?: Float64Array;
+  vocab?: number;
 };
 
-/** The train step's loss over given logprobs (float64, every token valid): metrics and dL/dlogprobs. */
-export function lossEval(row: LossEvalRow, loss: LossSettings, nEnvs = 0): StepResult & { grad: Float64Array } {
+/** The train step's loss over given logprobs (and, for distill, logits; float64, every token valid):
+ * metrics, dL/dlogprobs and dL/dlogits ([T * vocab], zeros without distill streams). */
+export function lossEval(
+  row: LossEvalRow,
+  loss: LossSettings,
+  nEnvs = 0,
+): StepResult & { grad: Float64Array; gradLogits: Float64Array } {
   const T = row.logprobs.length;
   for (const key of ["lossMask", "advantages", "inferenceLogprobs"] as const) requireLength(key, row[key], T);
-  for (const key of ["refLogprobs", "rlWeights", "ceWeights", "refKlWeights", "envIndex"] as const)
-    requireLength(key, row[key], T, true);
+  checkOptional(row, T);
+  const vocab = row.vocab ?? 0;
+  requireLength("studentLogits", row.studentLogits, T * vocab, true);
   const out = new Float64Array(METRIC_FIELDS.length * (1 + nEnvs));
   const grad = new Float64Array(T);
+  const gradLogits = new Float64Array(T * vocab);
   const config = lossConfig(loss);
   const lib = native();
   check(
     lib,
-    lib.rlx_loss_eval_ext(
+    lib.rlx_loss_eval_distill(
       T,
       row.logprobs,
       row.sampleLengths ?? null,
@@ -182,6 +235,13 @@ export function lossEval(row: LossEvalRow, loss: LossSettings, nEnvs = 0): StepR
       row.rlWeights ?? null,
       row.ceWeights ?? null,
       row.refKlWeights ?? null,
+      row.distillWeights ?? null,
+      row.distillBetas ?? null,
+      row.distillK ?? 0,
+      row.distillIds ?? null,
+      row.distillLogprobs ?? null,
+      vocab,
+      row.studentLogits ?? null,
       row.envIndex ?? null,
       nEnvs,
       config,
@@ -189,9 +249,10 @@ export function lossEval(row: LossEvalRow, loss: LossSettings, nEnvs = 0): StepR
       out,
       out.length,
       grad,
+      vocab > 0 ? gradLogits : null,
     ),
   );
-  return { ...metricsOf(out, nEnvs), grad };
+  return { ...metricsOf(out, nEnvs), grad, gradLogits };
 }
 
 export interface AdamWSettings {

@@ -73,6 +73,7 @@ const COMPONENTS = [
   ["rl", "rl"],
   ["ce", "ce"],
   ["ref_kl", "ref_kl"],
+  ["distill", "distill"],
 ] as const;
 
 /** The trainer's half of a step's line, from the publish marker. */

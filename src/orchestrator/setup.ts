@@ -238,7 +238,7 @@ export async function setupTrainEnvs(o: SetupOptions): Promise<TrainEnv[]> {
       tasks,
       algorithm,
       algoName: algorithmName(algorithm),
-      lossType: algorithm.kind.actionLossType,
+      lossType: algorithm.actionLoss,
       client: frozen ? await connect(source) : o.policy.client,
       frozen,
       sampler,

@@ -46,6 +46,10 @@ export const auditRecordSchema = z.looseObject({
   ce_weights: numbers.optional(),
   ref_kl_weights: numbers.optional(),
   ref_logprobs: numbers.optional(),
+  /** Top-k distillation (opd, opsd with k > 0): the distill weights and the teacher's k (the
+   * teacher's ids and logprobs are in the step file, not repeated here). */
+  distill_weights: numbers.optional(),
+  distill_k: z.number().int().optional(),
   /** True when the sample's group was stored and trained again (a replay buffer; docs/sampling.md). */
   replayed: z.boolean().optional(),
   /** The task's statistics when the batch was cut (src/sampling/stats.ts). */
@@ -122,6 +126,8 @@ export function auditRecord({
   if (sample.ceWeights) record.ce_weights = sample.ceWeights;
   if (sample.refKlWeights) record.ref_kl_weights = sample.refKlWeights;
   if (sample.refLogprobs) record.ref_logprobs = sample.refLogprobs;
+  if (sample.distillWeights) record.distill_weights = sample.distillWeights;
+  if (sample.distillTargets) record.distill_k = sample.distillTargets.k;
   if (replayed !== undefined) record.replayed = replayed;
   if (taskStats)
     record.task_stats = {

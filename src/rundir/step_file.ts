@@ -2,7 +2,7 @@
 // read by the trainer (docs/architecture.md §2 transport). The layout is documented in docs/run-directory.md:
 //
 //   bytes 0-3    magic "RLXB"
-//   bytes 4-7    u32 format version (2)
+//   bytes 4-7    u32 format version (3; version 2, without the distill arrays, is still read)
 //   bytes 8-11   u32 header length H in bytes
 //   bytes 12-15  u32 CRC-32 of every byte after these (header and data; version 1: 0)
 //   16 .. 16+H   header: UTF-8 JSON, space-padded so the data starts at a multiple of 8
@@ -24,7 +24,8 @@ import type { ComponentCounts, PackedRow, PackedSampleInfo, PackedStep } from ".
 import { writeFileAtomic } from "./paths.ts";
 
 const MAGIC = "RLXB";
-const FORMAT_VERSION = 2;
+const FORMAT_VERSION = 3;
+const READABLE_VERSIONS = new Set([2, 3]);
 const PREAMBLE = 16;
 
 type ArrayName =
@@ -38,7 +39,11 @@ type ArrayName =
   | "refLogprobs"
   | "rlWeights"
   | "ceWeights"
-  | "refKlWeights";
+  | "refKlWeights"
+  | "distillWeights"
+  | "distillBetas"
+  | "distillIds"
+  | "distillLogprobs";
 type DType = "i32" | "u8" | "f32";
 
 const ARRAYS: Record<ArrayName, DType> = {
@@ -53,8 +58,23 @@ const ARRAYS: Record<ArrayName, DType> = {
   rlWeights: "f32",
   ceWeights: "f32",
   refKlWeights: "f32",
+  distillWeights: "f32",
+  distillBetas: "f32",
+  distillIds: "i32",
+  distillLogprobs: "f32",
 };
-const OPTIONAL = new Set<ArrayName>(["refLogprobs", "rlWeights", "ceWeights", "refKlWeights"]);
+const OPTIONAL = new Set<ArrayName>([
+  "refLogprobs",
+  "rlWeights",
+  "ceWeights",
+  "refKlWeights",
+  "distillWeights",
+  "distillBetas",
+  "distillIds",
+  "distillLogprobs",
+]);
+/** Arrays of distill_k entries per token (the teacher's top-k slots). */
+const PER_SLOT = new Set<ArrayName>(["distillIds", "distillLogprobs"]);
 
 interface ArrayRef {
   dtype: DType;
@@ -71,6 +91,8 @@ export interface BatchSample extends PackedSampleInfo {
 
 interface RowHeader {
   tokens: number;
+  /** Top-k slots per token of the distill arrays (absent: 0). */
+  distill_k?: number;
   samples: Array<{
     rollout_id: string;
     env: string;
@@ -137,7 +159,7 @@ export function encodeStepBatch(batch: StepBatch): Uint8Array {
       original_length: s.originalLength,
       policy_version: s.policyVersion,
     }));
-    return { tokens: row.tokenIds.length, samples, arrays };
+    return { tokens: row.tokenIds.length, ...(row.distillK ? { distill_k: row.distillK } : {}), samples, arrays };
   });
   const header: Header = {
     step: batch.step,
@@ -191,7 +213,7 @@ export function decodeStepBatch(bytes: Uint8Array, file = "step file"): StepBatc
   }
   const dv = new DataView(buffer);
   const version = dv.getUint32(4, true);
-  if (version !== FORMAT_VERSION)
+  if (!READABLE_VERSIONS.has(version))
     throw new BatchFileError(`${file}: step file format ${version}, this rlx reads ${FORMAT_VERSION}`, {
       fix: "run the trainer and orchestrator from the same rlx build",
     });
@@ -216,10 +238,12 @@ export function decodeStepBatch(bytes: Uint8Array, file = "step file"): StepBatc
       }
       if (ref.dtype !== ARRAYS[name])
         throw new BatchFileError(`${file}: row ${r} ${name} is ${ref.dtype}, expected ${ARRAYS[name]}`);
-      const expected = name === "sampleLengths" ? ref.length : rh.tokens;
+      const k = rh.distill_k ?? 0;
+      const expected = name === "sampleLengths" ? ref.length : PER_SLOT.has(name) ? rh.tokens * k : rh.tokens;
       if (ref.length !== expected)
         throw new BatchFileError(
-          `${file}: row ${r} ${name} has ${ref.length} entries, the row has ${rh.tokens} tokens`,
+          `${file}: row ${r} ${name} has ${ref.length} entries, the row has ${rh.tokens} tokens` +
+            (PER_SLOT.has(name) ? ` of ${k} slots` : ""),
         );
       arrays[name] = view(buffer, dataStart, ref, file, `row ${r} ${name}`);
     }
@@ -231,7 +255,8 @@ export function decodeStepBatch(bytes: Uint8Array, file = "step file"): StepBatc
       originalLength: s.original_length,
       policyVersion: s.policy_version,
     }));
-    return { ...(arrays as unknown as Omit<PackedRow, "samples">), samples };
+    const distill = rh.distill_k ? { distillK: rh.distill_k } : {};
+    return { ...(arrays as unknown as Omit<PackedRow, "samples">), ...distill, samples };
   });
   return {
     step: header.step,

@@ -20,7 +20,7 @@
 // Every rank runs this on the same step and must get the same answer: it is deterministic (no
 // randomness, ties broken by index), and the trainer cross-checks the all-reduced token counts.
 import type { ShimModelConfig } from "../native/model.ts";
-import { emptyRow, type PackedRow, type PackedStep, STREAMS } from "../data/pack.ts";
+import { copyDistillSlots, emptyRow, type PackedRow, type PackedStep, STREAMS } from "../data/pack.ts";
 
 export interface CostModel {
   /** FLOPs per token (linear layers and the LM head). */
@@ -76,6 +76,7 @@ export function sliceRow(row: PackedRow, picks: readonly number[], opts: Balance
     chosen.map((s) => s.length),
     STREAMS.filter((name) => row[name]),
     opts,
+    row.distillK ?? 0,
   );
   let offset = 0;
   for (const s of chosen) {
@@ -92,10 +93,20 @@ export function sliceRow(row: PackedRow, picks: readonly number[], opts: Balance
       "rlWeights",
       "ceWeights",
       "refKlWeights",
+      "distillWeights",
+      "distillBetas",
     ] as const) {
       const src = row[name];
       if (src) out[name]!.set(src.subarray(from, to), offset);
     }
+    if (row.distillK)
+      copyDistillSlots(
+        out,
+        offset,
+        { k: row.distillK, ids: row.distillIds!, logprobs: row.distillLogprobs! },
+        from,
+        s.length,
+      );
     out.samples.push({ ...s, start: offset });
     offset += s.length;
   }

@@ -3,7 +3,7 @@
 // computes the same balanced plan (src/trainer/balance.ts) and trains only its own rows:
 //
 //   1. its rows' member counts, all-reduced once, before the first micro-batch: the global
-//      denominators N_rl, N_ce, N_ref_kl (and checked against the whole step's own counts, which
+//      denominators N_rl, N_ce, N_ref_kl, N_distill (and checked against the whole step's own counts, which
 //      every rank can see: a mismatch means the ranks disagree on the plan);
 //   2. forward + backward of its rows, gradients accumulating locally;
 //   3. in the Policy's optimizer step: the gradient all-reduce (a SUM: with global denominators
@@ -58,17 +58,18 @@ export function rankRows(
 
 /** The step's denominators from this rank's rows, all-reduced over the ranks (exact int64). */
 export function globalDenominators(rows: readonly PackedRow[], group: RankGroup): Denominators {
-  const counts = new BigInt64Array(4);
+  const counts = new BigInt64Array(5);
   for (const row of rows) {
     const c = rowCounts(row);
     counts[0]! += BigInt(c.rl);
     counts[1]! += BigInt(c.ce);
     counts[2]! += BigInt(c.refKl);
     counts[3]! += BigInt(c.rlSequences);
+    counts[4]! += BigInt(c.distill);
   }
   group.allreduceCounts(counts);
   const at = (i: number) => Math.max(1, Number(counts[i]!));
-  return { rl: at(0), ce: at(1), refKl: at(2), rlSequences: at(3) };
+  return { rl: at(0), ce: at(1), refKl: at(2), rlSequences: at(3), distill: at(4) };
 }
 
 /** The policy with the gradient all-reduce in front of its optimizer step. */
@@ -89,7 +90,7 @@ export function trainStepOnRank(dp: DataParallel, policy: Policy, step: PackedSt
   const { rows, plan } = rankRows(step, rank, worldSize, dp.cost, dp.balance);
   const denominators = globalDenominators(rows, dp.group);
   const whole = denominatorsOf(step.rows);
-  const keys = ["rl", "ce", "refKl", "rlSequences"] as const;
+  const keys = ["rl", "ce", "refKl", "distill", "rlSequences"] as const;
   if (keys.some((k) => whole[k] !== denominators[k])) {
     const list = (d: Denominators) => keys.map((k) => `${k} ${d[k]}`).join(", ");
     throw new RlxError(

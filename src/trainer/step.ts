@@ -96,6 +96,7 @@ export function denominatorsOf(rows: readonly PackedRow[]): Denominators {
     rl: Math.max(1, total.rl),
     ce: Math.max(1, total.ce),
     refKl: Math.max(1, total.refKl),
+    distill: Math.max(1, total.distill),
     rlSequences: Math.max(1, total.rlSequences),
   };
 }
@@ -109,9 +110,11 @@ export function summarize(s: MetricSums, n: Denominators): StepMetrics {
     "loss/rl": s.rlSum / n.rl,
     "loss/ce": s.ceSum / n.ce,
     "loss/ref_kl": s.refKlSum / n.refKl,
+    "loss/distill": s.distillSum / n.distill,
     "count/rl": s.rlCount,
     "count/ce": s.ceCount,
     "count/ref_kl": s.refKlCount,
+    "count/distill": s.distillCount,
     mismatch_kl: ratio(s.mismatchKlSum, s.mismatchKlCount),
     entropy: ratio(s.entropySum, s.entropyCount),
     "masked/low": ratio(s.maskedLow, s.rlCount),
@@ -158,6 +161,7 @@ export function nativePolicy(model: NativeModel, optimizer: NativeOptimizer): Po
         nRl: n.rl,
         nCe: n.ce,
         nRefKl: n.refKl,
+        nDistill: n.distill,
         nRlSequences: n.rlSequences,
         type: loss.type ?? "dppo_kl",
         reduction: loss.reduction ?? "token",

@@ -138,13 +138,15 @@ describe.skipIf(!gloo)("two Gloo ranks", () => {
     expect(maxAbsDiff(r0!.params, single.initial)).toBeGreaterThan(5e-4);
     expect(maxAbsDiff(r0!.params, single.params)).toBeLessThan(1e-6);
     // The logged step is the whole step's on every rank: loss, counts, grad norm.
-    for (const key of ["count/rl", "count/ce", "count/ref_kl", "tokens"])
+    for (const key of ["count/rl", "count/ce", "count/ref_kl", "count/distill", "tokens"])
       expect(r0!.metrics[key]).toBe(single.metrics[key]!);
-    for (const key of ["loss", "loss/rl", "loss/ce", "loss/ref_kl", "grad_norm", "entropy"]) {
+    for (const key of ["loss", "loss/rl", "loss/ce", "loss/ref_kl", "loss/distill", "grad_norm", "entropy"]) {
       expect(r0!.metrics[key]).toBeCloseTo(single.metrics[key]!, 5);
     }
     expect(single.metrics["count/ce"]).toBeGreaterThan(0);
     expect(single.metrics["count/ref_kl"]).toBeGreaterThan(0);
+    expect(single.metrics["count/distill"]).toBeGreaterThan(0);
+    expect(single.metrics["loss/distill"]).toBeGreaterThan(0.01);
     expect(r0!.metrics.world_size).toBe(2);
     expect(r0!.metrics["balance/max_over_mean"]).toBeGreaterThanOrEqual(1);
   }, 90_000);
@@ -250,7 +252,7 @@ describe.skipIf(!gloo)("two Gloo ranks", () => {
     // 10 s: long enough for both ranks to join under a loaded machine (the timeout bounds the rendezvous too)
     const { code0, seconds, stderr } = await survivor("hang", { type: "file", path: join(dir, "store-hang") }, 10_000);
     expect(code0).toBe(1);
-    expect(stderr).toMatch(/^rank 0 of 2: all-reduce of 4 values failed: .*Timed out.*timeout_ms = 10000/m);
+    expect(stderr).toMatch(/^rank 0 of 2: all-reduce of 5 values failed: .*Timed out.*timeout_ms = 10000/m);
     expect(seconds).toBeLessThan(30);
   }, 90_000);
 });

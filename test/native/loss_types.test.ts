@@ -7,7 +7,7 @@
 import { describe, expect, test } from "bun:test";
 import { native, loadNative } from "../../src/native/ffi.ts";
 import { RL_LOSS_TYPES, RL_REDUCTIONS, type RlLossType, type RlReduction } from "../../src/native/loss_types.ts";
-import { lossEval, type LossEvalRow, type LossSettings, METRIC_FIELDS } from "../../src/native/train.ts";
+import { lossEval, type LossEvalRow, type LossSettings } from "../../src/native/train.ts";
 
 await loadNative();
 
@@ -142,7 +142,7 @@ describe("a token with ratio 1e6", () => {
     expect(Math.abs(out.grad[2]! - (2 * S.klTau * lr) / 5)).toBeLessThan(1e-17);
     // The 7-field rlx_loss_eval of ABI 3 on the same row.
     const cfg = Float64Array.from([5, 1, 1, 0.2, 0.2, S.advTau, S.klTau]);
-    const metrics = new Float64Array(METRIC_FIELDS.length);
+    const metrics = new Float64Array(17); // RLX_METRICS_FIELDS: the ABI 3 and 4 calls keep 17-wide blocks
     const grad = new Float64Array(LP.length);
     const lib = native();
     const rc = lib.rlx_loss_eval(

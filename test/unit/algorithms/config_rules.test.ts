@@ -7,6 +7,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { loadConfig } from "../../../src/config/load.ts";
 import { ConfigError } from "../../../src/errors.ts";
+import type { AlgorithmClass } from "../../../src/algorithms/base.ts";
+import { type DistillConfig, distillBeta } from "../../../src/algorithms/distill.ts";
 import { BUILTIN_ALGORITHMS, groupRelativeTypes } from "../../../src/algorithms/registry.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "rlx-rules-"));
@@ -105,4 +107,41 @@ describe("group_size 1", () => {
     expect(load('{ type = "opsd" }', 1).warnings).toEqual([]);
     expect(load(`{ type = "sft", sampling = { source = ${FROZEN} } }`, 1).warnings).toEqual([]);
   });
+});
+
+describe("top-k distillation settings (k, divergence, beta) of opd and opsd name the key and the file", () => {
+  const TEACHER = '{ name = "t", base_url = "http://127.0.0.1:8002/v1" }';
+  for (const [type, extra] of [
+    ["opd", `, teacher = ${TEACHER}`],
+    ["opsd", ""],
+  ] as const) {
+    const algo = (fields: string) => `{ type = "${type}"${extra}, ${fields} }`;
+    test(`${type}: a bad k, divergence or beta`, () => {
+      rejects(algo("k = -1"), ".toml", "orchestrator.train.env[0].algo.k", ">=0");
+      rejects(algo("k = 2.5"), ".toml", "orchestrator.train.env[0].algo.k");
+      rejects(algo('k = 8, divergence = "kl"'), ".toml", "orchestrator.train.env[0].algo.divergence", "forward_kl");
+      rejects(algo('k = 8, divergence = "jsd", beta = 1'), ".toml", "orchestrator.train.env[0].algo.beta");
+      rejects(algo("k = 8, beta = 0.5"), ".toml", "orchestrator.train.env[0].algo.beta", "generalized JSD");
+      rejects(algo('divergence = "reverse_kl"'), ".toml", "orchestrator.train.env[0].algo.divergence", "k = 0");
+    });
+    test(`${type}: k > 0 routes the action tokens to distill with the divergence's beta; k = 0 keeps ref_kl`, () => {
+      const cls: AlgorithmClass = BUILTIN_ALGORITHMS[type];
+      const config = (fields: Record<string, unknown>) =>
+        cls.schema.parse({
+          type,
+          ...(type === "opd" ? { teacher: { name: "t", base_url: "http://h:1/v1" } } : {}),
+          ...fields,
+        });
+      expect(new cls(config({})).actionLoss).toBe("ref_kl");
+      expect(new cls(config({ k: 4 })).actionLoss).toBe("distill");
+      expect(
+        [{}, { divergence: "reverse_kl" }, { divergence: "jsd" }, { divergence: "jsd", beta: 0.2 }].map((f) =>
+          distillBeta({ k: 4, ...f } as DistillConfig),
+        ),
+      ).toEqual([0, 1, 0.5, 0.2]);
+      expect(load(algo('k = 16, divergence = "jsd", beta = 0.3')).config.orchestrator.train.env[0]!.algo).toMatchObject(
+        { k: 16, divergence: "jsd", beta: 0.3 },
+      );
+    });
+  }
 });

@@ -69,7 +69,7 @@ describe("zero-advantage filter", () => {
     expect(kept).toHaveLength(1);
     expect(kept[0]!.rlWeights).toEqual([0, 0, 0, 0, 0, 0]);
     expect(kept[0]!.ceWeights).toEqual([0, 0, 0, 0.1, 0.1, 0]);
-    expect(memberCounts(kept[0]!)).toEqual({ rl: 0, ce: 2, refKl: 0, rlSequences: 0 });
+    expect(memberCounts(kept[0]!)).toEqual({ rl: 0, ce: 2, refKl: 0, distill: 0, rlSequences: 0 });
   });
   test("never touches ce or ref_kl members (sft, opd carry no advantages)", () => {
     const sft = samplesOf(1, "ce");

@@ -138,7 +138,7 @@ describe("packStep", () => {
     const step = packStep([grpo(1, 2, 3), opd(2, 2, 2), sft(3, 1, 2), echo(4, 3, 1), first], { seqLen: 8 });
     expect(step.rows.length).toBeGreaterThan(1);
     // rl: grpo 3 + echo 1 + first 2 (three samples); ce: sft 2 + echo 1; ref_kl: opd 2
-    expect(step.counts).toEqual({ rl: 6, ce: 3, refKl: 2, rlSequences: 3 });
+    expect(step.counts).toEqual({ rl: 6, ce: 3, refKl: 2, distill: 0, rlSequences: 3 });
     const perRow = step.rows.map(rowCounts);
     expect(perRow.reduce((a, c) => a + c.rl + c.ce + c.refKl, 0)).toBe(11);
   });

@@ -42,13 +42,14 @@ const sampleArb = (index: number) =>
     });
 /** The step's member counts from the samples themselves: every token but each sample's first. */
 function recount(samples: readonly TrainingSample[], seqLen: number) {
-  const counts = { rl: 0, ce: 0, refKl: 0, rlSequences: 0 };
+  const counts = { rl: 0, ce: 0, refKl: 0, distill: 0, rlSequences: 0 };
   for (const s of samples) {
     const rlBefore = counts.rl;
     for (let t = 1; t < Math.min(seqLen, s.tokenIds.length); t++) {
       if (s.lossMask[t] && (s.rlWeights?.[t] ?? 1) !== 0) counts.rl++;
       if ((s.ceWeights?.[t] ?? 0) !== 0) counts.ce++;
       if ((s.refKlWeights?.[t] ?? 0) !== 0) counts.refKl++;
+      if ((s.distillWeights?.[t] ?? 0) !== 0) counts.distill++;
     }
     if (counts.rl > rlBefore) counts.rlSequences++;
   }

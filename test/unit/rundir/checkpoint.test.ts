@@ -16,6 +16,7 @@ import {
 import { checkpointDir } from "../../../src/rundir/paths.ts";
 import { isCheckpointStep, latestCheckpoint, readCheckpoint, rewindRunDir } from "../../../src/rundir/checkpoint.ts";
 import { packStep } from "../../../src/data/pack.ts";
+import { crc32 } from "../../../src/model/checksums.ts";
 import type { TrainingSample } from "../../../src/data/types.ts";
 
 const tmp = () => mkdtempSync(join(tmpdir(), "rlx-ckpt-"));
@@ -83,6 +84,38 @@ test("a step file round-trips every array, the sample table, the state and the m
   });
   // the forth sample carries ce weights, so its row has the stream; the other row does not
   expect(back.packed.rows.some((row) => row.ceWeights) && back.packed.rows.some((row) => !row.ceWeights)).toBe(true);
+});
+
+test("top-k distillation rows round-trip their distill arrays and k; a format 2 file is still read", () => {
+  const k = 3;
+  const distilled = sample("m3", 8, {
+    distillWeights: Array.from({ length: 8 }, (_, i) => (i >= 4 ? 1 : 0)),
+    distillBetas: Array(8).fill(0.5),
+    distillTargets: {
+      k,
+      ids: Array.from({ length: 8 * k }, (_, j) => (j >= 4 * k ? j : -1)),
+      logprobs: Array.from({ length: 8 * k }, (_, j) => (j >= 4 * k ? -j / 10 : 0)),
+    },
+  });
+  const packed = packStep([distilled, sample("m1", 6)], { seqLen: 16 });
+  const rows = packed.rows.map((row) => ({ ...row, samples: row.samples.map((s) => ({ ...s, policyVersion: 1 })) }));
+  const bytes = encodeStepBatch({ step: 1, packed: { ...packed, rows } });
+  const back = decodeStepBatch(bytes);
+  expect(back.packed.counts.distill).toBe(4);
+  const [row, got] = [rows[0]!, back.packed.rows[0]!];
+  expect(got.distillK).toBe(k);
+  for (const key of ["distillWeights", "distillBetas", "distillIds", "distillLogprobs"] as const)
+    expect(Array.from(got[key]!)).toEqual(Array.from(row[key]!));
+  expect(got.distillIds!.length).toBe(14 * k);
+  // A version 2 file (written before the distill arrays existed) reads as before.
+  const plain = encodeStepBatch(stepBatch());
+  const view = new DataView(plain.buffer, plain.byteOffset);
+  view.setUint32(4, 2, true);
+  view.setUint32(12, crc32(plain.subarray(16)), true);
+  expect(decodeStepBatch(plain).packed.rows.length).toBe(stepBatch().packed.rows.length);
+  view.setUint32(4, 4, true);
+  view.setUint32(12, crc32(plain.subarray(16)), true);
+  expect(() => decodeStepBatch(plain, "v4.bin")).toThrow("v4.bin: step file format 4, this rlx reads 3");
 });
 
 test("a truncated or foreign step file is refused with the file's name", () => {

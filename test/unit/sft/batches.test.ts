@@ -85,7 +85,7 @@ test("samples carry ce weights only: the step's ce count is the predicted target
   expect(sample.ceWeights).toEqual(data[0]!.ceWeights);
   const packed = new SftBatches(data, { batchTokens: 1000, seqLen: 64, seed: 0, shuffle: false }).nextPacked();
   const targets = data.reduce((n, e) => n + e.ceWeights.filter(Boolean).length, 0);
-  expect(packed.counts).toEqual({ rl: 0, ce: targets, refKl: 0, rlSequences: 0 });
+  expect(packed.counts).toEqual({ rl: 0, ce: targets, refKl: 0, distill: 0, rlSequences: 0 });
   expect(
     packed.rows.every((r) => r.rlWeights === undefined && r.refKlWeights === undefined && r.ceWeights !== undefined),
   ).toBe(true);

@@ -90,7 +90,7 @@ function checkPlan(step: PackedStep, worldSize: number, cost: CostModel) {
     .sort((x, y) => x.id.localeCompare(y.id));
   expect(after).toEqual(before);
   // The step's member counts (the loss denominators) are those of the rows before balancing.
-  const total = { rl: 0, ce: 0, refKl: 0, rlSequences: 0 };
+  const total = { rl: 0, ce: 0, refKl: 0, distill: 0, rlSequences: 0 };
   for (const row of plan.ranks.flat()) {
     const c = rowCounts(row);
     total.rl += c.rl;
@@ -170,7 +170,7 @@ test("dummies fill the count when no row can be split, and have no member tokens
   expect(plan.dummies).toBe(2);
   const dummies = plan.ranks.flat().filter((row) => row.samples.length === 0);
   expect(dummies).toHaveLength(2);
-  for (const row of dummies) expect(rowCounts(row)).toEqual({ rl: 0, ce: 0, refKl: 0, rlSequences: 0 });
+  for (const row of dummies) expect(rowCounts(row)).toEqual({ rl: 0, ce: 0, refKl: 0, distill: 0, rlSequences: 0 });
   const padded = dummyRow({ padMultiple: 8, padTokenId: 5 });
   expect(Array.from(padded.sampleLengths)).toEqual([8]);
   expect(Array.from(padded.tokenIds)).toEqual(Array(8).fill(5));

@@ -103,12 +103,14 @@ describe("global denominators", () => {
       rl: 6 + 5 + 4,
       ce: 1,
       refKl: 1,
+      distill: 1,
       rlSequences: 3,
     });
     expect(denominatorsOf(packStep(grpo, { seqLen: 8 }).rows)).toEqual({
       rl: 4 + 5 + 3,
       ce: 1,
       refKl: 1,
+      distill: 1,
       rlSequences: 3,
     });
   });
