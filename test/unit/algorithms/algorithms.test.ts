@@ -5,7 +5,7 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ConfigError, EndpointError, RlxError } from "../../../src/errors.ts";
-import { type AlgorithmContext, finishGroup, finishRollout, type FrozenClient } from "../../../src/algorithms/base.ts";
+import { finishGroup, finishRollout, type FrozenClient } from "../../../src/algorithms/base.ts";
 import { Echo } from "../../../src/algorithms/echo.ts";
 import { Grpo } from "../../../src/algorithms/grpo.ts";
 import { MaxRl } from "../../../src/algorithms/max_rl.ts";
@@ -14,28 +14,10 @@ import { Opsd } from "../../../src/algorithms/opsd.ts";
 import { Sft } from "../../../src/algorithms/sft.ts";
 import { rolloutToSamples } from "../../../src/algorithms/samples.ts";
 import type { Rollout } from "../../../src/data/types.ts";
+import { byteContext, utf8 } from "../../fixtures/algo_context.ts";
 import { makeRollout, singleTurn } from "../../fixtures/rollouts.ts";
 
-const utf8 = (text: string) => Array.from(new TextEncoder().encode(text));
 const teacher = { name: "teacher", base_url: "http://127.0.0.1:8001/v1" };
-
-/** A context whose tokenizer is bytes; clients and renderer are given per test. */
-function context(over: Partial<AlgorithmContext> = {}): AlgorithmContext {
-  const unused = {
-    complete: async () => Promise.reject(new Error("unused")),
-    score: async () => Promise.reject(new Error("unused")),
-  };
-  return {
-    env: "math",
-    policy: unused,
-    connect: async () => ({ ...unused, tokenize: async (t: string) => utf8(t) }),
-    connectJudge: async () => Promise.reject(new Error("unused")),
-    tokenizer: { size: 259, encodePlain: utf8 },
-    renderer: { render: () => ({ tokenIds: [] }) },
-    logger: { info() {}, warn() {} },
-    ...over,
-  };
-}
 
 describe("grpo", () => {
   test("centers rewards over the trainable rollouts and spreads them over action tokens", async () => {
@@ -133,25 +115,25 @@ describe("echo", () => {
         "export default (rollout, kwargs) => [rollout.segments.flatMap((s) => s.tokenIds).map((_, i) => i !== kwargs.drop)];",
       );
       const algo = echo({ filter: { path, kwargs: { drop: 6 } } });
-      await algo.setup(context());
+      await algo.setup(byteContext());
       const r = conversation();
       await finishRollout(algo, r);
       expect(r.ceWeights).toEqual([0, 0, 0, 0, 0, 0, 0, 0.1, 0, 0, 0, 0, 0]);
     });
     test("a wrong number of masks or a wrong length is a clear error", async () => {
       const twoMasks = echo({ filter: { path: write("two.ts", "export default () => [[], []];") } });
-      await twoMasks.setup(context());
+      await twoMasks.setup(byteContext());
       expect(finishRollout(twoMasks, conversation())).rejects.toThrow(
         /returned 2 masks for rollout .* which has 1 sample/,
       );
       const short = echo({ filter: { path: write("short.ts", "export default () => [[true, true]];") } });
-      await short.setup(context());
+      await short.setup(byteContext());
       expect(finishRollout(short, conversation())).rejects.toThrow(
         /mask 0 of rollout .* has 2 entries, the sample has 13 tokens/,
       );
       expect(finishRollout(short, conversation())).rejects.toBeInstanceOf(RlxError);
       const notFn = echo({ filter: { path: write("nofn.ts", "export default 3;") } });
-      expect(notFn.setup(context())).rejects.toThrow(/default export is not a function/);
+      expect(notFn.setup(byteContext())).rejects.toThrow(/default export is not a function/);
     });
   });
 });
@@ -172,7 +154,7 @@ describe("opd", () => {
     const algo = opd();
     const seen: number[][] = [];
     await algo.setup(
-      context({ connect: async () => teacherClient({ score: async (s) => (seen.push(...s), teacherScore(s)) }) }),
+      byteContext({ connect: async () => teacherClient({ score: async (s) => (seen.push(...s), teacherScore(s)) }) }),
     );
     const r = makeRollout([
       { role: "user", tokens: [5, 6], messageIndex: 0 },
@@ -194,20 +176,20 @@ describe("opd", () => {
     expect(second!.refLogprobs).toEqual([0, 0, -0.09]);
   });
   test("setup refuses a teacher with another tokenizer", async () => {
-    const vocab = opd().setup(context({ connect: async () => teacherClient({ vocabSize: async () => 300 }) }));
+    const vocab = opd().setup(byteContext({ connect: async () => teacherClient({ vocabSize: async () => 300 }) }));
     expect(vocab).rejects.toThrow(/tokenizer of 300 ids, the policy's has 259/);
     const probe = opd().setup(
-      context({ connect: async () => teacherClient({ tokenize: async (t) => utf8(t.toUpperCase()) }) }),
+      byteContext({ connect: async () => teacherClient({ tokenize: async (t) => utf8(t.toUpperCase()) }) }),
     );
     expect(probe).rejects.toBeInstanceOf(ConfigError);
     // vLLM reports no vocabulary size: the probe alone decides
-    await opd().setup(context({ connect: async () => teacherClient({ vocabSize: undefined }) }));
+    await opd().setup(byteContext({ connect: async () => teacherClient({ vocabSize: undefined }) }));
     expect(TOKENIZER_PROBE.length).toBeGreaterThan(20);
   });
   test("a teacher returning the wrong number of logprobs is an endpoint error", async () => {
     const algo = opd();
     await algo.setup(
-      context({ connect: async () => teacherClient({ score: async (s) => s.map((seq) => seq.slice(1)) }) }),
+      byteContext({ connect: async () => teacherClient({ score: async (s) => s.map((seq) => seq.slice(1)) }) }),
     );
     expect(finishRollout(algo, singleTurn(1))).rejects.toBeInstanceOf(EndpointError);
   });
@@ -221,7 +203,7 @@ describe("opsd", () => {
   };
   const setupWith = async (algo: Opsd, calls: number[][]) =>
     algo.setup(
-      context({
+      byteContext({
         renderer,
         policy: {
           complete: async () => Promise.reject(new Error("unused")),

@@ -3,7 +3,7 @@
 // divergence's beta, the packed row carries the slots; a teacher that cannot score top-k, or
 // returns fewer than k, is an endpoint error naming it; k = 0 keeps today's ref_kl path.
 import { describe, expect, test } from "bun:test";
-import { type AlgorithmContext, finishRollout, type FrozenClient } from "../../../src/algorithms/base.ts";
+import { finishRollout, type FrozenClient } from "../../../src/algorithms/base.ts";
 import { Opd } from "../../../src/algorithms/opd.ts";
 import { Opsd } from "../../../src/algorithms/opsd.ts";
 import { stampLossRouting } from "../../../src/algorithms/routing.ts";
@@ -11,9 +11,9 @@ import { rolloutToSamples } from "../../../src/algorithms/samples.ts";
 import { packStep } from "../../../src/data/pack.ts";
 import { EndpointError, RlxError } from "../../../src/errors.ts";
 import type { ScoredSequence } from "../../../src/inference/types.ts";
+import { byteContext, utf8 } from "../../fixtures/algo_context.ts";
 import { makeRollout, singleTurn } from "../../fixtures/rollouts.ts";
 
-const utf8 = (text: string) => Array.from(new TextEncoder().encode(text));
 const teacher = { name: "teacher", base_url: "http://127.0.0.1:8001/v1" };
 
 /** A scripted top-k: position p of a sequence predicts ids p*10 .. p*10 + k - 1 with logprobs -1, -2, ... */
@@ -32,23 +32,6 @@ function scriptedTop(seqs: number[][], k: number): ScoredSequence[] {
   }));
 }
 
-function context(over: Partial<AlgorithmContext> = {}): AlgorithmContext {
-  const unused = {
-    complete: async () => Promise.reject(new Error("unused")),
-    score: async () => Promise.reject(new Error("unused")),
-  };
-  return {
-    env: "math",
-    policy: unused,
-    connect: async () => ({ ...unused, tokenize: async (t: string) => utf8(t) }),
-    connectJudge: async () => Promise.reject(new Error("unused")),
-    tokenizer: { size: 259, encodePlain: utf8 },
-    renderer: { render: () => ({ tokenIds: [] }) },
-    logger: { info() {}, warn() {} },
-    ...over,
-  };
-}
-
 const teacherClient = (over: Partial<FrozenClient> = {}): FrozenClient => ({
   complete: async () => Promise.reject(new Error("unused")),
   score: async () => Promise.reject(new Error("k > 0 scores with scoreTop")),
@@ -63,7 +46,7 @@ describe("opd with k > 0", () => {
     const algo = new Opd(Opd.schema.parse({ type: "opd", teacher, k: 2, divergence: "jsd", beta: 0.25 }));
     const asked: Array<{ seqs: number[][]; k: number }> = [];
     const client = teacherClient({ scoreTop: async (seqs, k) => (asked.push({ seqs, k }), scriptedTop(seqs, k)) });
-    await algo.setup(context({ connect: async () => client }));
+    await algo.setup(byteContext({ connect: async () => client }));
     const r = makeRollout([
       { role: "user", tokens: [5, 6], messageIndex: 0 },
       { role: "assistant", tokens: [7, 8], sampled: true, messageIndex: 1 },
@@ -109,7 +92,7 @@ describe("opd with k > 0", () => {
   test("k = 0 keeps the sampled-token ref_kl path (prefill logprobs, no top-k)", async () => {
     const algo = new Opd(Opd.schema.parse({ type: "opd", teacher }));
     await algo.setup(
-      context({ connect: async () => teacherClient({ score: async (s) => s.map((q) => q.map(() => -1)) }) }),
+      byteContext({ connect: async () => teacherClient({ score: async (s) => s.map((q) => q.map(() => -1)) }) }),
     );
     const r = singleTurn(1);
     await finishRollout(algo, r);
@@ -120,11 +103,13 @@ describe("opd with k > 0", () => {
 
   test("a teacher without top-k scoring, or with fewer than k alternatives, is an error naming it", async () => {
     const algo = new Opd(Opd.schema.parse({ type: "opd", teacher, k: 4 }));
-    await algo.setup(context({ connect: async () => teacherClient({ scoreTop: undefined }) }));
+    await algo.setup(byteContext({ connect: async () => teacherClient({ scoreTop: undefined }) }));
     expect(finishRollout(algo, singleTurn(1))).rejects.toThrow(/the opd teacher "teacher".*cannot score with top-k/);
     expect(finishRollout(algo, singleTurn(1))).rejects.toBeInstanceOf(EndpointError);
     const short = new Opd(Opd.schema.parse({ type: "opd", teacher, k: 4 }));
-    await short.setup(context({ connect: async () => teacherClient({ scoreTop: async (s) => scriptedTop(s, 2) }) }));
+    await short.setup(
+      byteContext({ connect: async () => teacherClient({ scoreTop: async (s) => scriptedTop(s, 2) }) }),
+    );
     expect(finishRollout(short, singleTurn(1))).rejects.toThrow(/returned 2 top logprobs at token 3.*asked for 4/);
   });
 });
@@ -133,7 +118,7 @@ test("opsd with k > 0 scores hint + sequence with the policy's top-k and slices 
   const algo = new Opsd(Opsd.schema.parse({ type: "opsd", template: "D:{demonstration}", k: 3 }));
   const calls: number[][] = [];
   await algo.setup(
-    context({
+    byteContext({
       renderer: { render: (m: { content: string }[]) => ({ tokenIds: [900, ...utf8(m[0]!.content), 901] }) },
       policy: {
         complete: async () => Promise.reject(new Error("unused")),
