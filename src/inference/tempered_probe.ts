@@ -7,7 +7,7 @@
 import { ConfigError, EndpointError } from "../errors.ts";
 import type { SamplingClient, TopLogprobs } from "./types.ts";
 
-/** The gap between the most and second most likely token at `temperature`, for ids of `like` if given. */
+/** The logprob gap between two tokens at `temperature`: `ids` if given, else the two most likely. */
 async function topGap(client: SamplingClient, promptIds: number[], temperature: number, ids?: number[]) {
   const completion = await client.complete({
     promptIds,
