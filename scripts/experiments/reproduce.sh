@@ -140,10 +140,8 @@ for seed in $SEEDS; do
 done
 
 echo "== L: the lean task format (format = \"bare\", a bare chat template)"
-if [ ! -f $OUT/tiny-bare/config.json ]; then
-  $RLX init --preset tiny --seed 0 --out $OUT/tiny-bare > /dev/null
-  cp scripts/experiments/bare_template.jinja $OUT/tiny-bare/chat_template.jinja
-fi
+[ -f $OUT/tiny-bare/config.json ] ||
+  $RLX init --preset tiny --seed 0 --out $OUT/tiny-bare --chat-template configs/templates/bare.jinja > /dev/null
 [ -s $OUT/add-bare.jsonl ] || $RLX env demos math --n 6000 --seed 0 --out $OUT/add-bare.jsonl \
   --args '{"operations": ["+"], "format": "bare", "train_size": 6000}' > /dev/null
 band_sft L-s bare-student configs/examples/sft_bare_student.toml "lean student: tiny from scratch, a bare template, SFT on 6,000 bare demos (48+22= -> 70)" "$BARE" 8 \

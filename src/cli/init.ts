@@ -1,5 +1,6 @@
 // `rlx init`: a random-initialized model in Hugging Face layout (config.json, model.safetensors,
-// the byte-level tokenizer with a ChatML template, or a Hub tokenizer's files with --tokenizer)
+// the byte-level tokenizer with a ChatML template, or a Hub tokenizer's files with --tokenizer;
+// --chat-template replaces the template)
 // from a preset or a config.json. Seeded: the same
 // seed writes byte-identical weights. The work is initModel in src/model/presets.ts.
 import { defineCommand } from "citty";
@@ -21,6 +22,11 @@ export default defineCommand({
       type: "string",
       description:
         "A directory with a Hub tokenizer (tokenizer.json, tokenizer_config.json) to use instead of the byte tokenizer",
+    },
+    "chat-template": {
+      type: "string",
+      description:
+        "A Jinja chat template file to write as chat_template.jinja (it takes precedence over the tokenizer's)",
     },
     config: { type: "string", description: "A Hugging Face config.json to build instead of a preset" },
     out: { type: "string", required: true, description: "Directory to write (must be empty or absent)" },
@@ -44,6 +50,7 @@ export default defineCommand({
       dtype: args.dtype,
       force: args.force,
       tokenizerDir: args.tokenizer,
+      chatTemplateFile: args["chat-template"],
     });
     if (args.json) {
       console.log(JSON.stringify(result));

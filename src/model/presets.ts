@@ -20,7 +20,9 @@
 //               so a checkpoint has exactly the shapes of the real model (ids >= 259 are unused).
 //
 // Tiny vocabularies are 259 (bytes + 3 specials) rounded up to a multiple of 64 = 320.
-import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { Template } from "@huggingface/jinja";
 import { ConfigError } from "../errors.ts";
 import { BYTE_TOKENIZER_SIZE, ENDOFTEXT_ID, IM_END_ID, paddedVocabSize, writeByteTokenizer } from "./byte_tokenizer.ts";
 import { type ModelConfig, modelConfigFromShim, parseModelConfig, type ShimModelConfig } from "./config.ts";
@@ -157,6 +159,8 @@ export interface InitOptions {
   force?: boolean;
   /** A directory with tokenizer.json and tokenizer_config.json to use instead of the byte tokenizer. */
   tokenizerDir?: string;
+  /** A Jinja chat template file, written as chat_template.jinja (which takes precedence over the tokenizer's own). */
+  chatTemplateFile?: string;
 }
 
 /** What `rlx init` built. */
@@ -206,6 +210,7 @@ export async function initModel(options: InitOptions): Promise<InitResult> {
       },
     );
   }
+  const chatTemplate = options.chatTemplateFile === undefined ? undefined : readChatTemplate(options.chatTemplateFile);
   if (existsSync(options.out) && readdirSync(options.out).length > 0 && !options.force) {
     throw new ConfigError(`${options.out} exists and is not empty`, {
       fix: "choose another --out, or pass --force to replace it",
@@ -214,7 +219,11 @@ export async function initModel(options: InitOptions): Promise<InitResult> {
   const { NativeModel } = await import("../native/model.ts");
   const { saveModel } = await import("./hf.ts");
   using model = await NativeModel.create(config.shim, { dtype: "f32", seed: options.seed });
-  const writeExtra = hub ? (dir: string) => hub.copyInto(dir) : writeByteTokenizer;
+  const writeTokenizer = hub ? (dir: string) => hub.copyInto(dir) : writeByteTokenizer;
+  const writeExtra = (dir: string) => {
+    writeTokenizer(dir);
+    if (chatTemplate !== undefined) writeFileSync(join(dir, "chat_template.jinja"), chatTemplate);
+  };
   const saved = saveModel(model, options.out, { dtype: options.dtype, config, writeExtra });
   return {
     name: options.preset ?? options.configFile!,
@@ -226,6 +235,21 @@ export async function initModel(options: InitOptions): Promise<InitResult> {
     files: saved.files,
     tensorBytes: saved.tensorBytes,
   };
+}
+
+/** A template file's text, parsed once here so that a syntax error names the file now, not at the first render. */
+function readChatTemplate(file: string): string {
+  if (!existsSync(file))
+    throw new ConfigError(`--chat-template ${file}: not found`, { fix: "pass a Jinja template file" });
+  const text = readFileSync(file, "utf8");
+  try {
+    new Template(text);
+  } catch (err) {
+    throw new ConfigError(`--chat-template ${file}: not a valid Jinja template (${(err as Error).message})`, {
+      fix: "fix the template; the Hub's chat_template.jinja files are examples",
+    });
+  }
+  return text;
 }
 
 function readConfigFile(file: string): ModelConfig {

@@ -1,12 +1,14 @@
 // `rlx init` end to end through the real CLI: seeded and byte-reproducible, a directory that loads
 // back through the shim and whose tokenizer loads in @huggingface/tokenizers, parameter counts that
-// match the shim's parameter list, and refusals for a non-empty --out or a too-small vocabulary.
+// match the shim's parameter list, a chat template given on the command line, and refusals for a non-empty --out or a too-small vocabulary.
 import { afterAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Tokenizer } from "@huggingface/tokenizers";
 import { loadModel } from "../../src/model/hf.ts";
+import { ChatRenderer } from "../../src/model/render.ts";
+import { Tokenizer as RlxTokenizer } from "../../src/model/tokenizer.ts";
 import { countParams, PRESETS } from "../../src/model/presets.ts";
 import { readSafetensors } from "../../src/model/safetensors.ts";
 import { NativeModel } from "../../src/native/model.ts";
@@ -85,6 +87,23 @@ describe("rlx init", () => {
     const before = readFileSync(join(tmp, "a", "model.safetensors"));
     init(join(tmp, "a"), "--preset", "tiny", "--seed", "9", "--force");
     expect(readFileSync(join(tmp, "a", "model.safetensors"))).not.toEqual(before);
+  });
+
+  test("--chat-template writes the template the renderer then uses, and refuses one that does not parse", () => {
+    const dir = join(tmp, "bare");
+    const made = init(dir, "--preset", "tiny", "--chat-template", join(ROOT, "configs/templates/bare.jinja"));
+    expect(made.files).toContain("chat_template.jinja");
+    const renderer = new ChatRenderer(RlxTokenizer.load(dir));
+    const messages = [
+      { role: "user" as const, content: "48+22=" },
+      { role: "assistant" as const, content: "70" },
+    ];
+    expect(renderer.text(messages, { addGenerationPrompt: false })).toBe("48+22=70<|im_end|>");
+    const broken = join(tmp, "broken.jinja");
+    writeFileSync(broken, "{% for m in messages %}{{ m.content }}");
+    const refused = rlx("init", "--preset", "tiny", "--out", join(tmp, "broken"), "--chat-template", broken);
+    expect(refused.code).toBe(1);
+    expect(refused.err).toContain(`--chat-template ${broken}: not a valid Jinja template`);
   });
 
   test("--config builds a given config.json and refuses a vocabulary smaller than the byte tokenizer", () => {

@@ -11,7 +11,7 @@
 // turn is the expression alone (`(47+18)*3=`) and the demonstration is the answer alone (`195`),
 // about a quarter of the chat format's tokens. The model's chat template still wraps the turns;
 // a model directory whose chat_template.jinja just concatenates contents (as the reproduce
-// script's lean student uses, scripts/experiments/bare_template.jinja) leaves the prompt bare.
+// script's lean student uses, configs/templates/bare.jinja) leaves the prompt bare.
 import { z } from "zod";
 import { extractAnswer, finalReply, gradeReply, parseInteger } from "../answer.ts";
 import { generateSplit, loadJsonlSplit, promptMessages, sampleTasks } from "../tasks.ts";
