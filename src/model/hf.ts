@@ -6,7 +6,8 @@
 //   - config.json decides the architecture; the safetensors must match it tensor for tensor. A
 //     missing tensor, an unexpected one, or a shape that disagrees is a ModelFileError naming the
 //     file and the tensor: loading "most" of a model would train garbage without a sign.
-//   - Tensors go from the mmap straight into the shim (zero-copy), converted to the run dtype there.
+//   - Tensors go from the mmap straight into the shim (zero-copy), converted to the run dtype there;
+//     the mapping is released right after (releaseMappings), not whenever the GC gets to it.
 //   - Saves fetch one parameter at a time from the shim while writing, so a save costs one tensor of
 //     JS memory, and they are atomic: everything is written to `DIR.tmp-<pid>` and renamed into
 //     place, so a reader (the inference server reloading weights) never sees half a model.
@@ -60,11 +61,13 @@ export interface LoadOptions {
 export async function loadModel(dir: string, options: LoadOptions = {}): Promise<NativeModel> {
   if (!isAdapterDir(dir)) {
     const model = await loadFullModel(dir, options);
+    releaseMappings();
     baseDirs.set(model, resolve(dir));
     return model;
   }
   const adapter = readAdapter(dir);
   const model = await loadFullModel(adapter.baseDir, options);
+  releaseMappings();
   try {
     model.addLora(adapter.spec);
     applyAdapter(model, adapter);
@@ -74,6 +77,17 @@ export async function loadModel(dir: string, options: LoadOptions = {}): Promise
     model.free();
     throw err;
   }
+}
+
+/**
+ * Unmaps the safetensors files a load read. The shim has copied every tensor, but a mapping stays
+ * resident (its pages count in the process's RSS: 1.05 GiB after loading 8 layers of the
+ * qwen3-0.6b shape) until the garbage collector finalizes its array, which an idle trainer or a
+ * policy server reloading every step may not do for a long time; one full collection here frees
+ * it before the caller allocates activations or the next step's weights.
+ */
+function releaseMappings(): void {
+  Bun.gc(true);
 }
 
 // The base model directory each loaded model came from (an adapter's base for adapter directories).

@@ -199,7 +199,7 @@ export class MetricsLog {
   /**
    * The end-of-run table: per env, the mean reward of the first and of the last few steps this
    * process logged (single steps are too noisy to compare), rollout and error counts; then each
-   * held-out eval metric at the first and the last eval; then where a step's time went (rollouts
+   * held-out eval metric at the first and the last eval, and the change; then where a step's time went (rollouts
    * and training overlap when max_async_level >= 1, so the parts can add up to more than the step).
    */
   summary(): string {
@@ -239,8 +239,11 @@ export class MetricsLog {
       (key) => /^eval\/.+\/(avg@\d+|pass@\d+|greedy\/pass@1)$/.test(key) && key in first,
     );
     const evalTable = formatTable(
-      ["held-out eval", `step ${first.step}`, `step ${last.step}`],
-      keys.map((key) => [key.slice("eval/".length), num(first[key]), num(last[key])]),
+      ["held-out eval", `step ${first.step}`, `step ${last.step}`, "change"],
+      keys.map((key) => {
+        const change = last[key]! - first[key]!;
+        return [key.slice("eval/".length), num(first[key]), num(last[key]), `${change >= 0 ? "+" : ""}${num(change)}`];
+      }),
     );
     return `${table}\n\n${evalTable}\n\n${timing}`;
   }

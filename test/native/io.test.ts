@@ -1,6 +1,6 @@
 // Model directories through the shim (src/model/hf.ts): a save then a load reproduces every
 // parameter and every logprob bit for bit, single-file and sharded, tied and untied; bf16/f16 on
-// disk load into f32 as the exact widening; and each kind of damage is a ModelFileError naming the
+// disk load into f32 as the exact widening; a load leaves no file mapped; and each kind of damage is a ModelFileError naming the
 // file and the tensor.
 import { afterAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, truncateSync, writeFileSync } from "node:fs";
@@ -105,6 +105,21 @@ describe("save and load", () => {
     expect(existsSync(join(dir, SINGLE_FILE))).toBe(false);
     using loaded = await loadModel(dir);
     expectSameParams(original, loaded);
+  });
+
+  test("a load leaves no weight file mapped: file-backed RSS does not keep the file's size", async () => {
+    // 32k x 512 embeddings and LM head: a 134 MB file, far above the noise of code pages.
+    const big = modelConfigFromShim("qwen3", { ...QWEN3.shim, vocab_size: 32768, hidden_size: 512, head_dim: 128 });
+    const dir = fresh();
+    {
+      using model = await NativeModel.create(big.shim, { seed: 3 });
+      saveModel(model, dir, { dtype: "f32", config: big });
+    }
+    const rssFileMb = () => Number(/RssFile:\s+(\d+) kB/.exec(readFileSync("/proc/self/status", "utf8"))![1]) / 1024;
+    const before = rssFileMb(); // libtorch's code pages, mapped by the save already
+    using loaded = await loadModel(dir);
+    expect(loaded.params().length).toBeGreaterThan(0);
+    expect(rssFileMb() - before).toBeLessThan(30);
   });
 
   test("bf16 and f16 on disk load into f32 as the exact widening of the saved values", async () => {

@@ -56,12 +56,11 @@ test("train --dry-run prints the resolved config and writes nothing", () => {
   const cwd = mkdtempSync(join(tmpdir(), "rlx-dry-"));
   const { code, out } = rlx(["train", join(ROOT, "configs/quickstart.toml"), "--dry-run"], cwd);
   expect(code).toBe(0);
-  expect(out).toContain("math->grpo, search->grpo, forth->echo");
+  expect(out).toContain("add->grpo, sub->max_rl");
   expect(existsSync(join(cwd, "outputs"))).toBe(false);
   const json = JSON.parse(rlx(["train", join(ROOT, "configs/quickstart.toml"), "--dry-run", "--json"], cwd).out);
   expect(json.config.orchestrator.train.env.map((e: { algo: { type: string } }) => e.algo.type)).toEqual([
     "grpo",
-    "grpo",
-    "echo",
+    "max_rl",
   ]);
 });

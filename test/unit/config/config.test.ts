@@ -48,16 +48,13 @@ describe("resolution", () => {
     expect(math?.name).toBe("math");
   });
 
-  test("quickstart resolves math->grpo, search->grpo, forth->echo", () => {
+  test("quickstart resolves add->grpo and sub->max_rl, both on the math env", () => {
     const { config } = loadConfig(join(ROOT, "configs/quickstart.toml"));
-    const pairs = config.orchestrator.train.env.map((e) => [e.name, e.algo.type]);
-    expect(pairs).toEqual([
-      ["math", "grpo"],
-      ["search", "grpo"],
-      ["forth", "echo"],
+    const envs = config.orchestrator.train.env.map((e) => [e.id, e.name, e.algo.type]);
+    expect(envs).toEqual([
+      ["math", "add", "grpo"],
+      ["math", "sub", "max_rl"],
     ]);
-    const forth = config.orchestrator.train.env[2]!.algo;
-    expect(forth.type === "echo" && forth.roles).toEqual({ tool: { alpha: 0.1 } });
   });
 
   test("each env gets a deep copy of the default algorithm, or its own", () => {

@@ -1,6 +1,6 @@
 // The end-of-run summary of `rlx train`: reward per env averaged over the first and the last few
 // logged steps (an env absent from a step does not count as 0 there), rollout and error totals,
-// the held-out evals at the first and last eval (the step-0 note included), and the step's timing.
+// the held-out evals at the first and last eval (the step-0 note included) and their change, and the step's timing.
 import { expect, test } from "bun:test";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -30,10 +30,10 @@ test("summary: means of the first and last three steps per env, totals, and eval
   expect(lines[0]).toMatch(/^env +reward, steps 1-3 +reward, steps 6-8 +rollouts +errors$/);
   expect(lines[2]!.split(/ +/)).toEqual(["math", "0.200", "0.700", "64", "0"]);
   expect(lines[3]!.split(/ +/)).toEqual(["search", "0.100", "0.600", "56", "2"]); // (0 + 0.2) / 2: step 2 had none
-  expect(lines[5]).toMatch(/^held-out eval +step 0 +step 8$/);
+  expect(lines[5]).toMatch(/^held-out eval +step 0 +step 8 +change$/);
   expect(lines.slice(7, 9).map((l) => l.split(/ +/))).toEqual([
-    ["math/pass@1", "0.250", "0.750"],
-    ["math/avg@4", "0.200", "0.500"],
+    ["math/pass@1", "0.250", "0.750", "+0.500"],
+    ["math/avg@4", "0.200", "0.500", "+0.300"],
   ]);
   expect(lines[10]).toMatch(/^time per step, mean of 8: \d+\.\d\d s \| rollouts 0\.00 s/);
 });
