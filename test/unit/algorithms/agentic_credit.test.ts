@@ -4,12 +4,13 @@
 // float64 against an independent computation), and the audit record shows weights and spans.
 import { afterEach, expect, test } from "bun:test";
 import { AgenticCredit, creditFactors, parseStepWeights } from "../../../src/algorithms/agentic_credit.ts";
-import { type AlgorithmContext, finishGroup, finishRollout } from "../../../src/algorithms/base.ts";
+import { finishGroup, finishRollout } from "../../../src/algorithms/base.ts";
 import { actionMask } from "../../../src/algorithms/routing.ts";
 import { rolloutToSamples } from "../../../src/algorithms/samples.ts";
 import type { Rollout } from "../../../src/data/types.ts";
 import { OpenAIChatClient } from "../../../src/inference/chat_client.ts";
 import { parseAudit, auditLine } from "../../../src/rundir/audit.ts";
+import { byteContext } from "../../fixtures/algo_context.ts";
 import { type ChatBody, type JudgeReply, type JudgeServer, startJudgeServer } from "../../fixtures/judge_server.ts";
 import { forthCall, forthRollout, renderer, tokenizer } from "../judges/forth_rollouts.ts";
 
@@ -21,16 +22,12 @@ async function credit(rule: (body: ChatBody, n: number) => JudgeReply | Promise<
   const algo = new AgenticCredit(
     AgenticCredit.schema.parse({ type: "agentic_credit", judge: { name: "judge", base_url: server.url, ...extra } }),
   );
-  const unused = async () => Promise.reject(new Error("unused"));
-  const ctx: AlgorithmContext = {
+  const ctx = byteContext({
     env: "forth",
-    policy: { complete: unused, score: unused },
-    connect: unused,
     connectJudge: async (j) => new OpenAIChatClient(j.name, j.base_url, { retries: 0 }),
     tokenizer,
     renderer,
-    logger: { info() {}, warn() {} },
-  };
+  });
   await algo.setup(ctx);
   return algo;
 }

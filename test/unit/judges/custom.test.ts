@@ -3,7 +3,6 @@
 // and run on real forth rollouts against the scripted judge endpoint.
 import { afterEach, expect, test } from "bun:test";
 import { join } from "node:path";
-import type { AlgorithmContext } from "../../../src/algorithms/base.ts";
 import { finishGroup, finishRollout } from "../../../src/algorithms/base.ts";
 import { createAlgorithm, parseAlgoConfig } from "../../../src/algorithms/registry.ts";
 import { ConfigError } from "../../../src/errors.ts";
@@ -12,6 +11,7 @@ import { CallGate } from "../../../src/inference/gate.ts";
 import { createJudge } from "../../../src/judges/index.ts";
 import { judgedEnv } from "../../../src/judges/judge.ts";
 import { judgeSchema } from "../../../src/judges/schema.ts";
+import { byteContext } from "../../fixtures/algo_context.ts";
 import { type ChatBody, type JudgeReply, type JudgeServer, startJudgeServer } from "../../fixtures/judge_server.ts";
 import { forthCall, forthEnv, forthRollout, renderer, tokenizer } from "./forth_rollouts.ts";
 
@@ -83,16 +83,12 @@ test("a custom credit-assigning algorithm file puts a failed rollout's blame on 
   };
   const site = { source: "run.toml", path: ["orchestrator", "algo"] };
   const { algorithm } = await createAlgorithm(parseAlgoConfig(block, site), site, { isPolicyUrl: () => false });
-  const unused = async () => Promise.reject(new Error("unused"));
-  const ctx: AlgorithmContext = {
+  const ctx = byteContext({
     env: "forth",
-    policy: { complete: unused, score: unused },
-    connect: unused,
     connectJudge: async (j) => new OpenAIChatClient(j.name, j.base_url, { retries: 0 }),
     tokenizer,
     renderer,
-    logger: { info() {}, warn() {} },
-  };
+  });
   await algorithm.setup(ctx);
   const rollouts = await Promise.all([
     forthRollout("good", [forthCall("3 4 + ."), "Answer: 7"]),

@@ -7,12 +7,12 @@ import { expect, test } from "bun:test";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { AlgorithmContext } from "../../../src/algorithms/base.ts";
 import { ConfigError } from "../../../src/errors.ts";
 import { ChatRenderer } from "../../../src/model/render.ts";
 import { sampleGroups } from "../../../src/orchestrator/groups.ts";
 import { Progress } from "../../../src/orchestrator/metrics.ts";
 import { LETTERS_ENV } from "../../e2e/train_helpers.ts";
+import { byteContext } from "../../fixtures/algo_context.ts";
 import { harness, Scripted, tokenizer } from "./collect_harness.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "rlx-hook-errors-"));
@@ -26,15 +26,13 @@ async function collectWith(algo: string, client = new Scripted(() => "abc")) {
     orchestrator: "batch_size = 4\ngroup_size = 2",
     envExtra: `algo = ${algo}`,
   });
-  const ctx: AlgorithmContext = {
+  const ctx = byteContext({
     env: "letters",
     policy: client,
     connect: async () => Promise.reject(new Error("no frozen endpoints here")),
-    connectJudge: async () => Promise.reject(new Error("no judges here")),
     tokenizer,
     renderer: new ChatRenderer(tokenizer),
-    logger: { info() {}, warn() {} },
-  };
+  });
   await h.train.algorithm.setup(ctx);
   return sampleGroups(1, h.o, h.sampler, new Progress());
 }
