@@ -3,10 +3,10 @@
 // with its own CRC-32C) decodes every record with valid CRCs and finds every numeric
 // metrics.jsonl key at its step, equal at float32 precision, and each row's time as the wall
 // time. Also: an unnamed custom env is labelled by its file's id (`letters`), not its path.
-import { afterAll, beforeAll, expect, test } from "bun:test";
-import { existsSync, readdirSync, rmSync } from "node:fs";
+import { expect, test } from "bun:test";
+import { existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
-import { ROOT, readMetrics, rlx, type Workspace, workspace, writeConfig } from "./train_helpers.ts";
+import { ROOT, readMetrics, rlx, writeConfig, sharedWorkspace } from "./train_helpers.ts";
 
 type Decoded = { file: string; step: number; wall_time: number; tag: string; value?: number; text?: string };
 
@@ -27,11 +27,7 @@ function decode(dir: string): Decoded[] {
     .map((line) => JSON.parse(line) as Decoded);
 }
 
-let ws: Workspace;
-beforeAll(async () => {
-  ws = await workspace();
-});
-afterAll(() => rmSync(ws.dir, { recursive: true, force: true }));
+const ws = sharedWorkspace();
 
 test.skipIf(!hasReader)(
   "rlx train: every numeric metrics.jsonl key is a scalar at its step, and rollouts are text",

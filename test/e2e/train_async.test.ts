@@ -3,15 +3,10 @@
 //   - max_async_level = 1: every trained sample is at most one version behind the trainer's, and
 //     the overlap really happens (some step trains on samples one version old);
 //   - max_off_policy_steps = 0: nothing stale is trained, every sample comes from weights N-1.
-import { afterAll, beforeAll, expect, test } from "bun:test";
-import { rmSync } from "node:fs";
-import { readAudit, readMetrics, rlx, type Workspace, workspace, writeConfig } from "./train_helpers.ts";
+import { expect, test } from "bun:test";
+import { readAudit, readMetrics, rlx, writeConfig, sharedWorkspace } from "./train_helpers.ts";
 
-let ws: Workspace;
-beforeAll(async () => {
-  ws = await workspace();
-});
-afterAll(() => rmSync(ws.dir, { recursive: true, force: true }));
+const ws = sharedWorkspace();
 
 function config(extra: string): string {
   return `max_steps = 5

@@ -3,8 +3,8 @@
 // killed right after checkpoint 2, whose carried state holds the two groups then waiting, and resumed. Every set that trained must hold all six members, each trained once,
 // with advantages centered over the six (summing to 0): a member waiting when the checkpoint's
 // batch was cut came back from the carried state rather than being lost.
-import { afterAll, beforeAll, expect, test } from "bun:test";
-import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { expect, test } from "bun:test";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import {
   processesMentioning,
@@ -13,16 +13,11 @@ import {
   rlx,
   until,
   untilWhileRunning,
-  type Workspace,
-  workspace,
   writeConfig,
+  sharedWorkspace,
 } from "./train_helpers.ts";
 
-let ws: Workspace;
-beforeAll(async () => {
-  ws = await workspace();
-});
-afterAll(() => rmSync(ws.dir, { recursive: true, force: true }));
+const ws = sharedWorkspace();
 
 const THREE_GROUPS = `
 export default ({ Algorithm, z, group, assignAdvantage }) =>

@@ -1,8 +1,8 @@
 // `rlx train`'s children (the trainer and the spawned policy server) never outlive the run: not
 // after Ctrl-C, not after one of them crashes. A child that dies fails the run at once, with the
 // child's last log lines in the error. Nor after the orchestrator itself is SIGKILLed.
-import { afterAll, beforeAll, expect, test } from "bun:test";
-import { existsSync, rmSync } from "node:fs";
+import { expect, test } from "bun:test";
+import { existsSync } from "node:fs";
 import { join } from "node:path";
 import {
   freePort,
@@ -10,16 +10,11 @@ import {
   rlx,
   until,
   untilWhileRunning,
-  type Workspace,
-  workspace,
   writeConfig,
+  sharedWorkspace,
 } from "./train_helpers.ts";
 
-let ws: Workspace;
-beforeAll(async () => {
-  ws = await workspace();
-});
-afterAll(() => rmSync(ws.dir, { recursive: true, force: true }));
+const ws = sharedWorkspace();
 
 function config(name: string, extra = "", inference = "") {
   return writeConfig(

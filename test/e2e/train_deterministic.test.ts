@@ -3,9 +3,9 @@
 // metrics on every key but timings. The runs must also have trained (weights move, rewards vary),
 // or equality would prove nothing. And a run killed with -9 after a checkpoint and resumed ends
 // with the same weights at every step as the run that was never stopped (issue 25).
-import { afterAll, beforeAll, expect, test } from "bun:test";
+import { expect, test } from "bun:test";
 import { createHash } from "node:crypto";
-import { existsSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import {
   processesMentioning,
@@ -13,16 +13,11 @@ import {
   rlx,
   until,
   untilWhileRunning,
-  type Workspace,
-  workspace,
   writeConfig,
+  sharedWorkspace,
 } from "./train_helpers.ts";
 
-let ws: Workspace;
-beforeAll(async () => {
-  ws = await workspace();
-});
-afterAll(() => rmSync(ws.dir, { recursive: true, force: true }));
+const ws = sharedWorkspace();
 
 const STEPS = 3;
 const digest = (path: string) => createHash("sha256").update(readFileSync(path)).digest("hex");

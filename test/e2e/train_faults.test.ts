@@ -5,17 +5,8 @@
 // up while a checkpoint or the weights are written (a real ENOSPC, from a tmpfs as small as the
 // run needs; root only) stops the run with a DiskError that names the write, leaves nothing
 // partial to be taken as whole, and --resume continues once there is space.
-import { afterAll, beforeAll, expect, test } from "bun:test";
-import {
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  rmSync,
-  statSync,
-  writeFileSync,
-} from "node:fs";
+import { expect, test } from "bun:test";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { loadConfig, resolvedToml } from "../../src/config/load.ts";
@@ -27,16 +18,11 @@ import {
   rlx,
   until,
   untilWhileRunning,
-  type Workspace,
-  workspace,
   writeConfig,
+  sharedWorkspace,
 } from "./train_helpers.ts";
 
-let ws: Workspace;
-beforeAll(async () => {
-  ws = await workspace();
-});
-afterAll(() => rmSync(ws.dir, { recursive: true, force: true }));
+const ws = sharedWorkspace();
 
 const body = (steps: number, interval: number) => `max_steps = ${steps}
 [orchestrator]

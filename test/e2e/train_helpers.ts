@@ -2,7 +2,8 @@
 // custom env whose reward varies even for a random model (so group-relative algorithms have
 // something to train on), config files written into a temp dir, the CLI run as a real process
 // (`bun src/main.ts`), and readers for what a run leaves behind.
-import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { afterAll, beforeAll } from "bun:test";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Subprocess } from "bun";
@@ -48,6 +49,14 @@ export async function workspace(): Promise<Workspace> {
   const lettersEnv = join(dir, "letters.ts");
   writeFileSync(lettersEnv, LETTERS_ENV);
   return { dir, model, lettersEnv };
+}
+
+/** The test file's workspace: filled in before its first test, removed after its last. */
+export function sharedWorkspace(): Workspace {
+  const ws = {} as Workspace;
+  beforeAll(async () => Object.assign(ws, await workspace()));
+  afterAll(() => rmSync(ws.dir, { recursive: true, force: true }));
+  return ws;
 }
 
 /** Writes a run config; `body` holds everything but output_dir and the model. */

@@ -3,17 +3,13 @@
 // check` names the file and the tensor offline; `rlx train --resume` warns with the same words,
 // continues from the whole checkpoint before it (step 2), and the run ends with every step logged
 // once. Before checksums the resume took the damaged weights without a word.
-import { afterAll, beforeAll, expect, test } from "bun:test";
-import { readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { expect, test } from "bun:test";
+import { readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { readSafetensors } from "../../src/model/safetensors.ts";
-import { readMetrics, rlx, type Workspace, workspace, writeConfig } from "./train_helpers.ts";
+import { readMetrics, rlx, writeConfig, sharedWorkspace } from "./train_helpers.ts";
 
-let ws: Workspace;
-beforeAll(async () => {
-  ws = await workspace();
-});
-afterAll(() => rmSync(ws.dir, { recursive: true, force: true }));
+const ws = sharedWorkspace();
 
 test("flipped bytes in a checkpoint's weights: rlx check names them, --resume uses the checkpoint before", async () => {
   const { path, runDir } = writeConfig(

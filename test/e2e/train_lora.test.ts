@@ -3,27 +3,15 @@
 // model's files are untouched, the optimizer state covers the adapters only, the policy follows the
 // published adapters; killed after checkpoint 2 and resumed, the run finishes from the adapter
 // checkpoint; and a resume under another [model.lora] is refused naming the key.
-import { afterAll, beforeAll, expect, test } from "bun:test";
-import { existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { expect, test } from "bun:test";
+import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ADAPTER_CONFIG, ADAPTER_WEIGHTS } from "../../src/model/adapter.ts";
 import { loadModel } from "../../src/model/hf.ts";
 import { score } from "../../src/native/generate.ts";
-import {
-  processesMentioning,
-  readMetrics,
-  rlx,
-  until,
-  untilWhileRunning,
-  type Workspace,
-  workspace,
-} from "./train_helpers.ts";
+import { processesMentioning, readMetrics, rlx, until, untilWhileRunning, sharedWorkspace } from "./train_helpers.ts";
 
-let ws: Workspace;
-beforeAll(async () => {
-  ws = await workspace();
-});
-afterAll(() => rmSync(ws.dir, { recursive: true, force: true }));
+const ws = sharedWorkspace();
 
 function config(name: string, lora: string): { path: string; runDir: string } {
   const runDir = join(ws.dir, name);

@@ -4,8 +4,8 @@
 // the run at once with an error naming that rank and quoting its last lines, and --resume
 // restarts both ranks from the last checkpoint; a rank that stops answering fails the others
 // after trainer.dist.timeout_s instead of hanging the run.
-import { afterAll, beforeAll, expect, test } from "bun:test";
-import { existsSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { expect, test } from "bun:test";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { cpus } from "node:os";
 import { join } from "node:path";
 import {
@@ -15,16 +15,11 @@ import {
   rlx,
   until,
   untilWhileRunning,
-  type Workspace,
-  workspace,
   writeConfig,
+  sharedWorkspace,
 } from "./train_helpers.ts";
 
-let ws: Workspace;
-beforeAll(async () => {
-  ws = await workspace();
-});
-afterAll(() => rmSync(ws.dir, { recursive: true, force: true }));
+const ws = sharedWorkspace();
 
 /** A configs/debug.toml-sized run over the letters env (math rewards are all 0 on a random model). */
 function config(name: string, port: number, extra = "") {

@@ -4,8 +4,8 @@
 // it had never stopped: steps 1..6 once each in metrics.jsonl, every group the sampler drew
 // trained exactly once in draw order with the task a fresh sampler draws for it (no task repeated
 // or skipped, no rollout trained twice), and no process left behind after any kill.
-import { afterAll, beforeAll, expect, test } from "bun:test";
-import { existsSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { expect, test } from "bun:test";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { createEnv, loadEnv } from "../../src/envs/index.ts";
 import { TaskSampler, uniformEnv } from "../../src/orchestrator/sampler.ts";
@@ -17,16 +17,11 @@ import {
   type Running,
   until,
   untilWhileRunning,
-  type Workspace,
-  workspace,
   writeConfig,
+  sharedWorkspace,
 } from "./train_helpers.ts";
 
-let ws: Workspace;
-beforeAll(async () => {
-  ws = await workspace();
-});
-afterAll(() => rmSync(ws.dir, { recursive: true, force: true }));
+const ws = sharedWorkspace();
 
 const SEED = 3;
 const GROUPS_PER_STEP = 4; // batch_size 8 / group_size 2

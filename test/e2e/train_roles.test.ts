@@ -6,16 +6,12 @@
 // role and the solver panel do is tested with scripted players: test/unit/orchestrator/roles.test.ts).
 // The audit records name each sample's role and episode; metrics carry role/<env>/<role>/*;
 // rae's per-role baselines are in the checkpoint's carried state.
-import { afterAll, beforeAll, expect, test } from "bun:test";
-import { readFileSync, rmSync } from "node:fs";
+import { expect, test } from "bun:test";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { readAudit, readMetrics, rlx, type Workspace, workspace, writeConfig } from "./train_helpers.ts";
+import { readAudit, readMetrics, rlx, writeConfig, sharedWorkspace } from "./train_helpers.ts";
 
-let ws: Workspace;
-beforeAll(async () => {
-  ws = await workspace();
-});
-afterAll(() => rmSync(ws.dir, { recursive: true, force: true }));
+const ws = sharedWorkspace();
 
 test("nim and proposer train with roles through rlx train: audit roles, per-role algorithms, rae state checkpointed", async () => {
   const { path, runDir } = writeConfig(
