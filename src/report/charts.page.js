@@ -72,10 +72,14 @@ function metricPanel(parent, runs, key, smoothing) {
   charts.push({ chart, refresh: () => chart.setData(data()) });
 }
 
-/** A y range with a margin, and a visible one for a flat line (all values equal). */
+/**
+ * A y range with a margin, and a visible one for a flat line: all values equal, or equal but for
+ * rounding (the EMA of a constant 256 reads 256.00000000000006), whose range uPlot cannot divide
+ * into ticks (its loop adds an increment that rounds away, until the tick array overflows).
+ */
 function padRange(u, min, max) {
   if (min === null || max === null) return [0, 1];
-  if (min === max) {
+  if (max - min <= 1e-9 * Math.max(Math.abs(min), Math.abs(max))) {
     const pad = Math.abs(min) * 0.5 || 0.5;
     return [min - pad, max + pad];
   }

@@ -1,10 +1,10 @@
 // rlx report in a real browser: Debian's Chromium, headless, driven by playwright-core, kept off
 // the network (--no-proxy-server and every request outside file:// refused). Two short runs (one
 // with grpo, a custom ce algorithm and opsd envs, so rl, ce and ref_kl credit all appear) on one page:
-// it loads without errors, every metric has a panel with data and both runs overlay in it, and
-// the viewer colours each token of a sample as its audit record's weights say.
+// it loads without errors, every metric has a panel with data and both runs overlay in it, a
+// constant metric of a long run draws, and the viewer colours each token of a sample as its audit record's weights say.
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { existsSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { type Browser, chromium, type Page } from "playwright-core";
 import type { AuditRecord } from "../../src/rundir/audit.ts";
@@ -129,6 +129,27 @@ test.skipIf(!hasChromium)("the page loads without errors; every metric has a pan
     "step time: a",
     "step time: b",
   ]);
+});
+
+test.skipIf(!hasChromium)("a constant metric of a smoothed run draws as a flat line, in seconds", async () => {
+  // 40 steps turn smoothing on; the EMA of a constant 256 is 256 give or take a rounding, a range
+  // uPlot once split into ticks until the array overflowed (~30 s and a page error per panel).
+  const dir = join(ws.dir, "flat");
+  mkdirSync(dir);
+  const rows = Array.from({ length: 40 }, (_, i) => ({ step: i + 1, "rollouts/count": 256, "rollouts/turns": 1 }));
+  writeFileSync(join(dir, "metrics.jsonl"), rows.map((row) => JSON.stringify(row) + "\n").join(""));
+  const out = join(ws.dir, "flat.html");
+  expect((await rlx(["report", dir, "--out", out]).done).code).toBe(0);
+  const flat = await browser.newPage();
+  const flatErrors: string[] = [];
+  flat.on("pageerror", (e) => flatErrors.push(String(e)));
+  await flat.route(/^(?!file:)/, (route) => route.abort());
+  await flat.goto(`file://${out}`, { timeout: 20_000 });
+  await flat.waitForSelector("body[data-ready=true]", { timeout: 20_000 });
+  expect(flatErrors).toEqual([]);
+  const points = await flat.$eval('.panel[data-key="rollouts/count"]', (el) => el.getAttribute("data-points"));
+  expect(points).toBe("40");
+  await flat.close();
 });
 
 /** Each token's expected class and colour, computed from the audit record (docs: viewer.page.js). */
