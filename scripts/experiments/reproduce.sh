@@ -15,7 +15,7 @@
 #
 # The bands (configs/examples/sft_*.toml, [eval.stop]): student greedy 0.40-0.65 (the documented
 # student read 0.53), teacher >= 0.85, the subtraction student (8d) sub greedy 0.05-0.30 (one that
-# samples `-` sometimes), the subtraction teacher >= 0.40, the lean student 0.40-0.80, and for
+# samples `-` sometimes), the subtraction teacher >= 0.40, the lean student 0.40-0.60, and for
 # rows that later issues rerun, row 2e's weaker student 0.25-0.40 (the student's own run, stopped
 # earlier) and row 6b's hint-reading student 0.55-0.90 after at least 1,000 steps. SFT is
 # deterministic on a machine, so a model whose row exists but whose files are gone (a fresh
