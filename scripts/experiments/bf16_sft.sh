@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bf16 autocast against float32 on the quickstart's SFT warm-up (configs/sft_quickstart.toml), on
+# bf16 autocast against float32 on the earlier quickstart's SFT warm-up (configs/examples/sft_warmup_three_envs.toml), on
 # the CPU: the same tiny model (rlx init --seed S), data and schedule, `trainer.precision` the only
 # difference, 2 seeds each. Prints the nll of steps 1-10 and of the last 10 steps per run, and the
 # bf16 / f32 ratio of the final nll per seed (docs/gpu.md: bf16 must land within 10% of f32).
@@ -20,7 +20,7 @@ for seed in $SEEDS; do
     run="$out/$precision-$seed"
     [ -f "$run/model/config.json" ] && continue
     echo "[bf16_sft] seed $seed, $precision"
-    $rlx sft configs/sft_quickstart.toml --force --set output_dir="$run" --set model.path="$out/tiny-$seed" \
+    $rlx sft configs/examples/sft_warmup_three_envs.toml --force --set output_dir="$run" --set model.path="$out/tiny-$seed" \
       --set trainer.precision="$precision" --set seed="$seed" --set trainer.steps="$STEPS" \
       --set eval.interval=100000 >"$run.log" 2>&1
   done
