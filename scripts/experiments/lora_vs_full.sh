@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# LoRA against full fine-tuning at equal steps (docs/lora.md, docs/results.md §9): GRPO on the
+# LoRA against full fine-tuning at equal steps (docs/lora.md, docs/results.md §10): GRPO on the
 # lean addition task (configs/examples/grpo_bare.toml, 40 steps of 32 prompts x 8) from
 # reproduce.sh's lean student, at SEEDS (default 0 1), once with every weight trained at the
 # config's lr 1e-4 and once with `[model.lora]` r = 16, alpha = 32 on all seven projections at lr
@@ -8,7 +8,9 @@
 # greedy and T = 1, every 10 steps) is the curve; `rlx eval` on 200 (greedy; pass@1 and pass@8 from
 # 8 samples) scores the last step; step_times.ts stores the median step, train, reload and publish
 # times and the published step's size beside each row. Rows in docs/results/lora/SET/, runs in
-# runs/lora/SET/ (ignored); a run whose row exists is not run again.
+# runs/lora/SET/ (ignored); a run whose row exists is not run again. The rows of §10 started from
+# the lean student of the band's first version (0.715); the student reproduce.sh builds now is
+# the 0.40-0.60 band's.
 #
 #   bash scripts/experiments/reproduce.sh SET     first (it builds runs/reproduce/SET/bare-student)
 #   bash scripts/experiments/lora_vs_full.sh SET

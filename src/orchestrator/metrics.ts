@@ -199,8 +199,9 @@ export class MetricsLog {
   /**
    * The end-of-run table: per env, the mean reward of the first and of the last few steps this
    * process logged (single steps are too noisy to compare), rollout and error counts; then each
-   * held-out eval metric at the first and the last eval, and the change; then where a step's time went (rollouts
-   * and training overlap when max_async_level >= 1, so the parts can add up to more than the step).
+   * held-out eval metric at the first and the last eval, and the change; then where a step's time
+   * went (rollouts and training overlap when max_async_level >= 1, so the parts can add up to more
+   * than the step).
    */
   summary(): string {
     if (this.rows.length === 0) return "no steps were logged";
