@@ -20,7 +20,7 @@
 extern "C" {
 #endif
 
-#define RLX_ABI_VERSION 6
+#define RLX_ABI_VERSION 7
 
 /* ---- runtime ------------------------------------------------------------------------------ */
 
@@ -206,6 +206,21 @@ int rlx_train_step_distill(void* model, int64_t T, const int32_t* token_ids, con
                            const float* distill_weights, const float* distill_betas, int distill_k,
                            const int32_t* distill_ids, const float* distill_logprobs, const int32_t* env_index,
                            int n_envs, const double* loss_config, int n_loss_config, double* metrics, int64_t n_metrics);
+/* ABI 7: rlx_train_step_distill over a shared-prefix row (docs/architecture.md §4). sample_parents
+ * [n_samples] (may be NULL: none shared) gives each sample the earlier sample of the row whose
+ * tokens it continues, or -1. A continuation attends to all of its parent's tokens and causally to
+ * its own, and its positions go on from the parent's length, so the parent (a group's prompt, an
+ * env's system prompt) is computed once for all its continuations; the loss and gradient are those
+ * of each continuation packed after its own copy of the parent. A parent is never a continuation
+ * (one level), and, as every sample's first token, a continuation's first token is predicted by
+ * nothing: a packer puts the parent's last token there again. */
+int rlx_train_step_shared(void* model, int64_t T, const int32_t* token_ids, const int32_t* sample_lengths,
+                          const int32_t* sample_parents, int n_samples, const uint8_t* loss_mask, const float* advantages,
+                          const float* inference_logprobs, const float* temperatures, const float* ref_logprobs,
+                          const float* rl_weights, const float* ce_weights, const float* ref_kl_weights,
+                          const float* distill_weights, const float* distill_betas, int distill_k,
+                          const int32_t* distill_ids, const float* distill_logprobs, const int32_t* env_index,
+                          int n_envs, const double* loss_config, int n_loss_config, double* metrics, int64_t n_metrics);
 /* The same loss over given trainer logprobs (float64, every token valid), in float64 without a
  * model: metrics as above (entropy fields 0) and, if grad_out is not NULL, dL/dlogprobs [T]. */
 int rlx_loss_eval(int64_t T, const double* logprobs, const uint8_t* loss_mask, const float* advantages,

@@ -124,43 +124,67 @@ static at::Tensor mlp(Model& m, const Layer& L, const at::Tensor& x) {
 
 // Causal attention within each of `count` samples of equal length n laid end to end:
 // q [count*n, H, D], k/v [count*n, G, D] -> [count*n, H*D]. Equal-length samples (a GRPO group's
-// prompts, a batch of prompts) run as one batched product instead of one per sample.
-static at::Tensor attend_causal(const Model& m, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int64_t count) {
+// prompts, a batch of prompts) run as one batched product instead of one per sample. With a shared
+// prefix (kp/vp [P, G, D], the K/V of the segment these samples continue), query i of each sample
+// sees all P prefix keys and its own keys 0..i: the prefix's K/V are computed once for the whole
+// group of continuations, and its gradient sums theirs. The fused kernels' is_causal aligns the
+// diagonal top-left, so a prefix goes to SDPA as an explicit mask (on CUDA the memory-efficient
+// kernel takes one; flash attention does not).
+static at::Tensor attend_causal(const Model& m, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int64_t count,
+                                const at::Tensor& kp = {}, const at::Tensor& vp = {}) {
   const int64_t n = q.size(0) / count, H = q.size(1), G = k.size(1), D = q.size(2), R = H / G;
+  const int64_t P = kp.defined() ? kp.size(0) : 0, S = P + n;
+  auto keys_of = [&](const at::Tensor& x, const at::Tensor& xp) {  // [count, G, S, D]
+    auto own = x.view({count, n, G, D});
+    if (P) own = at::cat({xp.unsqueeze(0).expand({count, P, G, D}), own}, 1);
+    return own.permute({0, 2, 1, 3});
+  };
+  auto k_c_G_S_D = keys_of(k, kp), v_c_G_S_D = keys_of(v, vp);
+  auto hidden_n_S = [&] {  // [n, S]: key j is after query i (query i sits at key P + i)
+    auto opts = at::TensorOptions().dtype(at::kLong).device(q.device());
+    return at::arange(S, opts).unsqueeze(0) > at::arange(n, opts).unsqueeze(1) + P;
+  };
 #if RLX_TORCH2
   if (m.fused_attention) {
     auto qh = q.view({count, n, H, D}).permute({0, 2, 1, 3});
-    auto kh = k.view({count, n, G, D}).permute({0, 2, 1, 3}), vh = v.view({count, n, G, D}).permute({0, 2, 1, 3});
+    OptionalTensor mask;
+    if (P) mask = hidden_n_S().logical_not();
 #if RLX_TORCH_AT_LEAST(2, 5)
-    auto out = at::scaled_dot_product_attention(qh, kh, vh, {}, 0.0, true, {}, /*enable_gqa=*/true);
+    auto out = at::scaled_dot_product_attention(qh, k_c_G_S_D, v_c_G_S_D, mask, 0.0, P == 0, {}, /*enable_gqa=*/true);
 #else
-    auto out = at::scaled_dot_product_attention(qh, kh.repeat_interleave(R, 1), vh.repeat_interleave(R, 1), {}, 0.0, true);
+    auto out = at::scaled_dot_product_attention(qh, k_c_G_S_D.repeat_interleave(R, 1), v_c_G_S_D.repeat_interleave(R, 1),
+                                                mask, 0.0, P == 0);
 #endif
     return out.permute({0, 2, 1, 3}).reshape({count * n, H * D});
   }
 #endif
   auto q_c_G_Rn_D = q.view({count, n, G, R, D}).permute({0, 2, 3, 1, 4}).reshape({count, G, R * n, D});
-  auto k_c_G_n_D = k.view({count, n, G, D}).permute({0, 2, 1, 3});
-  auto v_c_G_n_D = v.view({count, n, G, D}).permute({0, 2, 1, 3});
-  auto scores = at::matmul(q_c_G_Rn_D, k_c_G_n_D.transpose(2, 3)).view({count, G, R, n, n}) * (1.0 / std::sqrt(double(D)));
-  auto future = at::ones({n, n}, at::TensorOptions().dtype(at::kBool).device(q.device())).triu(1);
-  auto probs = at::softmax(scores.masked_fill(future, -INFINITY), -1, m.compute_dtype()).to(v.scalar_type());
-  auto out = at::matmul(probs.view({count, G, R * n, n}), v_c_G_n_D);  // [count, G, R*n, D]
+  auto scores = at::matmul(q_c_G_Rn_D, k_c_G_S_D.transpose(2, 3)).view({count, G, R, n, S}) * (1.0 / std::sqrt(double(D)));
+  auto probs = at::softmax(scores.masked_fill(hidden_n_S(), -INFINITY), -1, m.compute_dtype()).to(v.scalar_type());
+  auto out = at::matmul(probs.view({count, G, R * n, S}), v_c_G_S_D);  // [count, G, R*n, D]
   return out.view({count, G, R, n, D}).permute({0, 3, 1, 2, 4}).reshape({count * n, H * D});
 }
 
 // ---- packed forward ---------------------------------------------------------------------------
 
+static int64_t parent_of(const std::vector<int64_t>& parents, size_t i) { return parents.empty() ? -1 : parents[i]; }
+
 at::Tensor forward_packed(Model& m, const at::Tensor& token_ids, const at::Tensor& positions,
-                          const std::vector<int64_t>& sample_lengths, const KVWrite* kv) {
+                          const std::vector<int64_t>& sample_lengths, const KVWrite* kv, const std::vector<int64_t>& parents) {
   const int64_t T = token_ids.size(0);
+  TORCH_CHECK(parents.empty() || (!kv && parents.size() == sample_lengths.size()), "forward_packed: bad parents");
+  std::vector<int64_t> starts;  // each sample's first token in the row
   int64_t longest = 0;
-  for (auto n : sample_lengths) longest = std::max(longest, n);
+  for (size_t i = 0, at = 0; i < sample_lengths.size(); at += sample_lengths[i++]) {
+    starts.push_back(static_cast<int64_t>(at));
+    const int64_t p = parent_of(parents, i);
+    longest = std::max(longest, sample_lengths[i] + (p >= 0 ? sample_lengths[p] : 0));
+  }
   auto [cos, sin] = rope_rows(m, positions, longest);
-  // Runs of consecutive equal-length samples: [first sample, end sample).
+  // Runs of consecutive samples of equal length and the same parent: [first sample, end sample).
   std::vector<std::pair<size_t, size_t>> runs;
   for (size_t i = 0, j; i < sample_lengths.size(); i = j) {
-    for (j = i + 1; j < sample_lengths.size() && sample_lengths[j] == sample_lengths[i];) ++j;
+    for (j = i + 1; j < sample_lengths.size() && sample_lengths[j] == sample_lengths[i] && parent_of(parents, j) == parent_of(parents, i);) ++j;
     runs.emplace_back(i, j);
   }
   std::vector<at::Tensor> run_slots;  // cache slots of each run's samples, for the K/V writes
@@ -172,9 +196,9 @@ at::Tensor forward_packed(Model& m, const at::Tensor& token_ids, const at::Tenso
     const Layer& L = m.layers[l];
     auto [q, k, v] = project_qkv(m, L, rms_norm(m, x, L.input_norm), cos, sin);
     std::vector<at::Tensor> outs;
-    int64_t start = 0;
     for (size_t r = 0; r < runs.size(); ++r) {
       const int64_t n = sample_lengths[runs[r].first], count = static_cast<int64_t>(runs[r].second - runs[r].first);
+      const int64_t start = starts[runs[r].first], p = parent_of(parents, runs[r].first);
       const bool whole = runs.size() == 1;
       auto qs = whole ? q : q.narrow(0, start, count * n);
       auto ks = whole ? k : k.narrow(0, start, count * n), vs = whole ? v : v.narrow(0, start, count * n);
@@ -186,8 +210,10 @@ at::Tensor forward_packed(Model& m, const at::Tensor& token_ids, const at::Tenso
         kc.narrow(2, 0, n).index_copy_(0, run_slots[r], ks.view({count, n, G, D}).permute({0, 2, 1, 3}).to(kc.scalar_type()));
         vc.narrow(2, 0, n).index_copy_(0, run_slots[r], vs.view({count, n, G, D}).permute({0, 2, 1, 3}).to(vc.scalar_type()));
       }
-      outs.push_back(attend_causal(m, qs, ks, vs, count));
-      start += count * n;
+      if (p < 0) outs.push_back(attend_causal(m, qs, ks, vs, count));
+      else
+        outs.push_back(attend_causal(m, qs, ks, vs, count, k.narrow(0, starts[p], sample_lengths[p]),
+                                     v.narrow(0, starts[p], sample_lengths[p])));
     }
     auto attn = outs.size() == 1 ? outs[0] : at::cat(outs, 0);
     x = x + project(m, L, kLoraO, attn, L.o_proj);
@@ -297,10 +323,12 @@ at::Tensor token_tensor(const Model& m, const int32_t* ids, int64_t n, const cha
   return t.to(m.device);
 }
 
-at::Tensor packed_positions(const Model& m, const std::vector<int64_t>& sample_lengths) {
+at::Tensor packed_positions(const Model& m, const std::vector<int64_t>& sample_lengths, const std::vector<int64_t>& parents) {
   std::vector<int64_t> pos;
-  for (auto n : sample_lengths)
-    for (int64_t i = 0; i < n; ++i) pos.push_back(i);
+  for (size_t s = 0; s < sample_lengths.size(); ++s) {
+    const int64_t p = parent_of(parents, s), first = p >= 0 ? sample_lengths[p] : 0;
+    for (int64_t i = 0; i < sample_lengths[s]; ++i) pos.push_back(first + i);
+  }
   return at::tensor(pos, at::kLong).to(m.device);
 }
 

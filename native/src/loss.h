@@ -40,7 +40,8 @@ int train_step_any(void* model, int64_t T, const int32_t* token_ids, const int32
                    const float* temperatures, const float* ref_logprobs, const float* rl_weights, const float* ce_weights,
                    const float* ref_kl_weights, const float* distill_weights, const float* distill_betas, int distill_k,
                    const int32_t* distill_ids, const float* distill_logprobs, const int32_t* env_index, int n_envs,
-                   const double* loss_config, int n_loss_config, double* metrics, int64_t n_metrics, int64_t fields);
+                   const double* loss_config, int n_loss_config, double* metrics, int64_t n_metrics, int64_t fields,
+                   const int32_t* sample_parents = nullptr);
 int loss_eval_any(int64_t T, const double* logprobs, const int32_t* sample_lengths, int n_samples, const uint8_t* loss_mask,
                   const float* advantages, const float* inference_logprobs, const float* ref_logprobs,
                   const float* rl_weights, const float* ce_weights, const float* ref_kl_weights,

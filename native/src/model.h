@@ -146,9 +146,14 @@ struct KVWrite {
 };
 
 // Hidden states after the final norm, [T, hidden], for one packed row: token_ids and positions
-// are [T] int64 on the model's device; sample_lengths sum to T. Attention never crosses samples.
+// are [T] int64 on the model's device; sample_lengths sum to T. Attention never crosses samples,
+// except into a shared prefix: parents (empty, or one per sample) gives each sample the earlier
+// sample it continues, or -1. A continuation attends to all of its parent's tokens and causally
+// to its own; its positions go on from the parent's length (packed_positions). Parents are never
+// continuations themselves, and a row with parents writes no K/V (kv must be null).
 at::Tensor forward_packed(Model& m, const at::Tensor& token_ids, const at::Tensor& positions,
-                          const std::vector<int64_t>& sample_lengths, const KVWrite* kv = nullptr);
+                          const std::vector<int64_t>& sample_lengths, const KVWrite* kv = nullptr,
+                          const std::vector<int64_t>& parents = {});
 
 // One decode step for rows 0..B-1 of the cache: token_ids [B] int64 on the device, positions
 // (host, B entries): row b attends to cache positions 0..positions[b], its new K/V written at
@@ -168,7 +173,9 @@ at::Tensor chunked_logprobs(Model& m, const at::Tensor& hidden, const at::Tensor
 // every id is inside the vocabulary (the error names the position and the id).
 at::Tensor token_tensor(const Model& m, const int32_t* ids, int64_t n, const char* what);
 
-// Positions restarting at 0 for each sample, [T] int64 on the model's device.
-at::Tensor packed_positions(const Model& m, const std::vector<int64_t>& sample_lengths);
+// Positions restarting at 0 for each sample (at its parent's length for a continuation, as
+// forward_packed), [T] int64 on the model's device.
+at::Tensor packed_positions(const Model& m, const std::vector<int64_t>& sample_lengths,
+                            const std::vector<int64_t>& parents = {});
 
 }  // namespace rlx

@@ -202,6 +202,22 @@ std::vector<int64_t> sample_lengths_of(const int32_t* lengths, int n_samples, in
   return out;
 }
 
+// The shared-prefix layout (rlx.h, rlx_train_step_shared): empty when no sample has a parent.
+std::vector<int64_t> sample_parents_of(const int32_t* parents, const std::vector<int64_t>& lengths) {
+  if (!parents) return {};
+  std::vector<int64_t> out(parents, parents + lengths.size());
+  bool any = false;
+  for (size_t i = 0; i < out.size(); ++i) {
+    const auto p = out[i];
+    if (p == -1) continue;
+    const std::string at = "sample_parents[" + std::to_string(i) + "] = " + std::to_string(p);
+    require(p >= 0 && static_cast<size_t>(p) < i, at + ": a parent must be -1 or an earlier sample of the row");
+    require(out[p] == -1, at + ": that sample continues another itself (a prefix is one level deep)");
+    any = true;
+  }
+  return any ? out : std::vector<int64_t>{};
+}
+
 at::Tensor valid_tokens(const std::vector<int64_t>& lengths, int64_t T, at::Device device) {
   auto valid = at::ones({T}, at::kBool);
   int64_t start = 0;
@@ -254,10 +270,12 @@ int train_step_any(void* model, int64_t T, const int32_t* token_ids, const int32
                    const float* temperatures, const float* ref_logprobs, const float* rl_weights, const float* ce_weights,
                    const float* ref_kl_weights, const float* distill_weights, const float* distill_betas, int distill_k,
                    const int32_t* distill_ids, const float* distill_logprobs, const int32_t* env_index, int n_envs,
-                   const double* loss_config, int n_loss_config, double* metrics, int64_t n_metrics, int64_t fields) {
+                   const double* loss_config, int n_loss_config, double* metrics, int64_t n_metrics, int64_t fields,
+                   const int32_t* sample_parents) {
   RLX_TRY(-1, {
     auto& m = get_model(model);
     auto lengths = sample_lengths_of(sample_lengths, n_samples, T);
+    auto parents = sample_parents_of(sample_parents, lengths);
     auto settings = parse_settings(loss_config, n_loss_config);
     require(temperatures != nullptr, "temperatures are required");
     auto cd = m.compute_dtype();
@@ -270,7 +288,7 @@ int train_step_any(void* model, int64_t T, const int32_t* token_ids, const int32
 
     AutocastScope autocast(m);
     TrainingScope training(m);
-    auto hidden = forward_packed(m, ids, packed_positions(m, lengths), lengths);
+    auto hidden = forward_packed(m, ids, packed_positions(m, lengths, parents), lengths, nullptr, parents);
     // Token t is predicted from hidden state t-1 (within its sample; t = 0 and sample starts are not valid).
     auto hidden_leaf = hidden.detach().narrow(0, 0, T - 1).requires_grad_(true);
     auto labels = ids.narrow(0, 1, T - 1), temps = s.temps.narrow(0, 1, T - 1);
@@ -359,6 +377,20 @@ RLX_API int rlx_train_step_distill(void* model, int64_t T, const int32_t* token_
                         ref_logprobs, rl_weights, ce_weights, ref_kl_weights, distill_weights, distill_betas, distill_k,
                         distill_ids, distill_logprobs, env_index, n_envs, loss_config, n_loss_config, metrics, n_metrics,
                         RLX_METRICS_FIELDS_DISTILL);
+}
+
+RLX_API int rlx_train_step_shared(void* model, int64_t T, const int32_t* token_ids, const int32_t* sample_lengths,
+                                  const int32_t* sample_parents, int n_samples, const uint8_t* loss_mask,
+                                  const float* advantages, const float* inference_logprobs, const float* temperatures,
+                                  const float* ref_logprobs, const float* rl_weights, const float* ce_weights,
+                                  const float* ref_kl_weights, const float* distill_weights, const float* distill_betas,
+                                  int distill_k, const int32_t* distill_ids, const float* distill_logprobs,
+                                  const int32_t* env_index, int n_envs, const double* loss_config, int n_loss_config,
+                                  double* metrics, int64_t n_metrics) {
+  return train_step_any(model, T, token_ids, sample_lengths, n_samples, loss_mask, advantages, inference_logprobs, temperatures,
+                        ref_logprobs, rl_weights, ce_weights, ref_kl_weights, distill_weights, distill_betas, distill_k,
+                        distill_ids, distill_logprobs, env_index, n_envs, loss_config, n_loss_config, metrics, n_metrics,
+                        RLX_METRICS_FIELDS_DISTILL, sample_parents);
 }
 
 RLX_API int rlx_loss_eval_distill(int64_t T, const double* logprobs, const int32_t* sample_lengths, int n_samples,

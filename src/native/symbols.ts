@@ -62,6 +62,36 @@ export const symbols = {
     ],
     returns: i32,
   },
+  rlx_train_step_shared: {
+    args: [
+      ptr,
+      i64,
+      ptr,
+      ptr,
+      ptr,
+      i32,
+      ptr,
+      ptr,
+      ptr,
+      ptr,
+      ptr,
+      ptr,
+      ptr,
+      ptr,
+      ptr,
+      ptr,
+      i32,
+      ptr,
+      ptr,
+      ptr,
+      i32,
+      ptr,
+      i32,
+      ptr,
+      i64,
+    ],
+    returns: i32,
+  },
   rlx_loss_eval: { args: [i64, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, i32, ptr, ptr, i64, ptr], returns: i32 },
   rlx_loss_eval_ext: {
     args: [i64, ptr, ptr, i32, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, i32, ptr, i32, ptr, i64, ptr],
@@ -128,4 +158,4 @@ export const symbols = {
   rlx_dist_barrier: { args: [ptr], returns: i32 },
 } as const;
 
-export const ABI_VERSION = 6;
+export const ABI_VERSION = 7;

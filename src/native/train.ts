@@ -1,5 +1,5 @@
-// Typed wrappers for training: one packed micro-batch through the shim's train step (the ABI 6
-// _distill calls: the four loss components), the same loss over given logprobs and logits
+// Typed wrappers for training: one packed micro-batch through the shim's train step (the ABI 7
+// _shared call: the four loss components over a row that may share prefixes), the same loss over given logprobs and logits
 // (lossEval, for exact tests), and the AdamW optimizer with its state. The metric layout mirrors
 // rlx.h's RLX_M_* block (RLX_METRICS_FIELDS_DISTILL wide).
 import type { Pointer } from "bun:ffi";
@@ -13,6 +13,9 @@ export interface PackedRow {
   tokenIds: Int32Array;
   /** Lengths of the packed samples, summing to T. */
   sampleLengths: Int32Array;
+  /** Per sample: the earlier sample of the row whose tokens it continues (a shared prefix), or -1
+   * (rlx.h rlx_train_step_shared). Absent: none shared. */
+  sampleParents?: Int32Array;
   lossMask: Uint8Array;
   advantages: Float32Array;
   inferenceLogprobs: Float32Array;
@@ -128,6 +131,9 @@ function checkRow(row: PackedRow): number {
   for (const key of ["lossMask", "advantages", "inferenceLogprobs", "temperatures"] as const)
     requireLength(key, row[key], T);
   checkOptional(row, T);
+  const parents = row.sampleParents?.length;
+  if (parents !== undefined && parents !== row.sampleLengths.length)
+    throw new NativeError(`sampleParents has ${parents} entries but the row has ${row.sampleLengths.length} samples`);
   return T;
 }
 
@@ -165,11 +171,12 @@ export function trainStep(model: NativeModel, row: PackedRow, loss: LossSettings
   const lib = native();
   check(
     lib,
-    lib.rlx_train_step_distill(
+    lib.rlx_train_step_shared(
       model.handle,
       T,
       row.tokenIds,
       row.sampleLengths,
+      row.sampleParents ?? null,
       row.sampleLengths.length,
       row.lossMask,
       row.advantages,

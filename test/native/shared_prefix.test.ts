@@ -1,0 +1,117 @@
+// The shared-prefix row (rlx.h rlx_train_step_shared): samples that share a prompt, packed as the
+// prompt once plus one continuation per sample, give the loss, the member counts and the gradient
+// of the same samples packed whole, in float64 (1e-10) and float32 (1e-5), with every loss
+// component, continuations of equal and unequal lengths, two prefixes and a lone sample in one row.
+// Bad parents are refused with the index and the rule.
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
+import type { NativeModel } from "../../src/native/model.ts";
+import { trainStep, type LossSettings, type PackedRow } from "../../src/native/train.ts";
+import { maxRelDiff, pack, randomSample, readGrads, rng, type Sample, TINY_FULL, tinyModel } from "./tiny_model.ts";
+
+setDefaultTimeout(60_000);
+
+const LOSS: LossSettings = { nRl: 40, nCe: 12, nRefKl: 30 };
+
+/** `count` samples sharing one random prompt of `prompt` tokens, each with its own completion. */
+function group(rand: () => number, prompt: number, completions: number[]): Sample[] {
+  const shared = randomSample(rand, prompt, prompt).tokenIds;
+  return completions.map((n) => {
+    const s = randomSample(rand, prompt + n, prompt);
+    s.tokenIds.splice(0, prompt, ...shared);
+    s.inferenceLogprobs = s.lossMask.map((m) => (m ? -3 - rand() : 0));
+    s.ceWeights = s.lossMask.map((m, t) => (m && t % 2 ? 0.5 : 0));
+    s.refKlWeights = s.lossMask.map((m) => m * 0.3);
+    s.refLogprobs = s.lossMask.map((m) => (m ? -3 - rand() : 0));
+    return s;
+  });
+}
+
+function slice(s: Sample, from: number, to = s.tokenIds.length): Sample {
+  const cut = (a: number[] | undefined) => a?.slice(from, to);
+  return {
+    ...s,
+    tokenIds: s.tokenIds.slice(from, to),
+    lossMask: s.lossMask.slice(from, to),
+    advantages: s.advantages.slice(from, to),
+    inferenceLogprobs: s.inferenceLogprobs.slice(from, to),
+    refLogprobs: cut(s.refLogprobs),
+    rlWeights: cut(s.rlWeights),
+    ceWeights: cut(s.ceWeights),
+    refKlWeights: cut(s.refKlWeights),
+  };
+}
+
+/** Each group as its prompt's first prompt - 1 tokens once, then each sample from token prompt - 1
+ * on (its first token, the prompt's last, is predicted by nothing, as in rlx.h), loners whole. */
+function shareRow(groups: { prompt: number; samples: Sample[] }[], loners: Sample[]): PackedRow {
+  const segments: Sample[] = [];
+  const parents: number[] = [];
+  for (const g of groups) {
+    const parent = segments.length;
+    segments.push(slice(g.samples[0]!, 0, g.prompt - 1));
+    parents.push(-1);
+    for (const s of g.samples) segments.push(slice(s, g.prompt - 1)), parents.push(parent);
+  }
+  for (const s of loners) segments.push(s), parents.push(-1);
+  return { ...pack(segments), sampleParents: Int32Array.from(parents) };
+}
+
+function stepOf(model: NativeModel, row: PackedRow) {
+  model.zeroGrad();
+  const metrics = trainStep(model, row, LOSS).all;
+  return { metrics, grads: readGrads(model) };
+}
+
+describe("shared-prefix rows", () => {
+  const rand = rng(17);
+  const groups = [
+    { prompt: 12, samples: group(rand, 12, [5, 5, 7, 5]) },
+    { prompt: 9, samples: group(rand, 9, [4, 6, 6]) },
+  ];
+  const loners = group(rand, 6, [5]);
+  const whole = pack([...groups.flatMap((g) => g.samples), ...loners]);
+  const shared = shareRow(groups, loners);
+
+  test("the shared row is shorter: each prompt once", () => {
+    expect(shared.tokenIds.length).toBe(whole.tokenIds.length - (3 * 11 + 2 * 8));
+  });
+
+  for (const [dtype, tol] of [
+    ["f64", 1e-10],
+    ["f32", 1e-5],
+  ] as const) {
+    test(`loss, member counts and gradient equal the whole samples' (${dtype}, tolerance ${tol})`, async () => {
+      using model = await tinyModel({ dtype, config: TINY_FULL, sharpen: 3 });
+      const a = stepOf(model, whole);
+      const b = stepOf(model, shared);
+      expect(Math.abs(b.metrics.loss - a.metrics.loss)).toBeLessThan(tol * Math.max(1, Math.abs(a.metrics.loss)));
+      for (const key of ["rlCount", "ceCount", "refKlCount", "mismatchKlCount", "entropyCount", "maskedLow", "maskedHigh"] as const)
+        expect(b.metrics[key]).toBe(a.metrics[key]);
+      for (const key of ["rlSum", "ceSum", "refKlSum", "entropySum", "mismatchKlSum"] as const)
+        expect(Math.abs(b.metrics[key] - a.metrics[key])).toBeLessThan(tol * Math.max(1, Math.abs(a.metrics[key])));
+      expect(maxRelDiff(b.grads, a.grads)).toBeLessThan(tol);
+      expect(Math.max(...[...a.grads.values()].map((g) => Math.max(...g.map(Math.abs))))).toBeGreaterThan(1e-4);
+    });
+  }
+
+  test("all parents -1 is the plain row, bit for bit", async () => {
+    using model = await tinyModel({ dtype: "f32", config: TINY_FULL });
+    const a = stepOf(model, whole);
+    const b = stepOf(model, { ...whole, sampleParents: new Int32Array(whole.sampleLengths.length).fill(-1) });
+    expect(b.metrics.loss).toBe(a.metrics.loss);
+    expect(maxRelDiff(b.grads, a.grads)).toBe(0);
+  });
+
+  test("a parent that is not an earlier sample, or is a continuation itself, is refused", async () => {
+    using model = await tinyModel({ dtype: "f32", config: TINY_FULL });
+    const bad = (parents: number[]) => () => trainStep(model, { ...shared, sampleParents: Int32Array.from(parents) }, LOSS);
+    const n = shared.sampleLengths.length;
+    const later = Array.from({ length: n }, (_, i) => (i === 0 ? 1 : -1));
+    expect(bad(later)).toThrow("sample_parents[0] = 1: a parent must be -1 or an earlier sample of the row");
+    const nested = Array.from({ length: n }, (_, i) => (i === 1 ? 0 : i === 2 ? 1 : -1));
+    expect(bad(nested)).toThrow("sample_parents[2] = 1: that sample continues another itself");
+    expect(() => trainStep(model, { ...shared, sampleParents: new Int32Array(2) }, LOSS)).toThrow(
+      `sampleParents has 2 entries but the row has ${n} samples`,
+    );
+  });
+});
