@@ -195,6 +195,8 @@ export const configSchema = z.strictObject({
     group_size: positiveInt.default(8),
     /** Packed micro-batch row length in tokens; longer samples are truncated. */
     seq_len: positiveInt.default(2048),
+    /** Pack the weightless prefix samples share (a group's prompt) once per row (docs/architecture.md §4). */
+    share_prefixes: z.boolean().default(true),
     /** Steps the orchestrator may run ahead of the trainer's published weights. */
     max_async_level: z.number().int().min(0).default(1),
     /** Rollouts sampled by weights older than this many versions are dropped. */

@@ -12,10 +12,15 @@
 //     position ids restart at 0) with weight 0 in every stream, loss mask 0 and env index -1.
 //   - The distill component's top-k (k slots per token) is materialized at the row's largest k;
 //     a sample with a smaller k, or none, fills the extra slots with id -1 (empty).
+//   - With `sharePrefixes`, samples that begin with the same weightless tokens (a group's prompt,
+//     an env's system prompt) are packed as those tokens once plus each sample's own tokens after
+//     them, the row's sampleParents pointing each at the shared segment (prefix_share.ts chooses;
+//     rlx.h rlx_train_step_shared computes it). A unit of shared samples is never split over rows.
 //   - The step's token counts per component (the global denominators' numerators) are counted over
 //     the packed rows, after truncation, as the trainer sees them: a sample's first token has no
 //     prediction and belongs to no component.
 import type { PackedRow as NativeRow } from "../native/train.ts";
+import { type ShareUnit, shareUnits } from "./prefix_share.ts";
 import type { TrainingSample } from "./types.ts";
 
 export type StreamName = "rlWeights" | "ceWeights" | "refKlWeights" | "refLogprobs" | "distillWeights" | "distillBetas";
@@ -32,9 +37,11 @@ export const STREAMS = Object.keys(STREAM_FILL) as StreamName[];
 export interface PackedSampleInfo {
   rolloutId: string;
   env: string;
-  /** Offset of the sample in the row. */
+  /** Offset of the sample's own segment in the row, and its length. */
   start: number;
   length: number;
+  /** The shared segment the sample continues (its first tokens), when its prefix is shared. */
+  prefix?: { start: number; length: number };
   /** Length before truncation (equal to `length` when it fit). */
   originalLength: number;
 }
@@ -63,7 +70,7 @@ export interface PackedStep {
   /** Env names; PackedRow.envIndex points here. */
   envs: string[];
   counts: ComponentCounts;
-  /** Real (non-padding) tokens over all rows. */
+  /** Real (non-padding) tokens over all rows: a shared prefix counts once. */
   tokens: number;
   truncatedSamples: number;
 }
@@ -74,6 +81,8 @@ export interface PackOptions {
   padMultiple?: number;
   /** Token id written on padding positions. */
   padTokenId?: number;
+  /** Hold the weightless prefix that samples share once per row (prefix_share.ts). */
+  sharePrefixes?: boolean;
 }
 
 /** Member counts of a packed row (docs/architecture.md §6 membership). The first token of each packed sample
@@ -131,14 +140,16 @@ export function firstFitDecreasing(lengths: readonly number[], seqLen: number): 
   return bins.map((b) => b.items);
 }
 
-/** A row of zeros for samples of these lengths, padded to a multiple of `padMultiple` (the padding
+/** A row of zeros for segments of these lengths, padded to a multiple of `padMultiple` (the padding
  * is one more segment), with the given weight streams: every stream 0 (padding's weight), temperature
- * 1, env -1 until the caller copies the samples in; distillK > 0 adds the top-k slots, all empty. */
+ * 1, env -1 until the caller copies the samples in; distillK > 0 adds the top-k slots, all empty.
+ * parents: each segment's shared segment or -1 (sampleParents; absent when none is shared). */
 export function emptyRow(
   lengths: readonly number[],
   streams: readonly StreamName[],
   opts: { padMultiple?: number; padTokenId?: number },
   distillK = 0,
+  parents: readonly number[] = [],
 ): PackedRow {
   const used = lengths.reduce((a, b) => a + b, 0);
   const multiple = Math.max(1, opts.padMultiple ?? 1);
@@ -154,6 +165,10 @@ export function emptyRow(
     samples: [],
   };
   for (const name of streams) row[name] = new Float32Array(total);
+  if (parents.some((p) => p >= 0)) {
+    row.sampleParents = new Int32Array(row.sampleLengths.length).fill(-1);
+    row.sampleParents.set(parents);
+  }
   if (distillK > 0) {
     row.distillK = distillK;
     row.distillIds = new Int32Array(total * distillK).fill(-1);
@@ -181,44 +196,74 @@ export function copyDistillSlots(
   }
 }
 
+/** Copies tokens [from, from + length) of a sample into the row at `offset`. */
+function copySample(
+  row: PackedRow,
+  sample: TrainingSample,
+  from: number,
+  length: number,
+  offset: number,
+  env: number,
+): void {
+  const to = from + length;
+  row.tokenIds.set(sample.tokenIds.slice(from, to), offset);
+  row.lossMask.set(sample.lossMask.slice(from, to), offset);
+  row.advantages.set(sample.advantages.slice(from, to), offset);
+  row.inferenceLogprobs.set(sample.inferenceLogprobs.slice(from, to), offset);
+  row.temperatures.set(sample.temperatures.slice(from, to), offset);
+  row.envIndex.fill(env, offset, offset + length);
+  for (const name of STREAMS) {
+    const stream = row[name];
+    if (!stream) continue;
+    const values = sample[name];
+    if (values) stream.set(values.slice(from, to), offset);
+    else stream.fill(STREAM_FILL[name], offset, offset + length);
+  }
+  if (sample.distillTargets) copyDistillSlots(row, offset, sample.distillTargets, from, length);
+}
+
 function buildRow(
+  units: readonly ShareUnit[],
   samples: readonly TrainingSample[],
   lengths: readonly number[],
   envIds: Map<string, number>,
   opts: PackOptions,
 ): PackedRow {
+  const segments: number[] = [];
+  const parents: number[] = [];
+  for (const unit of units) {
+    const parent = unit.shared ? segments.length : -1;
+    if (unit.shared) (segments.push(unit.shared), parents.push(-1));
+    for (const i of unit.members) (segments.push(lengths[i]! - unit.shared), parents.push(parent));
+  }
+  const members = units.flatMap((u) => u.members.map((i) => samples[i]!));
   const row = emptyRow(
-    lengths,
-    STREAMS.filter((name) => samples.some((s) => s[name])),
+    segments,
+    STREAMS.filter((name) => members.some((s) => s[name])),
     opts,
-    Math.max(0, ...samples.map((s) => s.distillTargets?.k ?? 0)),
+    Math.max(0, ...members.map((s) => s.distillTargets?.k ?? 0)),
+    parents,
   );
   let offset = 0;
-  samples.forEach((sample, k) => {
-    const len = lengths[k]!;
-    row.tokenIds.set(sample.tokenIds.slice(0, len), offset);
-    row.lossMask.set(sample.lossMask.slice(0, len), offset);
-    row.advantages.set(sample.advantages.slice(0, len), offset);
-    row.inferenceLogprobs.set(sample.inferenceLogprobs.slice(0, len), offset);
-    row.temperatures.set(sample.temperatures.slice(0, len), offset);
-    row.envIndex.fill(envIds.get(sample.env)!, offset, offset + len);
-    for (const name of STREAMS) {
-      const stream = row[name];
-      if (!stream) continue;
-      const values = sample[name];
-      if (values) stream.set(values.slice(0, len), offset);
-      else stream.fill(STREAM_FILL[name], offset, offset + len);
+  for (const unit of units) {
+    const first = samples[unit.members[0]!]!;
+    const prefix = unit.shared ? { start: offset, length: unit.shared } : undefined;
+    if (prefix) (copySample(row, first, 0, unit.shared, offset, envIds.get(first.env)!), (offset += unit.shared));
+    for (const i of unit.members) {
+      const sample = samples[i]!;
+      const length = lengths[i]! - unit.shared;
+      copySample(row, sample, unit.shared, length, offset, envIds.get(sample.env)!);
+      row.samples.push({
+        rolloutId: sample.rolloutId,
+        env: sample.env,
+        start: offset,
+        length,
+        ...(prefix ? { prefix } : {}),
+        originalLength: sample.tokenIds.length,
+      });
+      offset += length;
     }
-    if (sample.distillTargets) copyDistillSlots(row, offset, sample.distillTargets, 0, len);
-    row.samples.push({
-      rolloutId: sample.rolloutId,
-      env: sample.env,
-      start: offset,
-      length: len,
-      originalLength: sample.tokenIds.length,
-    });
-    offset += len;
-  });
+  }
   return row;
 }
 
@@ -228,10 +273,17 @@ export function packStep(all: readonly TrainingSample[], opts: PackOptions): Pac
   const lengths = samples.map((s) => Math.min(s.tokenIds.length, opts.seqLen));
   const envs = [...new Set(samples.map((s) => s.env))];
   const envIds = new Map(envs.map((env, i) => [env, i]));
-  const rows = firstFitDecreasing(lengths, opts.seqLen).map((bin) =>
+  const units = opts.sharePrefixes
+    ? shareUnits(samples, lengths, opts.seqLen)
+    : samples.map((_, i) => ({ members: [i], shared: 0, tokens: lengths[i]! }));
+  const rows = firstFitDecreasing(
+    units.map((u) => u.tokens),
+    opts.seqLen,
+  ).map((bin) =>
     buildRow(
-      bin.map((i) => samples[i]!),
-      bin.map((i) => lengths[i]!),
+      bin.map((u) => units[u]!),
+      samples,
+      lengths,
       envIds,
       opts,
     ),
@@ -240,7 +292,7 @@ export function packStep(all: readonly TrainingSample[], opts: PackOptions): Pac
     rows,
     envs,
     counts: stepCounts(rows),
-    tokens: lengths.reduce((a, b) => a + b, 0),
+    tokens: units.reduce((n, u) => n + u.tokens, 0),
     truncatedSamples: samples.filter((s, i) => s.tokenIds.length > lengths[i]!).length,
   };
 }

@@ -117,7 +117,7 @@ export async function runTrainLoop(o: LoopOptions): Promise<LoopResult> {
       const packStart = performance.now();
       const packed = packStep(
         collected.kept.map((k) => k.sample),
-        { seqLen: orch.seq_len },
+        { seqLen: orch.seq_len, sharePrefixes: orch.share_prefixes },
       );
       const versions = new Map(collected.groups.flat().map((r) => [r.id, r.policyVersion]));
       const rows = packed.rows.map((row) => ({

@@ -2,7 +2,8 @@
 // read by the trainer (docs/architecture.md §2 transport). The layout is documented in docs/run-directory.md:
 //
 //   bytes 0-3    magic "RLXB"
-//   bytes 4-7    u32 format version (3; version 2, without the distill arrays, is still read)
+//   bytes 4-7    u32 format version (4; versions 2, without the distill arrays, and 3, without
+//                the shared-prefix layout, are still read)
 //   bytes 8-11   u32 header length H in bytes
 //   bytes 12-15  u32 CRC-32 of every byte after these (header and data; version 1: 0)
 //   16 .. 16+H   header: UTF-8 JSON, space-padded so the data starts at a multiple of 8
@@ -24,13 +25,14 @@ import type { ComponentCounts, PackedRow, PackedSampleInfo, PackedStep } from ".
 import { writeFileAtomic } from "./paths.ts";
 
 const MAGIC = "RLXB";
-const FORMAT_VERSION = 3;
-const READABLE_VERSIONS = new Set([2, 3]);
+const FORMAT_VERSION = 4;
+const READABLE_VERSIONS = new Set([2, 3, 4]);
 const PREAMBLE = 16;
 
 type ArrayName =
   | "tokenIds"
   | "sampleLengths"
+  | "sampleParents"
   | "lossMask"
   | "advantages"
   | "inferenceLogprobs"
@@ -49,6 +51,7 @@ type DType = "i32" | "u8" | "f32";
 const ARRAYS: Record<ArrayName, DType> = {
   tokenIds: "i32",
   sampleLengths: "i32",
+  sampleParents: "i32",
   lossMask: "u8",
   advantages: "f32",
   inferenceLogprobs: "f32",
@@ -64,6 +67,7 @@ const ARRAYS: Record<ArrayName, DType> = {
   distillLogprobs: "f32",
 };
 const OPTIONAL = new Set<ArrayName>([
+  "sampleParents",
   "refLogprobs",
   "rlWeights",
   "ceWeights",
@@ -98,6 +102,8 @@ interface RowHeader {
     env: string;
     start: number;
     length: number;
+    /** The shared segment the sample continues: [start, length] (absent: none). */
+    prefix?: [number, number];
     original_length: number;
     policy_version: number;
   }>;
@@ -156,6 +162,7 @@ export function encodeStepBatch(batch: StepBatch): Uint8Array {
       env: s.env,
       start: s.start,
       length: s.length,
+      ...(s.prefix ? { prefix: [s.prefix.start, s.prefix.length] as [number, number] } : {}),
       original_length: s.originalLength,
       policy_version: s.policyVersion,
     }));
@@ -239,10 +246,19 @@ export function decodeStepBatch(bytes: Uint8Array, file = "step file"): StepBatc
       if (ref.dtype !== ARRAYS[name])
         throw new BatchFileError(`${file}: row ${r} ${name} is ${ref.dtype}, expected ${ARRAYS[name]}`);
       const k = rh.distill_k ?? 0;
-      const expected = name === "sampleLengths" ? ref.length : PER_SLOT.has(name) ? rh.tokens * k : rh.tokens;
+      const segments = rh.arrays.sampleLengths?.length;
+      const expected =
+        name === "sampleLengths"
+          ? ref.length
+          : name === "sampleParents"
+            ? segments
+            : PER_SLOT.has(name)
+              ? rh.tokens * k
+              : rh.tokens;
       if (ref.length !== expected)
         throw new BatchFileError(
-          `${file}: row ${r} ${name} has ${ref.length} entries, the row has ${rh.tokens} tokens` +
+          `${file}: row ${r} ${name} has ${ref.length} entries, the row has ` +
+            (name === "sampleParents" ? `${segments} samples` : `${rh.tokens} tokens`) +
             (PER_SLOT.has(name) ? ` of ${k} slots` : ""),
         );
       arrays[name] = view(buffer, dataStart, ref, file, `row ${r} ${name}`);
@@ -252,6 +268,7 @@ export function decodeStepBatch(bytes: Uint8Array, file = "step file"): StepBatc
       env: s.env,
       start: s.start,
       length: s.length,
+      ...(s.prefix ? { prefix: { start: s.prefix[0], length: s.prefix[1] } } : {}),
       originalLength: s.original_length,
       policyVersion: s.policy_version,
     }));

@@ -51,7 +51,14 @@ export function lengthsCost(lengths: ArrayLike<number>, cost: CostModel): number
   return total;
 }
 
-export const rowCost = (row: PackedRow, cost: CostModel): number => lengthsCost(row.sampleLengths, cost);
+/** A row's cost; a continuation of a shared prefix also attends to the prefix's keys. */
+export function rowCost(row: PackedRow, cost: CostModel): number {
+  const n = row.sampleLengths;
+  let total = lengthsCost(n, cost);
+  const parents = row.sampleParents;
+  if (parents) for (let i = 0; i < n.length; i++) if (parents[i]! >= 0) total += cost.b * n[i]! * n[parents[i]!]!;
+  return total;
+}
 
 export interface BalanceOptions {
   /** Pad rows made by splitting to a multiple of this (as packStep's padMultiple). */
@@ -69,46 +76,67 @@ export interface RankPlan {
   dummies: number;
 }
 
-/** A row of the given samples of `row` (indices into row.samples), repacked in that order. */
+const ROW_ARRAYS = [
+  "tokenIds",
+  "lossMask",
+  "advantages",
+  "inferenceLogprobs",
+  "temperatures",
+  "envIndex",
+  "refLogprobs",
+  "rlWeights",
+  "ceWeights",
+  "refKlWeights",
+  "distillWeights",
+  "distillBetas",
+] as const;
+
+/** A row of the given samples of `row` (indices into row.samples), repacked in that order; a
+ * shared prefix comes along once, before the first of its samples. */
 export function sliceRow(row: PackedRow, picks: readonly number[], opts: BalanceOptions = {}): PackedRow {
-  const chosen = picks.map((k) => row.samples[k]!);
+  const spans: { from: number; length: number; parent: number; sample?: number }[] = [];
+  const prefixes = new Map<number, number>(); // prefix start in `row` -> its span
+  for (const k of picks) {
+    const s = row.samples[k]!;
+    let parent = -1;
+    if (s.prefix) {
+      parent = prefixes.get(s.prefix.start) ?? spans.length;
+      if (parent === spans.length) {
+        prefixes.set(s.prefix.start, parent);
+        spans.push({ from: s.prefix.start, length: s.prefix.length, parent: -1 });
+      }
+    }
+    spans.push({ from: s.start, length: s.length, parent, sample: k });
+  }
   const out = emptyRow(
-    chosen.map((s) => s.length),
+    spans.map((x) => x.length),
     STREAMS.filter((name) => row[name]),
     opts,
     row.distillK ?? 0,
+    spans.map((x) => x.parent),
   );
+  const starts: number[] = [];
   let offset = 0;
-  for (const s of chosen) {
-    const from = s.start;
-    const to = s.start + s.length;
-    for (const name of [
-      "tokenIds",
-      "lossMask",
-      "advantages",
-      "inferenceLogprobs",
-      "temperatures",
-      "envIndex",
-      "refLogprobs",
-      "rlWeights",
-      "ceWeights",
-      "refKlWeights",
-      "distillWeights",
-      "distillBetas",
-    ] as const) {
+  for (const span of spans) {
+    for (const name of ROW_ARRAYS) {
       const src = row[name];
-      if (src) out[name]!.set(src.subarray(from, to), offset);
+      if (src) out[name]!.set(src.subarray(span.from, span.from + span.length), offset);
     }
     if (row.distillK)
       copyDistillSlots(
         out,
         offset,
         { k: row.distillK, ids: row.distillIds!, logprobs: row.distillLogprobs! },
-        from,
-        s.length,
+        span.from,
+        span.length,
       );
-    out.samples.push({ ...s, start: offset });
-    offset += s.length;
+    starts.push(offset);
+    if (span.sample !== undefined) {
+      const s = row.samples[span.sample]!;
+      const prefix = span.parent >= 0 ? { start: starts[span.parent]!, length: spans[span.parent]!.length } : undefined;
+      out.samples.push({ ...s, start: offset, ...(prefix ? { prefix } : {}) });
+    }
+    offset += span.length;
   }
   return out;
 }

@@ -50,9 +50,9 @@ function shareRow(groups: { prompt: number; samples: Sample[] }[], loners: Sampl
     const parent = segments.length;
     segments.push(slice(g.samples[0]!, 0, g.prompt - 1));
     parents.push(-1);
-    for (const s of g.samples) segments.push(slice(s, g.prompt - 1)), parents.push(parent);
+    for (const s of g.samples) (segments.push(slice(s, g.prompt - 1)), parents.push(parent));
   }
-  for (const s of loners) segments.push(s), parents.push(-1);
+  for (const s of loners) (segments.push(s), parents.push(-1));
   return { ...pack(segments), sampleParents: Int32Array.from(parents) };
 }
 
@@ -85,7 +85,15 @@ describe("shared-prefix rows", () => {
       const a = stepOf(model, whole);
       const b = stepOf(model, shared);
       expect(Math.abs(b.metrics.loss - a.metrics.loss)).toBeLessThan(tol * Math.max(1, Math.abs(a.metrics.loss)));
-      for (const key of ["rlCount", "ceCount", "refKlCount", "mismatchKlCount", "entropyCount", "maskedLow", "maskedHigh"] as const)
+      for (const key of [
+        "rlCount",
+        "ceCount",
+        "refKlCount",
+        "mismatchKlCount",
+        "entropyCount",
+        "maskedLow",
+        "maskedHigh",
+      ] as const)
         expect(b.metrics[key]).toBe(a.metrics[key]);
       for (const key of ["rlSum", "ceSum", "refKlSum", "entropySum", "mismatchKlSum"] as const)
         expect(Math.abs(b.metrics[key] - a.metrics[key])).toBeLessThan(tol * Math.max(1, Math.abs(a.metrics[key])));
@@ -104,7 +112,8 @@ describe("shared-prefix rows", () => {
 
   test("a parent that is not an earlier sample, or is a continuation itself, is refused", async () => {
     using model = await tinyModel({ dtype: "f32", config: TINY_FULL });
-    const bad = (parents: number[]) => () => trainStep(model, { ...shared, sampleParents: Int32Array.from(parents) }, LOSS);
+    const bad = (parents: number[]) => () =>
+      trainStep(model, { ...shared, sampleParents: Int32Array.from(parents) }, LOSS);
     const n = shared.sampleLengths.length;
     const later = Array.from({ length: n }, (_, i) => (i === 0 ? 1 : -1));
     expect(bad(later)).toThrow("sample_parents[0] = 1: a parent must be -1 or an earlier sample of the row");

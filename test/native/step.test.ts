@@ -4,7 +4,8 @@
 //   - an sft sample packed beside grpo samples does not change the grpo gradient;
 //   - echo's observation tokens do not change the rl term's gradient;
 //   - an explicit all-ones rl stream gives the same loss and gradient as an absent one;
-//   - the gradient does not depend on how pack.ts cut the step into rows.
+//   - the gradient does not depend on how pack.ts cut the step into rows, nor on whether a group's
+//     shared prompt is packed once (shared prefixes) or with every sample.
 // Gradients are read through a Policy that captures them instead of stepping; the last test
 // trains one real AdamW step with the custom RLOO example.
 import { describe, expect, test } from "bun:test";
@@ -29,14 +30,14 @@ const VOCAB = 64;
 const UNIFORM_LP = -Math.log(VOCAB);
 const model = await tinyModel({ dtype: "f64", seed: 5 });
 
-/** A multi-turn rollout with random tokens: prompt, action, tool output, action. */
-function rollout(seed: number, reward: number): Rollout {
+/** A multi-turn rollout with random tokens: prompt (`prompt` when given), action, tool output, action. */
+function rollout(seed: number, reward: number, prompt?: number[]): Rollout {
   const rand = rng(seed);
   const ids = (n: number) => Array.from({ length: n }, () => Math.floor(rand() * VOCAB));
   const lps = (n: number) => Array.from({ length: n }, () => UNIFORM_LP + (rand() - 0.5) * 0.1);
   return makeRollout(
     [
-      { role: "user", tokens: ids(5), messageIndex: 0 },
+      { role: "user", tokens: prompt ?? ids(5), messageIndex: 0 },
       { role: "assistant", tokens: ids(4), sampled: true, logprobs: lps(4), messageIndex: 1 },
       { role: "tool", tokens: ids(6), isContent: [false, true, true, true, true, false], messageIndex: 2 },
       { role: "assistant", tokens: ids(3), sampled: true, logprobs: lps(3), messageIndex: 3 },
@@ -74,6 +75,7 @@ function gradientOf(
   samples: TrainingSample[],
   seqLen = 256,
   loss: LossSettings = DEFAULT_LOSS,
+  sharePrefixes = false,
 ): { grads: Map<string, Float64Array>; result: StepResult } {
   const inner = nativePolicy(m, undefined as unknown as NativeOptimizer);
   let grads = new Map<string, Float64Array>();
@@ -85,7 +87,7 @@ function gradientOf(
       return { gradNorm: 0, skipped: false };
     },
   };
-  const result = trainStep(capture, packStep(structuredClone(samples), { seqLen }), {
+  const result = trainStep(capture, packStep(structuredClone(samples), { seqLen, sharePrefixes }), {
     lr: 0,
     maxGradNorm: 0,
     loss,
@@ -151,6 +153,20 @@ describe("global denominators through the native step", () => {
     expectSameGrads(one.grads, many.grads);
     expect(Object.keys(one.result.perEnv).sort()).toEqual(["forth", "math"]);
   });
+
+  for (const loss of [DEFAULT_LOSS, { ...DEFAULT_LOSS, type: "seq_mis", reduction: "sequence", is_cap: 1.02 } as const])
+    test(`a group's shared prompt packed once gives the gradient of the whole samples (${loss.type ?? "dppo_kl"}, ${loss.reduction ?? "token"})`, async () => {
+      const rand = rng(3);
+      const prompt = Array.from({ length: 24 }, () => Math.floor(rand() * VOCAB));
+      const group = [1, 0, 0.5, 0, 1].map((r, i) => rollout(40 + i, r, prompt));
+      await finishGroup(new Grpo(Grpo.schema.parse({ type: "grpo" })), group);
+      const samples = [...group.flatMap((r) => rolloutToSamples(r, "rl")), ...(await sftSample())];
+      const whole = gradientOf(model, samples, 256, loss);
+      const shared = gradientOf(model, samples, 256, loss, true);
+      expect(shared.result.metrics.tokens).toBe(whole.result.metrics.tokens! - 4 * 23); // 5 samples, 23 shared tokens
+      expect(shared.result.metrics.loss).toBeCloseTo(whole.result.metrics.loss!, 12);
+      expectSameGrads(shared.grads, whole.grads);
+    });
 
   // Every reduction, with a token-level, a sequence-level and the default loss type: the sequence
   // and constant reductions divide by samples counted over the whole step (rlSequences), and a

@@ -104,3 +104,81 @@ test("the step's loss and gradient do not depend on the packing", () => {
     { numRuns: 60, seed: 25 },
   );
 });
+
+/** Groups of samples that begin with the same prompt (0-40 tokens), as a step of GRPO groups. */
+const groupedStepArb = fc
+  .array(fc.tuple(fc.integer({ min: 0, max: 40 }), fc.integer(), stepArb), { minLength: 1, maxLength: 4 })
+  .map((groups) =>
+    groups.flatMap(([prompt, seed, samples], g) => {
+      let state = seed >>> 0;
+      const shared = Array.from(
+        { length: prompt },
+        () => (state = (Math.imul(state, 1664525) + 1013904223) >>> 0) % VOCAB,
+      );
+      return samples.map((s) => {
+        const pad = <T>(values: T[] | undefined, fill: T) => values && [...new Array<T>(prompt).fill(fill), ...values];
+        return {
+          ...s,
+          rolloutId: `g${g}${s.rolloutId}`,
+          tokenIds: [...shared, ...s.tokenIds],
+          lossMask: pad(s.lossMask, 0)!,
+          advantages: pad(s.advantages, 0)!,
+          inferenceLogprobs: pad(s.inferenceLogprobs, 0)!,
+          temperatures: pad(s.temperatures, 1)!,
+          rlWeights: pad(s.rlWeights, 0),
+          ceWeights: pad(s.ceWeights, 0),
+          refKlWeights: pad(s.refKlWeights, 0),
+          refLogprobs: pad(s.refLogprobs, 0),
+        };
+      });
+    }),
+  );
+
+test("shared prefixes: each sample is its prefix then its own tokens, the step's counts and loss unchanged", () => {
+  let sharedSamples = 0;
+  fc.assert(
+    fc.property(groupedStepArb, fc.integer({ min: 30, max: 300 }), (samples, seqLen) => {
+      const shared = packStep(samples, { seqLen, sharePrefixes: true });
+      const whole = packStep(samples, { seqLen });
+      let prefixes = 0;
+      for (const row of shared.rows) {
+        expect(row.tokenIds.length).toBeLessThanOrEqual(seqLen);
+        const parents = row.sampleParents ?? new Int32Array(row.sampleLengths.length).fill(-1);
+        const starts = [...row.sampleLengths].map((_, i, n) => n.slice(0, i).reduce((a, b) => a + b, 0));
+        for (const info of row.samples) {
+          const segment = starts.indexOf(info.start);
+          expect(row.sampleLengths[segment]).toBe(info.length);
+          const own = [...row.tokenIds.subarray(info.start, info.start + info.length)];
+          const s = samples.find((x) => x.rolloutId === info.rolloutId)!;
+          if (!info.prefix) {
+            expect(parents[segment]).toBe(-1);
+            expect(own).toEqual(s.tokenIds.slice(0, seqLen));
+            continue;
+          }
+          expect(starts[parents[segment]!]).toBe(info.prefix.start);
+          expect(info.prefix.length).toBeGreaterThanOrEqual(16);
+          const prefix = [...row.tokenIds.subarray(info.prefix.start, info.prefix.start + info.prefix.length)];
+          expect([...prefix, ...own]).toEqual(s.tokenIds.slice(0, seqLen));
+          expect(s.lossMask.slice(0, info.prefix.length + 1).every((m) => m === 0)).toBe(true);
+          prefixes++;
+        }
+      }
+      expect(shared.rows.flatMap((r) => r.samples).length).toBe(samples.length);
+      expect(shared.counts).toEqual(whole.counts);
+      expect(shared.tokens).toBe(shared.rows.reduce((n, r) => n + r.tokenIds.length, 0));
+      if (prefixes) expect(shared.tokens).toBeLessThan(whole.tokens);
+      sharedSamples += prefixes;
+      const lossOf = (step: typeof shared) => {
+        const policy = new UnigramPolicy(VOCAB, 3);
+        const result = trainStep(policy, step, { lr: 0.1, maxGradNorm: 0, loss: DEFAULT_LOSS });
+        return { loss: result.metrics.loss!, grad: policy.lastGrad };
+      };
+      const a = lossOf(shared);
+      const b = lossOf(whole);
+      expect(Math.abs(a.loss - b.loss)).toBeLessThan(1e-9);
+      a.grad.forEach((g, i) => expect(Math.abs(g - b.grad[i]!)).toBeLessThan(1e-9));
+    }),
+    { numRuns: 100, seed: 7 },
+  );
+  expect(sharedSamples).toBeGreaterThan(100); // the property ran on shared rows, not only on whole samples
+});

@@ -113,9 +113,28 @@ test("top-k distillation rows round-trip their distill arrays and k; a format 2 
   view.setUint32(4, 2, true);
   view.setUint32(12, crc32(plain.subarray(16)), true);
   expect(decodeStepBatch(plain).packed.rows.length).toBe(stepBatch().packed.rows.length);
-  view.setUint32(4, 4, true);
+  view.setUint32(4, 5, true);
   view.setUint32(12, crc32(plain.subarray(16)), true);
-  expect(() => decodeStepBatch(plain, "v4.bin")).toThrow("v4.bin: step file format 4, this rlx reads 3");
+  expect(() => decodeStepBatch(plain, "v5.bin")).toThrow("v5.bin: step file format 5, this rlx reads 4");
+});
+
+test("a shared-prefix row round-trips its sampleParents and each sample's prefix", () => {
+  const prompt = Array.from({ length: 20 }, (_, i) => 200 + i);
+  const member = (id: string, n: number) => {
+    const s = sample(id, n);
+    return {
+      ...s,
+      tokenIds: [...prompt, ...s.tokenIds.slice(20)],
+      lossMask: s.lossMask.map((m, i) => (i <= 20 ? 0 : m)),
+    };
+  };
+  const packed = packStep([member("m1", 30), member("m2", 26), sample("f1", 9)], { seqLen: 64, sharePrefixes: true });
+  const rows = packed.rows.map((row) => ({ ...row, samples: row.samples.map((s) => ({ ...s, policyVersion: 1 })) }));
+  const back = decodeStepBatch(encodeStepBatch({ step: 1, packed: { ...packed, rows } })).packed.rows[0]!;
+  expect(Array.from(back.sampleParents!)).toEqual([-1, 0, 0, -1]);
+  expect(Array.from(back.sampleLengths)).toEqual([20, 10, 6, 9]);
+  expect(back.samples.map((s) => s.prefix)).toEqual([{ start: 0, length: 20 }, { start: 0, length: 20 }, undefined]);
+  expect(back.samples).toEqual(rows[0]!.samples);
 });
 
 test("a truncated or foreign step file is refused with the file's name", () => {

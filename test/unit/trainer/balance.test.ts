@@ -61,11 +61,16 @@ const QWEN_LIKE: ShimModelConfig = {
 };
 const FLOPS = costModelOf(QWEN_LIKE);
 
-/** The samples of a row, with the token ids and streams each carries. */
+/** The samples of a row, with the token ids and streams each carries (a shared prefix's first). */
 function contents(row: PackedRow) {
   return row.samples.map((s) => {
     const cut = <T extends ArrayLike<number>>(a: T | undefined) =>
-      a ? Array.from(a).slice(s.start, s.start + s.length) : undefined;
+      a
+        ? [
+            ...(s.prefix ? Array.from(a).slice(s.prefix.start, s.prefix.start + s.prefix.length) : []),
+            ...Array.from(a).slice(s.start, s.start + s.length),
+          ]
+        : undefined;
     return {
       id: s.rolloutId,
       tokens: cut(row.tokenIds),
@@ -135,6 +140,33 @@ describe("balanceStep over a table of sample lengths", () => {
       }
     }
   }
+
+  test("groups sharing their prompts: a prefix travels with each of its samples, on 1, 2 and 4 ranks", () => {
+    // 6 groups of 8 sharing a 40-token prompt, then 1..60 tokens each: units of up to 8 samples.
+    const lengths = randomLengths(4, 48, 41, 100);
+    const samples = lengths.map((n, i) => {
+      const s = sample(i, n);
+      const prompt = Array.from({ length: 40 }, (_, t) => 900_000 + Math.floor(i / 8) * 100 + t);
+      const weightless = (w: number[] | undefined) => w?.map((x, t) => (t <= 40 ? 0 : x));
+      return {
+        ...s,
+        tokenIds: [...prompt, ...s.tokenIds.slice(40)],
+        lossMask: weightless(s.lossMask)!,
+        ceWeights: weightless(s.ceWeights),
+      };
+    });
+    const step = packStep(samples, { seqLen: 512, sharePrefixes: true });
+    expect(step.rows.some((r) => r.sampleParents)).toBe(true);
+    for (const world of [1, 2, 4]) {
+      const plan = checkPlan(step, world, FLOPS);
+      expect(
+        plan.ranks
+          .flat()
+          .flatMap((r) => r.samples)
+          .filter((s) => s.prefix).length,
+      ).toBe(48);
+    }
+  });
 
   test("the plan is deterministic: the same on every rank", () => {
     const step = stepOf(randomLengths(3, 60, 1, 300), 300);
