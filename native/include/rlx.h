@@ -316,6 +316,18 @@ int rlx_gen_remove(void* gen, int slot);
  * be 0 (ranks only). Computed in the shim from the distributions the call kept (the sampler's CPU
  * copy): only n * k values cross to the caller. */
 int rlx_gen_top_logprobs(void* gen, int n, int k, int32_t* out_ids, float* out_logprobs, int32_t* out_ranks);
+/* ABI 7. A slot keeps its K/V after its sequence ends, with the tokens they belong to, until the
+ * slot is needed; a prompt added later that begins with at least 16 of those tokens takes that
+ * slot over and prefills only the rest (a tool episode's next turn: its previous turn plus the
+ * tool's reply). Tokens, logprobs and sampling are those of a full prefill (to rounding).
+ * Prompts without a match take empty slots first, then the least recently used kept ones;
+ * rlx_gen_set_model drops every kept prefix. out[RLX_GEN_STATS_LEN]: since creation, the prompts
+ * added, their tokens, and the tokens taken from kept K/V instead of prefilled. */
+#define RLX_GEN_STATS_PROMPTS 0
+#define RLX_GEN_STATS_PROMPT_TOKENS 1
+#define RLX_GEN_STATS_REUSED_TOKENS 2
+#define RLX_GEN_STATS_LEN 3
+int rlx_gen_cache_stats(void* gen, int64_t* out, int n_out);
 /* Prefill logprobs of n sequences (concatenated, total tokens): out_logprobs[t] = log p(token t |
  * tokens before it in its sequence) under logits / temperatures[t] (NULL = 1); the first token of
  * each sequence gets 0 (no prediction). out_entropy (may be NULL): the entropy of that

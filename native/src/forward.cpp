@@ -178,13 +178,17 @@ at::Tensor forward_packed(Model& m, const at::Tensor& token_ids, const at::Tenso
   for (size_t i = 0, at = 0; i < sample_lengths.size(); at += sample_lengths[i++]) {
     starts.push_back(static_cast<int64_t>(at));
     const int64_t p = parent_of(parents, i);
-    longest = std::max(longest, sample_lengths[i] + (p >= 0 ? sample_lengths[p] : 0));
+    longest = std::max(longest, sample_lengths[i] + (p >= 0 ? sample_lengths[p] : 0) + (kv ? kv->past_of(i) : 0));
   }
+  auto past_of = [&](size_t i) { return kv ? kv->past_of(i) : 0; };
   auto [cos, sin] = rope_rows(m, positions, longest);
-  // Runs of consecutive samples of equal length and the same parent: [first sample, end sample).
+  // Runs of consecutive samples of equal length and the same parent, none continuing cached
+  // tokens (each of those attends to its own slot's): [first sample, end sample).
   std::vector<std::pair<size_t, size_t>> runs;
   for (size_t i = 0, j; i < sample_lengths.size(); i = j) {
-    for (j = i + 1; j < sample_lengths.size() && sample_lengths[j] == sample_lengths[i] && parent_of(parents, j) == parent_of(parents, i);) ++j;
+    for (j = i + 1; j < sample_lengths.size() && sample_lengths[j] == sample_lengths[i] &&
+                    parent_of(parents, j) == parent_of(parents, i) && past_of(i) == 0 && past_of(j) == 0;)
+      ++j;
     runs.emplace_back(i, j);
   }
   std::vector<at::Tensor> run_slots;  // cache slots of each run's samples, for the K/V writes
@@ -202,15 +206,21 @@ at::Tensor forward_packed(Model& m, const at::Tensor& token_ids, const at::Tenso
       const bool whole = runs.size() == 1;
       auto qs = whole ? q : q.narrow(0, start, count * n);
       auto ks = whole ? k : k.narrow(0, start, count * n), vs = whole ? v : v.narrow(0, start, count * n);
+      const int64_t past = past_of(runs[r].first);
       if (kv) {
         at::NoGradGuard no_grad;
         const int64_t G = ks.size(1), D = ks.size(2);
         auto& kc = kv->cache->k[l];
         auto& vc = kv->cache->v[l];
-        kc.narrow(2, 0, n).index_copy_(0, run_slots[r], ks.view({count, n, G, D}).permute({0, 2, 1, 3}).to(kc.scalar_type()));
-        vc.narrow(2, 0, n).index_copy_(0, run_slots[r], vs.view({count, n, G, D}).permute({0, 2, 1, 3}).to(vc.scalar_type()));
+        kc.narrow(2, past, n).index_copy_(0, run_slots[r], ks.view({count, n, G, D}).permute({0, 2, 1, 3}).to(kc.scalar_type()));
+        vc.narrow(2, past, n).index_copy_(0, run_slots[r], vs.view({count, n, G, D}).permute({0, 2, 1, 3}).to(vc.scalar_type()));
       }
-      if (p < 0) outs.push_back(attend_causal(m, qs, ks, vs, count));
+      if (past > 0) {  // [P, G, D] views of the slot's cached K/V
+        const int64_t slot = kv->slots[runs[r].first];
+        auto cached = [&](const at::Tensor& c) { return c[slot].narrow(1, 0, past).permute({1, 0, 2}).to(qs.scalar_type()); };
+        outs.push_back(attend_causal(m, qs, ks, vs, count, cached(kv->cache->k[l]), cached(kv->cache->v[l])));
+      } else if (p < 0)
+        outs.push_back(attend_causal(m, qs, ks, vs, count));
       else
         outs.push_back(attend_causal(m, qs, ks, vs, count, k.narrow(0, starts[p], sample_lengths[p]),
                                      v.narrow(0, starts[p], sample_lengths[p])));
@@ -225,15 +235,24 @@ at::Tensor forward_packed(Model& m, const at::Tensor& token_ids, const at::Tenso
 
 // ---- decode step over a KV cache --------------------------------------------------------------
 
-at::Tensor forward_decode(Model& m, KVCache& cache, const at::Tensor& token_ids, const std::vector<int64_t>& positions_host) {
+at::Tensor forward_decode(Model& m, KVCache& cache, const at::Tensor& token_ids, const std::vector<int64_t>& positions_given) {
   const int64_t B = token_ids.size(0), H = m.cfg.num_attention_heads, G = m.cfg.num_key_value_heads;
   const int64_t D = m.cfg.head_dim, R = H / G;
+  // A negative position marks a dummy row (a free slot between running ones, whose cache may hold
+  // a kept prefix): it runs at position 0 and writes nothing.
+  std::vector<int64_t> positions_host, live_rows, live_positions;
+  for (int64_t b = 0; b < B; ++b) {
+    positions_host.push_back(std::max<int64_t>(positions_given[b], 0));
+    if (positions_given[b] >= 0) live_rows.push_back(b), live_positions.push_back(positions_given[b]);
+  }
+  const bool all_live = static_cast<int64_t>(live_rows.size()) == B;
   const int64_t span = 1 + *std::max_element(positions_host.begin(), positions_host.end());
   // The common case of a batch started together: every row at the same position needs no mask
   // and writes its K/V with one slice copy instead of an indexed scatter.
-  const bool aligned = std::all_of(positions_host.begin(), positions_host.end(), [&](int64_t p) { return p == span - 1; });
+  const bool aligned = all_live && std::all_of(positions_host.begin(), positions_host.end(), [&](int64_t p) { return p == span - 1; });
   TORCH_CHECK(span <= cache.capacity, "decode position past the KV cache capacity");
   auto positions = at::tensor(positions_host, at::kLong).to(m.device);
+  auto write_rows = at::tensor(live_rows, at::kLong).to(m.device), write_positions = at::tensor(live_positions, at::kLong).to(m.device);
   auto [cos, sin] = rope_rows(m, positions, span - 1);
   auto rows = at::arange(B, positions.options());
   // Row b sees cache positions 0..positions[b]; later positions hold other requests' leftovers.
@@ -247,9 +266,12 @@ at::Tensor forward_decode(Model& m, KVCache& cache, const at::Tensor& token_ids,
     if (aligned) {
       kc.narrow(0, 0, B).narrow(2, span - 1, 1).copy_(k.unsqueeze(2));
       vc.narrow(0, 0, B).narrow(2, span - 1, 1).copy_(v.unsqueeze(2));
-    } else {
+    } else if (all_live) {
       kc.permute({0, 2, 1, 3}).index_put_({rows, positions}, k.to(kc.scalar_type()));
       vc.permute({0, 2, 1, 3}).index_put_({rows, positions}, v.to(vc.scalar_type()));
+    } else {
+      kc.permute({0, 2, 1, 3}).index_put_({write_rows, write_positions}, k.index_select(0, write_rows).to(kc.scalar_type()));
+      vc.permute({0, 2, 1, 3}).index_put_({write_rows, write_positions}, v.index_select(0, write_rows).to(vc.scalar_type()));
     }
     auto k_B_G_S_D = kc.narrow(0, 0, B).narrow(2, 0, span);
     auto v_B_G_S_D = vc.narrow(0, 0, B).narrow(2, 0, span);

@@ -14,14 +14,28 @@
 // (temperature 0) report the temperature-1 logprob; train them with temperature 1. Sampling runs
 // on the CPU from one seeded generator per sequence, so a sequence's tokens depend on its seed,
 // not on which other requests share its batch.
+//
+// A slot keeps its K/V after its sequence finishes (or is removed), with the tokens they belong
+// to, until the slot is needed: a prompt that begins with at least kMinReuse of those tokens takes
+// the slot over and prefills only the rest, attending to the cached K/V (vLLM's automatic prefix
+// caching, one slot per prefix). A tool episode's next turn is its previous turn plus the tool's
+// reply, so it continues in its own slot; a new group of an env whose system prompt another slot
+// holds prefills only its task. New prompts without a match take the empty slots first, then the
+// least recently used kept ones. Rebinding to new weights (rlx_gen_set_model) drops every kept
+// prefix: a new prompt is always computed by the weights of its time.
 #include "model.h"
 
 namespace rlx {
 namespace {
 
+// The fewest cached tokens a prompt must continue to take a kept slot over.
+constexpr int64_t kMinReuse = 16;
+
 struct Sequence {
   bool active = false;
   int64_t length = 0;      // tokens whose K/V are in the cache: the sequence so far minus next_token
+  std::vector<int32_t> tokens;  // those tokens (kept after the sequence ends: the slot's prefix)
+  uint64_t used = 0;            // the generator's clock when the slot last ran
   int32_t next_token = 0;  // sampled, fed at the next step
   int64_t generated = 0;
   double temperature = 1, top_p = 1;
@@ -38,6 +52,8 @@ struct Generator {
   // or step reported, for rlx_gen_top_logprobs; kept until the next add or step.
   at::Tensor last_logp;
   std::vector<int64_t> last_tokens;
+  uint64_t clock = 0;
+  int64_t prompts = 0, prompt_tokens = 0, reused_tokens = 0;  // rlx_gen_cache_stats
 };
 
 Generator& get_gen(void* handle) { return *get<Generator>(handle, Kind::Generator); }
@@ -142,6 +158,47 @@ int finish_after(Sequence& s, int32_t token, int64_t capacity) {
   return finish;
 }
 
+// Slots for n new prompts (prompt i: ids_i, lengths[i]): a kept slot whose tokens the prompt
+// continues for at least kMinReuse tokens (the longest such match; never the whole prompt, whose
+// last token must run to give the next token's logits), else an empty slot, else the least
+// recently used kept one. past[i] receives how many cached tokens prompt i continues.
+std::vector<int64_t> choose_slots(Generator& g, int n, const std::vector<const int32_t*>& ids,
+                                  const std::vector<int64_t>& lengths, const std::vector<bool>& may_reuse,
+                                  std::vector<int64_t>& past) {
+  std::vector<bool> taken(g.seqs.size());
+  for (size_t s = 0; s < g.seqs.size(); ++s) taken[s] = g.seqs[s].active;
+  std::vector<int64_t> slots(n, -1);
+  past.assign(n, 0);
+  for (int i = 0; i < n; ++i) {
+    if (!may_reuse[i]) continue;
+    int64_t best = -1, best_len = kMinReuse - 1;
+    for (size_t s = 0; s < g.seqs.size(); ++s) {
+      if (taken[s]) continue;
+      const auto& cached = g.seqs[s].tokens;
+      const int64_t limit = std::min<int64_t>(static_cast<int64_t>(cached.size()), lengths[i] - 1);
+      if (limit <= best_len) continue;
+      int64_t common = 0;
+      while (common < limit && cached[common] == ids[i][common]) ++common;
+      if (common > best_len) best = static_cast<int64_t>(s), best_len = common;
+    }
+    if (best >= 0) slots[i] = best, past[i] = best_len, taken[best] = true;
+  }
+  for (int i = 0; i < n; ++i) {
+    if (slots[i] >= 0) continue;
+    int64_t pick = -1;
+    for (size_t s = 0; s < g.seqs.size(); ++s) {
+      if (taken[s]) continue;
+      const bool empty = g.seqs[s].tokens.empty();
+      if (pick < 0 || (empty && !g.seqs[pick].tokens.empty()) ||
+          (empty == g.seqs[pick].tokens.empty() && g.seqs[s].used < g.seqs[pick].used))
+        pick = static_cast<int64_t>(s);
+    }
+    require(pick >= 0, "the generator has fewer free slots than the " + std::to_string(n) + " sequences added (wait for some to finish)");
+    slots[i] = pick, taken[pick] = true;
+  }
+  return slots;
+}
+
 }  // namespace
 }  // namespace rlx
 
@@ -200,6 +257,8 @@ RLX_API int rlx_gen_set_model(void* gen, void* model) {
                                          ", the generator's cache is " + c10::toString(now.dtype));
     require(next.device == now.device, "rlx_gen_set_model: the new model is on " + next.device.str() + ", the generator's cache is on " + now.device.str());
     g.model_handle = model;
+    for (auto& s : g.seqs)
+      if (!s.active) s.tokens.clear();  // kept prefixes were computed by the old weights
     return 0;
   })
 }
@@ -246,37 +305,45 @@ RLX_API int rlx_gen_add(void* gen, int n, const int32_t* prompt_ids, const int32
       s.length = lengths[i];
       s.active = true;
     }
-    std::vector<int64_t> slots;
-    for (int64_t i = 0; i < g.cache.slots && static_cast<int>(slots.size()) < n; ++i)
-      if (!g.seqs[i].active) slots.push_back(i);
-    require(static_cast<int>(slots.size()) == n, "the generator has " + std::to_string(slots.size()) + " free slots, " +
-                                                     std::to_string(n) + " sequences were added (wait for some to finish)");
+    const int free = static_cast<int>(std::count_if(g.seqs.begin(), g.seqs.end(), [](const Sequence& q) { return !q.active; }));
+    require(free >= n, "the generator has " + std::to_string(free) + " free slots, " + std::to_string(n) +
+                           " sequences were added (wait for some to finish)");
     // The rollouts of a group arrive together with one prompt: each distinct prompt is prefilled
     // once and its K/V rows copied to the slots of its repeats (vLLM's prefix caching, for the
-    // case RL makes common). prompt_of[i] is the index among the distinct prompts.
+    // case RL makes common). prompt_of[i] is the index among the distinct prompts; only distinct
+    // prompts take kept slots over.
     std::vector<int64_t> offsets(n), distinct, prompt_of(n);
     for (int64_t i = 0, offset = 0; i < n; offset += lengths[i++]) offsets[i] = offset;
+    std::vector<const int32_t*> ids_of(n);
+    std::vector<bool> is_distinct(n);
     for (int i = 0; i < n; ++i) {
-      const int32_t* ids_i = prompt_ids + offsets[i];
+      const int32_t* ids_i = ids_of[i] = prompt_ids + offsets[i];
       auto same = std::find_if(distinct.begin(), distinct.end(), [&](int64_t j) {
         return lengths[j] == lengths[i] && std::equal(ids_i, ids_i + lengths[i], prompt_ids + offsets[j]);
       });
       prompt_of[i] = same - distinct.begin();
-      if (same == distinct.end()) distinct.push_back(i);
+      if (same == distinct.end()) distinct.push_back(i), is_distinct[i] = true;
     }
+    std::vector<int64_t> past;
+    auto slots = choose_slots(g, n, ids_of, lengths, is_distinct, past);
+    // Each distinct prompt runs from its first uncached token; positions go on from the cache.
     std::vector<int32_t> distinct_ids;
-    std::vector<int64_t> distinct_lengths, distinct_slots, last;
+    std::vector<int64_t> distinct_lengths, distinct_slots, distinct_past, positions, last;
     for (auto j : distinct) {
-      distinct_ids.insert(distinct_ids.end(), prompt_ids + offsets[j], prompt_ids + offsets[j] + lengths[j]);
-      distinct_lengths.push_back(lengths[j]), distinct_slots.push_back(slots[j]);
+      distinct_ids.insert(distinct_ids.end(), ids_of[j] + past[j], ids_of[j] + lengths[j]);
+      distinct_lengths.push_back(lengths[j] - past[j]), distinct_slots.push_back(slots[j]), distinct_past.push_back(past[j]);
+      for (int64_t t = past[j]; t < lengths[j]; ++t) positions.push_back(t);
       last.push_back(static_cast<int64_t>(distinct_ids.size()) - 1);
+      g.reused_tokens += past[j];
     }
+    g.prompts += n;
+    for (int i = 0; i < n; ++i) g.prompt_tokens += lengths[i];
     auto ids = token_tensor(m, distinct_ids.data(), static_cast<int64_t>(distinct_ids.size()), "prompt_ids");
 
     c10::InferenceMode inference;
     AutocastScope autocast(m);
-    KVWrite kv{&g.cache, distinct_slots};
-    auto hidden = forward_packed(m, ids, packed_positions(m, distinct_lengths), distinct_lengths, &kv);
+    KVWrite kv{&g.cache, distinct_slots, distinct_past};
+    auto hidden = forward_packed(m, ids, at::tensor(positions, at::kLong).to(m.device), distinct_lengths, &kv);
     for (int i = 0; i < n; ++i) {
       const int64_t from = distinct_slots[prompt_of[i]];
       if (from == slots[i]) continue;
@@ -286,7 +353,12 @@ RLX_API int rlx_gen_add(void* gen, int n, const int32_t* prompt_ids, const int32
     auto distinct_logits = lm_logits(m, hidden.index_select(0, at::tensor(last, at::kLong).to(m.device)));
     auto logits = distinct_logits.index_select(0, at::tensor(prompt_of, at::kLong).to(m.device)).to(at::kCPU);
     std::vector<Sequence*> seqs;
-    for (int i = 0; i < n; ++i) g.seqs[slots[i]] = std::move(added[i]), seqs.push_back(&g.seqs[slots[i]]);
+    g.clock += 1;
+    for (int i = 0; i < n; ++i) {
+      added[i].tokens.assign(ids_of[i], ids_of[i] + lengths[i]);
+      added[i].used = g.clock;
+      g.seqs[slots[i]] = std::move(added[i]), seqs.push_back(&g.seqs[slots[i]]);
+    }
     sample_rows(g, logits, seqs, out_tokens, out_logprobs);
     for (int i = 0; i < n; ++i) {
       out_slots[i] = static_cast<int32_t>(slots[i]);
@@ -308,8 +380,9 @@ RLX_API int rlx_gen_step(void* gen, int32_t* out_slots, int32_t* out_tokens, flo
       if (g.seqs[i].active) active.push_back(i), rows = i + 1;
     g.last_logp = at::Tensor(), g.last_tokens.clear();
     if (active.empty()) return 0;
-    // Rows 0..rows-1 run together; a free slot in between computes a dummy token at position 0.
-    std::vector<int64_t> ids(rows, 0), positions(rows, 0);
+    // Rows 0..rows-1 run together; a free slot in between computes a dummy token that writes
+    // nothing (its cache may hold a kept prefix).
+    std::vector<int64_t> ids(rows, 0), positions(rows, -1);
     for (auto i : active) ids[i] = g.seqs[i].next_token, positions[i] = g.seqs[i].length;
 
     c10::InferenceMode inference;
@@ -317,7 +390,12 @@ RLX_API int rlx_gen_step(void* gen, int32_t* out_slots, int32_t* out_tokens, flo
     auto hidden = forward_decode(m, g.cache, at::tensor(ids, at::kLong).to(m.device), positions);
     auto logits = lm_logits(m, hidden.index_select(0, at::tensor(active, at::kLong).to(m.device))).to(at::kCPU);
     std::vector<Sequence*> seqs;
-    for (auto i : active) g.seqs[i].length += 1, seqs.push_back(&g.seqs[i]);
+    g.clock += 1;
+    for (auto i : active) {
+      auto& s = g.seqs[i];
+      s.length += 1, s.tokens.push_back(s.next_token), s.used = g.clock;
+      seqs.push_back(&s);
+    }
     sample_rows(g, logits, seqs, out_tokens, out_logprobs);
     for (size_t j = 0; j < active.size(); ++j) {
       out_slots[j] = static_cast<int32_t>(active[j]);
@@ -359,6 +437,17 @@ RLX_API int rlx_gen_top_logprobs(void* gen, int n, int k, int32_t* out_ids, floa
       auto ranks = g.last_logp.ge(chosen).sum(-1).to(at::kInt).contiguous();  // 1-based; ties count against
       std::memcpy(out_ranks, ranks.data_ptr<int32_t>(), sizeof(int32_t) * static_cast<size_t>(n));
     }
+    return 0;
+  })
+}
+
+RLX_API int rlx_gen_cache_stats(void* gen, int64_t* out, int n_out) {
+  RLX_TRY(-1, {
+    auto& g = get_gen(gen);
+    require(out && n_out == RLX_GEN_STATS_LEN, "rlx_gen_cache_stats: out must hold RLX_GEN_STATS_LEN (3) values");
+    out[RLX_GEN_STATS_PROMPTS] = g.prompts;
+    out[RLX_GEN_STATS_PROMPT_TOKENS] = g.prompt_tokens;
+    out[RLX_GEN_STATS_REUSED_TOKENS] = g.reused_tokens;
     return 0;
   })
 }

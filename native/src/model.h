@@ -139,10 +139,15 @@ class TrainingScope {
   Model& m_;
 };
 
-// Where a packed forward writes K/V: sample s goes to cache slot slots[s], positions 0..len-1.
+// Where a packed forward writes K/V: sample s goes to cache slot slots[s], positions
+// past[s]..past[s]+len-1. past (empty: all 0) is how many tokens of the slot's cache the sample
+// continues: it attends to those cached K/V and causally to its own, its positions going on from
+// there (a tool episode's next turn over the turns before it, generate.cpp).
 struct KVWrite {
   KVCache* cache = nullptr;
   std::vector<int64_t> slots;
+  std::vector<int64_t> past;
+  int64_t past_of(size_t s) const { return past.empty() ? 0 : past[s]; }
 };
 
 // Hidden states after the final norm, [T, hidden], for one packed row: token_ids and positions
@@ -157,7 +162,7 @@ at::Tensor forward_packed(Model& m, const at::Tensor& token_ids, const at::Tenso
 
 // One decode step for rows 0..B-1 of the cache: token_ids [B] int64 on the device, positions
 // (host, B entries): row b attends to cache positions 0..positions[b], its new K/V written at
-// positions[b] first. Returns hidden states after the final norm, [B, hidden].
+// positions[b] first. A negative position is a dummy row: computed at 0, nothing written. Returns hidden states after the final norm, [B, hidden].
 at::Tensor forward_decode(Model& m, KVCache& cache, const at::Tensor& token_ids, const std::vector<int64_t>& positions);
 
 // Full-vocabulary logits of hidden states [N, hidden] in the compute dtype (float32 or float64).

@@ -169,6 +169,14 @@ export class NativeGenerator {
     }));
   }
 
+  /** Since creation: prompts added, their tokens, and the tokens continued from K/V a slot kept
+   * from an earlier sequence instead of prefilled (rlx.h rlx_gen_cache_stats). */
+  cacheStats(): { prompts: number; promptTokens: number; reusedTokens: number } {
+    const out = new BigInt64Array(3);
+    check(native(), native().rlx_gen_cache_stats(this.handle, out, 3));
+    return { prompts: Number(out[0]), promptTokens: Number(out[1]), reusedTokens: Number(out[2]) };
+  }
+
   /** Cancels the sequence in a slot. */
   remove(slot: number): void {
     check(native(), native().rlx_gen_remove(this.handle, slot));
