@@ -18,17 +18,25 @@
 # mean share of trained groups with signal) beside it. Wall time is in each row. Runs go to
 # runs/sampling/SET/ (ignored); a run whose row exists is not run again.
 #
+# POOL=N draws the training tasks from a pool of N (math's train_size; the default pool is ~11,000
+# tasks, so a run of 1,280 draws almost never meets a task twice and per-task statistics never
+# build up); its runs and rows go to SET-poolN. SAMPLERS picks which of the four run.
+#
 #   bash scripts/experiments/reproduce.sh SET     first (it builds runs/reproduce/SET/sub-student)
 #   bash scripts/experiments/sampling.sh SET
+#   POOL=200 SAMPLERS="uniform curriculum" bash scripts/experiments/sampling.sh SET
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 RLX=${RLX:-dist/rlx}
 BUN=node_modules/.bin/bun
 SET=${1:?usage: sampling.sh SET   (the SET reproduce.sh built the students in)}
 SEEDS=${SEEDS:-0 1}
+SAMPLERS=${SAMPLERS:-uniform filter curriculum replay}
 STUDENT=runs/reproduce/$SET/sub-student/model
-OUT=runs/sampling/$SET
-ROWS=docs/results/sampling/$SET
+NAME=$SET${POOL:+-pool$POOL}
+OUT=runs/sampling/$NAME
+ROWS=docs/results/sampling/$NAME
+POOL_ARGS=(${POOL:+--set "orchestrator.train.env[0].args.train_size=$POOL"})
 BUDGET=$((40 * 256))
 ADD='{"operations": ["+"], "word_problems": false}'
 SUB='{"operations": ["-"], "word_problems": false, "train_size": 3000}'
@@ -45,7 +53,8 @@ run() {
   [ -f "$ROWS/$name-s$seed.json" ] && return
   rm -rf "$run"
   local args=(configs/examples/grpo_addsub.toml --set output_dir="$run" --set seed="$seed" --set model.path="$STUDENT"
-    --set "orchestrator.sampler=$sampler" --set ckpt.interval=5 --set ckpt.keep=1 --set orchestrator.eval.interval=20)
+    --set "orchestrator.sampler=$sampler" --set ckpt.interval=5 --set ckpt.keep=1 --set orchestrator.eval.interval=20
+    "${POOL_ARGS[@]}")
   load=$(cut -d' ' -f1-3 /proc/loadavg)
   t0=$(date +%s)
   $RLX train "${args[@]}" --set max_steps=$steps > "$run.log" 2>&1
@@ -58,18 +67,22 @@ run() {
   evaluate "$(last_weights "$run")" "$ADD" "$run/eval-add.json"
   evaluate "$(last_weights "$run")" "$SUB" "$run/eval-sub.json"
   $BUN scripts/experiments/row.ts --out "$ROWS/$name-s$seed.json" --row S --seed "$seed" --algorithm "grpo, $name" \
-    --experiment "GRPO on +/- from 8d's student with the $name sampler, $BUDGET generated rollouts ($(cat "$ROWS/$name-s$seed.budget.json"))" \
+    --experiment "GRPO on +/- from 8d's student with the $name sampler${POOL:+ on a pool of $POOL training tasks}, $BUDGET generated rollouts ($(cat "$ROWS/$name-s$seed.budget.json"))" \
     --steps "$steps" --wall "$wall" --load-start "$load" \
     --before add=runs/reproduce/$SET/sub-student/eval-add.json --before sub=runs/reproduce/$SET/sub-student/eval.json \
     --after add=$run/eval-add.json --after sub=$run/eval-sub.json \
-    --command "rlx train configs/examples/grpo_addsub.toml --set 'orchestrator.sampler=$sampler' (until $BUDGET generated rollouts)"
+    --command "rlx train configs/examples/grpo_addsub.toml --set 'orchestrator.sampler=$sampler'${POOL:+ --set 'orchestrator.train.env[0].args.train_size=$POOL'} (until $BUDGET generated rollouts)"
 }
 
-echo "sampling $SET: $(lscpu | sed -n 's/Model name: *//p'), $(nproc) cores, commit $(git rev-parse --short HEAD)"
+echo "sampling $NAME: $(lscpu | sed -n 's/Model name: *//p'), $(nproc) cores, commit $(git rev-parse --short HEAD)"
+declare -A SPEC=(
+  [uniform]='{type = "uniform"}'
+  [filter]='{type = "filter"}'
+  [curriculum]='{type = "curriculum", target = 0.5}'
+  [replay]='{type = "replay", share = 0.25, max_age = 2}'
+)
+for name in $SAMPLERS; do [ -n "${SPEC[$name]:-}" ] || { echo "unknown sampler $name (uniform filter curriculum replay)" >&2; exit 2; }; done
 for seed in $SEEDS; do
-  run uniform "$seed" '{type = "uniform"}'
-  run filter "$seed" '{type = "filter"}'
-  run curriculum "$seed" '{type = "curriculum", target = 0.5}'
-  run replay "$seed" '{type = "replay", share = 0.25, max_age = 2}'
+  for name in $SAMPLERS; do run "$name" "$seed" "${SPEC[$name]}"; done
 done
 echo "rows in $ROWS"
