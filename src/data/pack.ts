@@ -72,6 +72,8 @@ export interface PackedStep {
   counts: ComponentCounts;
   /** Real (non-padding) tokens over all rows: a shared prefix counts once. */
   tokens: number;
+  /** Tokens not computed again because samples share a prefix (0 without sharePrefixes). */
+  sharedTokens: number;
   truncatedSamples: number;
 }
 
@@ -293,6 +295,7 @@ export function packStep(all: readonly TrainingSample[], opts: PackOptions): Pac
     envs,
     counts: stepCounts(rows),
     tokens: units.reduce((n, u) => n + u.tokens, 0),
+    sharedTokens: units.reduce((n, u) => n + (u.members.length - 1) * u.shared, 0),
     truncatedSamples: samples.filter((s, i) => s.tokenIds.length > lengths[i]!).length,
   };
 }

@@ -131,6 +131,7 @@ export async function runTrainLoop(o: LoopOptions): Promise<LoopResult> {
         ...samplingMetrics(step, collected, o.envs, sampler.pending),
         "batch/rows": packed.rows.length,
         "batch/truncated_samples": packed.truncatedSamples,
+        "batch/shared_tokens": packed.sharedTokens,
         "time/wait_for_policy": waitForPolicy,
         "time/pack": (performance.now() - packStart) / 1000,
       };

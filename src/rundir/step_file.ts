@@ -115,6 +115,8 @@ interface Header {
   envs: string[];
   counts: ComponentCounts;
   tokens: number;
+  /** Absent in files written before prefix sharing: 0. */
+  shared_tokens?: number;
   truncated_samples: number;
   rows: RowHeader[];
   /** The orchestrator's state after cutting this batch, on checkpoint steps (checkpoint.ts). */
@@ -173,6 +175,7 @@ export function encodeStepBatch(batch: StepBatch): Uint8Array {
     envs: batch.packed.envs,
     counts: batch.packed.counts,
     tokens: batch.packed.tokens,
+    shared_tokens: batch.packed.sharedTokens,
     truncated_samples: batch.packed.truncatedSamples,
     rows,
     ...(batch.state === undefined ? {} : { state: batch.state }),
@@ -282,6 +285,7 @@ export function decodeStepBatch(bytes: Uint8Array, file = "step file"): StepBatc
       envs: header.envs,
       counts: header.counts,
       tokens: header.tokens,
+      sharedTokens: header.shared_tokens ?? 0,
       truncatedSamples: header.truncated_samples,
     },
     ...(header.state === undefined ? {} : { state: header.state }),

@@ -167,6 +167,8 @@ test("shared prefixes: each sample is its prefix then its own tokens, the step's
       expect(shared.counts).toEqual(whole.counts);
       expect(shared.tokens).toBe(shared.rows.reduce((n, r) => n + r.tokenIds.length, 0));
       if (prefixes) expect(shared.tokens).toBeLessThan(whole.tokens);
+      expect(shared.sharedTokens).toBe(whole.tokens - shared.tokens);
+      expect(whole.sharedTokens).toBe(0);
       sharedSamples += prefixes;
       const lossOf = (step: typeof shared) => {
         const policy = new UnigramPolicy(VOCAB, 3);
