@@ -54,6 +54,7 @@ struct Generator {
   std::vector<int64_t> last_tokens;
   uint64_t clock = 0;
   int64_t prompts = 0, prompt_tokens = 0, reused_tokens = 0;  // rlx_gen_cache_stats
+  bool keep_prefixes = true;                                   // rlx_gen_set_option
 };
 
 Generator& get_gen(void* handle) { return *get<Generator>(handle, Kind::Generator); }
@@ -170,7 +171,7 @@ std::vector<int64_t> choose_slots(Generator& g, int n, const std::vector<const i
   std::vector<int64_t> slots(n, -1);
   past.assign(n, 0);
   for (int i = 0; i < n; ++i) {
-    if (!may_reuse[i]) continue;
+    if (!may_reuse[i] || !g.keep_prefixes) continue;
     int64_t best = -1, best_len = kMinReuse - 1;
     for (size_t s = 0; s < g.seqs.size(); ++s) {
       if (taken[s]) continue;
@@ -437,6 +438,18 @@ RLX_API int rlx_gen_top_logprobs(void* gen, int n, int k, int32_t* out_ids, floa
       auto ranks = g.last_logp.ge(chosen).sum(-1).to(at::kInt).contiguous();  // 1-based; ties count against
       std::memcpy(out_ranks, ranks.data_ptr<int32_t>(), sizeof(int32_t) * static_cast<size_t>(n));
     }
+    return 0;
+  })
+}
+
+RLX_API int rlx_gen_set_option(void* gen, const char* name, double value) {
+  RLX_TRY(-1, {
+    auto& g = get_gen(gen);
+    require(name != nullptr, "rlx_gen_set_option: name is null");
+    const std::string key(name);
+    if (key != "keep_prefixes") throw ArgError("unknown generator option \"" + key + "\" (keep_prefixes)");
+    require(value == 0 || value == 1, "rlx_gen_set_option: keep_prefixes must be 0 or 1");
+    g.keep_prefixes = value == 1;
     return 0;
   })
 }

@@ -82,6 +82,12 @@ export default defineCommand({
       description: `Require Authorization: Bearer KEY on every route but /health (default: $${API_KEY_ENV}); required with --policy on a non-loopback --host`,
     },
     "policy-version": { type: "string", default: "0", description: "The version the initial weights report" },
+    "prefix-caching": {
+      type: "boolean",
+      default: true,
+      description:
+        "A prompt continues the K/V a slot kept from an earlier request (a conversation's next turn); --no-prefix-caching makes every prefill a full one",
+    },
     "reload-mode": {
       type: "string",
       default: "drain",
@@ -128,6 +134,7 @@ export default defineCommand({
       maxLogprobs,
       version,
       reloadMode,
+      prefixCaching: args["prefix-caching"],
       ...(maxModelLen === undefined ? {} : { maxModelLen }),
       ...(maxQueue === undefined ? {} : { maxQueue }),
     });

@@ -255,6 +255,11 @@ export const configSchema = z.strictObject({
        * decide for themselves.
        */
       reload: z.enum(["in-flight", "drain"]).default("in-flight"),
+      /**
+       * A prompt continues the K/V a slot kept from an earlier one (a tool episode's next turn;
+       * docs/serve.md). Spawned servers and the in-process policy; a deterministic run turns it off.
+       */
+      prefix_caching: z.boolean().default(true),
     })
     .prefault({}),
 

@@ -58,6 +58,7 @@ export class Engine {
   readonly maxPrefillTokens: number;
   readonly reloadMode: ReloadMode;
   readonly maxLogprobs: number;
+  readonly prefixCaching: boolean;
   #model: NativeModel;
   #generator: NativeGenerator;
   #version: number;
@@ -100,11 +101,20 @@ export class Engine {
     this.#version = options.version ?? 0;
     this.#model = model;
     this.#ownsModel = options.ownsModel ?? true;
-    this.#generator = NativeGenerator.create(model, { slots: this.maxBatch, capacity: this.maxModelLen });
+    this.prefixCaching = options.prefixCaching ?? true;
+    this.#generator = this.#newGenerator(model);
     this.#loadWeights =
       options.loadWeights ??
       (async (dir) => (await import("../model/hf.ts")).loadModel(dir, { dtype: model.dtype, device: model.device }));
     this.#adapterSwap = async (served, dir) => (await import("../model/hf.ts")).adapterSwap(served, dir);
+  }
+
+  #newGenerator(model: NativeModel): NativeGenerator {
+    return NativeGenerator.create(model, {
+      slots: this.maxBatch,
+      capacity: this.maxModelLen,
+      keepPrefixes: this.prefixCaching,
+    });
   }
 
   get version(): number {
@@ -284,7 +294,7 @@ export class Engine {
       for (const job of this.#running.values()) job.fail(err as Error);
       this.#running.clear();
       this.#generator.free();
-      this.#generator = NativeGenerator.create(this.#model, { slots: this.maxBatch, capacity: this.maxModelLen });
+      this.#generator = this.#newGenerator(this.#model);
       return;
     }
     this.stats.steps += 1;
@@ -359,7 +369,7 @@ export class Engine {
     }
     if (this.reloadMode === "drain") {
       this.#generator.free();
-      this.#generator = NativeGenerator.create(model, { slots: this.maxBatch, capacity: this.maxModelLen });
+      this.#generator = this.#newGenerator(model);
     }
     if (this.#ownsModel) this.#model.free();
     this.#model = model;

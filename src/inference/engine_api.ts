@@ -26,6 +26,9 @@ export interface EngineOptions {
   ownsModel?: boolean;
   /** How reloadWeights treats running sequences (src/inference/engine.ts explains both); default "drain". */
   reloadMode?: ReloadMode;
+  /** A prompt may continue the K/V a slot kept from an earlier request (docs/serve.md); default
+   * true. False: every prefill is a full one, so results do not depend on earlier requests. */
+  prefixCaching?: boolean;
   /** Loads a weights directory for reloadWeights (default: src/model/hf.ts loadModel, lazily). */
   loadWeights?: (dir: string) => Promise<NativeModel>;
 }

@@ -11,7 +11,7 @@
 import type { Pointer } from "bun:ffi";
 import { NativeError } from "../errors.ts";
 import { check, native } from "./ffi.ts";
-import type { NativeModel } from "./model.ts";
+import { cstr, type NativeModel } from "./model.ts";
 
 export interface SamplingParams {
   /** 0 = greedy. Default 1. */
@@ -75,11 +75,17 @@ export class NativeGenerator {
     this.capacity = capacity;
   }
 
-  /** A KV cache for `slots` sequences of up to `capacity` tokens (prompt + generated) each. */
-  static create(model: NativeModel, options: { slots: number; capacity: number }): NativeGenerator {
+  /** A KV cache for `slots` sequences of up to `capacity` tokens (prompt + generated) each.
+   * keepPrefixes (default true): a later prompt may continue the K/V a slot kept from an earlier
+   * sequence (rlx.h rlx_gen_cache_stats); false makes every prefill a full one. */
+  static create(
+    model: NativeModel,
+    options: { slots: number; capacity: number; keepPrefixes?: boolean },
+  ): NativeGenerator {
     const lib = native();
-    const handle = check(lib, lib.rlx_gen_create(model.handle, options.slots, options.capacity));
-    return new NativeGenerator(handle as Pointer, options.slots, options.capacity);
+    const handle = check(lib, lib.rlx_gen_create(model.handle, options.slots, options.capacity)) as Pointer;
+    if (options.keepPrefixes === false) check(lib, lib.rlx_gen_set_option(handle, cstr("keep_prefixes"), 0));
+    return new NativeGenerator(handle, options.slots, options.capacity);
   }
 
   get handle(): Pointer {

@@ -146,6 +146,7 @@ export const symbols = {
   rlx_gen_remove: { args: [ptr, i32], returns: i32 },
   rlx_gen_top_logprobs: { args: [ptr, i32, i32, ptr, ptr, ptr], returns: i32 },
   rlx_gen_cache_stats: { args: [ptr, ptr, i32], returns: i32 },
+  rlx_gen_set_option: { args: [ptr, ptr, f64], returns: i32 },
   rlx_score: { args: [ptr, i64, ptr, ptr, i32, ptr, i64, ptr, ptr], returns: i32 },
   rlx_score_top: { args: [ptr, i64, ptr, ptr, i32, ptr, i64, i32, ptr, ptr, ptr, ptr], returns: i32 },
   // distributed

@@ -61,6 +61,7 @@ export class InProcessPolicy implements PolicyPool {
       maxBatch: number;
       maxModelLen: number;
       reloadMode?: ReloadMode;
+      prefixCaching?: boolean;
       dtype?: "f32" | "bf16";
       device?: string;
     },

@@ -60,6 +60,8 @@ export async function startPolicy(config: ResolvedConfig, start: PolicyStart): P
   }
   // Rollouts never exceed seq_len (the rollout driver stops there); the margin is for sequences
   // the policy only scores, such as OPSD's demonstration hint prepended to a rollout.
+  // A deterministic run's rollouts must not depend on which requests came first.
+  const prefixCaching = inf.prefix_caching && !config.deterministic;
   const maxModelLen = Math.min(
     config.orchestrator.seq_len + SCORE_MARGIN,
     readModelConfig(baseModelDir(start.modelDir)).shim.max_position_embeddings, // a checkpoint's adapter: its base
@@ -72,6 +74,7 @@ export async function startPolicy(config: ResolvedConfig, start: PolicyStart): P
       maxBatch: inf.max_batch,
       maxModelLen,
       reloadMode: inf.reload,
+      prefixCaching,
       dtype: config.model.dtype,
       device: policyDevice(config),
     });
@@ -105,6 +108,7 @@ export async function startPolicy(config: ResolvedConfig, start: PolicyStart): P
         String(maxModelLen),
         "--reload-mode",
         inf.reload,
+        ...(prefixCaching ? [] : ["--no-prefix-caching"]),
         "--dtype",
         config.model.dtype,
         "--device",

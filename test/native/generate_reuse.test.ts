@@ -115,6 +115,18 @@ describe("a tool episode's next turn continues from its kept K/V", () => {
     });
   });
 
+  test("keepPrefixes false: every prefill is a full one, bit for bit a fresh generator's", async () => {
+    using model = await tinyModel({ dtype: "f32", config: TINY_FULL, sharpen: 4 });
+    using gen = NativeGenerator.create(model, { slots: 2, capacity: 128, keepPrefixes: false });
+    const greedy = [{ temperature: 0, maxNewTokens: 6 }];
+    const [first] = run(gen, [FIRST], greedy);
+    const next = [...FIRST, ...first!.tokens, ...TOOLS[0]!];
+    const [second] = run(gen, [next], greedy);
+    expect(gen.cacheStats().reusedTokens).toBe(0);
+    using fresh = NativeGenerator.create(model, { slots: 2, capacity: 128 });
+    expect(run(fresh, [next], greedy)[0]).toEqual(second!);
+  });
+
   test("new weights drop every kept prefix; a short match is not reused", async () => {
     using model = await tinyModel({ dtype: "f32", config: TINY_FULL });
     using other = await tinyModel({ dtype: "f32", config: TINY_FULL, seed: 9 });
