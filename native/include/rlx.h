@@ -329,8 +329,8 @@ int rlx_gen_top_logprobs(void* gen, int n, int k, int32_t* out_ids, float* out_l
 #define RLX_GEN_STATS_LEN 3
 int rlx_gen_cache_stats(void* gen, int64_t* out, int n_out);
 /* ABI 7. Generator options: "keep_prefixes" 1 (default) or 0, where a prompt never continues a
- * kept slot (every prefill is a full one: what comes out no longer depends on which requests came
- * before; rlx train's deterministic mode). */
+ * kept slot and takes the lowest free slots (every prefill is a full one, and what comes out no
+ * longer depends on which requests came before; rlx train's deterministic mode). */
 int rlx_gen_set_option(void* gen, const char* name, double value);
 /* Prefill logprobs of n sequences (concatenated, total tokens): out_logprobs[t] = log p(token t |
  * tokens before it in its sequence) under logits / temperatures[t] (NULL = 1); the first token of

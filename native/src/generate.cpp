@@ -162,7 +162,9 @@ int finish_after(Sequence& s, int32_t token, int64_t capacity) {
 // Slots for n new prompts (prompt i: ids_i, lengths[i]): a kept slot whose tokens the prompt
 // continues for at least kMinReuse tokens (the longest such match; never the whole prompt, whose
 // last token must run to give the next token's logits), else an empty slot, else the least
-// recently used kept one. past[i] receives how many cached tokens prompt i continues.
+// recently used kept one. past[i] receives how many cached tokens prompt i continues. Without
+// keep_prefixes, the lowest free slots, as before slots kept anything: a deterministic run's
+// decode batches (and so their rounding) then do not depend on what ran before a resume.
 std::vector<int64_t> choose_slots(Generator& g, int n, const std::vector<const int32_t*>& ids,
                                   const std::vector<int64_t>& lengths, const std::vector<bool>& may_reuse,
                                   std::vector<int64_t>& past) {
@@ -189,6 +191,10 @@ std::vector<int64_t> choose_slots(Generator& g, int n, const std::vector<const i
     int64_t pick = -1;
     for (size_t s = 0; s < g.seqs.size(); ++s) {
       if (taken[s]) continue;
+      if (!g.keep_prefixes) {  // the lowest free slot: the layout depends on nothing but the running set
+        pick = static_cast<int64_t>(s);
+        break;
+      }
       const bool empty = g.seqs[s].tokens.empty();
       if (pick < 0 || (empty && !g.seqs[pick].tokens.empty()) ||
           (empty == g.seqs[pick].tokens.empty() && g.seqs[s].used < g.seqs[pick].used))
