@@ -15,7 +15,7 @@ import { Sft } from "../../../src/algorithms/sft.ts";
 import { rolloutToSamples } from "../../../src/algorithms/samples.ts";
 import type { Rollout } from "../../../src/data/types.ts";
 import { byteContext, utf8 } from "../../fixtures/algo_context.ts";
-import { makeRollout, singleTurn } from "../../fixtures/rollouts.ts";
+import { makeRollout, singleTurn, twoSampleRollout } from "../../fixtures/rollouts.ts";
 
 const teacher = { name: "teacher", base_url: "http://127.0.0.1:8001/v1" };
 
@@ -156,12 +156,7 @@ describe("opd", () => {
     await algo.setup(
       byteContext({ connect: async () => teacherClient({ score: async (s) => (seen.push(...s), teacherScore(s)) }) }),
     );
-    const r = makeRollout([
-      { role: "user", tokens: [5, 6], messageIndex: 0 },
-      { role: "assistant", tokens: [7, 8], sampled: true, messageIndex: 1 },
-      { role: "user", tokens: [5, 6], messageIndex: 0, sample: 1 },
-      { role: "assistant", tokens: [9], sampled: true, messageIndex: 2, sample: 1 },
-    ]);
+    const r = twoSampleRollout();
     await finishRollout(algo, r);
     expect(seen).toEqual([
       [5, 6, 7, 8],

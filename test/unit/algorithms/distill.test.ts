@@ -12,7 +12,7 @@ import { packStep } from "../../../src/data/pack.ts";
 import { EndpointError, RlxError } from "../../../src/errors.ts";
 import type { ScoredSequence } from "../../../src/inference/types.ts";
 import { byteContext, utf8 } from "../../fixtures/algo_context.ts";
-import { makeRollout, singleTurn } from "../../fixtures/rollouts.ts";
+import { singleTurn, twoSampleRollout } from "../../fixtures/rollouts.ts";
 
 const teacher = { name: "teacher", base_url: "http://127.0.0.1:8001/v1" };
 
@@ -47,12 +47,7 @@ describe("opd with k > 0", () => {
     const asked: Array<{ seqs: number[][]; k: number }> = [];
     const client = teacherClient({ scoreTop: async (seqs, k) => (asked.push({ seqs, k }), scriptedTop(seqs, k)) });
     await algo.setup(byteContext({ connect: async () => client }));
-    const r = makeRollout([
-      { role: "user", tokens: [5, 6], messageIndex: 0 },
-      { role: "assistant", tokens: [7, 8], sampled: true, messageIndex: 1 },
-      { role: "user", tokens: [5, 6], messageIndex: 0, sample: 1 },
-      { role: "assistant", tokens: [9], sampled: true, messageIndex: 2, sample: 1 },
-    ]);
+    const r = twoSampleRollout();
     await finishRollout(algo, r);
     expect(asked).toEqual([
       {
