@@ -6,19 +6,22 @@
 //   - generation logprobs equal scoring logprobs (mismatch_kl) in float32, and in bf16 weights with
 //     the LM head in float32 within what bf16 activations allow;
 //   - the fused SDPA path agrees with the hand-written attention;
+//   - a shared-prefix row (SDPA with an explicit mask) gives the whole samples' loss and gradients,
+//     and a tool episode's next turn from kept K/V gives a full prefill's tokens and logprobs;
 //   - the caching allocator's peak is reported, and NCCL runs a one-rank all-reduce.
 import { describe, expect, test } from "bun:test";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { distAvailable, ProcessGroup } from "../../src/native/dist.ts";
-import { generate, score } from "../../src/native/generate.ts";
+import { generate, NativeGenerator, score } from "../../src/native/generate.ts";
 import type { NativeModel } from "../../src/native/model.ts";
 import { deviceMemory, runtimeInfo } from "../../src/native/runtime.ts";
 import { trainStep } from "../../src/native/train.ts";
 import { stepCounts } from "../../src/data/pack.ts";
 import { distStep, LOSS } from "./fixtures/dist_batch.ts";
-import { readGrads, TINY_FULL, tinyModel } from "./tiny_model.ts";
+import { group, shareRow } from "./fixtures/shared_rows.ts";
+import { maxRelDiff, pack, readGrads, rng, TINY_FULL, tinyModel } from "./tiny_model.ts";
 
 const cuda = (await runtimeInfo()).cuda;
 const PROMPTS = [
@@ -89,6 +92,38 @@ describe.skipIf(!cuda)("on a CUDA device", () => {
     model.setOption("fused_attention", false);
     const manual = score(model, seqs).logprobs;
     fused.forEach((lp, i) => lp.forEach((x, t) => expect(Math.abs(x - manual[i]![t]!)).toBeLessThan(1e-4)));
+  });
+
+  test("a shared-prefix row gives the whole samples' loss and gradients (fused attention with a mask)", async () => {
+    const rand = rng(17);
+    const groups = [{ prompt: 12, samples: group(rand, 12, [5, 5, 7]) }];
+    const loss = { nRl: 20, nCe: 6, nRefKl: 15 };
+    using model = await tinyModel({ config: TINY_FULL, sharpen: 3, device: "cuda" });
+    const whole = trainStep(model, pack(groups[0]!.samples), loss).all.loss;
+    const wholeGrads = readGrads(model);
+    model.zeroGrad();
+    const shared = trainStep(model, shareRow(groups, []), loss).all.loss;
+    expect(Math.abs(shared - whole)).toBeLessThan(1e-4 * Math.max(1, Math.abs(whole)));
+    expect(maxRelDiff(readGrads(model), wholeGrads)).toBeLessThan(1e-4);
+  });
+
+  test("a next turn from kept K/V gives a full prefill's tokens and logprobs", async () => {
+    using model = await tinyModel({ config: TINY_FULL, sharpen: 4, device: "cuda" });
+    const first = Array.from({ length: 40 }, (_, i) => (i * 7) % 64);
+    const turn = (gen: NativeGenerator, prompt: number[]) => {
+      const out = [gen.add([{ prompt, sampling: { temperature: 0, maxNewTokens: 8 } }])[0]!];
+      while (!out[out.length - 1]!.finish) out.push(gen.step()[0]!);
+      return out;
+    };
+    using kept = NativeGenerator.create(model, { slots: 2, capacity: 128 });
+    const reply = turn(kept, first).map((t) => t.token);
+    const next = [...first, ...reply, 3, 1, 4, 1, 5];
+    const a = turn(kept, next);
+    expect(kept.cacheStats().reusedTokens).toBe(40 + 8 - 1);
+    using fresh = NativeGenerator.create(model, { slots: 2, capacity: 128 });
+    const b = turn(fresh, next);
+    expect(a.map((t) => t.token)).toEqual(b.map((t) => t.token));
+    a.forEach((t, j) => expect(Math.abs(t.logprob - b[j]!.logprob)).toBeLessThan(1e-4));
   });
 
   test.skipIf(!cuda)("NCCL runs a one-rank all-reduce", async () => {

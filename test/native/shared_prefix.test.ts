@@ -6,55 +6,12 @@
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import type { NativeModel } from "../../src/native/model.ts";
 import { trainStep, type LossSettings, type PackedRow } from "../../src/native/train.ts";
-import { maxRelDiff, pack, randomSample, readGrads, rng, type Sample, TINY_FULL, tinyModel } from "./tiny_model.ts";
+import { group, shareRow } from "./fixtures/shared_rows.ts";
+import { maxRelDiff, pack, readGrads, rng, TINY_FULL, tinyModel } from "./tiny_model.ts";
 
 setDefaultTimeout(60_000);
 
 const LOSS: LossSettings = { nRl: 40, nCe: 12, nRefKl: 30 };
-
-/** `count` samples sharing one random prompt of `prompt` tokens, each with its own completion. */
-function group(rand: () => number, prompt: number, completions: number[]): Sample[] {
-  const shared = randomSample(rand, prompt, prompt).tokenIds;
-  return completions.map((n) => {
-    const s = randomSample(rand, prompt + n, prompt);
-    s.tokenIds.splice(0, prompt, ...shared);
-    s.inferenceLogprobs = s.lossMask.map((m) => (m ? -3 - rand() : 0));
-    s.ceWeights = s.lossMask.map((m, t) => (m && t % 2 ? 0.5 : 0));
-    s.refKlWeights = s.lossMask.map((m) => m * 0.3);
-    s.refLogprobs = s.lossMask.map((m) => (m ? -3 - rand() : 0));
-    return s;
-  });
-}
-
-function slice(s: Sample, from: number, to = s.tokenIds.length): Sample {
-  const cut = (a: number[] | undefined) => a?.slice(from, to);
-  return {
-    ...s,
-    tokenIds: s.tokenIds.slice(from, to),
-    lossMask: s.lossMask.slice(from, to),
-    advantages: s.advantages.slice(from, to),
-    inferenceLogprobs: s.inferenceLogprobs.slice(from, to),
-    refLogprobs: cut(s.refLogprobs),
-    rlWeights: cut(s.rlWeights),
-    ceWeights: cut(s.ceWeights),
-    refKlWeights: cut(s.refKlWeights),
-  };
-}
-
-/** Each group as its prompt's first prompt - 1 tokens once, then each sample from token prompt - 1
- * on (its first token, the prompt's last, is predicted by nothing, as in rlx.h), loners whole. */
-function shareRow(groups: { prompt: number; samples: Sample[] }[], loners: Sample[]): PackedRow {
-  const segments: Sample[] = [];
-  const parents: number[] = [];
-  for (const g of groups) {
-    const parent = segments.length;
-    segments.push(slice(g.samples[0]!, 0, g.prompt - 1));
-    parents.push(-1);
-    for (const s of g.samples) (segments.push(slice(s, g.prompt - 1)), parents.push(parent));
-  }
-  for (const s of loners) (segments.push(s), parents.push(-1));
-  return { ...pack(segments), sampleParents: Int32Array.from(parents) };
-}
 
 function stepOf(model: NativeModel, row: PackedRow) {
   model.zeroGrad();
