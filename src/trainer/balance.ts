@@ -76,6 +76,7 @@ export interface RankPlan {
   dummies: number;
 }
 
+/** Every per-token array of a row (the distill slots are copied apart: k per token). */
 const ROW_ARRAYS = [
   "tokenIds",
   "lossMask",
@@ -83,12 +84,7 @@ const ROW_ARRAYS = [
   "inferenceLogprobs",
   "temperatures",
   "envIndex",
-  "refLogprobs",
-  "rlWeights",
-  "ceWeights",
-  "refKlWeights",
-  "distillWeights",
-  "distillBetas",
+  ...STREAMS,
 ] as const;
 
 /** A row of the given samples of `row` (indices into row.samples), repacked in that order; a
