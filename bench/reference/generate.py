@@ -100,7 +100,7 @@ def main():
         torch.set_num_threads(args.threads)
     cfg = json.loads(args.config)
     with torch.inference_mode():
-        params = build_params(cfg, args.seed)
+        params = build_params(cfg, args.seed, "cpu")
         gen = torch.Generator().manual_seed(args.seed + 1)
         prompts = torch.randint(0, 259, (args.batch, args.prompt), generator=gen)
         generate(cfg, params, prompts, 4, gen)  # warm-up

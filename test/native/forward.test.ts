@@ -75,3 +75,20 @@ test("the train step's logprobs equal the reference in float64 (ce metric over e
   expect(m.all.ceCount).toBe(9 + 5 + 12 - 3); // the first token of each sample has no prediction
   expect(Math.abs(m.all.nllSum - want)).toBeLessThan(1e-10 * want);
 });
+
+test("a sample longer than one attention block (600 tokens: 3 blocks of queries) scores as the reference", async () => {
+  const config = TINY_FULL;
+  using model = await tinyModel({ dtype: "f64", config, sharpen: 10, seed: 7 });
+  const params = readParams(model);
+  const rand = rng(5);
+  const seq = Array.from({ length: 600 }, () => Math.floor(rand() * config.vocab_size));
+  const got = score(model, [seq]).logprobs[0]!;
+  const want = referenceLogprobs(
+    config,
+    params,
+    seq,
+    seq.map(() => 1),
+  );
+  for (let t = 0; t < seq.length; t++)
+    expect(Math.abs(got[t]! - want[t]!)).toBeLessThan(5e-6 * Math.max(1, Math.abs(want[t]!)));
+});

@@ -59,6 +59,15 @@ describe("shared-prefix rows", () => {
     });
   }
 
+  test("long samples: a 300-token prefix and 300-token continuations (attention in blocks) give the whole samples' gradient", async () => {
+    const long = [{ prompt: 300, samples: group(rng(23), 300, [300, 260]) }];
+    using model = await tinyModel({ dtype: "f64", config: TINY_FULL, sharpen: 3 });
+    const a = stepOf(model, pack(long[0]!.samples));
+    const b = stepOf(model, shareRow(long, []));
+    expect(Math.abs(b.metrics.loss - a.metrics.loss)).toBeLessThan(1e-10 * Math.max(1, Math.abs(a.metrics.loss)));
+    expect(maxRelDiff(b.grads, a.grads)).toBeLessThan(1e-10);
+  });
+
   test("all parents -1 is the plain row, bit for bit", async () => {
     using model = await tinyModel({ dtype: "f32", config: TINY_FULL });
     const a = stepOf(model, whole);
