@@ -187,14 +187,14 @@ at::Tensor forward_packed(Model& m, const at::Tensor& token_ids, const at::Tenso
                           const std::vector<int64_t>& sample_lengths, const KVWrite* kv, const std::vector<int64_t>& parents) {
   const int64_t T = token_ids.size(0);
   TORCH_CHECK(parents.empty() || (!kv && parents.size() == sample_lengths.size()), "forward_packed: bad parents");
+  auto past_of = [&](size_t i) { return kv ? kv->past_of(i) : 0; };
   std::vector<int64_t> starts;  // each sample's first token in the row
   int64_t longest = 0;
   for (size_t i = 0, at = 0; i < sample_lengths.size(); at += sample_lengths[i++]) {
     starts.push_back(static_cast<int64_t>(at));
     const int64_t p = parent_of(parents, i);
-    longest = std::max(longest, sample_lengths[i] + (p >= 0 ? sample_lengths[p] : 0) + (kv ? kv->past_of(i) : 0));
+    longest = std::max(longest, sample_lengths[i] + (p >= 0 ? sample_lengths[p] : 0) + past_of(i));
   }
-  auto past_of = [&](size_t i) { return kv ? kv->past_of(i) : 0; };
   auto [cos, sin] = rope_rows(m, positions, longest);
   // Runs of consecutive samples of equal length and the same parent, none continuing cached
   // tokens (each of those attends to its own slot's): [first sample, end sample).
@@ -266,7 +266,9 @@ at::Tensor forward_decode(Model& m, KVCache& cache, const at::Tensor& token_ids,
   const bool aligned = all_live && std::all_of(positions_host.begin(), positions_host.end(), [&](int64_t p) { return p == span - 1; });
   TORCH_CHECK(span <= cache.capacity, "decode position past the KV cache capacity");
   auto positions = at::tensor(positions_host, at::kLong).to(m.device);
-  auto write_rows = at::tensor(live_rows, at::kLong).to(m.device), write_positions = at::tensor(live_positions, at::kLong).to(m.device);
+  at::Tensor write_rows, write_positions;  // only with dummy rows: the live ones' indexed writes
+  if (!all_live)
+    write_rows = at::tensor(live_rows, at::kLong).to(m.device), write_positions = at::tensor(live_positions, at::kLong).to(m.device);
   auto [cos, sin] = rope_rows(m, positions, span - 1);
   auto rows = at::arange(B, positions.options());
   // Row b sees cache positions 0..positions[b]; later positions hold other requests' leftovers.

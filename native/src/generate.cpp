@@ -170,6 +170,9 @@ std::vector<int64_t> choose_slots(Generator& g, int n, const std::vector<const i
                                   std::vector<int64_t>& past) {
   std::vector<bool> taken(g.seqs.size());
   for (size_t s = 0; s < g.seqs.size(); ++s) taken[s] = g.seqs[s].active;
+  const auto free = std::count(taken.begin(), taken.end(), false);
+  require(free >= n, "the generator has " + std::to_string(free) + " free slots, " + std::to_string(n) +
+                         " sequences were added (wait for some to finish)");
   std::vector<int64_t> slots(n, -1);
   past.assign(n, 0);
   for (int i = 0; i < n; ++i) {
@@ -200,8 +203,7 @@ std::vector<int64_t> choose_slots(Generator& g, int n, const std::vector<const i
           (empty == g.seqs[pick].tokens.empty() && g.seqs[s].used < g.seqs[pick].used))
         pick = static_cast<int64_t>(s);
     }
-    require(pick >= 0, "the generator has fewer free slots than the " + std::to_string(n) + " sequences added (wait for some to finish)");
-    slots[i] = pick, taken[pick] = true;
+    slots[i] = pick, taken[pick] = true;  // one exists: at least n slots were free
   }
   return slots;
 }
@@ -312,9 +314,6 @@ RLX_API int rlx_gen_add(void* gen, int n, const int32_t* prompt_ids, const int32
       s.length = lengths[i];
       s.active = true;
     }
-    const int free = static_cast<int>(std::count_if(g.seqs.begin(), g.seqs.end(), [](const Sequence& q) { return !q.active; }));
-    require(free >= n, "the generator has " + std::to_string(free) + " free slots, " + std::to_string(n) +
-                           " sequences were added (wait for some to finish)");
     // The rollouts of a group arrive together with one prompt: each distinct prompt is prefilled
     // once and its K/V rows copied to the slots of its repeats (vLLM's prefix caching, for the
     // case RL makes common). prompt_of[i] is the index among the distinct prompts; only distinct

@@ -1,7 +1,7 @@
 // Typed wrappers for training: one packed micro-batch through the shim's train step (the ABI 7
-// _shared call: the four loss components over a row that may share prefixes), the same loss over given logprobs and logits
-// (lossEval, for exact tests), and the AdamW optimizer with its state. The metric layout mirrors
-// rlx.h's RLX_M_* block (RLX_METRICS_FIELDS_DISTILL wide).
+// _shared call: the four loss components over a row that may share prefixes), the same loss over
+// given logprobs and logits (lossEval, for exact tests), and the AdamW optimizer with its state.
+// The metric layout mirrors rlx.h's RLX_M_* block (RLX_METRICS_FIELDS_DISTILL wide).
 import type { Pointer } from "bun:ffi";
 import { NativeError } from "../errors.ts";
 import { check, native } from "./ffi.ts";

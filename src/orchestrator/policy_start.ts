@@ -58,10 +58,10 @@ export async function startPolicy(config: ResolvedConfig, start: PolicyStart): P
     if (start.version > 0) await policy.load(resolve(start.modelDir), start.version);
     return policy;
   }
-  // Rollouts never exceed seq_len (the rollout driver stops there); the margin is for sequences
-  // the policy only scores, such as OPSD's demonstration hint prepended to a rollout.
   // A deterministic run's rollouts must not depend on which requests came first.
   const prefixCaching = inf.prefix_caching && !config.deterministic;
+  // Rollouts never exceed seq_len (the rollout driver stops there); the margin is for sequences
+  // the policy only scores, such as OPSD's demonstration hint prepended to a rollout.
   const maxModelLen = Math.min(
     config.orchestrator.seq_len + SCORE_MARGIN,
     readModelConfig(baseModelDir(start.modelDir)).shim.max_position_embeddings, // a checkpoint's adapter: its base
