@@ -7,7 +7,7 @@
 # one JSON per seed under docs/results/lean/SET/ with its wall time (the run alone: the eval after
 # it is not counted). Runs go to runs/lean/SET/ (ignored); a seed whose row exists is not run again.
 #
-#   bash scripts/experiments/reproduce.sh SET     first (it builds runs/reproduce/SET/bare-student)
+#   PARTS=L bash scripts/experiments/reproduce.sh SET     first (it builds runs/reproduce/SET/bare-student)
 #   bash scripts/experiments/lean_minutes.sh SET
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -19,7 +19,7 @@ STUDENT=runs/reproduce/$SET/bare-student
 OUT=runs/lean/$SET
 ROWS=docs/results/lean/$SET
 ADD='{"operations": ["+"], "format": "bare"}'
-[ -f $STUDENT/model/config.json ] || { echo "no $STUDENT/model: run scripts/experiments/reproduce.sh $SET first" >&2; exit 2; }
+[ -f $STUDENT/model/config.json ] || { echo "no $STUDENT/model: run PARTS=L scripts/experiments/reproduce.sh $SET first" >&2; exit 2; }
 mkdir -p $OUT $ROWS
 
 evaluate() { [ -s "$2" ] || $RLX eval --model "$1" --env math --args "$ADD" --n 200 --k 8 --max-tokens 8 --seed 0 --out "$2" > /dev/null; }
