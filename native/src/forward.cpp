@@ -249,26 +249,15 @@ at::Tensor forward_packed(Model& m, const at::Tensor& token_ids, const at::Tenso
 
 // ---- decode step over a KV cache --------------------------------------------------------------
 
-at::Tensor forward_decode(Model& m, KVCache& cache, const at::Tensor& token_ids, const std::vector<int64_t>& positions_given) {
+at::Tensor forward_decode(Model& m, KVCache& cache, const at::Tensor& token_ids, const std::vector<int64_t>& positions_host) {
   const int64_t B = token_ids.size(0), H = m.cfg.num_attention_heads, G = m.cfg.num_key_value_heads;
   const int64_t D = m.cfg.head_dim, R = H / G;
-  // A negative position marks a dummy row (a free slot between running ones, whose cache may hold
-  // a kept prefix): it runs at position 0 and writes nothing.
-  std::vector<int64_t> positions_host, live_rows, live_positions;
-  for (int64_t b = 0; b < B; ++b) {
-    positions_host.push_back(std::max<int64_t>(positions_given[b], 0));
-    if (positions_given[b] >= 0) live_rows.push_back(b), live_positions.push_back(positions_given[b]);
-  }
-  const bool all_live = static_cast<int64_t>(live_rows.size()) == B;
   const int64_t span = 1 + *std::max_element(positions_host.begin(), positions_host.end());
   // The common case of a batch started together: every row at the same position needs no mask
   // and writes its K/V with one slice copy instead of an indexed scatter.
-  const bool aligned = all_live && std::all_of(positions_host.begin(), positions_host.end(), [&](int64_t p) { return p == span - 1; });
+  const bool aligned = std::all_of(positions_host.begin(), positions_host.end(), [&](int64_t p) { return p == span - 1; });
   TORCH_CHECK(span <= cache.capacity, "decode position past the KV cache capacity");
   auto positions = at::tensor(positions_host, at::kLong).to(m.device);
-  at::Tensor write_rows, write_positions;  // only with dummy rows: the live ones' indexed writes
-  if (!all_live)
-    write_rows = at::tensor(live_rows, at::kLong).to(m.device), write_positions = at::tensor(live_positions, at::kLong).to(m.device);
   auto [cos, sin] = rope_rows(m, positions, span - 1);
   auto rows = at::arange(B, positions.options());
   // Row b sees cache positions 0..positions[b]; later positions hold other requests' leftovers.
@@ -282,12 +271,9 @@ at::Tensor forward_decode(Model& m, KVCache& cache, const at::Tensor& token_ids,
     if (aligned) {
       kc.narrow(0, 0, B).narrow(2, span - 1, 1).copy_(k.unsqueeze(2));
       vc.narrow(0, 0, B).narrow(2, span - 1, 1).copy_(v.unsqueeze(2));
-    } else if (all_live) {
+    } else {
       kc.permute({0, 2, 1, 3}).index_put_({rows, positions}, k.to(kc.scalar_type()));
       vc.permute({0, 2, 1, 3}).index_put_({rows, positions}, v.to(vc.scalar_type()));
-    } else {
-      kc.permute({0, 2, 1, 3}).index_put_({write_rows, write_positions}, k.index_select(0, write_rows).to(kc.scalar_type()));
-      vc.permute({0, 2, 1, 3}).index_put_({write_rows, write_positions}, v.index_select(0, write_rows).to(vc.scalar_type()));
     }
     auto k_B_G_S_D = kc.narrow(0, 0, B).narrow(2, 0, span);
     auto v_B_G_S_D = vc.narrow(0, 0, B).narrow(2, 0, span);

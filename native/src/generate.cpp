@@ -23,6 +23,12 @@
 // holds prefills only its task. New prompts without a match take the empty slots first, then the
 // least recently used kept ones. Rebinding to new weights (rlx_gen_set_model) drops every kept
 // prefix: a new prompt is always computed by the weights of its time.
+//
+// Slots are what callers see; each slot's K/V live in a cache row of its own (Sequence::row), and
+// before a decode step the running sequences trade rows with stopped ones until they fill rows
+// 0..A-1 (compact_rows), so a step computes exactly its A running rows: without the move, the tail
+// of a rollout batch (a few long tool episodes in slots spread over hundreds, the rest done) ran
+// every row up to the highest running one, each over the longest episode's span.
 #include "model.h"
 
 namespace rlx {
@@ -33,6 +39,7 @@ constexpr int64_t kMinReuse = 16;
 
 struct Sequence {
   bool active = false;
+  int64_t row = 0;         // the cache row holding this slot's K/V
   int64_t length = 0;      // tokens whose K/V are in the cache: the sequence so far minus next_token
   std::vector<int32_t> tokens;  // those tokens (kept after the sequence ends: the slot's prefix)
   uint64_t used = 0;            // the generator's clock when the slot last ran
@@ -159,6 +166,36 @@ int finish_after(Sequence& s, int32_t token, int64_t capacity) {
   return finish;
 }
 
+// Swaps the cache rows of a running sequence and a stopped one, each row's K/V up to its own
+// cached tokens (the stopped one's kept prefix, if prefixes are kept).
+void swap_rows(Generator& g, Sequence& running, Sequence& stopped) {
+  const int64_t run_len = running.length;
+  const int64_t kept_len = g.keep_prefixes ? static_cast<int64_t>(stopped.tokens.size()) : 0;
+  for (auto* layers : {&g.cache.k, &g.cache.v})
+    for (auto& layer : *layers) {  // [rows, G, capacity, D]
+      auto from = layer[running.row], to = layer[stopped.row];
+      auto moving = from.narrow(1, 0, run_len).clone();
+      if (kept_len > 0) from.narrow(1, 0, kept_len).copy_(to.narrow(1, 0, kept_len));
+      to.narrow(1, 0, run_len).copy_(moving);
+    }
+  std::swap(running.row, stopped.row);
+}
+
+// Moves the running sequences into rows 0..A-1 (see the file header); returns the slot in each.
+std::vector<int64_t> compact_rows(Generator& g) {
+  const auto running = std::count_if(g.seqs.begin(), g.seqs.end(), [](const Sequence& s) { return s.active; });
+  std::vector<Sequence*> above, below;  // running in a row >= A; stopped in a row < A
+  for (auto& s : g.seqs) {
+    if (s.active && s.row >= running) above.push_back(&s);
+    if (!s.active && s.row < running) below.push_back(&s);
+  }
+  for (size_t i = 0; i < above.size(); ++i) swap_rows(g, *above[i], *below[i]);
+  std::vector<int64_t> slot_of(running);
+  for (size_t i = 0; i < g.seqs.size(); ++i)
+    if (g.seqs[i].active) slot_of[g.seqs[i].row] = static_cast<int64_t>(i);
+  return slot_of;
+}
+
 // Slots for n new prompts (prompt i: ids_i, lengths[i]): a kept slot whose tokens the prompt
 // continues for at least kMinReuse tokens (the longest such match; never the whole prompt, whose
 // last token must run to give the next token's logits), else an empty slot, else the least
@@ -228,6 +265,7 @@ RLX_API void* rlx_gen_create(void* model, int slots, int capacity) {
       g->cache.v.push_back(at::zeros(shape, m.opts(m.dtype)));
     }
     g->seqs.resize(slots);
+    for (int i = 0; i < slots; ++i) g->seqs[i].row = i;
     register_handle(g.get(), Kind::Generator);
     return static_cast<void*>(g.release());
   })
@@ -332,12 +370,14 @@ RLX_API int rlx_gen_add(void* gen, int n, const int32_t* prompt_ids, const int32
     }
     std::vector<int64_t> past;
     auto slots = choose_slots(g, n, ids_of, lengths, is_distinct, past);
+    std::vector<int64_t> rows(n);
+    for (int i = 0; i < n; ++i) rows[i] = g.seqs[slots[i]].row;
     // Each distinct prompt runs from its first uncached token; positions go on from the cache.
     std::vector<int32_t> distinct_ids;
-    std::vector<int64_t> distinct_lengths, distinct_slots, distinct_past, positions, last;
+    std::vector<int64_t> distinct_lengths, distinct_rows, distinct_past, positions, last;
     for (auto j : distinct) {
       distinct_ids.insert(distinct_ids.end(), ids_of[j] + past[j], ids_of[j] + lengths[j]);
-      distinct_lengths.push_back(lengths[j] - past[j]), distinct_slots.push_back(slots[j]), distinct_past.push_back(past[j]);
+      distinct_lengths.push_back(lengths[j] - past[j]), distinct_rows.push_back(rows[j]), distinct_past.push_back(past[j]);
       for (int64_t t = past[j]; t < lengths[j]; ++t) positions.push_back(t);
       last.push_back(static_cast<int64_t>(distinct_ids.size()) - 1);
       g.reused_tokens += past[j];
@@ -348,13 +388,13 @@ RLX_API int rlx_gen_add(void* gen, int n, const int32_t* prompt_ids, const int32
 
     c10::InferenceMode inference;
     AutocastScope autocast(m);
-    KVWrite kv{&g.cache, distinct_slots, distinct_past};
+    KVWrite kv{&g.cache, distinct_rows, distinct_past};
     auto hidden = forward_packed(m, ids, at::tensor(positions, at::kLong).to(m.device), distinct_lengths, &kv);
     for (int i = 0; i < n; ++i) {
-      const int64_t from = distinct_slots[prompt_of[i]];
-      if (from == slots[i]) continue;
+      const int64_t from = distinct_rows[prompt_of[i]];
+      if (from == rows[i]) continue;
       for (auto* layers : {&g.cache.k, &g.cache.v})
-        for (auto& layer : *layers) layer[slots[i]].narrow(1, 0, lengths[i]).copy_(layer[from].narrow(1, 0, lengths[i]));
+        for (auto& layer : *layers) layer[rows[i]].narrow(1, 0, lengths[i]).copy_(layer[from].narrow(1, 0, lengths[i]));
     }
     auto distinct_logits = lm_logits(m, hidden.index_select(0, at::tensor(last, at::kLong).to(m.device)));
     auto logits = distinct_logits.index_select(0, at::tensor(prompt_of, at::kLong).to(m.device)).to(at::kCPU);
@@ -362,7 +402,7 @@ RLX_API int rlx_gen_add(void* gen, int n, const int32_t* prompt_ids, const int32
     g.clock += 1;
     for (int i = 0; i < n; ++i) {
       added[i].tokens.assign(ids_of[i], ids_of[i] + lengths[i]);
-      added[i].used = g.clock;
+      added[i].used = g.clock, added[i].row = rows[i];
       g.seqs[slots[i]] = std::move(added[i]), seqs.push_back(&g.seqs[slots[i]]);
     }
     sample_rows(g, logits, seqs, out_tokens, out_logprobs);
@@ -380,21 +420,16 @@ RLX_API int rlx_gen_step(void* gen, int32_t* out_slots, int32_t* out_tokens, flo
     auto& m = model_of(g);
     require(out_slots && out_tokens && out_logprobs && out_finish, "rlx_gen_step: an output array is null");
     require(n_out >= static_cast<int>(g.cache.slots), "rlx_gen_step: outputs must hold one entry per slot (" + std::to_string(g.cache.slots) + ")");
-    int64_t rows = 0;
-    std::vector<int64_t> active;
-    for (int64_t i = 0; i < g.cache.slots; ++i)
-      if (g.seqs[i].active) active.push_back(i), rows = i + 1;
     g.last_logp = at::Tensor(), g.last_tokens.clear();
-    if (active.empty()) return 0;
-    // Rows 0..rows-1 run together; a free slot in between computes a dummy token that writes
-    // nothing (its cache may hold a kept prefix).
-    std::vector<int64_t> ids(rows, 0), positions(rows, -1);
-    for (auto i : active) ids[i] = g.seqs[i].next_token, positions[i] = g.seqs[i].length;
-
     c10::InferenceMode inference;
+    const auto active = compact_rows(g);  // the slot running in each row 0..A-1
+    if (active.empty()) return 0;
+    std::vector<int64_t> ids, positions;
+    for (auto i : active) ids.push_back(g.seqs[i].next_token), positions.push_back(g.seqs[i].length);
+
     AutocastScope autocast(m);
     auto hidden = forward_decode(m, g.cache, at::tensor(ids, at::kLong).to(m.device), positions);
-    auto logits = lm_logits(m, hidden.index_select(0, at::tensor(active, at::kLong).to(m.device))).to(at::kCPU);
+    auto logits = lm_logits(m, hidden).to(at::kCPU);
     std::vector<Sequence*> seqs;
     g.clock += 1;
     for (auto i : active) {

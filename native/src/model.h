@@ -162,7 +162,7 @@ at::Tensor forward_packed(Model& m, const at::Tensor& token_ids, const at::Tenso
 
 // One decode step for rows 0..B-1 of the cache: token_ids [B] int64 on the device, positions
 // (host, B entries): row b attends to cache positions 0..positions[b], its new K/V written at
-// positions[b] first. A negative position is a dummy row: computed at 0, nothing written. Returns hidden states after the final norm, [B, hidden].
+// positions[b] first. Returns hidden states after the final norm, [B, hidden].
 at::Tensor forward_decode(Model& m, KVCache& cache, const at::Tensor& token_ids, const std::vector<int64_t>& positions);
 
 // Full-vocabulary logits of hidden states [N, hidden] in the compute dtype (float32 or float64).

@@ -1,8 +1,9 @@
 // Kept prefixes (rlx.h rlx_gen_cache_stats): a tool episode's next turn, added after its previous
 // turn ended, continues from the K/V its slot kept and prefills only the new tokens, with the
-// tokens and logprobs of a full prefill (float64 1e-10, float32 1e-5); a free slot running as a
-// dummy row beside live ones does not damage what it keeps; sampled turns of a group each continue
-// their own slot; new weights drop every kept prefix.
+// tokens and logprobs of a full prefill (float64 1e-10, float32 1e-5); a running sequence that
+// moves to a lower cache row when others finish (compact_rows) decodes as it would alone, and the
+// kept prefix it trades rows with survives the move; sampled turns of a group each continue their
+// own slot; new weights drop every kept prefix.
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import type { NativeModel } from "../../src/native/model.ts";
 import { type GenToken, NativeGenerator, type SamplingParams } from "../../src/native/generate.ts";
@@ -86,7 +87,19 @@ describe("a tool episode's next turn continues from its kept K/V", () => {
     kept.turns.forEach((turn, k) => expect(turn.tokens).toEqual(full.turns[k]!.tokens));
   });
 
-  test("a group's second turns each continue their own slot, past a free slot that ran as a dummy row", async () => {
+  test("a sequence left running in a high slot moves to row 0 and decodes as it would alone", async () => {
+    using model = await tinyModel({ dtype: "f64", config: TINY_FULL, sharpen: 2 });
+    const prompts = [0, 1, 2, 3, 4, 5].map((i) => ids(12 + i));
+    const sampling = prompts.map((_, i) => ({ temperature: 1, maxNewTokens: i === 5 ? 24 : 2, seed: 70 + i }));
+    using gen = NativeGenerator.create(model, { slots: 6, capacity: 128 });
+    const together = run(gen, prompts, sampling);
+    using alone = NativeGenerator.create(model, { slots: 1, capacity: 128 });
+    const [single] = run(alone, [prompts[5]!], [sampling[5]!]);
+    expect(together[5]!.tokens).toEqual(single!.tokens);
+    together[5]!.logprobs.forEach((lp, t) => expect(Math.abs(lp - single!.logprobs[t]!)).toBeLessThan(1e-10));
+  });
+
+  test("a group's second turns each continue their own slot, past kept slots whose rows running ones took", async () => {
     using model = await tinyModel({ dtype: "f64", config: TINY_FULL, sharpen: 2 });
     const prompt = ids(30);
     // Different max lengths: the short ones end first and sit as kept slots between running ones.
