@@ -1,7 +1,8 @@
 // The tail of a rollout batch: a few long episodes still decoding after many short ones finished,
-// as in an RL step that mixes math prompts with tool episodes. Times the decode of --long long
-// sequences added after --short short ones (their slots are the highest) against the same long
-// sequences alone in a generator of their own, rounds alternating; prints the medians and the ratio.
+// as in an RL step that mixes math prompts with tool episodes. Times the decode (after the prefill)
+// of --long long sequences added after --short short ones (their slots are the highest) against
+// the same long sequences alone in a generator of their own, rounds alternating; prints the medians
+// and the ratio.
 // The generator moves running sequences to the lowest cache rows (native/src/generate.cpp,
 // compact_rows), so the ratio is what the short ones' first steps and the moves cost; run it with
 // RLX_SHIM set to a shim built before that change to see what computing every row cost.
@@ -25,12 +26,12 @@ using model = await NativeModel.create(PRESETS.tiny!.config.shim, { seed: 0 });
 const prompt = (n: number, k: number) => Int32Array.from({ length: n }, (_, i) => (k * 31 + i * 7) % 259);
 const sampling = (maxNewTokens: number, seed: number) => ({ temperature: 1, maxNewTokens, seed });
 
-/** Seconds from the long sequences' prefill to the last token, with `before` short ones added first. */
+/** Seconds from the long sequences' first token to their last, with `before` short ones added first. */
 function decode(before: number): number {
   using gen = NativeGenerator.create(model, { slots: before + long, capacity: promptLength + newTokens + 1 });
   if (before > 0) gen.add(Array.from({ length: before }, (_, b) => ({ prompt: prompt(32, b), sampling: sampling(8, b) })));
-  const t0 = performance.now();
   gen.add(Array.from({ length: long }, (_, b) => ({ prompt: prompt(promptLength, 1000 + b), sampling: sampling(newTokens, b) })));
+  const t0 = performance.now();
   let produced = long;
   for (let out = gen.step(); out.length > 0; out = gen.step()) produced += out.length;
   if (produced < long * newTokens) throw new Error(`produced ${produced} tokens, expected at least ${long * newTokens}`);

@@ -119,12 +119,14 @@ export default defineCommand({
     const apiKey = args["api-key"] ?? (process.env[API_KEY_ENV] || undefined);
     const weightsRoot = args["weights-root"];
     if (args.policy) checkPolicyAccess(args.host, apiKey, weightsRoot);
-    const [{ loadModel }, { Tokenizer }, { Engine }, { startServer }, { exitWithParent }] = await Promise.all([
+    const [{ loadModel }, { Tokenizer }, { Engine }, { startServer }, { exitWithParent }, { CoreShare }] =
+      await Promise.all([
       import("../model/hf.ts"),
       import("../model/tokenizer.ts"),
       import("../inference/engine.ts"),
       import("../inference/server.ts"),
       import("../orchestrator/children.ts"),
+      import("../native/core_share.ts"),
     ]);
     exitWithParent(); // a policy server of `rlx train` must not outlive a SIGKILLed orchestrator
     const tokenizer = Tokenizer.load(args.model);
@@ -135,6 +137,7 @@ export default defineCommand({
       version,
       reloadMode,
       prefixCaching: args["prefix-caching"],
+      coreShare: CoreShare.fromEnv("generator"), // rlx train's policy server: the cores shared with its trainer
       ...(maxModelLen === undefined ? {} : { maxModelLen }),
       ...(maxQueue === undefined ? {} : { maxQueue }),
     });

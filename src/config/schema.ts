@@ -124,6 +124,9 @@ export const configSchema = z.strictObject({
       precision: z.enum(["f32", "bf16-autocast"]).default("f32"),
       /** Intra-op threads; 0 = one per core. */
       threads: z.number().int().min(0).default(0),
+      /** With one trainer and one policy process on this machine's CPU: whichever is busy alone
+       * takes all the cores, and both busy split them (src/native/core_share.ts). */
+      share_cores: z.boolean().default(true),
       /** Data-parallel trainer ranks (c10d); `rlx train --nproc N` sets it. docs/scaling.md. */
       world_size: positiveInt.default(1),
       /** How the ranks meet (only read when world_size > 1). */

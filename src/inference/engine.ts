@@ -29,6 +29,7 @@
 //   - Cancellation (an AbortSignal, or onToken returning true for a stop string) frees the slot
 //     at once; native calls are synchronous, so a cancel can never land inside a step.
 import { type GenToken, NativeGenerator, score, type TopLogprobs } from "../native/generate.ts";
+import type { CoreShare } from "../native/core_share.ts";
 import { type ScoredTop, scoreTop } from "../native/score_top.ts";
 import type { NativeModel } from "../native/model.ts";
 import { EngineClosedError, InvalidRequestError, QueueFullError } from "./errors.ts";
@@ -71,6 +72,7 @@ export class Engine {
   #idle: (() => void)[] = [];
   readonly #loadWeights: (dir: string) => Promise<NativeModel>;
   readonly #adapterSwap: (model: NativeModel, dir: string) => Promise<(() => void) | null>;
+  readonly #coreShare: CoreShare | undefined;
   /** Counters for /metrics-style reporting and tests (adapterReloads: reloads that moved only a LoRA adapter). */
   readonly stats = { admitted: 0, steps: 0, generatedTokens: 0, maxRunning: 0, adapterReloads: 0 };
 
@@ -107,6 +109,7 @@ export class Engine {
       options.loadWeights ??
       (async (dir) => (await import("../model/hf.ts")).loadModel(dir, { dtype: model.dtype, device: model.device }));
     this.#adapterSwap = async (served, dir) => (await import("../model/hf.ts")).adapterSwap(served, dir);
+    this.#coreShare = options.coreShare;
   }
 
   #newGenerator(model: NativeModel): NativeGenerator {
@@ -243,8 +246,10 @@ export class Engine {
   }
 
   async #pump(): Promise<void> {
+    this.#coreShare?.busy(true);
     try {
       while (this.#busy()) {
+        this.#coreShare?.apply();
         const canReload = this.reloadMode === "in-flight" || this.#running.size === 0;
         if (this.#reloads.length > 0 && canReload) await this.#reload();
         else if (this.#reloads.length === 0 || this.reloadMode === "in-flight") this.#admit();
@@ -252,6 +257,7 @@ export class Engine {
         await yieldToEventLoop();
       }
     } finally {
+      this.#coreShare?.busy(false);
       this.#pumping = false;
       for (const resolve of this.#idle.splice(0)) resolve();
     }

@@ -2,6 +2,7 @@
 // request, one result, and the two ways it can reload weights. Kept apart from the engine so that
 // the HTTP layer and the in-process client read the contract without the scheduling code.
 import type { FinishReason, SamplingParams, TopLogprobs } from "../native/generate.ts";
+import type { CoreShare } from "../native/core_share.ts";
 import type { NativeModel } from "../native/model.ts";
 
 /** "drain": running sequences finish on the old weights first; "in-flight": they continue on the new. */
@@ -29,6 +30,8 @@ export interface EngineOptions {
   /** A prompt may continue the K/V a slot kept from an earlier request (docs/serve.md); default
    * true. False: every prefill is a full one, so results do not depend on earlier requests. */
   prefixCaching?: boolean;
+  /** Hands the cores between this engine and a trainer on the same machine (rlx train's policy). */
+  coreShare?: CoreShare;
   /** Loads a weights directory for reloadWeights (default: src/model/hf.ts loadModel, lazily). */
   loadWeights?: (dir: string) => Promise<NativeModel>;
 }

@@ -7,7 +7,9 @@
 // to another busy process runs several times slower), so when a run has more than one trainer
 // rank or more than one policy process, each child gets `cores / (local ranks + policy
 // processes)` threads, at least 1. A run with one trainer and at most one policy process is left
-// exactly as it was (the trainer gets trainer.threads, or one thread per core).
+// exactly as it was (the trainer gets trainer.threads, or one thread per core), and when both
+// compute on this machine's CPU they hand the cores over (trainer.share_cores,
+// src/native/core_share.ts): whichever is busy alone takes all the cores, and both busy split them.
 //
 // Why the parent picks the store: a FileStore must be a path no earlier launch used (c10d reads
 // stale keys), and a TCPStore on a free port must be the same port for every rank; the parent
@@ -17,6 +19,7 @@ import { cpus } from "node:os";
 import { join } from "node:path";
 import type { ResolvedConfig } from "../config/resolve.ts";
 import { ConfigError } from "../errors.ts";
+import { CORE_SHARE_ENV, CoreShare } from "../native/core_share.ts";
 import type { StoreSpec } from "../native/dist.ts";
 import type { ChildSpec } from "./children.ts";
 
@@ -34,6 +37,8 @@ export interface Launch {
   trainers: ChildSpec[];
   /** RLX_THREADS for each spawned policy server; undefined = the server's default (one per core). */
   serverThreads?: number;
+  /** The file the trainer and the one policy process hand the cores over in (both on this CPU). */
+  coreShare?: string;
   /** The rendezvous every rank was given (world_size > 1). */
   store?: StoreSpec;
 }
@@ -113,12 +118,32 @@ export function configuredStore(config: ResolvedConfig): StoreSpec {
   return { type: "tcp", host: dist.master_addr, port: dist.master_port };
 }
 
+/** Whether the trainer and the policy hand the cores over: one of each, both on this machine's CPU,
+ * more than one core, and nobody fixed the threads (trainer.threads, a deterministic run). */
+export function sharesCores(config: ResolvedConfig, policyProcesses: number, cores = cpus().length): boolean {
+  const policyDevice = config.inference.device === "auto" ? config.trainer.device : config.inference.device;
+  return (
+    config.trainer.share_cores &&
+    !config.deterministic &&
+    config.trainer.world_size === 1 &&
+    config.trainer.threads === 0 &&
+    policyProcesses === 1 &&
+    config.trainer.device === "cpu" &&
+    policyDevice === "cpu" &&
+    cores > 1
+  );
+}
+
 /** The trainer children to spawn and the threads of everyone. */
 export function planLaunch(config: ResolvedConfig, o: LaunchOptions): Launch {
   const world = config.trainer.world_size;
   const ranks = localRanks(config);
   const threads = threadShare(config, ranks.length, o.policyProcesses, o.cores);
   const env: Record<string, string> = threads.trainer !== undefined ? { RLX_THREADS: String(threads.trainer) } : {};
+  const coreShare = sharesCores(config, o.policyProcesses, o.cores)
+    ? CoreShare.create(join(o.runDir, "core_share"))
+    : undefined;
+  if (coreShare) env[CORE_SHARE_ENV] = coreShare;
   const base = [
     "trainer",
     "--run-dir",
@@ -132,6 +157,7 @@ export function planLaunch(config: ResolvedConfig, o: LaunchOptions): Launch {
     return {
       trainers: [{ name: "trainer", args: base, env, mayExit: true }],
       ...(serverThreads ? { serverThreads } : {}),
+      ...(coreShare ? { coreShare } : {}),
     };
   const store = chooseStore(config, o.runDir, ranks.length === world);
   const trainers = ranks.map((rank) => ({

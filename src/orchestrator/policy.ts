@@ -17,6 +17,7 @@ import type { ReloadMode } from "../inference/engine_api.ts";
 import { type PolicyEngine, versionStamped } from "../inference/policy_engines.ts";
 import { LocalClient } from "../inference/local.ts";
 import type { SamplingClient } from "../inference/types.ts";
+import type { CoreShare } from "../native/core_share.ts";
 
 export interface PolicyPool {
   readonly client: SamplingClient;
@@ -62,6 +63,7 @@ export class InProcessPolicy implements PolicyPool {
       maxModelLen: number;
       reloadMode?: ReloadMode;
       prefixCaching?: boolean;
+      coreShare?: CoreShare;
       dtype?: "f32" | "bf16";
       device?: string;
     },

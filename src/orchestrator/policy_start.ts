@@ -17,6 +17,7 @@ import { checkTemperedLogprobs } from "../inference/tempered_probe.ts";
 import { Tokenizer } from "../model/tokenizer.ts";
 import { readModelConfig } from "../model/config.ts";
 import { baseModelDir } from "../model/hf.ts";
+import { CORE_SHARE_ENV, CoreShare } from "../native/core_share.ts";
 import { loadNative } from "../native/ffi.ts";
 import type { Children } from "./children.ts";
 import { InProcessPolicy, type PolicyPool, RemotePolicy } from "./policy.ts";
@@ -42,6 +43,8 @@ export interface PolicyStart {
   children: Children;
   /** RLX_THREADS of each spawned server. */
   threads?: number;
+  /** The file the policy and the trainer hand the cores over in (launch.ts), if they share them. */
+  coreShare?: string;
 }
 
 /** Starts the policy: external servers, spawned `rlx serve --policy` servers, or in-process. */
@@ -67,14 +70,15 @@ export async function startPolicy(config: ResolvedConfig, start: PolicyStart): P
     readModelConfig(baseModelDir(start.modelDir)).shim.max_position_embeddings, // a checkpoint's adapter: its base
   );
   if (start.mode === "in-process") {
-    // One intra-op thread here: the trainer child computes at the same time on the other cores,
-    // and this process's OpenMP threads cannot be made to wait passively once it has started.
+    // One intra-op thread here, unless the cores are handed over (then the engine sets its own
+    // threads round by round): the trainer child computes at the same time on the other cores.
     await loadNative(config.deterministic ? 1 : Number(process.env.RLX_THREADS ?? 1));
     return InProcessPolicy.create(start.modelDir, start.version, {
       maxBatch: inf.max_batch,
       maxModelLen,
       reloadMode: inf.reload,
       prefixCaching,
+      ...(start.coreShare ? { coreShare: CoreShare.open(start.coreShare, "generator") } : {}),
       dtype: config.model.dtype,
       device: policyDevice(config),
     });
@@ -118,6 +122,7 @@ export async function startPolicy(config: ResolvedConfig, start: PolicyStart): P
         RLX_PARENT_PID: String(process.pid),
         [API_KEY_ENV]: apiKey,
         ...(start.threads ? { RLX_THREADS: String(start.threads) } : {}),
+        ...(start.coreShare ? { [CORE_SHARE_ENV]: start.coreShare } : {}),
       },
     });
     urls.push(`http://${inf.host}:${port}/v1`);

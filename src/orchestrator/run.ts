@@ -180,7 +180,15 @@ export async function runTraining(o: TrainOptions): Promise<TrainResult> {
     }
     const modelDir = checkpoint?.modelDir ?? config.model.path;
     const version = checkpoint?.step ?? 0;
-    policy = await startPolicy(config, { runDir, modelDir, version, mode, children, threads: launch.serverThreads });
+    policy = await startPolicy(config, {
+      runDir,
+      modelDir,
+      version,
+      mode,
+      children,
+      threads: launch.serverThreads,
+      ...(launch.coreShare ? { coreShare: launch.coreShare } : {}),
+    });
     const tokenizer = Tokenizer.load(config.model.path);
     const renderer = new ChatRenderer(tokenizer);
     const envs = await setupTrainEnvs({ config, source, policy, tokenizer, renderer, info: o.info, warn: o.warn });

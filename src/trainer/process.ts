@@ -31,6 +31,7 @@ import type { ResolvedConfig } from "../config/resolve.ts";
 import { RlxError } from "../errors.ts";
 import { ensureLora } from "../model/adapter.ts";
 import { loadModel } from "../model/hf.ts";
+import { CoreShare } from "../native/core_share.ts";
 import { ProcessGroup, type StoreSpec } from "../native/dist.ts";
 import { deviceMemory } from "../native/runtime.ts";
 import { NativeOptimizer } from "../native/train.ts";
@@ -41,7 +42,7 @@ import { isCheckpointStep, readCheckpoint } from "../rundir/checkpoint.ts";
 import { checkpoint, publishStep, type Trained } from "./publish.ts";
 import { trainStepOnRank } from "./ranks.ts";
 import { learningRate } from "./schedule.ts";
-import { nativePolicy, trainStep } from "./step.ts";
+import { nativePolicy, type Policy, trainStep } from "./step.ts";
 
 export interface TrainerOptions {
   runDir: string;
@@ -118,6 +119,14 @@ function verifyOptimizerState(group: ProcessGroup, image: Uint8Array): void {
   }
 }
 
+/** The policy taking its threads from the core share before each micro-batch and update. */
+function sharingCores(policy: Policy, cores: CoreShare): Policy {
+  return {
+    trainRow: (...args) => (cores.apply(), policy.trainRow(...args)),
+    optimizerStep: (...args) => (cores.apply(), policy.optimizerStep(...args)),
+  };
+}
+
 /** Runs the trainer until `max_steps` is trained. */
 export async function runTrainer(opts: TrainerOptions): Promise<void> {
   const { runDir, config } = opts;
@@ -154,7 +163,8 @@ export async function runTrainer(opts: TrainerOptions): Promise<void> {
     group.verifyParams(model);
     if (restored) verifyOptimizerState(group, optimizer.saveState());
   }
-  const policy = nativePolicy(model, optimizer);
+  const cores = CoreShare.fromEnv("trainer");
+  const policy = cores ? sharingCores(nativePolicy(model, optimizer), cores) : nativePolicy(model, optimizer);
   const dp = group ? { group, model, cost: costModelOf(model.config) } : null;
   log(
     `${who}: ${sourceDir} loaded, training steps ${startStep}..${config.max_steps}${group ? ` (${group.worldSize} ranks, ${group.backend})` : ""}`,
@@ -186,9 +196,11 @@ export async function runTrainer(opts: TrainerOptions): Promise<void> {
       const lr = learningRate(step, t.optim.lr, t.schedule, config.max_steps);
       const loss = { ...t.loss, constant: t.loss.constant ?? config.orchestrator.max_tokens };
       const stepOptions = { lr, maxGradNorm: t.optim.max_norm, loss };
+      cores?.busy(true);
       const result = dp
         ? trainStepOnRank(dp, policy, batch.packed, stepOptions)
         : trainStep(policy, batch.packed, stepOptions);
+      cores?.busy(false);
       if (onGpu) {
         // the step's peak of the CUDA caching allocator, then a new peak for the next step
         const memory = await deviceMemory(t.device, true);

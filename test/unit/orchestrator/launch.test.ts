@@ -3,7 +3,7 @@
 // split over every compute child on the machine, stores survive the command line, and partial
 // launches (several nodes) need a fixed TCP rendezvous.
 import { afterAll, expect, test } from "bun:test";
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { loadConfig } from "../../../src/config/load.ts";
@@ -13,8 +13,10 @@ import {
   parseStore,
   planLaunch,
   storeArg,
+  sharesCores,
   threadShare,
 } from "../../../src/orchestrator/launch.ts";
+import { CORE_SHARE_ENV } from "../../../src/native/core_share.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "rlx-launch-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -24,7 +26,7 @@ const config = (...overrides: string[]) => loadConfig(toml, overrides).config;
 const runDir = join(dir, "run");
 
 test("world size 1: one child named trainer, the same arguments and threads as before ranks existed", () => {
-  const plain = planLaunch(config(), { runDir, policyProcesses: 1, cores: 8 });
+  const plain = planLaunch(config("trainer.share_cores=false"), { runDir, policyProcesses: 1, cores: 8 });
   expect(plain.trainers).toEqual([
     {
       name: "trainer",
@@ -35,6 +37,7 @@ test("world size 1: one child named trainer, the same arguments and threads as b
   ]);
   expect(plain.serverThreads).toBeUndefined();
   expect(plain.store).toBeUndefined();
+  expect(plain.coreShare).toBeUndefined();
   const threaded = planLaunch(config("trainer.threads=3"), {
     runDir,
     resumeFrom: "/ck/step_2",
@@ -43,6 +46,30 @@ test("world size 1: one child named trainer, the same arguments and threads as b
   });
   expect(threaded.trainers[0]!.env).toEqual({ RLX_THREADS: "3" });
   expect(threaded.trainers[0]!.args.slice(-2)).toEqual(["--resume-from", "/ck/step_2"]);
+});
+
+test("one trainer and one policy on the CPU hand the cores over through a file both children get", () => {
+  mkdirSync(runDir, { recursive: true });
+  const launch = planLaunch(config(), { runDir, policyProcesses: 1, cores: 8 });
+  const path = join(runDir, "core_share");
+  expect(launch.coreShare).toBe(path);
+  expect(launch.trainers[0]!.env).toEqual({ [CORE_SHARE_ENV]: path });
+  expect([...readFileSync(path)]).toEqual([0, 0]); // neither busy
+  expect(launch.serverThreads).toBeUndefined();
+  const on = (overrides: string[], policyProcesses = 1, cores = 8) =>
+    sharesCores(config(...overrides), policyProcesses, cores);
+  expect(on([])).toBe(true);
+  expect(on(["inference.device=cpu"])).toBe(true);
+  // anyone who fixed the threads, or nothing to hand over, or not on this CPU: no sharing
+  expect(on(["trainer.share_cores=false"])).toBe(false);
+  expect(on(["trainer.threads=2"])).toBe(false);
+  expect(on(["deterministic=true", "orchestrator.max_async_level=0"])).toBe(false);
+  expect(on(["trainer.world_size=2"])).toBe(false);
+  expect(on(["trainer.device=cuda"])).toBe(false);
+  expect(on(["inference.device=cuda"])).toBe(false);
+  expect(on([], 0)).toBe(false); // external servers
+  expect(on([], 2)).toBe(false); // two policy servers: the static split
+  expect(on([], 1, 1)).toBe(false);
 });
 
 test("N ranks: same store, own rank, named for errors", () => {
