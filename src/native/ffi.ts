@@ -5,8 +5,14 @@
 // Before the shim, libc's setenv puts OMP_WAIT_POLICY=PASSIVE into the real environment (unless
 // the user set it): libgomp reads it once, when the shim pulls it in, and its default spin-waiting
 // makes every OpenMP region 10-60x slower whenever another process (a trainer beside a policy
-// server, another test) wants the same cores. Bun's process.env does not reach libc's environ,
-// hence the second, tiny dlopen.
+// server, another test) wants the same cores. (A short spin, GOMP_SPINCOUNT=30000, made a
+// batch-64 decode step 40% faster alone, but the three-env RL step with trainer.share_cores off
+// took 11.4 s against 4.6 s: bench/README.md, "Page faults".) Bun's process.env does not reach libc's environ,
+// hence the second, tiny dlopen. Through it, mallopt also keeps freed memory (unless
+// GLIBC_TUNABLES sets malloc's own): blocks below 32 MiB come from the heap and up to 512 MiB of
+// free heap stays mapped. With glibc's defaults the heap top went back to the OS after nearly every
+// op and the next op's tensors page-faulted fresh pages in: a prefill of 16 prompts of 32 tokens
+// spent 3/4 of its time in page faults and zeroing (bench/README.md, "Page faults").
 //
 // Which shim: src/native/shim_path.ts ($RLX_SHIM, the shipped one, or one compiled for this node's
 // libtorch). A compiled binary's embedded copy is written by Bun to /tmp and dlopened there.
@@ -21,12 +27,22 @@ export type Rlx = ConvertFns<typeof symbols>;
 let loaded: Rlx | null = null;
 let loadedPath = "";
 
-function passiveOpenMP(): void {
-  if (process.env.OMP_WAIT_POLICY) return;
+// glibc's mallopt parameters (malloc.h).
+const M_TRIM_THRESHOLD = -1;
+const M_MMAP_THRESHOLD = -3;
+
+/** libc settings the shim's tensors need, made before it loads (see the file header). */
+function prepareLibc(): void {
   const libc = dlopen("libc.so.6", {
     setenv: { args: [FFIType.cstring, FFIType.cstring, FFIType.i32], returns: FFIType.i32 },
+    mallopt: { args: [FFIType.i32, FFIType.i32], returns: FFIType.i32 },
   });
-  libc.symbols.setenv(Buffer.from("OMP_WAIT_POLICY\0"), Buffer.from("PASSIVE\0"), 0);
+  if (!process.env.OMP_WAIT_POLICY)
+    libc.symbols.setenv(Buffer.from("OMP_WAIT_POLICY\0"), Buffer.from("PASSIVE\0"), 0);
+  if (!process.env.GLIBC_TUNABLES?.includes("glibc.malloc.")) {
+    libc.symbols.mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    libc.symbols.mallopt(M_TRIM_THRESHOLD, 512 << 20);
+  }
   libc.close();
 }
 
@@ -34,7 +50,7 @@ function passiveOpenMP(): void {
 export async function loadNative(threads = Number(process.env.RLX_THREADS ?? 0)): Promise<Rlx> {
   if (loaded) return loaded;
   const path = await shimPath();
-  passiveOpenMP();
+  prepareLibc();
   let lib: Rlx;
   try {
     lib = dlopen(path, symbols).symbols as Rlx;
