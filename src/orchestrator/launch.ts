@@ -22,6 +22,7 @@ import { ConfigError } from "../errors.ts";
 import { CORE_SHARE_ENV, CoreShare } from "../native/core_share.ts";
 import type { StoreSpec } from "../native/dist.ts";
 import type { ChildSpec } from "./children.ts";
+import { policyDevice } from "./policy_start.ts";
 
 export interface LaunchOptions {
   runDir: string;
@@ -121,7 +122,6 @@ export function configuredStore(config: ResolvedConfig): StoreSpec {
 /** Whether the trainer and the policy hand the cores over: one of each, both on this machine's CPU,
  * more than one core, and nobody fixed the threads (trainer.threads, a deterministic run). */
 export function sharesCores(config: ResolvedConfig, policyProcesses: number, cores = cpus().length): boolean {
-  const policyDevice = config.inference.device === "auto" ? config.trainer.device : config.inference.device;
   return (
     config.trainer.share_cores &&
     !config.deterministic &&
@@ -129,7 +129,7 @@ export function sharesCores(config: ResolvedConfig, policyProcesses: number, cor
     config.trainer.threads === 0 &&
     policyProcesses === 1 &&
     config.trainer.device === "cpu" &&
-    policyDevice === "cpu" &&
+    policyDevice(config) === "cpu" &&
     cores > 1
   );
 }

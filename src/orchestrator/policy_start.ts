@@ -31,7 +31,7 @@ const SCORE_MARGIN = 512;
 const POLICY_NAME = "policy";
 
 /** Where the policy runs: inference.device, or the trainer's device for "auto". */
-const policyDevice = (config: ResolvedConfig) =>
+export const policyDevice = (config: ResolvedConfig) =>
   config.inference.device === "auto" ? config.trainer.device : config.inference.device;
 
 export interface PolicyStart {
