@@ -29,12 +29,19 @@ const sampling = (maxNewTokens: number, seed: number) => ({ temperature: 1, maxN
 /** Seconds from the long sequences' first token to their last, with `before` short ones added first. */
 function decode(before: number): number {
   using gen = NativeGenerator.create(model, { slots: before + long, capacity: promptLength + newTokens + 1 });
-  if (before > 0) gen.add(Array.from({ length: before }, (_, b) => ({ prompt: prompt(32, b), sampling: sampling(8, b) })));
-  gen.add(Array.from({ length: long }, (_, b) => ({ prompt: prompt(promptLength, 1000 + b), sampling: sampling(newTokens, b) })));
+  if (before > 0)
+    gen.add(Array.from({ length: before }, (_, b) => ({ prompt: prompt(32, b), sampling: sampling(8, b) })));
+  gen.add(
+    Array.from({ length: long }, (_, b) => ({
+      prompt: prompt(promptLength, 1000 + b),
+      sampling: sampling(newTokens, b),
+    })),
+  );
   const t0 = performance.now();
   let produced = long;
   for (let out = gen.step(); out.length > 0; out = gen.step()) produced += out.length;
-  if (produced < long * newTokens) throw new Error(`produced ${produced} tokens, expected at least ${long * newTokens}`);
+  if (produced < long * newTokens)
+    throw new Error(`produced ${produced} tokens, expected at least ${long * newTokens}`);
   return (performance.now() - t0) / 1000;
 }
 

@@ -121,13 +121,13 @@ export default defineCommand({
     if (args.policy) checkPolicyAccess(args.host, apiKey, weightsRoot);
     const [{ loadModel }, { Tokenizer }, { Engine }, { startServer }, { exitWithParent }, { CoreShare }] =
       await Promise.all([
-      import("../model/hf.ts"),
-      import("../model/tokenizer.ts"),
-      import("../inference/engine.ts"),
-      import("../inference/server.ts"),
-      import("../orchestrator/children.ts"),
-      import("../native/core_share.ts"),
-    ]);
+        import("../model/hf.ts"),
+        import("../model/tokenizer.ts"),
+        import("../inference/engine.ts"),
+        import("../inference/server.ts"),
+        import("../orchestrator/children.ts"),
+        import("../native/core_share.ts"),
+      ]);
     exitWithParent(); // a policy server of `rlx train` must not outlive a SIGKILLed orchestrator
     const tokenizer = Tokenizer.load(args.model);
     const model = await loadModel(args.model, { dtype: args.dtype, device: args.device });

@@ -37,8 +37,7 @@ function prepareLibc(): void {
     setenv: { args: [FFIType.cstring, FFIType.cstring, FFIType.i32], returns: FFIType.i32 },
     mallopt: { args: [FFIType.i32, FFIType.i32], returns: FFIType.i32 },
   });
-  if (!process.env.OMP_WAIT_POLICY)
-    libc.symbols.setenv(Buffer.from("OMP_WAIT_POLICY\0"), Buffer.from("PASSIVE\0"), 0);
+  if (!process.env.OMP_WAIT_POLICY) libc.symbols.setenv(Buffer.from("OMP_WAIT_POLICY\0"), Buffer.from("PASSIVE\0"), 0);
   if (!process.env.GLIBC_TUNABLES?.includes("glibc.malloc.")) {
     libc.symbols.mallopt(M_MMAP_THRESHOLD, 32 << 20);
     libc.symbols.mallopt(M_TRIM_THRESHOLD, 512 << 20);
