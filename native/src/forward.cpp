@@ -9,6 +9,10 @@
 // attention views the R query heads of a kv head as extra rows of one matrix product against that
 // kv head's K, so K and V are never repeated (docs/architecture.md §7).
 //
+// Without autograd (generation, scoring) on the CPU, RMSNorm and the rotary embedding run as one
+// pass per row (norm_cpu.cpp), a decode step's attention as plain loops (attention_cpu.cpp), and
+// q/k/v and gate/up as one product each over the layer's joint buffers (model.h).
+//
 // libtorch 1.13 has no public scaled_dot_product_attention; 2.x builds use it (fused kernels,
 // flash attention on CUDA) unless the model's fused_attention option is off, and 2.4+ uses the
 // per-device autocast API. They are the blocks under RLX_TORCH2 and RLX_TORCH_AT_LEAST; CI builds
@@ -66,6 +70,8 @@ AutocastScope::~AutocastScope() {
 
 // HF LlamaRMSNorm: normalize in float32 (float64 for float64 models), scale in the input dtype.
 static at::Tensor rms_norm(const Model& m, const at::Tensor& x, const at::Tensor& weight) {
+  if (x.dim() == 2 && norm_cpu_applies(x) && weight.scalar_type() == x.scalar_type())
+    return rms_norm_cpu(x, weight, m.cfg.rms_norm_eps);
   auto xf = x.to(m.compute_dtype());
   auto normed = xf * at::rsqrt(xf.pow(2).mean(-1, true) + m.cfg.rms_norm_eps);
   return weight * normed.to(x.scalar_type());
@@ -104,12 +110,33 @@ struct Qkv {
   at::Tensor q, k, v;  // q [N, H, D], k and v [N, G, D], positions applied
 };
 
+// Without autograd (generation, scoring) q/k/v run as one product of the layer's joint buffer and
+// gate/up as another: fewer, larger products. Under autograd, which must reach each block's own
+// parameter, or with a LoRA adapter on one of them, each runs apart.
+static bool joint(const Layer& L, std::initializer_list<LoraTarget> targets) {
+  if (at::GradMode::is_enabled()) return false;
+  return std::none_of(targets.begin(), targets.end(), [&](LoraTarget t) { return L.lora_A[t].defined(); });
+}
+
 static Qkv project_qkv(Model& m, const Layer& L, const at::Tensor& h, const at::Tensor& cos, const at::Tensor& sin) {
   const auto& c = m.cfg;
-  const int64_t N = h.size(0);
-  auto q = project(m, L, kLoraQ, h, L.q_proj, L.q_bias).view({N, c.num_attention_heads, c.head_dim});
-  auto k = project(m, L, kLoraK, h, L.k_proj, L.k_bias).view({N, c.num_key_value_heads, c.head_dim});
-  auto v = project(m, L, kLoraV, h, L.v_proj, L.v_bias).view({N, c.num_key_value_heads, c.head_dim});
+  const int64_t N = h.size(0), H = c.num_attention_heads, G = c.num_key_value_heads, D = c.head_dim;
+  at::Tensor q, k, v;
+  if (joint(L, {kLoraQ, kLoraK, kLoraV})) {
+    auto qkv = L.qkv_bias.defined() ? at::linear(h, L.qkv_proj, L.qkv_bias) : at::linear(h, L.qkv_proj);
+    q = qkv.narrow(1, 0, H * D).view({N, H, D});
+    k = qkv.narrow(1, H * D, G * D).view({N, G, D});
+    v = qkv.narrow(1, (H + G) * D, G * D).view({N, G, D});
+  } else {
+    q = project(m, L, kLoraQ, h, L.q_proj, L.q_bias).view({N, H, D});
+    k = project(m, L, kLoraK, h, L.k_proj, L.k_bias).view({N, G, D});
+    v = project(m, L, kLoraV, h, L.v_proj, L.v_bias).view({N, G, D});
+  }
+  if (norm_cpu_applies(q) && cos.scalar_type() == q.scalar_type()) {
+    const double eps = c.rms_norm_eps;
+    return {norm_rope_cpu(q, c.qk_norm ? L.q_norm : at::Tensor(), eps, cos, sin),
+            norm_rope_cpu(k, c.qk_norm ? L.k_norm : at::Tensor(), eps, cos, sin), v};
+  }
   if (c.qk_norm) {
     q = rms_norm(m, q, L.q_norm);
     k = rms_norm(m, k, L.k_norm);
@@ -119,7 +146,14 @@ static Qkv project_qkv(Model& m, const Layer& L, const at::Tensor& h, const at::
 
 static at::Tensor mlp(Model& m, const Layer& L, const at::Tensor& x) {
   auto h = rms_norm(m, x, L.post_norm);
-  auto gated = at::silu(project(m, L, kLoraGate, h, L.gate_proj)) * project(m, L, kLoraUp, h, L.up_proj);
+  at::Tensor gated;
+  if (joint(L, {kLoraGate, kLoraUp})) {
+    const int64_t I = m.cfg.intermediate_size;
+    auto gate_up = at::linear(h, L.gate_up_proj);
+    gated = at::silu(gate_up.narrow(1, 0, I)) * gate_up.narrow(1, I, I);
+  } else {
+    gated = at::silu(project(m, L, kLoraGate, h, L.gate_proj)) * project(m, L, kLoraUp, h, L.up_proj);
+  }
   return project(m, L, kLoraDown, gated, L.down_proj);
 }
 
@@ -249,9 +283,37 @@ at::Tensor forward_packed(Model& m, const at::Tensor& token_ids, const at::Tenso
 
 // ---- decode step over a KV cache --------------------------------------------------------------
 
+// A decode step's attention through ATen, where attention_cpu.cpp does not apply (CUDA, bf16) or
+// the fused_attention option is off: SDPA on 2.x unless that option is off, else scores and
+// softmax. q [B, H, D];
+// visible_B_span says which cache positions each row sees -> [B, H * D].
+static at::Tensor attend_cache(const Model& m, const at::Tensor& q, const at::Tensor& kc, const at::Tensor& vc,
+                               const at::Tensor& visible_B_span, bool aligned) {
+  const int64_t B = q.size(0), H = q.size(1), D = q.size(2), G = kc.size(1), R = H / G, span = visible_B_span.size(1);
+  auto k_B_G_S_D = kc.narrow(0, 0, B).narrow(2, 0, span);
+  auto v_B_G_S_D = vc.narrow(0, 0, B).narrow(2, 0, span);
+#if RLX_TORCH2
+  if (m.fused_attention) {
+    OptionalTensor mask;
+    if (!aligned) mask = visible_B_span.view({B, 1, 1, span});
+#if RLX_TORCH_AT_LEAST(2, 5)
+    auto attn = at::scaled_dot_product_attention(q.unsqueeze(2), k_B_G_S_D, v_B_G_S_D, mask, 0.0, false, {}, true);
+#else
+    auto attn = at::scaled_dot_product_attention(q.unsqueeze(2), k_B_G_S_D.repeat_interleave(R, 1),
+                                                 v_B_G_S_D.repeat_interleave(R, 1), mask, 0.0, false);
+#endif
+    return attn.reshape({B, H * D});
+  }
+#endif
+  auto q_B_G_R_D = q.view({B, G, R, D});
+  auto scores = at::matmul(q_B_G_R_D, k_B_G_S_D.transpose(2, 3)) * (1.0 / std::sqrt(double(D)));  // [B, G, R, span]
+  if (!aligned) scores = scores.masked_fill(visible_B_span.logical_not().view({B, 1, 1, span}), -INFINITY);
+  auto probs = at::softmax(scores, -1, m.compute_dtype()).to(v_B_G_S_D.scalar_type());
+  return at::matmul(probs, v_B_G_S_D).reshape({B, H * D});
+}
+
 at::Tensor forward_decode(Model& m, KVCache& cache, const at::Tensor& token_ids, const std::vector<int64_t>& positions_host) {
-  const int64_t B = token_ids.size(0), H = m.cfg.num_attention_heads, G = m.cfg.num_key_value_heads;
-  const int64_t D = m.cfg.head_dim, R = H / G;
+  const int64_t B = token_ids.size(0);
   const int64_t span = 1 + *std::max_element(positions_host.begin(), positions_host.end());
   // The common case of a batch started together: every row at the same position needs no mask
   // and writes its K/V with one slice copy instead of an indexed scatter.
@@ -275,28 +337,8 @@ at::Tensor forward_decode(Model& m, KVCache& cache, const at::Tensor& token_ids,
       kc.permute({0, 2, 1, 3}).index_put_({rows, positions}, k.to(kc.scalar_type()));
       vc.permute({0, 2, 1, 3}).index_put_({rows, positions}, v.to(vc.scalar_type()));
     }
-    auto k_B_G_S_D = kc.narrow(0, 0, B).narrow(2, 0, span);
-    auto v_B_G_S_D = vc.narrow(0, 0, B).narrow(2, 0, span);
-    at::Tensor attn;
-#if RLX_TORCH2
-    if (m.fused_attention) {
-      OptionalTensor mask;
-      if (!aligned) mask = visible_B_span.view({B, 1, 1, span});
-#if RLX_TORCH_AT_LEAST(2, 5)
-      attn = at::scaled_dot_product_attention(q.unsqueeze(2), k_B_G_S_D, v_B_G_S_D, mask, 0.0, false, {}, true);
-#else
-      attn = at::scaled_dot_product_attention(q.unsqueeze(2), k_B_G_S_D.repeat_interleave(R, 1), v_B_G_S_D.repeat_interleave(R, 1), mask, 0.0, false);
-#endif
-      attn = attn.reshape({B, H * D});
-    }
-#endif
-    if (!attn.defined()) {
-      auto q_B_G_R_D = q.view({B, G, R, D});
-      auto scores = at::matmul(q_B_G_R_D, k_B_G_S_D.transpose(2, 3)) * (1.0 / std::sqrt(double(D)));  // [B, G, R, span]
-      if (!aligned) scores = scores.masked_fill(visible_B_span.logical_not().view({B, 1, 1, span}), -INFINITY);
-      auto probs = at::softmax(scores, -1, m.compute_dtype()).to(v_B_G_S_D.scalar_type());
-      attn = at::matmul(probs, v_B_G_S_D).reshape({B, H * D});
-    }
+    auto attn = m.fused_attention && decode_attention_cpu_applies(q, kc) ? decode_attention_cpu(q, kc, vc, positions_host)
+                                                                         : attend_cache(m, q, kc, vc, visible_B_span, aligned);
     x = x + project(m, L, kLoraO, attn, L.o_proj);
     x = x + mlp(m, L, x);
   }

@@ -196,12 +196,15 @@ static std::unique_ptr<Model> build_model(const ModelConfig& c, at::ScalarType d
   m->device = device;
   auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
   const double init_std = 0.02;  // HF initializer_range default for Llama/Qwen
-  auto add = [&](const std::string& name, std::vector<int64_t> shape, char init) {
+  // A parameter drawn into `into` (a row block of a layer's joint buffer) when given.
+  auto add = [&](const std::string& name, std::vector<int64_t> shape, char init, at::Tensor into = {}) {
     at::Tensor t;
     if (init == 'n') t = at::normal(0.0, init_std, shape, gen, at::kFloat);
     else if (init == '1') t = at::ones(shape, at::kFloat);
     else t = at::zeros(shape, at::kFloat);
-    t = t.to(device, dtype).set_requires_grad(true);
+    if (into.defined()) t = into.copy_(t);
+    else t = t.to(device, dtype);
+    t.set_requires_grad(true);
     m->param_index[name] = m->params.size();
     m->params.emplace_back(name, t);
     return t;
@@ -212,20 +215,26 @@ static std::unique_ptr<Model> build_model(const ModelConfig& c, at::ScalarType d
     const std::string p = "model.layers." + std::to_string(i) + ".";
     Layer L;
     L.input_norm = add(p + "input_layernorm.weight", {d}, '1');
-    L.q_proj = add(p + "self_attn.q_proj.weight", {H * hd, d}, 'n');
-    if (c.attention_bias) L.q_bias = add(p + "self_attn.q_proj.bias", {H * hd}, '0');
-    L.k_proj = add(p + "self_attn.k_proj.weight", {kvh * hd, d}, 'n');
-    if (c.attention_bias) L.k_bias = add(p + "self_attn.k_proj.bias", {kvh * hd}, '0');
-    L.v_proj = add(p + "self_attn.v_proj.weight", {kvh * hd, d}, 'n');
-    if (c.attention_bias) L.v_bias = add(p + "self_attn.v_proj.bias", {kvh * hd}, '0');
+    L.qkv_proj = at::empty({(H + 2 * kvh) * hd, d}, m->opts(dtype));
+    if (c.attention_bias) L.qkv_bias = at::empty({(H + 2 * kvh) * hd}, m->opts(dtype));
+    auto rows = [](const at::Tensor& joint, int64_t first, int64_t n) { return joint.defined() ? joint.narrow(0, first, n) : joint; };
+    L.q_proj = add(p + "self_attn.q_proj.weight", {H * hd, d}, 'n', rows(L.qkv_proj, 0, H * hd));
+    if (c.attention_bias) L.q_bias = add(p + "self_attn.q_proj.bias", {H * hd}, '0', rows(L.qkv_bias, 0, H * hd));
+    L.k_proj = add(p + "self_attn.k_proj.weight", {kvh * hd, d}, 'n', rows(L.qkv_proj, H * hd, kvh * hd));
+    if (c.attention_bias) L.k_bias = add(p + "self_attn.k_proj.bias", {kvh * hd}, '0', rows(L.qkv_bias, H * hd, kvh * hd));
+    L.v_proj = add(p + "self_attn.v_proj.weight", {kvh * hd, d}, 'n', rows(L.qkv_proj, (H + kvh) * hd, kvh * hd));
+    if (c.attention_bias)
+      L.v_bias = add(p + "self_attn.v_proj.bias", {kvh * hd}, '0', rows(L.qkv_bias, (H + kvh) * hd, kvh * hd));
     L.o_proj = add(p + "self_attn.o_proj.weight", {d, H * hd}, 'n');
     if (c.qk_norm) {
       L.q_norm = add(p + "self_attn.q_norm.weight", {hd}, '1');
       L.k_norm = add(p + "self_attn.k_norm.weight", {hd}, '1');
     }
     L.post_norm = add(p + "post_attention_layernorm.weight", {d}, '1');
-    L.gate_proj = add(p + "mlp.gate_proj.weight", {c.intermediate_size, d}, 'n');
-    L.up_proj = add(p + "mlp.up_proj.weight", {c.intermediate_size, d}, 'n');
+    const int64_t I = c.intermediate_size;
+    L.gate_up_proj = at::empty({2 * I, d}, m->opts(dtype));
+    L.gate_proj = add(p + "mlp.gate_proj.weight", {I, d}, 'n', rows(L.gate_up_proj, 0, I));
+    L.up_proj = add(p + "mlp.up_proj.weight", {I, d}, 'n', rows(L.gate_up_proj, I, I));
     L.down_proj = add(p + "mlp.down_proj.weight", {d, c.intermediate_size}, 'n');
     m->layers.push_back(L);
   }

@@ -44,6 +44,9 @@ enum LoraTarget : int { kLoraQ, kLoraK, kLoraV, kLoraO, kLoraGate, kLoraUp, kLor
 struct Layer {
   at::Tensor input_norm, q_proj, k_proj, v_proj, o_proj, q_bias, k_bias, v_bias, q_norm, k_norm;
   at::Tensor post_norm, gate_proj, up_proj, down_proj;
+  // q/k/v (and their biases) and gate/up are row blocks of one buffer each, every block its own
+  // parameter: without autograd a layer computes each group as one product (forward.cpp).
+  at::Tensor qkv_proj, qkv_bias, gate_up_proj;
   // LoRA adapters per target (undefined where not adapted): A [rank, d_in], B [d_out, rank].
   at::Tensor lora_A[kLoraTargets], lora_B[kLoraTargets];
 };
@@ -164,6 +167,22 @@ at::Tensor forward_packed(Model& m, const at::Tensor& token_ids, const at::Tenso
 // (host, B entries): row b attends to cache positions 0..positions[b], its new K/V written at
 // positions[b] first. Returns hidden states after the final norm, [B, hidden].
 at::Tensor forward_decode(Model& m, KVCache& cache, const at::Tensor& token_ids, const std::vector<int64_t>& positions);
+
+// A decode step's attention on the CPU (attention_cpu.cpp): q [B, H, D], the K/V caches of rows
+// 0..B-1 [slots, G, capacity, D], row b seeing keys 0..positions[b]; -> [B, H * D]. Applies to
+// contiguous float32 / float64 tensors of one dtype.
+// RMSNorm and the rotary embedding in one pass per row, on the CPU without autograd
+// (norm_cpu.cpp): x [N, C] (rows may be strided) -> [N, C]; x [N, heads, D] -> RMSNorm over each
+// head (when weight is defined), then the rotary embedding with cos/sin rows [N, D]. Apply to
+// float32 / float64 tensors whose last dimension is contiguous.
+bool norm_cpu_applies(const at::Tensor& x);
+at::Tensor rms_norm_cpu(const at::Tensor& x_N_C, const at::Tensor& weight, double eps);
+at::Tensor norm_rope_cpu(const at::Tensor& x_N_h_D, const at::Tensor& weight, double eps, const at::Tensor& cos_N_D,
+                         const at::Tensor& sin_N_D);
+
+bool decode_attention_cpu_applies(const at::Tensor& q, const at::Tensor& k_cache);
+at::Tensor decode_attention_cpu(const at::Tensor& q, const at::Tensor& k_cache, const at::Tensor& v_cache,
+                                const std::vector<int64_t>& positions);
 
 // Full-vocabulary logits of hidden states [N, hidden] in the compute dtype (float32 or float64).
 at::Tensor lm_logits(Model& m, const at::Tensor& hidden);

@@ -100,6 +100,29 @@ test("under bf16 autocast generation and scoring round differently but stay clos
   expect(kl).toBeGreaterThan(1e-9); // bf16 really ran: float32 stays below 1e-12 here
 });
 
+// On the CPU a decode step's attention is native/src/attention_cpu.cpp's loops; the
+// fused_attention option off computes it as matmul and softmax instead. Head sizes 8, 12 and 20
+// cover whole and partial groups of eight; prompts of different lengths put rows at different
+// positions.
+test("the CPU decode attention equals matmul + softmax (float64: head_dim 8, 12, 20; 1-3 heads per kv head)", async () => {
+  for (const config of [
+    TINY_FULL,
+    { ...TINY_FULL, num_attention_heads: 6, num_key_value_heads: 2, head_dim: 12 },
+    { ...TINY, num_attention_heads: 3, num_key_value_heads: 3, head_dim: 20 },
+  ]) {
+    using model = await tinyModel({ dtype: "f64", config, sharpen: 2 });
+    const sampling = PROMPTS.map((_, i) => ({ temperature: 1, maxNewTokens: 10, seed: 7 + i }));
+    const kernel = generate(model, PROMPTS, sampling);
+    model.setOption("fused_attention", false);
+    const plain = generate(model, PROMPTS, sampling);
+    kernel.forEach((c, i) => {
+      expect(c.tokens).toEqual(plain[i]!.tokens);
+      // float64 inside; the generator reports float32 logprobs, whose last bit may differ
+      c.logprobs.forEach((lp, j) => expect(Math.abs(lp - plain[i]!.logprobs[j]!)).toBeLessThan(1e-6));
+    });
+  }
+});
+
 test("seeded generation is reproducible and the seed matters", async () => {
   using model = await tinyModel({ config: TINY_FULL, sharpen: 2 });
   const sampling = { temperature: 1, maxNewTokens: 16, seed: 7 };

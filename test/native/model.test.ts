@@ -3,8 +3,10 @@
 import { expect, test } from "bun:test";
 import { NativeError } from "../../src/errors.ts";
 import { loadNative } from "../../src/native/ffi.ts";
+import { score } from "../../src/native/generate.ts";
 import { cstr, NativeModel, shimConfigJson } from "../../src/native/model.ts";
-import { f32, f64, TINY, TINY_FULL, tinyModel } from "./tiny_model.ts";
+import { NativeOptimizer, trainStep } from "../../src/native/train.ts";
+import { f32, f64, pack, randomSample, rng, TINY, TINY_FULL, tinyModel } from "./tiny_model.ts";
 
 const lib = await loadNative();
 
@@ -111,6 +113,33 @@ test("initialization is seeded: same seed same weights on every dtype, another s
   expect(std).toBeGreaterThan(0.015);
   expect(std).toBeLessThan(0.025);
   expect(Array.from(f32(a.getParam("model.layers.0.input_layernorm.weight")))).toEqual(new Array(32).fill(1));
+});
+
+// q/k/v (with biases) and gate/up are row blocks of one buffer per layer, which scoring and
+// generation multiply by as one product (forward.cpp): what reaches a block by name or by the
+// optimizer must reach that product too.
+test("the joint q/k/v and gate/up buffers see every parameter write: by name and by the optimizer", async () => {
+  const copyInto = (to: NativeModel, from: NativeModel) => {
+    for (const p of from.params()) to.setParam(p.name, from.getParam(p.name, "f64"), "f64", p.shape);
+  };
+  const rand = rng(3);
+  const seqs = [0, 1, 2].map(() => randomSample(rand, 9, 3).tokenIds);
+  using a = await tinyModel({ dtype: "f64", config: TINY_FULL, seed: 1 });
+  using b = await tinyModel({ dtype: "f64", config: TINY_FULL, seed: 2 });
+  const before = score(a, seqs).logprobs;
+  copyInto(a, b);
+  const copied = score(a, seqs).logprobs;
+  expect(copied).toEqual(score(b, seqs).logprobs);
+  expect(copied).not.toEqual(before);
+
+  using opt = NativeOptimizer.create(a);
+  trainStep(a, pack([{ ...randomSample(rand, 10, 3), temperature: 1 }]), { nRl: 7, nCe: 1, nRefKl: 1 });
+  expect(opt.step(0.05).skipped).toBe(false);
+  using c = await tinyModel({ dtype: "f64", config: TINY_FULL, seed: 3 });
+  copyInto(c, a);
+  const stepped = score(a, seqs).logprobs;
+  expect(stepped).toEqual(score(c, seqs).logprobs);
+  expect(stepped).not.toEqual(copied);
 });
 
 test("gradients start empty (zeros) and options are validated", async () => {

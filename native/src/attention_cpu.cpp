@@ -1,0 +1,123 @@
+// One decode step's attention on the CPU: each row's query heads against its own cached K/V,
+// written as plain loops. libtorch 1.13 runs the batched product of the general path
+// (forward.cpp) as one small BLAS call per (row, kv head) after a select per operand; at batch 64
+// with 2 kv heads that was 256 calls a layer, 3.6 of a `tiny` decode step's 9.4 ms (bench/README.md,
+// "Decode on the CPU"). Here a task is one (row, kv head): its R = H / G query heads score the
+// row's visible keys, take a softmax in the compute dtype, and sum the values, so the work is the
+// arithmetic itself. Tasks run in at::parallel_for, in parallel only when there is enough of it.
+//
+// The loops are compiled twice on x86-64, plain and for AVX2, and the AVX2 copy runs where the CPU
+// has it. -ffp-contract=off (ISO C++) keeps multiply and add apart in both, so both compute the
+// same numbers; they differ from the BLAS product's summation order by rounding only.
+#include "model.h"
+
+namespace rlx {
+namespace {
+
+template <typename T>
+struct Task {
+  const T *q, *k, *v;   // q [B, H, D]; k, v [slots, G, capacity, D]
+  const int64_t* seen;  // keys each row sees: its position + 1
+  T* out;               // [B, H, D]
+  int64_t G, R, D, capacity;
+  T scale;
+};
+
+// Eight partial sums: the vectorizer turns each group of eight products into vector operations
+// without reassociating a single running sum.
+template <typename T>
+[[gnu::always_inline]] inline T dot(const T* __restrict__ a, const T* __restrict__ b, int64_t n) {
+  T part[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; ++j) part[j] += a[i + j] * b[i + j];
+  T rest = 0;
+  for (; i < n; ++i) rest += a[i] * b[i];
+  return ((part[0] + part[4]) + (part[1] + part[5])) + ((part[2] + part[6]) + (part[3] + part[7])) + rest;
+}
+
+// y += w x, in groups of eight for the same reason.
+template <typename T>
+[[gnu::always_inline]] inline void add_scaled(T w, const T* __restrict__ x, T* __restrict__ y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; ++j) y[i + j] += w * x[i + j];
+  for (; i < n; ++i) y[i] += w * x[i];
+}
+
+template <typename T>
+[[gnu::always_inline]] inline void attend_tasks(const Task<T>& t, int64_t begin, int64_t end) {
+  thread_local std::vector<T> weights;
+  weights.resize(static_cast<size_t>(t.capacity));
+  const int64_t D = t.D, H = t.G * t.R;
+  for (int64_t task = begin; task < end; ++task) {
+    const int64_t b = task / t.G, g = task % t.G, n = t.seen[b];
+    const T* k_S_D = t.k + (b * t.G + g) * t.capacity * D;
+    const T* v_S_D = t.v + (b * t.G + g) * t.capacity * D;
+    for (int64_t r = 0; r < t.R; ++r) {
+      const int64_t h = g * t.R + r;
+      const T* q_D = t.q + (b * H + h) * D;
+      T* out_D = t.out + (b * H + h) * D;
+      T top = -std::numeric_limits<T>::infinity();
+      for (int64_t s = 0; s < n; ++s) top = std::max(top, weights[s] = dot(q_D, k_S_D + s * D, D) * t.scale);
+      T total = 0;
+      for (int64_t s = 0; s < n; ++s) total += weights[s] = std::exp(weights[s] - top);
+      std::fill(out_D, out_D + D, T(0));
+      for (int64_t s = 0; s < n; ++s) add_scaled(weights[s], v_S_D + s * D, out_D, D);
+      const T inv = T(1) / total;
+      for (int64_t d = 0; d < D; ++d) out_D[d] *= inv;
+    }
+  }
+}
+
+template <typename T>
+void attend_plain(const Task<T>& t, int64_t begin, int64_t end) {
+  attend_tasks(t, begin, end);
+}
+
+#if defined(__x86_64__)
+template <typename T>
+__attribute__((target("avx2"))) void attend_avx2(const Task<T>& t, int64_t begin, int64_t end) {
+  attend_tasks(t, begin, end);
+}
+#endif
+
+template <typename T>
+void attend(const Task<T>& t, int64_t tasks, int64_t work_per_task) {
+  auto* run = &attend_plain<T>;
+#if defined(__x86_64__)
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  if (avx2) run = &attend_avx2<T>;
+#endif
+  // A parallel region costs tens of microseconds to wake its threads: give each chunk ~256k
+  // multiply-adds at least.
+  const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 18) / std::max<int64_t>(1, work_per_task));
+  at::parallel_for(0, tasks, grain, [&](int64_t begin, int64_t end) { run(t, begin, end); });
+}
+
+}  // namespace
+
+bool decode_attention_cpu_applies(const at::Tensor& q, const at::Tensor& k_cache) {
+  const auto dt = q.scalar_type();
+  return q.device().is_cpu() && (dt == at::kFloat || dt == at::kDouble) && k_cache.scalar_type() == dt &&
+         q.is_contiguous() && k_cache.is_contiguous();
+}
+
+at::Tensor decode_attention_cpu(const at::Tensor& q, const at::Tensor& k_cache, const at::Tensor& v_cache,
+                                const std::vector<int64_t>& positions) {
+  const int64_t B = q.size(0), H = q.size(1), D = q.size(2), G = k_cache.size(1), capacity = k_cache.size(2);
+  TORCH_CHECK(v_cache.is_contiguous() && v_cache.sizes() == k_cache.sizes(), "decode_attention_cpu: bad V cache");
+  std::vector<int64_t> seen(positions.size());
+  int64_t longest = 0;
+  for (size_t b = 0; b < positions.size(); ++b) longest = std::max(longest, seen[b] = positions[b] + 1);
+  auto out = at::empty({B, H, D}, q.options());
+  const int64_t work_per_task = 2 * (H / G) * longest * D;
+  AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "decode_attention_cpu", [&] {
+    Task<scalar_t> t{q.data_ptr<scalar_t>(), k_cache.data_ptr<scalar_t>(), v_cache.data_ptr<scalar_t>(), seen.data(),
+                     out.data_ptr<scalar_t>(), G, H / G, D, capacity, static_cast<scalar_t>(1.0 / std::sqrt(double(D)))};
+    attend(t, B * G, work_per_task);
+  });
+  return out.view({B, H * D});
+}
+
+}  // namespace rlx
