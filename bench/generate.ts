@@ -56,8 +56,15 @@ const group = Number(flag("group", "8"));
 const threads = Number(flag("threads", String(cpus().length)));
 await loadNative(threads);
 const info = await runtimeInfo();
+// OpenMP's wait policy decides much of a small step's time (bench/README.md, "Decode on the CPU"):
+// rlx waits passively unless told otherwise (src/native/ffi.ts); the reference inherits this
+// environment, where an unset policy is libgomp's default spin.
+const waits = (policy: string | undefined) =>
+  [policy, process.env.GOMP_SPINCOUNT && `GOMP_SPINCOUNT=${process.env.GOMP_SPINCOUNT}`].filter(Boolean).join(", ") ||
+  "libgomp's default spin";
 console.log(
-  `libtorch ${info.torch_version}, BLAS ${info.blas}, ${info.threads} threads; prompt ${promptLength}, ${newTokens} new tokens, ${rounds} rounds\n`,
+  `libtorch ${info.torch_version}, BLAS ${info.blas}, ${info.threads} threads; prompt ${promptLength}, ${newTokens} new tokens, ${rounds} rounds\n` +
+    `OpenMP waits: rlx ${waits(info.omp_wait_policy)}; torch ${waits(process.env.OMP_WAIT_POLICY)}\n`,
 );
 
 const table: (string | number)[][] = [
