@@ -9,6 +9,7 @@
 // The loops are compiled twice on x86-64, plain and for AVX2, and the AVX2 copy runs where the CPU
 // has it. -ffp-contract=off (ISO C++) keeps multiply and add apart in both, so both compute the
 // same numbers; they differ from the BLAS product's summation order by rounding only.
+#include "cpu_dot.h"
 #include "model.h"
 
 namespace rlx {
@@ -23,20 +24,7 @@ struct Task {
   T scale;
 };
 
-// Eight partial sums: the vectorizer turns each group of eight products into vector operations
-// without reassociating a single running sum.
-template <typename T>
-[[gnu::always_inline]] inline T dot(const T* __restrict__ a, const T* __restrict__ b, int64_t n) {
-  T part[8] = {};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int j = 0; j < 8; ++j) part[j] += a[i + j] * b[i + j];
-  T rest = 0;
-  for (; i < n; ++i) rest += a[i] * b[i];
-  return ((part[0] + part[4]) + (part[1] + part[5])) + ((part[2] + part[6]) + (part[3] + part[7])) + rest;
-}
-
-// y += w x, in groups of eight for the same reason.
+// y += w x in groups of eight, as cpu_dot.h sums.
 template <typename T>
 [[gnu::always_inline]] inline void add_scaled(T w, const T* __restrict__ x, T* __restrict__ y, int64_t n) {
   int64_t i = 0;

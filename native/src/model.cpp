@@ -217,7 +217,7 @@ static std::unique_ptr<Model> build_model(const ModelConfig& c, at::ScalarType d
     L.input_norm = add(p + "input_layernorm.weight", {d}, '1');
     L.qkv_proj = at::empty({(H + 2 * kvh) * hd, d}, m->opts(dtype));
     if (c.attention_bias) L.qkv_bias = at::empty({(H + 2 * kvh) * hd}, m->opts(dtype));
-    auto rows = [](const at::Tensor& joint, int64_t first, int64_t n) { return joint.defined() ? joint.narrow(0, first, n) : joint; };
+    auto rows = [](const at::Tensor& joint, int64_t first, int64_t n) { return joint.narrow(0, first, n); };
     L.q_proj = add(p + "self_attn.q_proj.weight", {H * hd, d}, 'n', rows(L.qkv_proj, 0, H * hd));
     if (c.attention_bias) L.q_bias = add(p + "self_attn.q_proj.bias", {H * hd}, '0', rows(L.qkv_bias, 0, H * hd));
     L.k_proj = add(p + "self_attn.k_proj.weight", {kvh * hd, d}, 'n', rows(L.qkv_proj, H * hd, kvh * hd));

@@ -168,9 +168,6 @@ at::Tensor forward_packed(Model& m, const at::Tensor& token_ids, const at::Tenso
 // positions[b] first. Returns hidden states after the final norm, [B, hidden].
 at::Tensor forward_decode(Model& m, KVCache& cache, const at::Tensor& token_ids, const std::vector<int64_t>& positions);
 
-// A decode step's attention on the CPU (attention_cpu.cpp): q [B, H, D], the K/V caches of rows
-// 0..B-1 [slots, G, capacity, D], row b seeing keys 0..positions[b]; -> [B, H * D]. Applies to
-// contiguous float32 / float64 tensors of one dtype.
 // RMSNorm and the rotary embedding in one pass per row, on the CPU without autograd
 // (norm_cpu.cpp): x [N, C] (rows may be strided) -> [N, C]; x [N, heads, D] -> RMSNorm over each
 // head (when weight is defined), then the rotary embedding with cos/sin rows [N, D]. Apply to
@@ -180,6 +177,9 @@ at::Tensor rms_norm_cpu(const at::Tensor& x_N_C, const at::Tensor& weight, doubl
 at::Tensor norm_rope_cpu(const at::Tensor& x_N_h_D, const at::Tensor& weight, double eps, const at::Tensor& cos_N_D,
                          const at::Tensor& sin_N_D);
 
+// A decode step's attention on the CPU (attention_cpu.cpp): q [B, H, D], the K/V caches of rows
+// 0..B-1 [slots, G, capacity, D], row b seeing keys 0..positions[b]; -> [B, H * D]. Applies to
+// contiguous float32 / float64 tensors of one dtype.
 bool decode_attention_cpu_applies(const at::Tensor& q, const at::Tensor& k_cache);
 at::Tensor decode_attention_cpu(const at::Tensor& q, const at::Tensor& k_cache, const at::Tensor& v_cache,
                                 const std::vector<int64_t>& positions);

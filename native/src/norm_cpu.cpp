@@ -2,29 +2,19 @@
 // pass over each row instead of ATen's chain of elementwise ops. A `tiny` decode step at batch 16
 // ran 34 such ops per layer, each a dispatch and a fresh tensor for a few thousand numbers
 // (bench/README.md, "Decode on the CPU"). The arithmetic is forward.cpp's: RMSNorm as HF's
-// LlamaRMSNorm, w * (x * 1 / sqrt(mean(x^2) + eps)), whose sum of squares here runs in eight
-// partial sums (the only difference from ATen's, in rounding); the rotary embedding as
+// LlamaRMSNorm, w * (x * 1 / sqrt(mean(x^2) + eps)), whose sum of squares here is cpu_dot.h's
+// (the only difference from ATen's, in rounding); the rotary embedding as
 // x * cos + rotate_half(x) * sin, each product and the sum rounded as ATen rounds them.
+#include "cpu_dot.h"
 #include "model.h"
 
 namespace rlx {
 namespace {
 
-template <typename T>
-T mean_square(const T* x, int64_t n) {
-  T part[8] = {};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int j = 0; j < 8; ++j) part[j] += x[i + j] * x[i + j];
-  T rest = 0;
-  for (; i < n; ++i) rest += x[i] * x[i];
-  return (((part[0] + part[4]) + (part[1] + part[5])) + ((part[2] + part[6]) + (part[3] + part[7])) + rest) / T(n);
-}
-
 // out = weight * (x * 1 / sqrt(mean(x^2) + eps)) over one row of n.
 template <typename T>
 void norm_row(const T* x, const T* weight, T eps, int64_t n, T* out) {
-  const T inv = T(1) / std::sqrt(mean_square(x, n) + eps);
+  const T inv = T(1) / std::sqrt(dot(x, x, n) / T(n) + eps);
   for (int64_t i = 0; i < n; ++i) out[i] = weight[i] * (x[i] * inv);
 }
 
