@@ -11,9 +11,10 @@
 // fixed split an idle trainer's cores could not generate. Measured on 2 cores (bench/README.md,
 // "The three-env RL step"): 1.00-1.06x the unsplit threads, 1.14x once generation got faster (the
 // CPU inference kernels), since passive OpenMP waits already let an idle process's cores go to the
-// other; what the split buys is that the two never oversubscribe by construction. The parent (`rlx train`, launch.ts) creates the file and hands its path
-// to the children in RLX_CORE_SHARE; rlx.h's rlx_set_threads does the switch, between two native
-// calls, on the thread that makes them.
+// other; what the split buys is that the two never oversubscribe by construction. The parent
+// (`rlx train`, launch.ts) creates the file and hands its path to the children in RLX_CORE_SHARE;
+// rlx.h's rlx_set_threads does the switch, between two native calls, on the thread that makes
+// them.
 import { existsSync, writeFileSync } from "node:fs";
 import { cpus } from "node:os";
 import { RlxError } from "../errors.ts";
