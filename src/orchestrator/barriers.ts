@@ -9,7 +9,8 @@
 // once `min(timeoutSteps, max_off_policy_steps)` steps have passed since it opened times out: it
 // drops its waiting members (never trained, counted) or, with `onTimeout: "score"`, is scored
 // with what it has. A failed rollout counts towards its set's size but is never held or scored;
-// it goes to the batch at once as a failure (counted, never trained).
+// it goes to the batch at once as a failure (counted, never trained). A replayed group (a replay
+// sampler's) never arrives here: it trains again only its rollouts in no set (`replayable`).
 //
 // Waiting members and the open sets are carried state (`barriers/<env>` in carried.ts): saved in
 // every step file, so a run killed with -9 and resumed from a checkpoint has every member that
@@ -146,6 +147,19 @@ export class BarrierBook implements Carried {
       for (const id of set.members) if (this.waiting.delete(id)) this.counts.dropped++;
     }
     return byGroup(await this.score(due));
+  }
+
+  /**
+   * The rollouts of a stored group that a replay trains again: those in no set of their
+   * algorithm's barriers. A member trains once, when its set is scored: the replay buffer stored
+   * its group before that (so its credit may not exist yet, and a resumed run's buffer holds a copy
+   * the book never scores), and a member dropped by a timeout never trains. A replay never joins a set.
+   */
+  replayable(group: readonly Rollout[]): Rollout[] {
+    return group.filter((rollout) => {
+      const specs = this.algorithms.get(this.pick(rollout))?.barriers() ?? [];
+      return !specs.some((spec) => spec.member(rollout) !== undefined);
+    });
   }
 
   /** Scores each set once (its trainable waiting members), then releases the members left in no open set. */

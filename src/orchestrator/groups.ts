@@ -143,16 +143,20 @@ export async function sampleGroups(
         sampler.keep({ group, replay: draw.kind === "replay" }); // drawn ahead, not needed: the next step's
         continue;
       }
+      let trains = group;
       if (draw.kind === "replay") {
+        // a replay trains again only the rollouts in no barrier set: a member trains once, when
+        // its set is scored (barriers.ts, replayable)
+        trains = env.barriers.replayable(group);
         // a group trains once per step: one stored in an earlier round (or kept pending from the
         // last step) may come back from its buffer while it is in this batch already
-        if (group.some((rollout) => inBatch.has(rollout))) continue;
+        if (trains.length === 0 || trains.some((rollout) => inBatch.has(rollout))) continue;
         count.replayed++;
-        for (const rollout of group) out.replayed.add(rollout);
+        for (const rollout of trains) out.replayed.add(rollout);
       }
-      need -= group.length;
+      need -= trains.length;
       // a fresh group's rollouts wait here on their algorithm's own barriers; what is released trains
-      for (const ready of draw.kind === "replay" ? [group] : await env.barriers.arrive(group, step)) {
+      for (const ready of draw.kind === "replay" ? [trains] : await env.barriers.arrive(group, step)) {
         for (const rollout of ready) inBatch.add(rollout);
         out.groups.push(ready);
       }

@@ -1,7 +1,8 @@
 // Dependency barriers (src/orchestrator/barriers.ts): a set over N groups is scored exactly once,
 // when its last member arrives, with every member; failed members count but are never scored; an
 // incomplete set times out as documented (dropped, or scored with what it has); a batch set is
-// scored at the cut; and the waiting members survive a checkpoint through JSON, as through
+// scored at the cut; a replay brings back only rollouts in no set (barrier_replay.test.ts: with
+// the replay sampler); and the waiting members survive a checkpoint through JSON, as through
 // kill -9 and --resume, in the book alone and through the collect loop.
 import { describe, expect, test } from "bun:test";
 import { mkdtempSync, writeFileSync } from "node:fs";
@@ -134,6 +135,15 @@ test("a batch barrier is scored once at the cut with every member of the batch",
     ["g1/r0", "g1/r1"],
   ]);
   expect(algo.calls).toEqual([{ name: "batch", ids: ["g0/r0", "g0/r1", "g1/r0", "g1/r1"] }]);
+});
+
+test("a replay brings back only rollouts in no set: byKey those the env named no set for, byBatch none", async () => {
+  const named = group(0, "p", 6);
+  const plain = [singleTurn(1, 3, 2, { id: "x/r0", groupId: "x" }), singleTurn(0, 3, 2, { id: "x/r1", groupId: "x" })];
+  const keyed = book(new OverSets(byKey("solvers", "solve")));
+  expect(keyed.replayable([...named, ...plain])).toEqual(plain);
+  expect(book(new OverSets(byBatch("batch"))).replayable([...named, ...plain])).toEqual([]);
+  expect(keyed.held).toBe(0); // asking arrives nothing
 });
 
 test("waiting members survive a checkpoint through JSON; the resumed set scores them all once", async () => {
