@@ -28,7 +28,8 @@ type NimArgs = z.infer<typeof Args>;
 
 const ROLES = ["first", "second"] as const;
 
-const position = (pile: number, maxTake: number): ChatMessage[] => [
+/** What a player sees: the pile and the rules. */
+export const position = (pile: number, maxTake: number): ChatMessage[] => [
   {
     role: "user",
     content: `Nim: there ${pile === 1 ? "is 1 stone" : `are ${pile} stones`} left. Take 1 to ${Math.min(maxTake, pile)} stones; whoever takes the last stone wins. Reply with the number you take.`,

@@ -29,12 +29,14 @@ const Args = z.strictObject({
   train_size: z.number().int().positive().default(2000),
   eval_size: z.number().int().positive().default(100),
 });
-type ProposerArgs = z.infer<typeof Args>;
+export type ProposerArgs = z.infer<typeof Args>;
 
-const solvePrompt = (expression: string) =>
+/** The solver's prompt for an expression. */
+export const solvePrompt = (expression: string) =>
   promptMessages(undefined, `Compute ${expression}.\nPut your final answer in \\boxed{}.`);
 
-const proposePrompt = (seed: string, a: ProposerArgs) =>
+/** The proposer's prompt, around a seed problem's expression. */
+export const proposePrompt = (seed: string, a: Pick<ProposerArgs, "digits" | "max_ops">) =>
   promptMessages(
     undefined,
     `Write a new arithmetic problem like ${seed}: numbers of at most ${a.digits} digits, + - * and parentheses, at most ${a.max_ops} operations. Make it hard enough that about half of the attempts at it fail. Reply with the expression only.`,

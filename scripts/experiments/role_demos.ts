@@ -1,0 +1,65 @@
+// Warm-start demonstrations for the multi-agent experiments (scripts/experiments/multi_agent.sh,
+// docs/results.md §13). A random tiny model never makes a legal Nim move or a valid expression, so
+// self-play and proposer-solver RL start from a model taught the formats, not the skills:
+//
+//   nim        a position of 1 to max_pile stones -> a uniformly random legal move (not the winning
+//              one: the strategy is left for self-play to find)
+//   proposer   3 in 10 proposer turns: a seed problem's prompt -> a random expression of 1 to
+//              max_ops operations on 1- or 2-digit numbers (every difficulty alike); the rest solver
+//              turns, `Compute E.` -> `\boxed{value}`: 5 in 10 on one operation on 1-digit numbers
+//              (243 facts, so that the solver soon gets the easiest tasks right), 2 in 10 on
+//              expressions like the proposer's
+//
+// The prompts are the envs' own (src/envs/nim, src/envs/proposer), so the demonstrations read as
+// the episodes will. Chat-messages JSONL for `rlx sft`.
+//
+//   bun scripts/experiments/role_demos.ts nim|proposer OUT.jsonl [N] [SEED]
+import { writeFileSync } from "node:fs";
+import { Rng } from "../../src/envs/random.ts";
+import { position } from "../../src/envs/nim/index.ts";
+import { proposePrompt, solvePrompt } from "../../src/envs/proposer/index.ts";
+import { generateProblem, type Operation } from "../../src/envs/math/generate.ts";
+import { checkExpression } from "../../src/envs/proposer/expression.ts";
+
+const [env, out, n = "4000", seed = "0"] = process.argv.slice(2);
+if ((env !== "nim" && env !== "proposer") || !out)
+  throw new Error("usage: role_demos.ts nim|proposer OUT.jsonl [N] [SEED]");
+const rng = new Rng(Number(seed));
+const MAX_PILE = 15; // the nim env's default max_pile
+const MAX_TAKE = 3;
+const proposer = { digits: 2, max_ops: 3 }; // the proposer env's defaults
+const operations: Operation[] = ["+", "-", "*"];
+
+/** An expression of 1 to max_ops operations on 1- or 2-digit numbers (or one operation on 1-digit
+ * numbers), checked by the env's grammar. */
+function expression(easiest = false): { text: string; value: number } {
+  const problem = generateProblem(rng, {
+    digits: easiest ? 1 : rng.int(1, proposer.digits),
+    operations,
+    steps: easiest ? 1 : rng.int(1, proposer.max_ops),
+    wordProblems: false,
+  });
+  const checked = checkExpression(problem.expression, proposer.digits, proposer.max_ops);
+  if ("error" in checked) throw new Error(`${problem.expression}: ${checked.error}`);
+  return { text: problem.expression, value: checked.value };
+}
+
+const rows: object[] = [];
+for (let i = 0; i < Number(n); i++) {
+  if (env === "nim") {
+    const pile = rng.int(1, MAX_PILE);
+    const take = rng.int(1, Math.min(MAX_TAKE, pile));
+    rows.push({ messages: [...position(pile, MAX_TAKE), { role: "assistant", content: String(take) }] });
+  } else if (i % 10 < 3) {
+    const seedProblem = generateProblem(rng, { digits: 2, operations, steps: 1, wordProblems: false });
+    const proposal = expression().text;
+    rows.push({
+      messages: [...proposePrompt(seedProblem.expression, proposer), { role: "assistant", content: proposal }],
+    });
+  } else {
+    const task = expression(i % 10 < 8);
+    rows.push({ messages: [...solvePrompt(task.text), { role: "assistant", content: `\\boxed{${task.value}}` }] });
+  }
+}
+writeFileSync(out, rows.map((row) => JSON.stringify(row)).join("\n") + "\n");
+console.log(`wrote ${rows.length} ${env} demonstrations to ${out}`);
