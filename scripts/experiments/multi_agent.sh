@@ -5,7 +5,7 @@
 # `rlx serve` (one thread) on port 8331. Warm starts are built once and reused; RL runs per seed.
 # Afterwards role_curves.ts prints each run's curve (the mean of every 10 steps).
 #
-#   bash scripts/experiments/multi_agent.sh [SEED] [nim|proposer|both]
+#   bash scripts/experiments/multi_agent.sh [SEED] [nim|proposer|both] [rlx train arguments...]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export PATH=$PWD/node_modules/.bin:$PATH # bun, for the .ts helpers
@@ -13,6 +13,7 @@ RLX=${RLX:-dist/rlx}
 OUT=runs/multi_agent
 SEED=${1:-0}
 WHICH=${2:-both}
+shift $(($# < 2 ? $# : 2))
 mkdir -p $OUT
 
 [ -f $OUT/tiny-bare/config.json ] ||
@@ -29,7 +30,7 @@ if [ "$WHICH" != proposer ]; then
   until curl -sf http://127.0.0.1:8331/health > /dev/null; do sleep 0.5; done
   RUN=$OUT/selfplay-nim-s$SEED
   rm -rf $RUN
-  /usr/bin/time -f "wall %e s" $RLX train configs/examples/selfplay_nim.toml --set output_dir=$RUN --set seed=$SEED 2>&1 | tee $RUN.log
+  /usr/bin/time -f "wall %e s" $RLX train configs/examples/selfplay_nim.toml --set output_dir=$RUN --set seed=$SEED "$@" 2>&1 | tee $RUN.log
   kill $(jobs -p) 2>/dev/null || true
   bun scripts/experiments/role_curves.ts $RUN role/vs_start/first/reward role/selfplay/first/first_wins role/selfplay/first/illegal
 fi
@@ -37,7 +38,7 @@ if [ "$WHICH" != nim ]; then
   warm proposer 12000
   RUN=$OUT/proposer-solver-s$SEED
   rm -rf $RUN
-  /usr/bin/time -f "wall %e s" $RLX train configs/examples/proposer_solver.toml --set output_dir=$RUN --set seed=$SEED 2>&1 | tee $RUN.log
+  /usr/bin/time -f "wall %e s" $RLX train configs/examples/proposer_solver.toml --set output_dir=$RUN --set seed=$SEED "$@" 2>&1 | tee $RUN.log
   bun scripts/experiments/role_curves.ts $RUN role/proposer/proposer/pass_rate role/proposer/proposer/frontier \
     role/proposer/proposer/valid role/proposer/solver/reward
 fi

@@ -4,11 +4,11 @@
 //
 //   nim        a position of 1 to max_pile stones -> a uniformly random legal move (not the winning
 //              one: the strategy is left for self-play to find)
-//   proposer   3 in 10 proposer turns: a seed problem's prompt -> a random expression of 1 to
-//              max_ops operations on 1- or 2-digit numbers (every difficulty alike); the rest solver
-//              turns, `Compute E.` -> `\boxed{value}`: 5 in 10 on one operation on 1-digit numbers
-//              (243 facts, so that the solver soon gets the easiest tasks right), 2 in 10 on
-//              expressions like the proposer's
+//   proposer   the env's lean format (`format = "bare"`). 3 in 10 proposer turns: a seed problem's
+//              prompt -> a random expression of 1 to max_ops operations on 1- or 2-digit numbers
+//              (every difficulty alike); the rest solver turns, `E=` -> its value: 5 in 10 on one
+//              operation on 1-digit numbers (243 facts, so that the solver soon gets the easiest
+//              tasks right), 2 in 10 on expressions like the proposer's
 //
 // The prompts are the envs' own (src/envs/nim, src/envs/proposer), so the demonstrations read as
 // the episodes will. Chat-messages JSONL for `rlx sft`.
@@ -27,7 +27,7 @@ if ((env !== "nim" && env !== "proposer") || !out)
 const rng = new Rng(Number(seed));
 const MAX_PILE = 15; // the nim env's default max_pile
 const MAX_TAKE = 3;
-const proposer = { digits: 2, max_ops: 3 }; // the proposer env's defaults
+const proposer = { digits: 2, max_ops: 3, format: "bare" as const }; // the env's defaults, the lean prompts
 const operations: Operation[] = ["+", "-", "*"];
 
 /** An expression of 1 to max_ops operations on 1- or 2-digit numbers (or one operation on 1-digit
@@ -41,7 +41,7 @@ function expression(easiest = false): { text: string; value: number } {
   });
   const checked = checkExpression(problem.expression, proposer.digits, proposer.max_ops);
   if ("error" in checked) throw new Error(`${problem.expression}: ${checked.error}`);
-  return { text: problem.expression, value: checked.value };
+  return { text: problem.expression.replaceAll(" ", ""), value: checked.value };
 }
 
 const rows: object[] = [];
@@ -58,7 +58,9 @@ for (let i = 0; i < Number(n); i++) {
     });
   } else {
     const task = expression(i % 10 < 8);
-    rows.push({ messages: [...solvePrompt(task.text), { role: "assistant", content: `\\boxed{${task.value}}` }] });
+    rows.push({
+      messages: [...solvePrompt(task.text, proposer.format), { role: "assistant", content: String(task.value) }],
+    });
   }
 }
 writeFileSync(out, rows.map((row) => JSON.stringify(row)).join("\n") + "\n");

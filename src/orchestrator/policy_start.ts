@@ -89,6 +89,7 @@ export async function startPolicy(config: ResolvedConfig, start: PolicyStart): P
   const urls: string[] = [];
   for (let i = 0; i < inf.servers; i++) {
     const port = inf.port + i;
+    assertPortFree(inf.host, port);
     start.children.spawn({
       name: `policy-${i}`,
       args: [
@@ -129,6 +130,21 @@ export async function startPolicy(config: ResolvedConfig, start: PolicyStart): P
   }
   await Promise.race([Promise.all(urls.map((url) => waitForHealth(url))), start.children.failure]);
   return new RemotePolicy(policyEngine("rlx", { baseUrls: urls, model: POLICY_NAME, apiKey }), start.version);
+}
+
+/**
+ * Throws when something already listens where a spawned policy server is to: the server could
+ * not bind, yet its health check would pass against the other process (another run's server,
+ * which then refuses this run's key).
+ */
+export function assertPortFree(host: string, port: number): void {
+  try {
+    Bun.listen({ hostname: host, port, socket: { data() {} } }).stop(true);
+  } catch {
+    throw new ConfigError(`inference.port: ${host}:${port} is in use (another rlx train or server?)`, {
+      fix: `set inference.port to a free port (e.g. --set inference.port=${port + 100}), or stop what listens there`,
+    });
+  }
 }
 
 /** The key external policy servers want, from the variable [inference] api_key_var names. */

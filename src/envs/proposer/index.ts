@@ -13,11 +13,16 @@
 // its own solver panel and the group barrier on every episode's panel. Metrics: `valid`,
 // `pass_rate` (of a valid proposal's panel), `frontier` (1 - |2p - 1|, 1 at p = 0.5).
 // `reward` (eval, one agent) solves the seed problem itself, as the math env scores it.
+//
+// `format = "bare"` is the lean variant (as the math env's, for a model whose chat template adds
+// nothing, configs/templates/bare.jinja): the solver sees `(12+5)*3=` and answers `51`, the
+// proposer sees `Propose a problem like 38*17:` and answers an expression; ~4x fewer tokens.
 import { z } from "zod";
 import { finalReply, gradeReply } from "../answer.ts";
 import { generateSplit, promptMessages } from "../tasks.ts";
 import type { EnvDefinition, EpisodeContext, EpisodeResult, Task } from "../types.ts";
 import { generateProblem } from "../math/generate.ts";
+import { bareQuestion } from "../math/index.ts";
 import { checkExpression } from "./expression.ts";
 
 const Args = z.strictObject({
@@ -28,18 +33,25 @@ const Args = z.strictObject({
   max_ops: z.number().int().min(1).max(8).default(3),
   train_size: z.number().int().positive().default(2000),
   eval_size: z.number().int().positive().default(100),
+  /** chat: "Compute (12 + 5) * 3.\nPut your final answer in \\boxed{}." / bare: "(12+5)*3=" answered by "51". */
+  format: z.enum(["chat", "bare"]).default("chat"),
 });
 export type ProposerArgs = z.infer<typeof Args>;
 
 /** The solver's prompt for an expression. */
-export const solvePrompt = (expression: string) =>
-  promptMessages(undefined, `Compute ${expression}.\nPut your final answer in \\boxed{}.`);
-
-/** The proposer's prompt, around a seed problem's expression. */
-export const proposePrompt = (seed: string, a: Pick<ProposerArgs, "digits" | "max_ops">) =>
+export const solvePrompt = (expression: string, format: ProposerArgs["format"]) =>
   promptMessages(
     undefined,
-    `Write a new arithmetic problem like ${seed}: numbers of at most ${a.digits} digits, + - * and parentheses, at most ${a.max_ops} operations. Make it hard enough that about half of the attempts at it fail. Reply with the expression only.`,
+    format === "bare" ? bareQuestion(expression) : `Compute ${expression}.\nPut your final answer in \\boxed{}.`,
+  );
+
+/** The proposer's prompt, around a seed problem's expression. */
+export const proposePrompt = (seed: string, a: Pick<ProposerArgs, "digits" | "max_ops" | "format">) =>
+  promptMessages(
+    undefined,
+    a.format === "bare"
+      ? `Propose a problem like ${seed.replaceAll(" ", "")}:`
+      : `Write a new arithmetic problem like ${seed}: numbers of at most ${a.digits} digits, + - * and parentheses, at most ${a.max_ops} operations. Make it hard enough that about half of the attempts at it fail. Reply with the expression only.`,
   );
 
 /** One episode: a proposal, its check, its solver panel. */
@@ -49,7 +61,9 @@ export async function proposeAndSolve(ctx: EpisodeContext, a: ProposerArgs): Pro
   const checked = checkExpression(expression, a.digits, a.max_ops);
   if ("error" in checked) return { rewards: { proposer: -1 }, metrics: { valid: 0 } };
   const names = Array.from({ length: a.solvers }, (_, j) => `solver${j}`);
-  const answers = await Promise.all(names.map((trace) => ctx.turn("solver", solvePrompt(expression), { trace })));
+  const answers = await Promise.all(
+    names.map((trace) => ctx.turn("solver", solvePrompt(expression, a.format), { trace })),
+  );
   const correct = answers.map((answer) => gradeReply(answer, String(checked.value), true).correct);
   const p = correct.reduce((s, c) => s + c, 0) / correct.length;
   const rewards: Record<string, number> = { proposer: 4 * p * (1 - p) };
@@ -64,7 +78,7 @@ function tasks(split: "train" | "eval", seed: number, a: ProposerArgs): Promise<
     const problem = generateProblem(rng, { ...settings, operations: [...settings.operations] });
     return {
       id: problem.expression,
-      prompt: solvePrompt(problem.expression),
+      prompt: solvePrompt(problem.expression, a.format),
       answer: String(problem.answer),
       info: { expression: problem.expression },
     };

@@ -65,7 +65,7 @@ test("the expression grammar: the math env's integers, + - * and parentheses, ex
 });
 
 const seed: Task = { id: "3 + 4", prompt: [], answer: "7", info: { expression: "3 + 4" } };
-const args = { solvers: 4, digits: 2, max_ops: 3, train_size: 10, eval_size: 10 };
+const args = { solvers: 4, digits: 2, max_ops: 3, train_size: 10, eval_size: 10, format: "chat" as const };
 
 test("proposer: a valid proposal is solved by its panel; 2 of 4 right gives the proposer 4 p (1 - p) = 1", async () => {
   const { ctx, log } = scripted(seed, (role, trace, prompt) => {
@@ -83,6 +83,21 @@ test("proposer: a valid proposal is solved by its panel; 2 of 4 right gives the 
   expect(solved.metrics!.frontier).toBe(0);
   const three = scripted(seed, (role, trace) => (role === "proposer" ? "9 * 9" : trace === "solver3" ? "80" : "81"));
   expect((await proposeAndSolve(three.ctx, args)).rewards.proposer).toBeCloseTo(4 * 0.75 * 0.25, 15);
+});
+
+test("proposer, bare format: the lean prompts, and a bare number graded as the chat format's boxed one", async () => {
+  const prompts: string[] = [];
+  const { ctx } = scripted(seed, (role, trace, prompt) => {
+    prompts.push(prompt);
+    if (role === "proposer") return "(12+5)*3";
+    return trace === "solver0" ? "51" : "50";
+  });
+  const result = await proposeAndSolve(ctx, { ...args, format: "bare" });
+  expect(prompts.slice(0, 2)).toEqual(["Propose a problem like 3+4:", "(12+5)*3="]);
+  expect(result.rewards).toEqual({ proposer: 4 * 0.25 * 0.75, solver0: 1, solver1: 0, solver2: 0, solver3: 0 });
+  const env = await createEnv(await loadEnv("proposer"), { format: "bare", train_size: 4, eval_size: 4 });
+  const [task] = await env.load("train", 0);
+  expect(task!.prompt).toEqual([{ role: "user", content: `${task!.id.replaceAll(" ", "")}=` }]);
 });
 
 test("proposer: an invalid proposal gets -1 and no solver panel", async () => {

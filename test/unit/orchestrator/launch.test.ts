@@ -17,6 +17,8 @@ import {
   threadShare,
 } from "../../../src/orchestrator/launch.ts";
 import { CORE_SHARE_ENV } from "../../../src/native/core_share.ts";
+import { assertPortFree } from "../../../src/orchestrator/policy_start.ts";
+import { ConfigError } from "../../../src/errors.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "rlx-launch-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -146,4 +148,17 @@ test("local_ranks: a subset starts here, with a fixed TCP rendezvous only", () =
   expect(() => localRanks(config("trainer.world_size=2", "trainer.dist.local_ranks=[1, 1]"))).toThrow(
     "lists a rank twice",
   );
+});
+
+test("a spawned policy server's port already in use is a ConfigError naming inference.port, not another run's server", () => {
+  const other = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response("ok") });
+  const port = other.port!;
+  try {
+    expect(() => assertPortFree("127.0.0.1", port)).toThrow(
+      new ConfigError(`inference.port: 127.0.0.1:${port} is in use (another rlx train or server?)`),
+    );
+  } finally {
+    other.stop(true);
+  }
+  expect(() => assertPortFree("127.0.0.1", port)).not.toThrow();
 });
