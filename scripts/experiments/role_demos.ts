@@ -2,8 +2,13 @@
 // docs/results.md §13). A random tiny model never makes a legal Nim move or a valid expression, so
 // self-play and proposer-solver RL start from a model taught the formats, not the skills:
 //
-//   nim        a position of 1 to max_pile stones -> a uniformly random legal move (not the winning
-//              one: the strategy is left for self-play to find)
+//   nim        the env's lean format (`format = "bare"`): a position of 1 to max_pile stones -> a
+//              legal move by a habit drawn at random per pile: its favourite move (any legal one,
+//              uniformly) 6 times in 10, another legal move otherwise. The habits make the move
+//              depend on the pile, so the model learns to read it (with uniformly random moves a
+//              tiny model's move did not depend on the pile at all, not even at 1 or 2 stones;
+//              docs/results.md §13); which move is favoured is chance, so the strategy is left for
+//              self-play to find (a third of the habits are winning moves)
 //   proposer   the env's lean format (`format = "bare"`). 3 in 10 proposer turns: a seed problem's
 //              prompt -> a random expression of 1 to max_ops operations on 1- or 2-digit numbers
 //              (every difficulty alike); the rest solver turns, `E=` -> its value: 5 in 10 on one
@@ -44,12 +49,21 @@ function expression(easiest = false): { text: string; value: number } {
   return { text: problem.expression.replaceAll(" ", ""), value: checked.value };
 }
 
+/** A legal move at `pile` by its habit: the favourite 6 times in 10, another legal move otherwise. */
+const favourite = Array.from({ length: MAX_PILE + 1 }, (_, pile) => rng.int(1, Math.max(1, Math.min(MAX_TAKE, pile))));
+function habitualMove(pile: number): number {
+  const legal = Math.min(MAX_TAKE, pile);
+  if (legal === 1 || rng.next() < 0.6) return favourite[pile]!;
+  const others = Array.from({ length: legal }, (_, j) => j + 1).filter((take) => take !== favourite[pile]);
+  return rng.pick(others);
+}
+
 const rows: object[] = [];
 for (let i = 0; i < Number(n); i++) {
   if (env === "nim") {
     const pile = rng.int(1, MAX_PILE);
-    const take = rng.int(1, Math.min(MAX_TAKE, pile));
-    rows.push({ messages: [...position(pile, MAX_TAKE), { role: "assistant", content: String(take) }] });
+    const take = habitualMove(pile);
+    rows.push({ messages: [...position(pile, MAX_TAKE, "bare"), { role: "assistant", content: String(take) }] });
   } else if (i % 10 < 3) {
     const seedProblem = generateProblem(rng, { digits: 2, operations, steps: 1, wordProblems: false });
     const proposal = expression().text;

@@ -11,6 +11,10 @@
 //
 // The winning move leaves a multiple of max_take + 1. `reward` (eval, one agent) scores one move:
 // 1 when it is a winning move, 0 otherwise (tasks are drawn from positions that have one).
+//
+// `format = "bare"` is the lean prompt, `Take 1 to 3 stones from 13:` (~25 tokens instead of ~130),
+// for a model whose chat template adds nothing (configs/templates/bare.jinja): the pile right
+// before the reply.
 import { z } from "zod";
 import { Rng } from "../random.ts";
 import type { EnvDefinition, EpisodeContext, EpisodeResult, Task } from "../types.ts";
@@ -23,16 +27,21 @@ const Args = z.strictObject({
   max_take: z.number().int().min(1).default(3),
   train_size: z.number().int().positive().default(500),
   eval_size: z.number().int().positive().default(50),
+  /** chat: "Nim: there are 13 stones left. Take 1 to 3 stones; ..." / bare: "Take 1 to 3 stones from 13:". */
+  format: z.enum(["chat", "bare"]).default("chat"),
 });
 type NimArgs = z.infer<typeof Args>;
 
 const ROLES = ["first", "second"] as const;
 
 /** What a player sees: the pile and the rules. */
-export const position = (pile: number, maxTake: number): ChatMessage[] => [
+export const position = (pile: number, maxTake: number, format: NimArgs["format"] = "chat"): ChatMessage[] => [
   {
     role: "user",
-    content: `Nim: there ${pile === 1 ? "is 1 stone" : `are ${pile} stones`} left. Take 1 to ${Math.min(maxTake, pile)} stones; whoever takes the last stone wins. Reply with the number you take.`,
+    content:
+      format === "bare"
+        ? `Take 1 to ${Math.min(maxTake, pile)} stones from ${pile}:`
+        : `Nim: there ${pile === 1 ? "is 1 stone" : `are ${pile} stones`} left. Take 1 to ${Math.min(maxTake, pile)} stones; whoever takes the last stone wins. Reply with the number you take.`,
   },
 ];
 
@@ -43,12 +52,17 @@ export function parseMove(reply: string): number | undefined {
 }
 
 /** Plays one game; the winner +1, the loser -1. */
-export async function playNim(ctx: EpisodeContext, pile: number, maxTake: number): Promise<EpisodeResult> {
+export async function playNim(
+  ctx: EpisodeContext,
+  pile: number,
+  maxTake: number,
+  format: NimArgs["format"] = "chat",
+): Promise<EpisodeResult> {
   let left = pile;
   for (let move = 0; ; move++) {
     const mover = ROLES[move % 2]!;
     const other = ROLES[(move + 1) % 2]!;
-    const take = parseMove(await ctx.turn(mover, position(left, maxTake)));
+    const take = parseMove(await ctx.turn(mover, position(left, maxTake, format)));
     const legal = take !== undefined && Number.isInteger(take) && take >= 1 && take <= Math.min(maxTake, left);
     if (legal) left -= take;
     if (!legal || left === 0) {
@@ -69,7 +83,7 @@ function tasks(split: "train" | "eval", seed: number, a: NimArgs): Task[] {
     if (pile % (a.max_take + 1) === 0) pile++; // a position with a winning move
     return {
       id: `nim-${split}-${i}`,
-      prompt: position(pile, a.max_take),
+      prompt: position(pile, a.max_take, a.format),
       answer: String(pile % (a.max_take + 1)),
       info: { pile },
     };
@@ -87,7 +101,7 @@ const nim: EnvDefinition<NimArgs> = {
       maxTurns: 1,
       roles: ROLES,
       load: async (split, seed) => tasks(split, seed, a),
-      episode: (ctx) => playNim(ctx, ctx.task.info!.pile as number, a.max_take),
+      episode: (ctx) => playNim(ctx, ctx.task.info!.pile as number, a.max_take, a.format),
       reward(task, rollout) {
         const last = rollout.messages.at(-1);
         const move = parseMove(last?.role === "assistant" && typeof last.content === "string" ? last.content : "");

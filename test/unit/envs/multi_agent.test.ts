@@ -44,6 +44,26 @@ test("nim: an illegal move loses at once; an illegal opening leaves the second p
   expect(result.metrics!.illegal).toBe(1);
 });
 
+test("nim, bare format: the pile right before the reply, the same game", async () => {
+  const prompts: string[] = [];
+  const { ctx } = scripted(nimTask, (_role, _trace, prompt) => {
+    prompts.push(prompt);
+    return "1";
+  });
+  const result = await playNim(ctx, 5, 3, "bare");
+  expect(prompts).toEqual([
+    "Take 1 to 3 stones from 5:",
+    "Take 1 to 3 stones from 4:",
+    "Take 1 to 3 stones from 3:",
+    "Take 1 to 2 stones from 2:",
+    "Take 1 to 1 stones from 1:",
+  ]);
+  expect(result.rewards).toEqual({ first: 1, second: -1 });
+  const env = await createEnv(await loadEnv("nim"), { format: "bare" });
+  const [task] = await env.load("train", 0);
+  expect(task!.prompt).toEqual([{ role: "user", content: `Take 1 to 3 stones from ${task!.info!.pile}:` }]);
+});
+
 test("nim's eval reward is 1 for the winning move only", async () => {
   const env = await createEnv(await loadEnv("nim"), {});
   const [task] = await env.load("eval", 0);
