@@ -20,7 +20,8 @@ const windows = new Map<number, Array<Record<string, number>>>();
 for (const row of rows) {
   if (typeof row.step !== "number") continue;
   const w = Math.floor((row.step - 1) / every);
-  windows.set(w, [...(windows.get(w) ?? []), row]);
+  if (!windows.has(w)) windows.set(w, []);
+  windows.get(w)!.push(row);
 }
 const mean = (window: Array<Record<string, number>>, key: string) => {
   const values = window.map((row) => row[key]).filter((v): v is number => typeof v === "number");

@@ -21,8 +21,8 @@
 //   bun scripts/experiments/role_demos.ts nim|proposer OUT.jsonl [N] [SEED]
 import { writeFileSync } from "node:fs";
 import { Rng } from "../../src/envs/random.ts";
-import { position } from "../../src/envs/nim/index.ts";
-import { proposePrompt, solvePrompt } from "../../src/envs/proposer/index.ts";
+import nimEnv, { position } from "../../src/envs/nim/index.ts";
+import proposerEnv, { proposePrompt, solvePrompt } from "../../src/envs/proposer/index.ts";
 import { generateProblem, type Operation } from "../../src/envs/math/generate.ts";
 import { checkExpression } from "../../src/envs/proposer/expression.ts";
 
@@ -30,9 +30,9 @@ const [env, out, n = "4000", seed = "0"] = process.argv.slice(2);
 if ((env !== "nim" && env !== "proposer") || !out)
   throw new Error("usage: role_demos.ts nim|proposer OUT.jsonl [N] [SEED]");
 const rng = new Rng(Number(seed));
-const MAX_PILE = 15; // the nim env's default max_pile
-const MAX_TAKE = 3;
-const proposer = { digits: 2, max_ops: 3, format: "bare" as const }; // the env's defaults, the lean prompts
+// the envs' defaults, in their lean format, as the experiment's configs run them
+const nim = nimEnv.args!.parse({ format: "bare" });
+const proposer = proposerEnv.args!.parse({ format: "bare" });
 const operations: Operation[] = ["+", "-", "*"];
 
 /** An expression of 1 to max_ops operations on 1- or 2-digit numbers (or one operation on 1-digit
@@ -50,9 +50,11 @@ function expression(easiest = false): { text: string; value: number } {
 }
 
 /** A legal move at `pile` by its habit: the favourite 6 times in 10, another legal move otherwise. */
-const favourite = Array.from({ length: MAX_PILE + 1 }, (_, pile) => rng.int(1, Math.max(1, Math.min(MAX_TAKE, pile))));
+const favourite = Array.from({ length: nim.max_pile + 1 }, (_, pile) =>
+  rng.int(1, Math.max(1, Math.min(nim.max_take, pile))),
+);
 function habitualMove(pile: number): number {
-  const legal = Math.min(MAX_TAKE, pile);
+  const legal = Math.min(nim.max_take, pile);
   if (legal === 1 || rng.next() < 0.6) return favourite[pile]!;
   const others = Array.from({ length: legal }, (_, j) => j + 1).filter((take) => take !== favourite[pile]);
   return rng.pick(others);
@@ -61,11 +63,13 @@ function habitualMove(pile: number): number {
 const rows: object[] = [];
 for (let i = 0; i < Number(n); i++) {
   if (env === "nim") {
-    const pile = rng.int(1, MAX_PILE);
+    const pile = rng.int(1, nim.max_pile);
     const take = habitualMove(pile);
-    rows.push({ messages: [...position(pile, MAX_TAKE, "bare"), { role: "assistant", content: String(take) }] });
+    rows.push({
+      messages: [...position(pile, nim.max_take, nim.format), { role: "assistant", content: String(take) }],
+    });
   } else if (i % 10 < 3) {
-    const seedProblem = generateProblem(rng, { digits: 2, operations, steps: 1, wordProblems: false });
+    const seedProblem = generateProblem(rng, { digits: proposer.digits, operations, steps: 1, wordProblems: false });
     const proposal = expression().text;
     rows.push({
       messages: [...proposePrompt(seedProblem.expression, proposer), { role: "assistant", content: proposal }],
