@@ -49,10 +49,13 @@ function expression(easiest = false): { text: string; value: number } {
   return { text: problem.expression.replaceAll(" ", ""), value: checked.value };
 }
 
+// each pile's favourite move, drawn for nim only: the proposer's demonstrations keep the random
+// stream they were made with
+const favourite =
+  env === "nim"
+    ? Array.from({ length: nim.max_pile + 1 }, (_, pile) => rng.int(1, Math.max(1, Math.min(nim.max_take, pile))))
+    : [];
 /** A legal move at `pile` by its habit: the favourite 6 times in 10, another legal move otherwise. */
-const favourite = Array.from({ length: nim.max_pile + 1 }, (_, pile) =>
-  rng.int(1, Math.max(1, Math.min(nim.max_take, pile))),
-);
 function habitualMove(pile: number): number {
   const legal = Math.min(nim.max_take, pile);
   if (legal === 1 || rng.next() < 0.6) return favourite[pile]!;
