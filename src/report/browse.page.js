@@ -136,6 +136,7 @@ function drawSample(detail, run, sample) {
     '<span class="tok rl" style="background:rgba(220,38,38,.6)">advantage &lt; 0</span> ' +
     '<span class="tok ce" style="background:rgba(37,99,235,.6)">ce weight</span> ' +
     '<span class="tok kl" style="background:rgba(147,51,234,.6)">ref_kl weight</span> ' +
+    '<span class="tok distill" style="background:rgba(234,88,12,.6)">distill weight</span> ' +
     '<span class="tok zeroed">action, no credit</span> <span class="tok masked">masked (not trained)</span> ' +
     '<span class="tool-call">tool call</span>';
   detail.appendChild(legend);

@@ -30,6 +30,7 @@ export interface PageSample {
   rl?: number[];
   ce?: number[];
   kl?: number[];
+  distill?: number[];
 }
 
 export interface RunSamples {
@@ -63,6 +64,7 @@ function pageSample(r: AuditRecord): PageSample {
   if (r.rl_weights) sample.rl = round(r.rl_weights);
   if (r.ce_weights) sample.ce = round(r.ce_weights);
   if (r.ref_kl_weights) sample.kl = round(r.ref_kl_weights);
+  if (r.distill_weights) sample.distill = round(r.distill_weights);
   return sample;
 }
 

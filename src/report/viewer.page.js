@@ -5,12 +5,19 @@
 // turns set apart (prompt, each assistant turn with its tool calls boxed, each tool output or
 // observation), its group's rewards side by side.
 
-const CREDIT = { pos: [22, 163, 74], neg: [220, 38, 38], ce: [37, 99, 235], kl: [147, 51, 234] };
+const CREDIT = {
+  pos: [22, 163, 74],
+  neg: [220, 38, 38],
+  ce: [37, 99, 235],
+  kl: [147, 51, 234],
+  distill: [234, 88, 12],
+};
 
 /**
  * A token's colour: an rl member (action token, rl weight != 0) by its advantage, green above 0
  * and red below, alpha 0.15 + 0.7 * |a| / (the sample's largest |a| on rl tokens); else a ce
- * member blue and a ref_kl member purple, alpha 0.15 + 0.7 * min(1, |weight|). Anything else has
+ * member blue, a ref_kl member purple and a distill member (top-k distillation) orange, alpha
+ * 0.15 + 0.7 * min(1, |weight|). Anything else has
  * no colour: "masked" (not an action, no weight) or "zeroed" (an action whose rl weight is 0).
  */
 function tokenColor(sample, t, maxAdv) {
@@ -26,6 +33,8 @@ function tokenColor(sample, t, maxAdv) {
   if (ce !== 0) return { kind: "ce", color: rgba(CREDIT.ce, alpha(ce)) };
   const kl = sample.kl ? sample.kl[t] : 0;
   if (kl !== 0) return { kind: "kl", color: rgba(CREDIT.kl, alpha(kl)) };
+  const distill = sample.distill ? sample.distill[t] : 0;
+  if (distill !== 0) return { kind: "distill", color: rgba(CREDIT.distill, alpha(distill)) };
   return { kind: sample.mask[t] === 1 ? "zeroed" : "masked" };
 }
 
@@ -83,7 +92,8 @@ function renderTurn(run, sample, turn, maxAdv) {
       `#${t} id ${sample.ids[t]} | mask ${sample.mask[t]} | adv ${sample.adv[t]}` +
       (sample.rl ? ` | rl ${sample.rl[t]}` : "") +
       (sample.ce ? ` | ce ${sample.ce[t]}` : "") +
-      (sample.kl ? ` | ref_kl ${sample.kl[t]}` : "");
+      (sample.kl ? ` | ref_kl ${sample.kl[t]}` : "") +
+      (sample.distill ? ` | distill ${sample.distill[t]}` : "");
     if (opens) {
       inCall = true;
       call = document.createElement("span");

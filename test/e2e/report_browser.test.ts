@@ -1,6 +1,7 @@
 // rlx report in a real browser: Debian's Chromium, headless, driven by playwright-core, kept off
 // the network (--no-proxy-server and every request outside file:// refused). Two short runs (one
-// with grpo, a custom ce algorithm and opsd envs, so rl, ce and ref_kl credit all appear) on one page:
+// with grpo, a custom ce algorithm, opsd and top-k opsd envs, so rl, ce, ref_kl and distill credit
+// all appear) on one page:
 // it loads without errors, every metric has a panel with data and both runs overlay in it, a
 // constant metric of a long run draws, and the viewer colours each token of a sample as its audit record's weights say.
 import { afterAll, beforeAll, expect, test } from "bun:test";
@@ -63,7 +64,8 @@ beforeAll(async () => {
     RUN(
       0,
       `[[orchestrator.train.env]]\nid = LETTERS\nname = "imitate"\nalgo = { type = "custom", path = ${JSON.stringify(imitate)} }
-[[orchestrator.train.env]]\nid = "math"\nname = "opsd"\nalgo = { type = "opsd", demo_key = "solution" }\n`,
+[[orchestrator.train.env]]\nid = "math"\nname = "opsd"\nalgo = { type = "opsd", demo_key = "solution" }
+[[orchestrator.train.env]]\nid = "math"\nname = "opsd_topk"\nalgo = { type = "opsd", demo_key = "solution", k = 4 }\n`,
     ).replaceAll("LETTERS", letters),
   );
   const b = writeConfig(ws, "b", RUN(1, "").replaceAll("LETTERS", letters));
@@ -168,6 +170,8 @@ function expected(r: AuditRecord): Array<{ kind: string; rgb?: number[]; alpha?:
     if (ce !== 0) return { kind: "ce", rgb: [37, 99, 235], alpha: alpha(ce) };
     const kl = r.ref_kl_weights?.[t] ?? 0;
     if (kl !== 0) return { kind: "kl", rgb: [147, 51, 234], alpha: alpha(kl) };
+    const distill = r.distill_weights?.[t] ?? 0;
+    if (distill !== 0) return { kind: "distill", rgb: [234, 88, 12], alpha: alpha(distill) };
     return { kind: r.loss_mask[t] === 1 ? "zeroed" : "masked" };
   });
 }
@@ -179,18 +183,18 @@ async function shownTokens(): Promise<{ rollout: string; index: number; tokens: 
     tokens: [...el.querySelectorAll(".turn .tok")]
       .sort((x, y) => Number(x.getAttribute("data-t")) - Number(y.getAttribute("data-t")))
       .map((tok) => ({
-        kind: ["rl", "rl0", "ce", "kl", "zeroed", "masked"].find((k) => tok.classList.contains(k))!,
+        kind: ["rl", "rl0", "ce", "kl", "distill", "zeroed", "masked"].find((k) => tok.classList.contains(k))!,
         bg: /background-color: ([^;]+)/.exec(tok.getAttribute("style") ?? "")?.[1] ?? "",
       })),
   }));
 }
 
 test.skipIf(!hasChromium)(
-  "the viewer colours every token as the audit record's weights say (rl, ce, ref_kl)",
+  "the viewer colours every token as the audit record's weights say (rl, ce, ref_kl, distill)",
   async () => {
     const records = [...readAudit(runs.a).values()].flat();
     const seen = new Set<string>();
-    for (const env of ["letters", "imitate", "opsd"]) {
+    for (const env of ["letters", "imitate", "opsd", "opsd_topk"]) {
       await page.selectOption("#viewer-run", "0");
       await page.selectOption("#viewer-env", env);
       await page.selectOption("#viewer-order", "best");
@@ -208,7 +212,7 @@ test.skipIf(!hasChromium)(
         expect(Math.abs(a! - want[t]!.alpha!)).toBeLessThan(0.01);
       });
     }
-    expect(seen).toEqual(new Set(["rl", "ce", "kl", "masked"]));
+    expect(seen).toEqual(new Set(["rl", "ce", "kl", "distill", "masked"]));
   },
 );
 
