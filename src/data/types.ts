@@ -112,7 +112,8 @@ export interface Rollout {
   numTurns: number;
   /** Free-form metadata: extension breaks, finish reasons, timings. */
   info: Record<string, unknown>;
-  /** The judge behind the reward, when the env is judged (src/judges/). */
+  /** The judge behind the reward, when the env is judged (src/judges/); on a failed rollout, the
+   * judge whose error failed it (rollouts/failed_step_N.jsonl, src/rundir/failed.ts). */
   judge?: JudgeRecord;
   /** A multi-agent env's role that produced this trace (src/rollout/episode.ts); absent: single-agent. */
   role?: string;

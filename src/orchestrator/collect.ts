@@ -1,7 +1,8 @@
 // Steps 2-3 of the step loop (src/orchestrator/loop.ts): one batch, from its groups (drawn, run,
 // admitted or replaced: groups.ts) to the samples it trains. The trainable rollouts become samples
 // (routed by each env's loss component, zero advantages filtered); a batch with nothing to train
-// is sampled again, and MAX_EMPTY_BATCHES in a row abort the run with the reason. Also the
+// is sampled again, and MAX_EMPTY_BATCHES in a row abort the run with the reason. Each batch's failed
+// rollouts are recorded (rollouts/failed_step_N.jsonl) before the failure-rate check. Also the
 // orchestrator's half of the step's metrics and the per-env failure warnings.
 import { isTrainable, type LossComponent } from "../algorithms/base.ts";
 import { groupRelativeTypes } from "../algorithms/registry.ts";
@@ -9,6 +10,7 @@ import { filterZeroAdvantage, rolloutToSamples } from "../algorithms/samples.ts"
 import type { Rollout } from "../data/types.ts";
 import { RlxError } from "../errors.ts";
 import type { AuditInput } from "../rundir/audit.ts";
+import { appendFailed } from "../rundir/failed.ts";
 import type { TaskStats } from "../sampling/stats.ts";
 import type { FailureWindow } from "./failures.ts";
 import { type CollectContext, type EnvAdmission, MAX_EMPTY_BATCHES, sampleGroups } from "./groups.ts";
@@ -49,6 +51,13 @@ export async function collectStep(
     const sampled = await sampleGroups(step, o, sampler, progress);
     dropped += sampled.dropped;
     for (const [env, count] of sampled.admission) admission.set(env, addCounts(admission.get(env), count));
+    if (o.runDir && o.config.log.rollouts_interval > 0)
+      appendFailed(
+        o.runDir,
+        step,
+        empty,
+        sampled.groups.flat().filter((r) => !sampled.replayed.has(r)),
+      );
     failures.check(step, sampled.groups.flat());
     const built = buildSamples(sampled.groups, o.envs, o.config.orchestrator.filter_zero_advantages, sampled.replayed);
     if (built.kept.length > 0)

@@ -32,6 +32,8 @@ export interface CollectContext {
   envs: TrainEnv[];
   renderer: ChatRenderer;
   warn: (line: string) => void;
+  /** Where failed rollouts are recorded (rollouts/failed_step_N.jsonl); none without it. */
+  runDir?: string;
 }
 
 /** Batches in a row with nothing to train before the run gives up. */

@@ -15,6 +15,9 @@ export async function failAsData(rollouts: Rollout[], hook: string, run: () => P
     await run();
   } catch (err) {
     if (err instanceof ConfigError) throw err;
+    // a judge that failed one rollout (agentic credit's): its conversation goes with the rollout
+    const judge = (err as { judge?: Rollout["judge"] } | undefined)?.judge;
+    if (judge && rollouts.length === 1 && !rollouts[0]!.error) rollouts[0]!.judge = judge;
     for (const rollout of rollouts) {
       if (rollout.error) continue;
       rollout.error = `${hook} failed: ${(err as Error).message}`;

@@ -15,7 +15,7 @@ import { auditPath, writeFileAtomic } from "./paths.ts";
 const numbers = z.array(z.number());
 
 /** A judge's conversation (src/data/types.ts JudgeRecord). */
-const judgeRecordSchema = z.looseObject({
+export const judgeRecordSchema = z.looseObject({
   kind: z.string(),
   model: z.string(),
   messages: z.array(z.looseObject({ role: z.string(), content: z.string() })),
@@ -160,7 +160,7 @@ export function auditRecord({
   return record;
 }
 
-const judgeRecord = (judge: JudgeRecord): AuditRecord["judge"] & object => ({
+export const judgeRecord = (judge: JudgeRecord): AuditRecord["judge"] & object => ({
   ...judge,
   messages: judge.messages.map((m) => ({ ...m })),
 });

@@ -29,6 +29,7 @@ export const weightsDir = (runDir: string, step: number) => join(runDir, "weight
 export const checkpointsDir = (runDir: string) => join(runDir, "checkpoints");
 export const checkpointDir = (runDir: string, step: number) => join(checkpointsDir(runDir), `step_${step}`);
 export const auditPath = (runDir: string, step: number) => join(runDir, "rollouts", `step_${step}.jsonl`);
+export const failedPath = (runDir: string, step: number) => join(runDir, "rollouts", `failed_step_${step}.jsonl`);
 export const metricsPath = (runDir: string) => join(runDir, "metrics.jsonl");
 
 /** Writes `data` to `path` whole or not at all (tmp + rename); a failed write leaves no tmp file. */

@@ -3,10 +3,13 @@
 // with agentic credit assignment, both answered by the scripted judge endpoint of
 // test/fixtures/judge_server.ts running in this process. Checks what the run directory holds: the
 // judge's conversation (tool calls, verdict) and the credit's per-part weights and token spans in
-// the audit records, and the judge metrics in metrics.jsonl.
+// the audit records, and the judge metrics in metrics.jsonl; and a judge that never answers with a
+// verdict, whose failed rollouts stop the run and stay on disk with the judge's conversation.
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { rmSync } from "node:fs";
+import { readFileSync, rmSync } from "node:fs";
+import { join } from "node:path";
 import { CREDIT_SYSTEM_PROMPT } from "../../src/algorithms/agentic_credit.ts";
+import { parseFailed } from "../../src/rundir/failed.ts";
 import { type ChatBody, type JudgeReply, type JudgeServer, startJudgeServer } from "../fixtures/judge_server.ts";
 import { readAudit, readMetrics, rlx, type Workspace, workspace, writeConfig } from "./train_helpers.ts";
 
@@ -98,5 +101,50 @@ algo = { type = "agentic_credit", judge = ${judge}, mix = 1 }
     expect(r.loss_mask.slice(part!.token_start, part!.token_end).every((m) => m === 1)).toBe(true);
     expect(r.loss_mask.filter((m) => m === 1).length).toBe(part!.token_end - part!.token_start);
     expect(r.credit!.judge.messages.at(-1)!.content).toBe("STEP 1: 1");
+  }
+}, 180_000);
+
+test("a judge that never gives a verdict fails every rollout: the run stops, and rollouts/failed_step_1.jsonl keeps each with its error and the judge's conversation", async () => {
+  const mute = startJudgeServer(() => ({ content: "I am not sure." }));
+  try {
+    const { path, runDir } = writeConfig(
+      ws,
+      "mute",
+      `max_steps = 2
+[orchestrator]
+batch_size = 8
+group_size = 4
+seq_len = 128
+max_tokens = 8
+[[orchestrator.train.env]]
+id = ${JSON.stringify(ws.lettersEnv)}
+name = "judged"
+judge = { type = "agentic", name = "mute", base_url = "${mute.url}", max_turns = 2 }
+`,
+    );
+    const { code, err } = await rlx(["train", path, "--inference", "in-process"]).done;
+    expect(code).toBe(1);
+    expect(err).toContain("8 of the last 8 rollouts failed");
+    expect(err).toContain("the agentic judge gave no verdict in 2 turns");
+    const failed = parseFailed(readFileSync(join(runDir, "rollouts", "failed_step_1.jsonl"), "utf8"));
+    expect(failed.length).toBe(8);
+    expect(new Set(failed.map((r) => r.rollout_id)).size).toBe(8);
+    for (const r of failed) {
+      expect([r.step, r.try, r.env]).toEqual([1, 0, "judged"]);
+      expect(r.error).toContain("reward failed: the agentic judge gave no verdict in 2 turns");
+      expect(r.messages.at(-1)!.role).toBe("assistant"); // the policy's reply the judge was shown
+      // system, task, then per turn the judge's reply and the reminder to call a tool
+      expect(r.judge!.messages.map((m) => m.role)).toEqual([
+        "system",
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+        "user",
+      ]);
+      expect(r.judge!.messages[2]!.content).toBe("I am not sure.");
+    }
+  } finally {
+    mute.stop();
   }
 }, 180_000);

@@ -7,9 +7,12 @@ import { expect, test } from "bun:test";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import type { Rollout } from "../../../src/data/types.ts";
 import { ConfigError } from "../../../src/errors.ts";
+import { JudgeError } from "../../../src/judges/judge.ts";
 import { ChatRenderer } from "../../../src/model/render.ts";
 import { sampleGroups } from "../../../src/orchestrator/groups.ts";
+import { failAsData } from "../../../src/orchestrator/hooks.ts";
 import { Progress } from "../../../src/orchestrator/metrics.ts";
 import { LETTERS_ENV } from "../../e2e/train_helpers.ts";
 import { byteContext } from "../../fixtures/algo_context.ts";
@@ -58,4 +61,21 @@ test("any other hook error fails the rollouts it was scoring, as data", async ()
   const rollouts = got.groups.flat();
   expect(rollouts.length).toBe(4);
   for (const r of rollouts) expect(r.error).toBe("scoreRollout failed: unused");
+});
+
+test("a judge's error keeps its conversation on the one rollout it failed (rollouts/failed_step_N.jsonl shows it)", async () => {
+  const record = { kind: "credit", model: "judge", messages: [{ role: "assistant" as const, content: "no idea" }] };
+  const thrower = async () => {
+    throw new JudgeError('the credit judge\'s answer has no "STEP k: w" line', record);
+  };
+  const one = [{ env: "letters" } as Rollout];
+  await failAsData(one, "scoreRollout", thrower);
+  expect(one[0]!.error).toBe('scoreRollout failed: the credit judge\'s answer has no "STEP k: w" line');
+  expect(one[0]!.judge).toBe(record);
+  const group = [{ env: "letters" } as Rollout, { env: "letters" } as Rollout];
+  await failAsData(group, "scoreGroup", thrower); // a group-level judge failure names no single rollout's judge
+  expect(group.map((r) => [r.error !== undefined, r.judge])).toEqual([
+    [true, undefined],
+    [true, undefined],
+  ]);
 });
