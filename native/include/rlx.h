@@ -74,8 +74,8 @@ int rlx_model_get_grad(void* model, const char* name, void* out, int dtype, int6
 /* Drops every accumulated gradient (and a pending non-finite-loss mark). */
 int rlx_model_zero_grad(void* model);
 /* Options: "autocast_bf16" 0|1 (bf16 autocast for train steps, scoring and generation; default 0),
- * "logits_chunk" tokens per LM-head chunk (0 = auto, the default: 1024, fewer for vocabularies over
- * 32k so a chunk's float32 logits stay near 128 MB), "fused_attention" 0|1 (at::scaled_dot_product_attention
+ * "logits_chunk" tokens per LM-head chunk (0 = auto, the default: 1024, fewer for large vocabularies
+ * so a chunk's float32 logits stay near 128 MB on a GPU, under 28 MiB on a CPU), "fused_attention" 0|1 (at::scaled_dot_product_attention
  * on torch >= 2, and a CPU decode step's own attention loops, instead of matmul and softmax; default 1). */
 int rlx_model_set_option(void* model, const char* name, double value);
 

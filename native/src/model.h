@@ -98,10 +98,15 @@ struct Model {
   at::ScalarType compute_dtype() const { return dtype == at::kDouble ? at::kDouble : at::kFloat; }
   at::TensorOptions opts(at::ScalarType t) const { return at::TensorOptions().dtype(t).device(device); }
   // Auto: 1024 tokens, fewer for large vocabularies so one chunk's float32 logits stay near
-  // 128 MB (a 152k vocabulary gets 220 tokens; the chunk's temporaries are a few times that).
+  // 128 MB on a GPU (a 152k vocabulary gets 220 tokens; the chunk's temporaries are a few times
+  // that) and under 28 MiB on a CPU (48 tokens): glibc serves blocks of 32 MiB or more with a fresh
+  // mmap whose pages fault in and are zeroed on every use, and a trainer step of 1,128 tokens on a
+  // 152k vocabulary ran 2-3x slower with 220-token chunks than with 48 (bench/README.md, "LM-head
+  // chunks").
   int64_t chunk_tokens() const {
     if (logits_chunk > 0) return logits_chunk;
-    return std::max<int64_t>(16, std::min<int64_t>(1024, (int64_t(1) << 25) / cfg.vocab_size));
+    const int64_t elements = device.is_cuda() ? int64_t(1) << 25 : int64_t(7) << 20;
+    return std::max<int64_t>(16, std::min<int64_t>(1024, elements / cfg.vocab_size));
   }
 };
 

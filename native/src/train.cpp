@@ -5,8 +5,9 @@
 // loss over given logprobs (and, for distill, given logits: exact test vectors).
 //
 // Why two passes over the LM head: full-vocabulary float32 logits for a whole row do not fit in
-// memory at real vocabulary sizes. Pass 1 computes the logprob and entropy of every token chunk by
-// chunk without autograd; the loss is then a small graph over those logprobs, giving dL/dlp.
+// memory at real vocabulary sizes. Pass 1 computes the logprob and entropy of every token the loss
+// reads (read_rows: not the prompt) chunk by chunk without autograd; the loss is then a small graph
+// over those logprobs, giving dL/dlp.
 // Pass 2 recomputes each chunk's logits with autograd, only for tokens whose dL/dlp is not zero,
 // and back-propagates that chunk at once, accumulating into the LM head and into a detached copy
 // of the hidden states; one backward through the transformer finishes. The extra cost is one
@@ -225,6 +226,16 @@ at::Tensor valid_tokens(const std::vector<int64_t>& lengths, int64_t T, at::Devi
   return valid.to(device);
 }
 
+// [T] bool: the tokens whose logprob the loss or its metrics read (compute_loss masks every use
+// of lp by one of these): actions, ce and ref_kl members, distill members.
+at::Tensor read_rows(const Streams& s, const DistillStreams& d) {
+  auto read = s.loss_mask.clone();
+  if (s.ce_w.defined()) read.logical_or_(s.ce_w.ne(0));
+  if (s.ref_w.defined()) read.logical_or_(s.ref_w.ne(0));
+  if (d.present()) read.logical_or_(d.member);
+  return read;
+}
+
 // Pass 1 for distill: the student's bucket logprobs [T, k + 1] (no grad) at its member tokens,
 // chunk by chunk; 0 elsewhere. hidden, ids, slot: shifted by one (row t - 1 predicts token t).
 at::Tensor member_buckets(Model& m, const at::Tensor& hidden, const DistillStreams& d, int64_t T) {
@@ -241,6 +252,32 @@ at::Tensor member_buckets(Model& m, const at::Tensor& hidden, const DistillStrea
   return sb;
 }
 
+// Pass 2 without autograd, for weights in the compute dtype and no distill members: per chunk,
+// dL/dlogits = g / t * (onehot(label) - softmax(logits / t)) with g = dL/dlp, then
+// W.grad += dlogits^T h in place and dL/dh = dlogits W. Autograd would allocate a fresh [V, H]
+// gradient per chunk and add it: with a 152k vocabulary that is 78 MB a chunk, most of a CPU step
+// in page faults (bench/README.md, "LM-head chunks").
+void lm_head_backward_direct(Model& m, const at::Tensor& hidden_leaf, const at::Tensor& labels,
+                             const at::Tensor& temps, const at::Tensor& grad_lp, const at::Tensor& rows) {
+  if (rows.size(0) == 0) return;  // no gradient anywhere, as autograd leaves it
+  at::NoGradGuard no_grad;
+  c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);  // as lm_logits
+  auto& W = m.lm_head;
+  if (W.requires_grad() && !W.grad().defined()) W.mutable_grad() = at::zeros_like(W);
+  auto grad_h = at::zeros(hidden_leaf.sizes(), W.options());
+  const int64_t chunk = m.chunk_tokens();
+  for (int64_t start = 0; start < rows.size(0); start += chunk) {
+    auto idx = rows.narrow(0, start, std::min(chunk, rows.size(0) - start));
+    auto h = hidden_leaf.detach().index_select(0, idx).to(W.scalar_type());  // bf16 under autocast
+    auto g_t = grad_lp.index_select(0, idx) / temps.index_select(0, idx);  // [n]
+    auto dlogits = at::softmax(lm_logits(m, h) / temps.index_select(0, idx).unsqueeze(1), -1);
+    dlogits.mul_(-g_t.unsqueeze(1)).scatter_add_(1, labels.index_select(0, idx).unsqueeze(1), g_t.unsqueeze(1));
+    if (W.requires_grad()) W.mutable_grad().addmm_(dlogits.t(), h);
+    grad_h.index_copy_(0, idx, at::mm(dlogits, W));
+  }
+  hidden_leaf.mutable_grad() = grad_h.to(hidden_leaf.scalar_type());
+}
+
 // Pass 2: back-propagates dL/dlp (and dL/dbuckets of the distill members, when given: [T - 1, k + 1])
 // through the LM head for the rows that have a gradient.
 void lm_head_backward(Model& m, const at::Tensor& hidden_leaf, const at::Tensor& labels, const at::Tensor& temps,
@@ -248,6 +285,8 @@ void lm_head_backward(Model& m, const at::Tensor& hidden_leaf, const at::Tensor&
   auto need = grad_lp.ne(0);
   if (grad_sb.defined()) need = need.logical_or(grad_sb.ne(0).any(1));
   auto rows = need.nonzero().squeeze(1);
+  if (!grad_sb.defined() && m.lm_head.scalar_type() == m.compute_dtype())
+    return lm_head_backward_direct(m, hidden_leaf, labels, temps, grad_lp, rows);
   const int64_t chunk = m.chunk_tokens(), T1 = grad_lp.size(0);
   for (int64_t start = 0; start < rows.size(0); start += chunk) {
     auto idx = rows.narrow(0, start, std::min(chunk, rows.size(0) - start));
@@ -295,7 +334,15 @@ int train_step_any(void* model, int64_t T, const int32_t* token_ids, const int32
     at::Tensor lp_shift, ent_shift, sb;
     {
       at::NoGradGuard no_grad;
-      lp_shift = chunked_logprobs(m, hidden_leaf, labels, temps, &ent_shift);
+      // Pass 1 over the rows whose logprob a loss component or a metric reads; the others (a
+      // prompt, a system prompt and tool schema: most of a tool-use row) keep logprob 0, which every
+      // use masks out. With a real vocabulary the LM head is most of the step.
+      auto read = read_rows(s, d).narrow(0, 1, T - 1).nonzero().squeeze(1);
+      at::Tensor ent_read;
+      auto lp_read = chunked_logprobs(m, hidden_leaf.index_select(0, read), labels.index_select(0, read),
+                                      temps.index_select(0, read), &ent_read);
+      lp_shift = at::zeros({T - 1}, lp_read.options()).index_copy_(0, read, lp_read);
+      ent_shift = at::zeros({T - 1}, ent_read.options()).index_copy_(0, read, ent_read);
       if (d.present()) sb = member_buckets(m, hidden_leaf, d, T);
     }
     auto head = at::zeros({1}, lp_shift.options());
