@@ -8,15 +8,16 @@
 // memory at real vocabulary sizes. Pass 1 computes the logprob and entropy of every token the loss
 // reads (read_rows: not the prompt) chunk by chunk without autograd; the loss is then a small graph
 // over those logprobs, giving dL/dlp.
-// Pass 2 recomputes each chunk's logits with autograd, only for tokens whose dL/dlp is not zero,
-// and back-propagates that chunk at once, accumulating into the LM head and into a detached copy
-// of the hidden states; one backward through the transformer finishes. The extra cost is one
-// LM-head forward, the same as a fused kernel's recomputation in backward.
+// Pass 2 recomputes each chunk's logits, only for tokens whose dL/dlp is not zero, and
+// back-propagates that chunk at once (written out for weights in the compute dtype, with autograd
+// for bf16 weights and distill), accumulating into the LM head and into a detached copy of the
+// hidden states; one backward through the transformer finishes. The extra cost is one LM-head
+// forward over those tokens, the same as a fused kernel's recomputation in backward.
 //
 // The distill component depends on k + 1 bucket logprobs per member token instead of one: pass 1
 // also computes those (temperature 1, member tokens only, one more LM-head forward over them),
 // the loss graph gives dL/dbuckets beside dL/dlp, and pass 2 back-propagates both through each
-// recomputed chunk. Without distill members the step runs exactly the ABI 4 code.
+// recomputed chunk with autograd.
 #include "distill.h"
 #include "loss.h"
 #include "model.h"

@@ -126,9 +126,12 @@ test("two trainer ranks and two policy servers train a debug run end to end", as
 
 test("a rank killed mid-step ends the run naming it; --resume restarts both ranks from the checkpoint", async () => {
   const { path, runDir } = config("kill", freePort(2), "max_steps = 4\nckpt = { interval = 2 }");
-  const run = rlx(["train", path]);
   // Rank 1 is frozen after step 2, so rank 0 goes into step 3 alone and waits at its first
-  // collective; then rank 1 dies. Rank 0 fails at once too, but the run must name rank 1.
+  // collective; then rank 1 dies. Rank 0 fails at once too, but the run must name rank 1. Step 3's
+  // file is written only once step 2 is published (max_async_level 0): one written ahead let rank 1
+  // train step 3 with rank 0 before it was frozen.
+  const sync = ["--set", "orchestrator.max_async_level=0"];
+  const run = rlx(["train", path, ...sync]);
   await untilWhileRunning(run, () => published(runDir, 2), 60_000, "step 2 to be published", 2);
   // Rank 0 publishes; rank 1's own step-2 line may still be on its way to the log.
   const rank1Log = join(runDir, "logs/trainer-1.log");
@@ -155,7 +158,7 @@ test("a rank killed mid-step ends the run naming it; --resume restarts both rank
   await until(() => leftovers().length === 0, 10_000, "every child to exit", 50);
 
   // resume over a file store this time: a fresh store file per launch
-  const resumed = await rlx(["train", path, "--resume", "--set", 'trainer.dist.store="file"']).done;
+  const resumed = await rlx(["train", path, ...sync, "--resume", "--set", 'trainer.dist.store="file"']).done;
   expect(resumed.err).not.toContain("error");
   expect(resumed.code).toBe(0);
   expect(existsSync(join(runDir, "c10d"))).toBe(true);
