@@ -222,11 +222,11 @@ export function openCheckpoint(dir: string): LoadedCheckpoint {
   };
 }
 
-const STEP_FILE = /^step_(\d+)(\.bin|\.jsonl)?$/;
+const STEP_FILE = /^(?:failed_)?step_(\d+)(\.bin|\.jsonl)?$/;
 
 /**
  * Makes a run directory look as it did right after step `step` was checkpointed: step files,
- * published weights, rollout records and checkpoints of later steps are deleted (resuming from an
+ * published weights, rollout records (audit and failed) and checkpoints of later steps are deleted (resuming from an
  * older checkpoint abandons the later ones), metrics.jsonl keeps only lines of steps <= `step`,
  * and tmp files of killed writers are removed. Called before a resumed run starts.
  */

@@ -4,7 +4,8 @@
 // that stopped it). Failed rollouts never train, so they have no audit record; this is where a
 // user sees why they failed: the error, the conversation as far as it got, and, for a judged env,
 // the judge's whole conversation (a judge that gave no verdict, or an unreadable one). A step
-// sampled again (nothing to train, or a resumed run) appends; `try` says which sampling it was.
+// sampled again (nothing to train) appends; `try` says which sampling it was. A resumed run
+// deletes the files of the steps after its checkpoint with the rest of them (rewindRunDir).
 import { existsSync, readFileSync } from "node:fs";
 import { z } from "zod";
 import type { Rollout } from "../data/types.ts";

@@ -218,6 +218,8 @@ test("rewinding a run directory drops everything after the checkpoint step", () 
     "batches/step_6.bin.tmp-9",
     "rollouts/step_4.jsonl",
     "rollouts/step_5.jsonl",
+    "rollouts/failed_step_4.jsonl",
+    "rollouts/failed_step_5.jsonl",
   ])
     writeFileSync(join(run, file), "x");
   const lines = [1, 2, 3, 4, 5, 6].map((step) => JSON.stringify({ step, reward: step / 10 }));
@@ -225,7 +227,7 @@ test("rewinding a run directory drops everything after the checkpoint step", () 
   rewindRunDir(run, 4);
   expect(readdirSync(join(run, "batches"))).toEqual([]);
   expect(readdirSync(join(run, "weights"))).toEqual(["step_4"]);
-  expect(readdirSync(join(run, "rollouts"))).toEqual(["step_4.jsonl"]);
+  expect(readdirSync(join(run, "rollouts")).sort()).toEqual(["failed_step_4.jsonl", "step_4.jsonl"]);
   expect(readdirSync(join(run, "checkpoints")).sort()).toEqual(["step_2", "step_4"]);
   expect(readFileSync(join(run, "metrics.jsonl"), "utf8")).toBe(`${lines.slice(0, 4).join("\n")}\n`);
 });
