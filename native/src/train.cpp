@@ -270,8 +270,9 @@ void lm_head_backward_direct(Model& m, const at::Tensor& hidden_leaf, const at::
   for (int64_t start = 0; start < rows.size(0); start += chunk) {
     auto idx = rows.narrow(0, start, std::min(chunk, rows.size(0) - start));
     auto h = hidden_leaf.detach().index_select(0, idx).to(W.scalar_type());  // bf16 under autocast
-    auto g_t = grad_lp.index_select(0, idx) / temps.index_select(0, idx);  // [n]
-    auto dlogits = at::softmax(lm_logits(m, h) / temps.index_select(0, idx).unsqueeze(1), -1);
+    auto t = temps.index_select(0, idx);
+    auto g_t = grad_lp.index_select(0, idx) / t;  // [n]
+    auto dlogits = at::softmax(lm_logits(m, h) / t.unsqueeze(1), -1);
     dlogits.mul_(-g_t.unsqueeze(1)).scatter_add_(1, labels.index_select(0, idx).unsqueeze(1), g_t.unsqueeze(1));
     if (W.requires_grad()) W.mutable_grad().addmm_(dlogits.t(), h);
     grad_h.index_copy_(0, idx, at::mm(dlogits, W));

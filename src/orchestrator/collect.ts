@@ -51,14 +51,15 @@ export async function collectStep(
     const sampled = await sampleGroups(step, o, sampler, progress);
     dropped += sampled.dropped;
     for (const [env, count] of sampled.admission) admission.set(env, addCounts(admission.get(env), count));
+    const rollouts = sampled.groups.flat();
     if (o.runDir && o.config.log.rollouts_interval > 0)
       appendFailed(
         o.runDir,
         step,
         empty,
-        sampled.groups.flat().filter((r) => !sampled.replayed.has(r)),
+        rollouts.filter((r) => !sampled.replayed.has(r)),
       );
-    failures.check(step, sampled.groups.flat());
+    failures.check(step, rollouts);
     const built = buildSamples(sampled.groups, o.envs, o.config.orchestrator.filter_zero_advantages, sampled.replayed);
     if (built.kept.length > 0)
       return {
@@ -70,7 +71,6 @@ export async function collectStep(
         admission,
         replayed: sampled.replayed,
       };
-    const rollouts = sampled.groups.flat();
     const failed = rollouts.filter((r) => r.error);
     const waiting = o.envs.reduce((n, e) => n + e.barriers.held, 0);
     const why =

@@ -35,15 +35,14 @@ type NimArgs = z.infer<typeof Args>;
 const ROLES = ["first", "second"] as const;
 
 /** What a player sees: the pile and the rules. */
-export const position = (pile: number, maxTake: number, format: NimArgs["format"] = "chat"): ChatMessage[] => [
-  {
-    role: "user",
-    content:
-      format === "bare"
-        ? `Take 1 to ${Math.min(maxTake, pile)} stones from ${pile}:`
-        : `Nim: there ${pile === 1 ? "is 1 stone" : `are ${pile} stones`} left. Take 1 to ${Math.min(maxTake, pile)} stones; whoever takes the last stone wins. Reply with the number you take.`,
-  },
-];
+export function position(pile: number, maxTake: number, format: NimArgs["format"] = "chat"): ChatMessage[] {
+  const take = Math.min(maxTake, pile);
+  const content =
+    format === "bare"
+      ? `Take 1 to ${take} stones from ${pile}:`
+      : `Nim: there ${pile === 1 ? "is 1 stone" : `are ${pile} stones`} left. Take 1 to ${take} stones; whoever takes the last stone wins. Reply with the number you take.`;
+  return [{ role: "user", content }];
+}
 
 /** The move in a reply: its first integer, or undefined. */
 export function parseMove(reply: string): number | undefined {
