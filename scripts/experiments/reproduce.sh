@@ -13,7 +13,9 @@
 #   bash scripts/experiments/reproduce.sh SET        e.g. SET=epyc-1 (a name for this run of it)
 #   PORT=8421 bash scripts/experiments/reproduce.sh SET   two sets at once need apart ports (PORT..PORT+2)
 #   PARTS=L bash scripts/experiments/reproduce.sh SET     only some parts: core (rows 1-5), 8d, L, extra
-#                                                         (the students of 2e and 6b); default all four
+#                                                         (the students of 2e and 6b); default all four;
+#                                                         topk (rows 4k, 6bk, 8bk: rows 4, 6b, 8b with
+#                                                         top-k distillation) runs only when named
 #
 # The bands (configs/examples/sft_*.toml, [eval.stop]): student greedy 0.40-0.65 (the documented
 # student read 0.53), teacher >= 0.85, the subtraction student (8d) sub greedy 0.05-0.30 (one that
@@ -98,7 +100,7 @@ rl() {
     --set model.path="$model" --set orchestrator.algo.type="$algo" --set orchestrator.eval.interval=20 --set inference.port=$((PORT + 2)) "$@"
   evaluate "$(last_weights "$run")" "$ADD" "$run/eval.json"
   row "$name-s$seed" --row "$id" --seed "$seed" --algorithm "$algo" --experiment "$experiment" --steps 40 \
-    --before "math=$OUT/student/eval.json" --after "math=$run/eval.json" \
+    --before "math=$(dirname "$model")/eval.json" --after "math=$run/eval.json" \
     --command "rlx train configs/examples/grpo_add.toml --set orchestrator.algo.type=$algo $*"
 }
 
@@ -106,23 +108,39 @@ part() { [[ $PARTS == *" $1 "* ]]; }
 
 echo "reproduce $SET: $(lscpu | sed -n 's/Model name: *//p'), $(nproc) cores, commit $(git rev-parse --short HEAD)"
 [ -f $OUT/tiny/config.json ] || $RLX init --preset tiny --seed 0 --out $OUT/tiny > /dev/null
-if part core || part 8d || part extra; then
+if part core || part 8d || part extra || part topk; then
 [ -s $OUT/add.jsonl ] || $RLX env demos math --n 6000 --seed 0 --out $OUT/add.jsonl \
   --args '{"operations": ["+"], "word_problems": false, "train_size": 6000}' > /dev/null
 [ -s $OUT/addsub.jsonl ] || $RLX env demos math --n 6000 --seed 0 --out $OUT/addsub.jsonl \
   --args '{"operations": ["+", "-"], "word_problems": false}' > /dev/null
 fi
 
+# The bootstrap models, each by stop band (a model that exists is not trained again).
+student() {
+  band_sft 1a student configs/examples/sft_add_student.toml "student: tiny (3.3M) from scratch, SFT on 6,000 addition demos" "$ADD" 48 \
+    --set model.path=$OUT/tiny --set data.path=$OUT/add.jsonl
+}
+teacher() {
+  band_sft 1b teacher configs/examples/sft_add_teacher.toml "teacher: the student, SFT further" "$ADD" 48 \
+    --set model.path=$OUT/student/model --set data.path=$OUT/add.jsonl
+}
+sub_teacher() {
+  band_sft 8d-t sub-teacher configs/examples/sft_sub_teacher.toml "8d's subtraction teacher: the teacher, SFT on +/- demos" "$SUB" 48 \
+    --set model.path=$OUT/teacher/model --set data.path=$OUT/addsub.jsonl
+}
+hint_student() {
+  [ -s $OUT/add-hinted.jsonl ] || $BUN scripts/experiments/hint_demos.ts $OUT/add.jsonl $OUT/add-hinted.jsonl
+  band_sft 6b-s hint-student configs/examples/sft_add_hints.toml "6b's hint-reading student: the student, SFT on its demos plain and hinted" "$ADD" 48 \
+    --set model.path=$OUT/student/model --set data.path=$OUT/add-hinted.jsonl
+}
+
 if part core || part 8d || part extra; then
 echo "== bootstrap: student, teacher, subtraction student and teacher (stop bands)"
-band_sft 1a student configs/examples/sft_add_student.toml "student: tiny (3.3M) from scratch, SFT on 6,000 addition demos" "$ADD" 48 \
-  --set model.path=$OUT/tiny --set data.path=$OUT/add.jsonl
-band_sft 1b teacher configs/examples/sft_add_teacher.toml "teacher: the student, SFT further" "$ADD" 48 \
-  --set model.path=$OUT/student/model --set data.path=$OUT/add.jsonl
+student
+teacher
 band_sft 8d-s sub-student configs/examples/sft_sub_student.toml "8d's student: the student, SFT on +/- demos until it sometimes subtracts" "$SUB" 48 \
   --set model.path=$OUT/student/model --set data.path=$OUT/addsub.jsonl
-band_sft 8d-t sub-teacher configs/examples/sft_sub_teacher.toml "8d's subtraction teacher: the teacher, SFT on +/- demos" "$SUB" 48 \
-  --set model.path=$OUT/teacher/model --set data.path=$OUT/addsub.jsonl
+sub_teacher
 evaluate $OUT/sub-student/model "$ADD" $OUT/sub-student/eval-add.json
 fi
 
@@ -185,9 +203,43 @@ if part extra; then
 echo "== the students of rows 2e and 6b, for the issues that rerun those rows (no RL rows here)"
 band_sft 2e-s weak-student configs/examples/sft_add_student.toml "2e's weaker student: the student's SFT run, stopped at a lower band" "$ADD" 48 \
   --set model.path=$OUT/tiny --set data.path=$OUT/add.jsonl --set eval.stop.min=0.25 --set eval.stop.max=0.40
-[ -s $OUT/add-hinted.jsonl ] || $BUN scripts/experiments/hint_demos.ts $OUT/add.jsonl $OUT/add-hinted.jsonl
-band_sft 6b-s hint-student configs/examples/sft_add_hints.toml "6b's hint-reading student: the student, SFT on its demos plain and hinted" "$ADD" 48 \
-  --set model.path=$OUT/student/model --set data.path=$OUT/add-hinted.jsonl
+hint_student
+fi
+
+if part topk; then
+echo "== top-k distillation (k = 16, forward KL) on rows 4, 6b and 8b, whose sampled-token runs made or left the student worse"
+K=16
+student
+teacher
+serve add-teacher $OUT/teacher/model $PORT
+for seed in $SEEDS; do
+  rl 4k opd-topk "$seed" opd "row 4 with top-k distillation: OPD against the served teacher's top $K, forward KL, 40 steps" $OUT/student/model \
+    --set orchestrator.algo.teacher.name=add-teacher --set orchestrator.algo.teacher.base_url=http://127.0.0.1:$PORT/v1 --set orchestrator.algo.k=$K
+done
+hint_student
+for seed in $SEEDS; do
+  rl 6bk opsd-topk "$seed" opsd "row 6b with top-k distillation: OPSD from the hint-reading student, its hinted self's top $K, forward KL, 40 steps" \
+    $OUT/hint-student/model --set orchestrator.algo.demo_key=solution --set orchestrator.algo.k=$K
+done
+sub_teacher
+serve sub-teacher $OUT/sub-teacher/model $((PORT + 1))
+evaluate $OUT/student/model "$SUB" $OUT/student/eval-sub.json
+for seed in $SEEDS; do
+  [ -f "$ROWS/two-teachers-topk-s$seed.json" ] && continue
+  run=$OUT/two-teachers-topk-s$seed
+  rm -rf $run
+  timed $run.log $RLX train configs/examples/opd_two_teachers.toml --set output_dir=$run --set seed=$seed --set model.path=$OUT/student/model \
+    --set "orchestrator.train.env[0].algo.teacher.base_url=\"http://127.0.0.1:$PORT/v1\"" --set "orchestrator.train.env[0].algo.k=$K" \
+    --set "orchestrator.train.env[1].algo.teacher.base_url=\"http://127.0.0.1:$((PORT + 1))/v1\"" --set "orchestrator.train.env[1].algo.k=$K" \
+    --set orchestrator.eval.interval=20 --set inference.port=$((PORT + 2))
+  evaluate "$(last_weights $run)" "$ADD" $run/eval-add.json
+  evaluate "$(last_weights $run)" "$SUB" $run/eval-sub.json
+  row two-teachers-topk-s$seed --row 8bk --seed $seed --algorithm "opd x 2" --steps 40 \
+    --experiment "row 8b with top-k distillation: add against the addition teacher, sub against the subtraction teacher, each its top $K, from the addition student, 40 steps" \
+    --before add=$OUT/student/eval.json --before sub=$OUT/student/eval-sub.json \
+    --after add=$run/eval-add.json --after sub=$run/eval-sub.json \
+    --command "rlx train configs/examples/opd_two_teachers.toml --set 'orchestrator.train.env[0].algo.k=$K' --set 'orchestrator.train.env[1].algo.k=$K'"
+done
 fi
 
 $BUN scripts/experiments/results_table.ts
