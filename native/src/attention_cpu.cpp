@@ -1,5 +1,5 @@
-// One decode step's attention on the CPU: each row's query heads against its own cached K/V,
-// written as plain loops. libtorch 1.13 runs the batched product of the general path
+// Attention against the K/V cache on the CPU: each row's query heads against its cache slot's K/V,
+// written as plain loops. A row is one decode step's query or one token of a short prefill. libtorch 1.13 runs the batched product of the general path
 // (forward.cpp) as one small BLAS call per (row, kv head) after a select per operand; at batch 64
 // with 2 kv heads that was 256 calls a layer, 3.6 of a `tiny` decode step's 9.4 ms (bench/README.md,
 // "Decode on the CPU"). Here a task is one (row, kv head): its R = H / G query heads score the
@@ -18,6 +18,7 @@ namespace {
 template <typename T>
 struct Task {
   const T *q, *k, *v;   // q [B, H, D]; k, v [slots, G, capacity, D]
+  const int64_t* slot;  // each row's cache slot
   const int64_t* seen;  // keys each row sees: its position + 1
   T* out;               // [B, H, D]
   int64_t G, R, D, capacity;
@@ -40,8 +41,8 @@ template <typename T>
   const int64_t D = t.D, H = t.G * t.R;
   for (int64_t task = begin; task < end; ++task) {
     const int64_t b = task / t.G, g = task % t.G, n = t.seen[b];
-    const T* k_S_D = t.k + (b * t.G + g) * t.capacity * D;
-    const T* v_S_D = t.v + (b * t.G + g) * t.capacity * D;
+    const T* k_S_D = t.k + (t.slot[b] * t.G + g) * t.capacity * D;
+    const T* v_S_D = t.v + (t.slot[b] * t.G + g) * t.capacity * D;
     for (int64_t r = 0; r < t.R; ++r) {
       const int64_t h = g * t.R + r;
       const T* q_D = t.q + (b * H + h) * D;
@@ -85,24 +86,33 @@ void attend(const Task<T>& t, int64_t tasks, int64_t work_per_task) {
 
 }  // namespace
 
-bool decode_attention_cpu_applies(const at::Tensor& q, const at::Tensor& k_cache) {
+bool cache_attention_cpu_applies(const at::Tensor& q, const at::Tensor& k_cache) {
   const auto dt = q.scalar_type();
   return q.device().is_cpu() && (dt == at::kFloat || dt == at::kDouble) && k_cache.scalar_type() == dt &&
          q.is_contiguous() && k_cache.is_contiguous();
 }
 
-at::Tensor decode_attention_cpu(const at::Tensor& q, const at::Tensor& k_cache, const at::Tensor& v_cache,
-                                const std::vector<int64_t>& positions) {
+at::Tensor cache_attention_cpu(const at::Tensor& q, const at::Tensor& k_cache, const at::Tensor& v_cache,
+                               const std::vector<int64_t>& positions, std::vector<int64_t> slots) {
   const int64_t B = q.size(0), H = q.size(1), D = q.size(2), G = k_cache.size(1), capacity = k_cache.size(2);
-  TORCH_CHECK(v_cache.is_contiguous() && v_cache.sizes() == k_cache.sizes(), "decode_attention_cpu: bad V cache");
+  TORCH_CHECK(v_cache.is_contiguous() && v_cache.sizes() == k_cache.sizes(), "cache_attention_cpu: bad V cache");
+  TORCH_CHECK(static_cast<int64_t>(positions.size()) == B && (slots.empty() || static_cast<int64_t>(slots.size()) == B),
+              "cache_attention_cpu: one position and slot per row");
+  if (slots.empty())
+    for (int64_t b = 0; b < B; ++b) slots.push_back(b);
   std::vector<int64_t> seen(positions.size());
   int64_t longest = 0;
-  for (size_t b = 0; b < positions.size(); ++b) longest = std::max(longest, seen[b] = positions[b] + 1);
+  for (size_t b = 0; b < positions.size(); ++b) {
+    TORCH_CHECK(slots[b] >= 0 && slots[b] < k_cache.size(0) && positions[b] >= 0 && positions[b] < capacity,
+                "cache_attention_cpu: row ", b, " outside the cache");
+    longest = std::max(longest, seen[b] = positions[b] + 1);
+  }
   auto out = at::empty({B, H, D}, q.options());
   const int64_t work_per_task = 2 * (H / G) * longest * D;
-  AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "decode_attention_cpu", [&] {
-    Task<scalar_t> t{q.data_ptr<scalar_t>(), k_cache.data_ptr<scalar_t>(), v_cache.data_ptr<scalar_t>(), seen.data(),
-                     out.data_ptr<scalar_t>(), G, H / G, D, capacity, static_cast<scalar_t>(1.0 / std::sqrt(double(D)))};
+  AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "cache_attention_cpu", [&] {
+    Task<scalar_t> t{q.data_ptr<scalar_t>(), k_cache.data_ptr<scalar_t>(), v_cache.data_ptr<scalar_t>(), slots.data(),
+                     seen.data(), out.data_ptr<scalar_t>(), G, H / G, D, capacity,
+                     static_cast<scalar_t>(1.0 / std::sqrt(double(D)))};
     attend(t, B * G, work_per_task);
   });
   return out.view({B, H * D});

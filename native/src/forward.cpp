@@ -123,7 +123,7 @@ static Qkv project_qkv(Model& m, const Layer& L, const at::Tensor& h, const at::
   const int64_t N = h.size(0), H = c.num_attention_heads, G = c.num_key_value_heads, D = c.head_dim;
   at::Tensor q, k, v;
   if (joint(L, {kLoraQ, kLoraK, kLoraV})) {
-    auto qkv = L.qkv_bias.defined() ? at::linear(h, L.qkv_proj, L.qkv_bias) : at::linear(h, L.qkv_proj);
+    auto qkv = linear(m, h, L.qkv_proj, L.qkv_bias);
     q = qkv.narrow(1, 0, H * D).view({N, H, D});
     k = qkv.narrow(1, H * D, G * D).view({N, G, D});
     v = qkv.narrow(1, (H + G) * D, G * D).view({N, G, D});
@@ -149,7 +149,7 @@ static at::Tensor mlp(Model& m, const Layer& L, const at::Tensor& x) {
   at::Tensor gated;
   if (joint(L, {kLoraGate, kLoraUp})) {
     const int64_t I = m.cfg.intermediate_size;
-    auto gate_up = at::linear(h, L.gate_up_proj);
+    auto gate_up = linear(m, h, L.gate_up_proj);
     gated = at::silu(gate_up.narrow(1, 0, I)) * gate_up.narrow(1, I, I);
   } else {
     gated = at::silu(project(m, L, kLoraGate, h, L.gate_proj)) * project(m, L, kLoraUp, h, L.up_proj);
@@ -159,6 +159,10 @@ static at::Tensor mlp(Model& m, const Layer& L, const at::Tensor& x) {
 
 // Queries per block of the hand-written attention (attend_causal).
 constexpr int64_t kQueryBlock = 256;
+
+// Prefill samples of at most this many new tokens attend through the K/V cache they just wrote
+// (cache_attention_cpu) instead of attend_causal's products: one call a layer for the whole run.
+constexpr int64_t kCachePrefill = 128;
 
 // Causal attention within each of `count` samples of equal length n laid end to end:
 // q [count*n, H, D], k/v [count*n, G, D] -> [count*n, H*D]. Equal-length samples (a GRPO group's
@@ -263,7 +267,12 @@ at::Tensor forward_packed(Model& m, const at::Tensor& token_ids, const at::Tenso
         kc.narrow(2, past, n).index_copy_(0, run_slots[r], ks.view({count, n, G, D}).permute({0, 2, 1, 3}).to(kc.scalar_type()));
         vc.narrow(2, past, n).index_copy_(0, run_slots[r], vs.view({count, n, G, D}).permute({0, 2, 1, 3}).to(vc.scalar_type()));
       }
-      if (past > 0) {  // [P, G, D] views of the slot's cached K/V
+      if (kv && n <= kCachePrefill && m.fused_attention && cache_attention_cpu_applies(qs, kv->cache->k[l])) {
+        std::vector<int64_t> slots, positions;  // each query token's cache slot and position
+        for (int64_t s = 0; s < count; ++s)
+          for (int64_t t = 0; t < n; ++t) slots.push_back(kv->slots[runs[r].first + s]), positions.push_back(past + t);
+        outs.push_back(cache_attention_cpu(qs, kv->cache->k[l], kv->cache->v[l], positions, slots));
+      } else if (past > 0) {  // [P, G, D] views of the slot's cached K/V
         const int64_t slot = kv->slots[runs[r].first];
         auto cached = [&](const at::Tensor& c) { return c[slot].narrow(1, 0, past).permute({1, 0, 2}).to(qs.scalar_type()); };
         outs.push_back(attend_causal(m, qs, ks, vs, count, cached(kv->cache->k[l]), cached(kv->cache->v[l])));
@@ -337,7 +346,7 @@ at::Tensor forward_decode(Model& m, KVCache& cache, const at::Tensor& token_ids,
       kc.permute({0, 2, 1, 3}).index_put_({rows, positions}, k.to(kc.scalar_type()));
       vc.permute({0, 2, 1, 3}).index_put_({rows, positions}, v.to(vc.scalar_type()));
     }
-    auto attn = m.fused_attention && decode_attention_cpu_applies(q, kc) ? decode_attention_cpu(q, kc, vc, positions_host)
+    auto attn = m.fused_attention && cache_attention_cpu_applies(q, kc) ? cache_attention_cpu(q, kc, vc, positions_host)
                                                                          : attend_cache(m, q, kc, vc, visible_B_span, aligned);
     x = x + project(m, L, kLoraO, attn, L.o_proj);
     x = x + mlp(m, L, x);
@@ -355,7 +364,7 @@ at::Tensor forward_decode(Model& m, KVCache& cache, const at::Tensor& token_ids,
 at::Tensor lm_logits(Model& m, const at::Tensor& hidden) {
   c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
   const auto cd = m.compute_dtype();
-  return at::linear(hidden.to(cd), m.lm_head.to(cd));
+  return linear(m, hidden.to(cd), m.lm_head.to(cd));
 }
 
 at::Tensor chunked_logprobs(Model& m, const at::Tensor& hidden, const at::Tensor& labels,

@@ -69,7 +69,7 @@ at::Tensor merged_weight(const Model& m, const std::string& name) {
 
 at::Tensor project(const Model& m, const Layer& L, LoraTarget target, const at::Tensor& x, const at::Tensor& w,
                    const at::Tensor& b) {
-  auto y = b.defined() ? at::linear(x, w, b) : at::linear(x, w);
+  auto y = linear(m, x, w, b);
   const auto& A = L.lora_A[target];
   if (!A.defined()) return y;
   const auto& B = L.lora_B[target];

@@ -81,7 +81,8 @@ struct Model {
   at::Tensor rope_cos, rope_sin;
   // Options (rlx_model_set_option).
   bool autocast_bf16 = false;
-  bool fused_attention = true;  // torch >= 2 only: at::scaled_dot_product_attention
+  bool fused_attention = true;  // SDPA on torch >= 2; the CPU attention kernels (attention_cpu.cpp)
+  bool cpu_linear = true;       // few-row products on the CPU through linear_cpu.cpp
   int64_t logits_chunk = 0;  // tokens per LM-head chunk; 0 = auto (see chunk_tokens)
   // Set by a train step whose loss was not finite; the optimizer skips its next update.
   std::shared_ptr<bool> nonfinite_loss = std::make_shared<bool>(false);
@@ -182,12 +183,18 @@ at::Tensor rms_norm_cpu(const at::Tensor& x_N_C, const at::Tensor& weight, doubl
 at::Tensor norm_rope_cpu(const at::Tensor& x_N_h_D, const at::Tensor& weight, double eps, const at::Tensor& cos_N_D,
                          const at::Tensor& sin_N_D);
 
-// A decode step's attention on the CPU (attention_cpu.cpp): q [B, H, D], the K/V caches of rows
-// 0..B-1 [slots, G, capacity, D], row b seeing keys 0..positions[b]; -> [B, H * D]. Applies to
-// contiguous float32 / float64 tensors of one dtype.
-bool decode_attention_cpu_applies(const at::Tensor& q, const at::Tensor& k_cache);
-at::Tensor decode_attention_cpu(const at::Tensor& q, const at::Tensor& k_cache, const at::Tensor& v_cache,
-                                const std::vector<int64_t>& positions);
+// at::linear(x, w, b) with b optional; at most 64 rows of float32 without autograd on an AVX2 CPU
+// run linear_cpu.cpp's kernel instead (the cpu_linear option): a decode step's products and a
+// short prefill's, without BLAS's packing of w.
+at::Tensor linear(const Model& m, const at::Tensor& x, const at::Tensor& w, const at::Tensor& b = {});
+
+// Attention against the K/V cache on the CPU (attention_cpu.cpp): q [B, H, D], caches [slots, G,
+// capacity, D]; row b reads slot slots[b] (slots empty: slot b) and sees its keys 0..positions[b];
+// -> [B, H * D]. A decode step's rows, or a short prefill's tokens once their K/V are written.
+// Applies to contiguous float32 / float64 tensors of one dtype.
+bool cache_attention_cpu_applies(const at::Tensor& q, const at::Tensor& k_cache);
+at::Tensor cache_attention_cpu(const at::Tensor& q, const at::Tensor& k_cache, const at::Tensor& v_cache,
+                               const std::vector<int64_t>& positions, std::vector<int64_t> slots = {});
 
 // Full-vocabulary logits of hidden states [N, hidden] in the compute dtype (float32 or float64).
 at::Tensor lm_logits(Model& m, const at::Tensor& hidden);

@@ -59,7 +59,7 @@ export interface ParamInfo {
   shape: number[];
 }
 
-export type ModelOption = "autocast_bf16" | "logits_chunk" | "fused_attention";
+export type ModelOption = "autocast_bf16" | "logits_chunk" | "fused_attention" | "cpu_linear";
 
 /** The projections LoRA may adapt, in PEFT's module names (rlx.h, rlx_model_lora_add). */
 export const LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"] as const;

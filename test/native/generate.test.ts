@@ -5,7 +5,7 @@
 // completions as one batch of prompts added alone.
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { generate, NativeGenerator, score, type SamplingParams } from "../../src/native/generate.ts";
-import { rng, TINY, TINY_FULL, tinyModel } from "./tiny_model.ts";
+import { readParams, rng, TINY, TINY_FULL, tinyModel } from "./tiny_model.ts";
 
 // Each test is well under a second on an idle machine; a busy shared one can be 10-100x slower
 // (bunfig.toml has no per-test timeout key: the default is 5 s).
@@ -121,6 +121,41 @@ test("the CPU decode attention equals matmul + softmax (float64: head_dim 8, 12,
       c.logprobs.forEach((lp, j) => expect(Math.abs(lp - plain[i]!.logprobs[j]!)).toBeLessThan(1e-6));
     });
   }
+});
+
+test("few-row float32 products through rlx's kernel (cpu_linear) equal BLAS's and float64 scoring", async () => {
+  // Widths off the kernel's blocks: K = 20 and 27 leave a tail of 4 and 3 after groups of eight;
+  // N = 67, 54 and 40 leave 3, 2 and 0 rows after blocks of four; 5 prompts are a block of three
+  // rows and a remainder of two.
+  const config = {
+    ...TINY_FULL,
+    hidden_size: 20,
+    num_attention_heads: 2,
+    num_key_value_heads: 1,
+    head_dim: 10,
+    intermediate_size: 27,
+    vocab_size: 67,
+  };
+  using exact = await tinyModel({ dtype: "f64", config, sharpen: 3 });
+  using fast = await tinyModel({ dtype: "f32", config });
+  for (const [name, values] of readParams(exact)) fast.setParam(name, values, "f64", fast.param(name).shape);
+  const prompts = [...PROMPTS, [2, 4]];
+  const sampling = prompts.map((_, i) => ({ temperature: 1, maxNewTokens: 10, seed: 11 + i }));
+  const kernel = generate(fast, prompts, sampling);
+  fast.setOption("cpu_linear", false);
+  const blas = generate(fast, prompts, sampling);
+  const scored = score(
+    exact,
+    prompts.map((p, i) => [...p, ...kernel[i]!.tokens]),
+    { temperature: 1 },
+  ).logprobs;
+  kernel.forEach((c, i) => {
+    expect(c.tokens).toEqual(blas[i]!.tokens);
+    c.logprobs.forEach((lp, j) => {
+      expect(Math.abs(lp - blas[i]!.logprobs[j]!)).toBeLessThan(1e-5);
+      expect(Math.abs(lp - scored[i]![prompts[i]!.length + j]!)).toBeLessThan(1e-5);
+    });
+  });
 });
 
 test("seeded generation is reproducible and the seed matters", async () => {
