@@ -2,13 +2,15 @@
 // against a PyTorch-eager KV-cache loop of the same model (bench/reference/generate.py), for
 // batch 1, 16 and 64, side by side in one command.
 //
-//   bun bench/generate.ts [--presets tiny] [--batches 1,16,64] [--prompt 32] [--new 64] [--rounds 3] [--threads N] [--group 8]
+//   bun bench/generate.ts [--presets tiny] [--batches 1,16,64] [--prompt 32] [--new 64] [--rounds 3] [--threads N] [--group 8] [--blas]
 //
 // Both sides: B prompts of equal length, one prefill (timed apart, with the first token), then
 // new - 1 decode steps of one forward and one temperature-1 sample per sequence; decode tok/s is
 // B * (new - 1) / decode seconds. Rounds alternate python and rlx (this machine's speed drifts);
 // each figure is the median over rounds. A last column times rlx's prefill when the B prompts come
 // in groups of --group (default 8) equal prompts, as an RL step's do: each is prefilled once.
+// --blas adds rlx with the cpu_linear option off (every product through BLAS, as before
+// native/src/linear_cpu.cpp), in the same rounds.
 import { cpus } from "node:os";
 import { PRESETS } from "../src/model/presets.ts";
 import { NativeGenerator } from "../src/native/generate.ts";
@@ -52,6 +54,7 @@ const promptLength = Number(flag("prompt", "32"));
 const newTokens = Number(flag("new", "64"));
 const rounds = Number(flag("rounds", "3"));
 const group = Number(flag("group", "8"));
+const blas = process.argv.includes("--blas");
 // Both sides use the same intra-op thread count (default: one per core).
 const threads = Number(flag("threads", String(cpus().length)));
 await loadNative(threads);
@@ -77,6 +80,7 @@ const table: (string | number)[][] = [
     "torch decode tok/s",
     "rlx/torch",
     `rlx prefill ms, groups of ${group}`,
+    ...(blas ? ["BLAS products: rlx prefill ms", "decode tok/s"] : []),
   ],
 ];
 for (const name of presets) {
@@ -88,6 +92,7 @@ for (const name of presets) {
     const ours: Timing[] = [];
     const theirs: Timing[] = [];
     const grouped: Timing[] = [];
+    const viaBlas: Timing[] = [];
     for (let r = 0; r < rounds; r++) {
       const ref = runReference<{ prefill_s: number; decode_s: number }>("generate.py", [
         "--config",
@@ -109,6 +114,12 @@ for (const name of presets) {
       rlxGenerate(model, batch, promptLength, 4, r);
       ours.push(rlxGenerate(model, batch, promptLength, newTokens, r));
       grouped.push(rlxGenerate(model, batch, promptLength, 2, r, group));
+      if (blas) {
+        model.setOption("cpu_linear", false);
+        rlxGenerate(model, batch, promptLength, 4, r);
+        viaBlas.push(rlxGenerate(model, batch, promptLength, newTokens, r));
+        model.setOption("cpu_linear", true);
+      }
     }
     const decodeTokens = batch * (newTokens - 1);
     const rlxDecode = median(ours.map((t) => t.decode));
@@ -122,6 +133,12 @@ for (const name of presets) {
       (decodeTokens / torchDecode).toFixed(0),
       (torchDecode / rlxDecode).toFixed(2),
       (median(grouped.map((t) => t.prefill)) * 1000).toFixed(1),
+      ...(blas
+        ? [
+            (median(viaBlas.map((t) => t.prefill)) * 1000).toFixed(1),
+            (decodeTokens / median(viaBlas.map((t) => t.decode))).toFixed(0),
+          ]
+        : []),
     ]);
   }
 }
