@@ -11,11 +11,12 @@
 # command continues where it stopped.
 #
 #   bash scripts/experiments/reproduce.sh SET        e.g. SET=epyc-1 (a name for this run of it)
-#   PORT=8421 bash scripts/experiments/reproduce.sh SET   two sets at once need apart ports (PORT..PORT+2)
+#   PORT=8421 bash scripts/experiments/reproduce.sh SET   two sets at once need apart ports (PORT..PORT+3)
 #   PARTS=L bash scripts/experiments/reproduce.sh SET     only some parts: core (rows 1-5), 8d, L, extra
 #                                                         (the students of 2e and 6b); default all four;
 #                                                         topk (rows 4k, 6bk, 8bk: rows 4, 6b, 8b with
-#                                                         top-k distillation) runs only when named
+#                                                         top-k distillation) and 6bf (6bk with a frozen
+#                                                         teacher) run only when named
 #
 # The bands (configs/examples/sft_*.toml, [eval.stop]): student greedy 0.40-0.65 (the documented
 # student read 0.53), teacher >= 0.85, the subtraction student (8d) sub greedy 0.05-0.30 (one that
@@ -34,7 +35,7 @@ BUN=node_modules/.bin/bun
 SET=${1:?usage: reproduce.sh SET   (a name for this run of the command, e.g. epyc-1)}
 SEEDS=${SEEDS:-0 1}
 PARTS=" ${PARTS:-core 8d L extra} "
-PORT=${PORT:-8321} # the teacher; PORT+1 the subtraction teacher; PORT+2 each run's own policy server
+PORT=${PORT:-8321} # the teacher; PORT+1 the subtraction teacher; PORT+2 each run's own policy server; PORT+3 6bf's teacher
 OUT=runs/reproduce/$SET
 ROWS=docs/results/reproduce/$SET
 ADD='{"operations": ["+"], "word_problems": false}'
@@ -108,7 +109,7 @@ part() { [[ $PARTS == *" $1 "* ]]; }
 
 echo "reproduce $SET: $(lscpu | sed -n 's/Model name: *//p'), $(nproc) cores, commit $(git rev-parse --short HEAD)"
 [ -f $OUT/tiny/config.json ] || $RLX init --preset tiny --seed 0 --out $OUT/tiny > /dev/null
-if part core || part 8d || part extra || part topk; then
+if part core || part 8d || part extra || part topk || part 6bf; then
 [ -s $OUT/add.jsonl ] || $RLX env demos math --n 6000 --seed 0 --out $OUT/add.jsonl \
   --args '{"operations": ["+"], "word_problems": false, "train_size": 6000}' > /dev/null
 [ -s $OUT/addsub.jsonl ] || $RLX env demos math --n 6000 --seed 0 --out $OUT/addsub.jsonl \
@@ -239,6 +240,18 @@ for seed in $SEEDS; do
     --before add=$OUT/student/eval.json --before sub=$OUT/student/eval-sub.json \
     --after add=$run/eval-add.json --after sub=$run/eval-sub.json \
     --command "rlx train configs/examples/opd_two_teachers.toml --set 'orchestrator.train.env[0].algo.k=$K' --set 'orchestrator.train.env[1].algo.k=$K'"
+done
+fi
+
+if part 6bf; then
+echo "== row 6b with top-k distillation from a frozen teacher: the starting hint-reading student, served"
+student
+hint_student
+serve hint-teacher $OUT/hint-student/model $((PORT + 3))
+for seed in $SEEDS; do
+  rl 6bf opsd-topk-frozen "$seed" opsd "row 6bk with a frozen teacher: OPSD whose hinted teacher is the starting hint-reading student under rlx serve, its top 16, forward KL, 40 steps" \
+    $OUT/hint-student/model --set orchestrator.algo.demo_key=solution --set orchestrator.algo.k=16 \
+    --set orchestrator.algo.teacher.name=hint-teacher --set orchestrator.algo.teacher.base_url=http://127.0.0.1:$((PORT + 3))/v1
 done
 fi
 

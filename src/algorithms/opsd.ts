@@ -13,8 +13,11 @@
 // forward KL by default, the SDFT paper's analytic form over the top-k and a tail bucket.
 // Deviations from the SDFT paper, kept from prime-rl and known risks (arXiv 2601.19897, §5): with
 // k = 0 reverse KL with a single-sample estimator instead of the analytic forward KL, and the live policy as
-// teacher, not an EMA of it (the paper reports the live teacher can diverge). Tiny models have
-// little in-context learning, so expect little from OPSD at that scale.
+// teacher, not an EMA of it (the paper reports the live teacher can diverge). `teacher` (a frozen
+// endpoint, e.g. the starting weights under `rlx serve`) scores the hinted sequences instead of
+// the live policy: a teacher that does not move with the student. On docs/results.md's row 6bk
+// the live teacher collapsed the hint-reading student within 40 steps (greedy 0.705 -> 0.27). Tiny
+// models have little in-context learning, so expect little from OPSD at that scale.
 import { z } from "zod";
 import { ConfigError, EndpointError } from "../errors.ts";
 import type { SamplingClient } from "../inference/types.ts";
@@ -25,10 +28,12 @@ import {
   type AlgorithmContext,
   type MessageRenderer,
   type RuleViolation,
+  type RunView,
 } from "./base.ts";
 import { checkDistillConfig, distillBeta, distillFields, scoreTopK } from "./distill.ts";
 import { assignDistillTargets, assignRefLogprobs, sampleSequences } from "./routing.ts";
-import { samplingSchema } from "./schemas.ts";
+import { frozenModelSchema, samplingSchema } from "./schemas.ts";
+import { checkSameTokenizer } from "./tokenizer_check.ts";
 
 const schema = z.strictObject({
   type: z.literal("opsd"),
@@ -38,6 +43,8 @@ const schema = z.strictObject({
     .string()
     .refine((t) => t.includes("{demonstration}"), "the template must contain {demonstration}")
     .default("Here is an example of an expert response:\n<demonstration>\n{demonstration}\n</demonstration>"),
+  /** A frozen server that scores the hinted sequences; absent: the live policy (SDFT's self-teacher). */
+  teacher: frozenModelSchema.optional(),
   ...distillFields,
 });
 type OpsdConfig = z.infer<typeof schema>;
@@ -65,20 +72,36 @@ export class Opsd extends Algorithm<OpsdConfig> {
   static override actionLossType: LossComponent = "ref_kl";
   static override schema = schema;
 
-  static override checkConfig(config: OpsdConfig): RuleViolation | undefined {
-    return checkDistillConfig(config);
+  static override checkConfig(config: OpsdConfig, run: RunView): RuleViolation | undefined {
+    const distill = checkDistillConfig(config);
+    if (distill || !config.teacher || !run.isPolicyUrl(config.teacher.base_url)) return distill;
+    return {
+      key: "teacher.base_url",
+      message: `the teacher ${config.teacher.base_url} is the live policy server, which opsd uses when teacher is absent`,
+      fix: "remove teacher for the live policy, or point it at a frozen server (rlx serve --model START_DIR --port 8001)",
+    };
   }
 
   override get actionLoss(): LossComponent {
     return this.config.k > 0 ? "distill" : "ref_kl";
   }
 
-  policy?: SamplingClient;
+  /** Who scores the hinted sequences: the teacher when configured, else the live policy. */
+  scorer?: SamplingClient;
+  who = "opsd: the policy";
   renderer?: MessageRenderer;
 
   override async setup(ctx: AlgorithmContext): Promise<void> {
-    this.policy = ctx.policy;
     this.renderer = ctx.renderer;
+    const { teacher } = this.config;
+    if (!teacher) {
+      this.scorer = ctx.policy;
+      return;
+    }
+    this.who = `the opsd teacher "${teacher.name}" (${teacher.base_url})`;
+    const client = await ctx.connect(teacher);
+    await checkSameTokenizer(ctx, client, this.who);
+    this.scorer = client;
   }
 
   /** The hint block's token ids: a system message holding the filled-in template. */
@@ -89,28 +112,28 @@ export class Opsd extends Algorithm<OpsdConfig> {
   }
 
   override async scoreRollout(rollout: Rollout): Promise<void> {
-    if (!this.policy) throw new Error("opsd: scoreRollout before setup");
+    if (!this.scorer) throw new Error("opsd: scoreRollout before setup");
     const hint = this.hintIds(rollout);
     const sequences = sampleSequences(rollout);
     const { k } = this.config;
     if (k > 0) {
       const scored = await scoreTopK(
-        this.policy,
+        this.scorer,
         sequences.map((seq) => [...hint, ...seq]),
         k,
-        "opsd: the policy",
+        this.who,
       );
       const top = scored.flatMap((s) => s.top.slice(hint.length));
       assignDistillTargets(rollout, top, k, distillBeta(this.config));
       rollout.advantage = null;
       return;
     }
-    const scores = await this.policy.score(sequences.map((seq) => [...hint, ...seq]));
+    const scores = await this.scorer.score(sequences.map((seq) => [...hint, ...seq]));
     const sliced = sequences.map((seq, i) => {
       const score = scores[i];
       if (score?.length !== hint.length + seq.length) {
         throw new EndpointError(
-          `opsd: the policy returned ${score?.length ?? 0} prompt logprobs for ${hint.length + seq.length} tokens`,
+          `${this.who} returned ${score?.length ?? 0} prompt logprobs for ${hint.length + seq.length} tokens`,
         );
       }
       return score.slice(hint.length);

@@ -78,7 +78,7 @@ describe("rl and ref_kl algorithms must sample from the live policy", () => {
   });
 });
 
-describe("opd needs a frozen teacher that is not the policy; opsd names no model", () => {
+describe("opd needs a frozen teacher that is not the policy; opsd's optional one is not the policy either", () => {
   test("opd without a teacher, or with the policy as teacher", () => {
     rejects('{ type = "opd" }', "algo.teacher", "required");
     rejects('{ type = "opd", teacher = "policy" }', "algo.teacher");
@@ -90,8 +90,14 @@ describe("opd needs a frozen teacher that is not the policy; opsd names no model
   });
   test("opd teacher needs a base_url", () =>
     rejects('{ type = "opd", teacher = { name = "t" } }', "algo.teacher.base_url", "required"));
-  test("opsd with a teacher key", () =>
-    rejects(`{ type = "opsd", teacher = ${FROZEN} }`, "algo.teacher", "unknown key"));
+  test("opsd takes a frozen teacher, but not the live policy's server (its default without one)", () => {
+    expect(load(`{ type = "opsd", teacher = ${FROZEN} }`).warnings).toEqual([]);
+    rejects(
+      '{ type = "opsd", teacher = { name = "p", base_url = "http://127.0.0.1:8000/v1" } }',
+      "algo.teacher.base_url",
+      "live policy server",
+    );
+  });
 });
 
 describe("group_size 1", () => {

@@ -131,6 +131,24 @@ test("opsd with k > 0 scores hint + sequence with the policy's top-k and slices 
   expect(algo.actionLoss).toBe("distill");
 });
 
+test("opsd with a frozen teacher scores hint + sequence there, never on the live policy", async () => {
+  const algo = new Opsd(Opsd.schema.parse({ type: "opsd", template: "D:{demonstration}", teacher, k: 2 }));
+  const calls: number[][] = [];
+  const unused = () => Promise.reject(new Error("the live policy must not score"));
+  await algo.setup(
+    byteContext({
+      renderer: { render: (m: { content: string }[]) => ({ tokenIds: [900, ...utf8(m[0]!.content), 901] }) },
+      policy: { complete: unused, score: unused, scoreTop: unused },
+      connect: async () => teacherClient({ scoreTop: async (seqs, k) => (calls.push(...seqs), scriptedTop(seqs, k)) }),
+    }),
+  );
+  const r = singleTurn(1, 2, 2, { info: { demonstration: "ab" } });
+  await finishRollout(algo, r);
+  const hint = [900, ...utf8("D:ab"), 901];
+  expect(calls).toEqual([[...hint, 10, 11, 12, 13]]);
+  expect(r.distillTargets!.ids).toEqual([-1, -1, -1, -1, 80, 81, 90, 91]);
+});
+
 test("routing to distill without the teacher's top-k is an error naming the rollout", () => {
   const sample = rolloutToSamples(singleTurn(1), "rl")[0]!;
   expect(() => stampLossRouting(sample, "distill")).toThrow(RlxError);
