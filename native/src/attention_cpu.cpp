@@ -1,5 +1,6 @@
 // Attention against the K/V cache on the CPU: each row's query heads against its cache slot's K/V,
-// written as plain loops. A row is one decode step's query or one token of a short prefill. libtorch 1.13 runs the batched product of the general path
+// written as plain loops. A row is one decode step's query, or one token of a short prefill once
+// its K/V are written. libtorch 1.13 runs the batched product of the general path
 // (forward.cpp) as one small BLAS call per (row, kv head) after a select per operand; at batch 64
 // with 2 kv heads that was 256 calls a layer, 3.6 of a `tiny` decode step's 9.4 ms (bench/README.md,
 // "Decode on the CPU"). Here a task is one (row, kv head): its R = H / G query heads score the
