@@ -77,7 +77,7 @@ int rlx_model_zero_grad(void* model);
  * "logits_chunk" tokens per LM-head chunk (0 = auto, the default: 1024, fewer for large vocabularies
  * so a chunk's float32 logits stay near 128 MB on a GPU, under 28 MiB on a CPU), "fused_attention" 0|1 (at::scaled_dot_product_attention
  * on torch >= 2, and a CPU decode step's own attention loops, instead of matmul and softmax; default 1),
- * "cpu_linear" 0|1 (float32 products of at most 64 rows without autograd on an AVX2 CPU, a decode
+ * "cpu_linear" 0|1 (float32 products of at most 32 rows without autograd on an AVX2 CPU, a decode
  * step's and a short prefill's, through rlx's own kernel instead of BLAS; default 1). */
 int rlx_model_set_option(void* model, const char* name, double value);
 

@@ -1,5 +1,5 @@
 // A product of few rows on the CPU, without autograd: y [M, N] = x [M, K] w [N, K]^T (+ b), for
-// M <= 64 (a decode step's rows, a short prefill's tokens). OpenBLAS packs w into its panel layout
+// M <= 32 (a decode step's rows, a short prefill's tokens). OpenBLAS packs w into its panel layout
 // on every call; profiling a `tiny` decode step at batch 16 found that packing (sgemm_incopy) at a
 // third of the products' samples, a sixth of the step. Here each block of four rows of w is read
 // straight from the row-major weights into twelve float32 vector sums against three rows of x at a
@@ -26,7 +26,7 @@ template <int MR, int NR>
 __attribute__((target("avx2,fma"))) inline void block(const float* x, const float* w, const float* b, float* y,
                                                       int64_t m0, int64_t n0, int64_t K, int64_t N) {
   // Unrolled so that the MR * NR sums stay in registers (-O2 leaves such loops rolled and the
-  // sums on the stack, at a quarter of the speed).
+  // sums on the stack, at about half the speed).
   __m256 acc[MR][NR];
 #pragma GCC unroll 8
   for (int i = 0; i < MR; ++i)
@@ -70,7 +70,7 @@ __attribute__((target("avx2,fma"))) void rows(const float* x, const float* w, co
 }  // namespace
 
 // Rows up to which small_linear_cpu runs instead of at::linear.
-constexpr int64_t kSmallLinearRows = 64;
+constexpr int64_t kSmallLinearRows = 32;
 
 static bool small_linear_cpu_applies(const Model& m, const at::Tensor& x, const at::Tensor& w) {
 #if defined(__x86_64__)

@@ -183,7 +183,7 @@ at::Tensor rms_norm_cpu(const at::Tensor& x_N_C, const at::Tensor& weight, doubl
 at::Tensor norm_rope_cpu(const at::Tensor& x_N_h_D, const at::Tensor& weight, double eps, const at::Tensor& cos_N_D,
                          const at::Tensor& sin_N_D);
 
-// at::linear(x, w, b) with b optional; at most 64 rows of float32 without autograd on an AVX2 CPU
+// at::linear(x, w, b) with b optional; at most 32 rows of float32 without autograd on an AVX2 CPU
 // run linear_cpu.cpp's kernel instead (the cpu_linear option): a decode step's products and a
 // short prefill's, without BLAS's packing of w.
 at::Tensor linear(const Model& m, const at::Tensor& x, const at::Tensor& w, const at::Tensor& b = {});
