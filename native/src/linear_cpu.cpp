@@ -93,7 +93,7 @@ static at::Tensor small_linear_cpu(const at::Tensor& x_M_K, const at::Tensor& w_
   const float* bp = b_N.defined() ? b_N.data_ptr<float>() : nullptr;
   float* yp = y.data_ptr<float>();
   // A parallel region costs tens of microseconds to wake its threads: ~256k multiply-adds a chunk
-  // at least, in whole blocks of four weight rows.
+  // at least (a chunk edge inside a block of four weight rows runs those rows one at a time).
   const int64_t grain = std::max<int64_t>(4, ((int64_t(1) << 18) / std::max<int64_t>(1, M * K) + 3) / 4 * 4);
   at::parallel_for(0, N, grain, [&](int64_t begin, int64_t end) { rows(xp, wp, bp, yp, M, K, N, begin, end); });
 #endif
