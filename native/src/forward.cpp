@@ -1,5 +1,5 @@
 // The model's math: RMSNorm, rotary embedding, grouped-query attention over packed rows and over
-// a KV cache, SwiGLU, and the chunked LM head. Shapes are written as suffixes or comments:
+// a KV cache, and SwiGLU (the LM head is lm_head.cpp). Shapes are written as suffixes or comments:
 // T tokens of a packed row, B decode rows, H query heads, G kv heads, R = H / G, D head_dim.
 //
 // Attention over a packed row runs one causal block per sample (consecutive samples of equal
@@ -10,8 +10,9 @@
 // kv head's K, so K and V are never repeated (docs/architecture.md §7).
 //
 // Without autograd (generation, scoring) on the CPU, RMSNorm and the rotary embedding run as one
-// pass per row (norm_cpu.cpp), a decode step's attention as plain loops (attention_cpu.cpp), and
-// q/k/v and gate/up as one product each over the layer's joint buffers (model.h).
+// pass per row (norm_cpu.cpp), attention against the K/V cache as plain loops (attention_cpu.cpp:
+// a decode step, a short prefill), products of few rows without BLAS (linear_cpu.cpp), and q/k/v
+// and gate/up as one product each over the layer's joint buffers (model.h).
 //
 // libtorch 1.13 has no public scaled_dot_product_attention; 2.x builds use it (fused kernels,
 // flash attention on CUDA) unless the model's fused_attention option is off, and 2.4+ uses the
@@ -352,38 +353,6 @@ at::Tensor forward_decode(Model& m, KVCache& cache, const at::Tensor& token_ids,
     x = x + mlp(m, L, x);
   }
   return rms_norm(m, x, m.final_norm);
-}
-
-// ---- LM head ----------------------------------------------------------------------------------
-
-// The LM head runs in the compute dtype (float32) even inside a bf16 autocast scope: every logprob
-// the losses, the sampler and the importance ratios use comes from these logits, and bf16 keeps 8
-// bits of mantissa (at logits of ~10 a step of 0.06 nats), which made bf16-autocast SFT learn
-// far worse than float32 (scripts/experiments/bf16_sft.sh; docs/gpu.md). Low-precision weights
-// are widened per chunk.
-at::Tensor lm_logits(Model& m, const at::Tensor& hidden) {
-  c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
-  const auto cd = m.compute_dtype();
-  return linear(m, hidden.to(cd), m.lm_head.to(cd));
-}
-
-at::Tensor chunked_logprobs(Model& m, const at::Tensor& hidden, const at::Tensor& labels,
-                            const at::Tensor& temperatures, at::Tensor* entropy_out) {
-  const int64_t N = hidden.size(0);
-  std::vector<at::Tensor> logprobs, entropies;
-  const int64_t chunk = m.chunk_tokens();
-  for (int64_t start = 0; start < N; start += chunk) {
-    const int64_t n = std::min(chunk, N - start);
-    auto z = lm_logits(m, hidden.narrow(0, start, n)) / temperatures.narrow(0, start, n).unsqueeze(1);
-    auto logp = at::log_softmax(z, -1);
-    logprobs.push_back(logp.gather(1, labels.narrow(0, start, n).unsqueeze(1)).squeeze(1));
-    if (entropy_out) {
-      at::NoGradGuard no_grad;
-      entropies.push_back(-(logp.exp() * logp).sum(-1));
-    }
-  }
-  if (entropy_out) *entropy_out = N ? at::cat(entropies) : at::zeros({0}, hidden.options().dtype(m.compute_dtype()));
-  return N ? at::cat(logprobs) : at::zeros({0}, hidden.options().dtype(m.compute_dtype()));
 }
 
 // ---- inputs -----------------------------------------------------------------------------------
