@@ -245,9 +245,16 @@ at::Tensor forward_packed(Model& m, const at::Tensor& token_ids, const at::Tenso
     runs.emplace_back(i, j);
   }
   std::vector<at::Tensor> run_slots;  // cache slots of each run's samples, for the K/V writes
+  // Each run's query tokens as cache rows (slot, position), for the short prefill's cache attention.
+  std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> run_rows(runs.size());
   if (kv)
-    for (auto [i, j] : runs)
+    for (size_t r = 0; r < runs.size(); ++r) {
+      auto [i, j] = runs[r];
       run_slots.push_back(at::tensor(std::vector<int64_t>(kv->slots.begin() + i, kv->slots.begin() + j), at::kLong).to(m.device));
+      for (size_t s = i; s < j; ++s)
+        for (int64_t t = 0; t < sample_lengths[s]; ++t)
+          run_rows[r].first.push_back(kv->slots[s]), run_rows[r].second.push_back(past_of(s) + t);
+    }
   auto x = at::embedding(m.embed, token_ids);  // [T, hidden]
   for (size_t l = 0; l < m.layers.size(); ++l) {
     const Layer& L = m.layers[l];
@@ -269,9 +276,7 @@ at::Tensor forward_packed(Model& m, const at::Tensor& token_ids, const at::Tenso
         vc.narrow(2, past, n).index_copy_(0, run_slots[r], vs.view({count, n, G, D}).permute({0, 2, 1, 3}).to(vc.scalar_type()));
       }
       if (kv && n <= kCachePrefill && m.fused_attention && cache_attention_cpu_applies(qs, kv->cache->k[l])) {
-        std::vector<int64_t> slots, positions;  // each query token's cache slot and position
-        for (int64_t s = 0; s < count; ++s)
-          for (int64_t t = 0; t < n; ++t) slots.push_back(kv->slots[runs[r].first + s]), positions.push_back(past + t);
+        const auto& [slots, positions] = run_rows[r];
         outs.push_back(cache_attention_cpu(qs, kv->cache->k[l], kv->cache->v[l], positions, slots));
       } else if (past > 0) {  // [P, G, D] views of the slot's cached K/V
         const int64_t slot = kv->slots[runs[r].first];
