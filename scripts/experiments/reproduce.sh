@@ -15,8 +15,9 @@
 #   PARTS=L bash scripts/experiments/reproduce.sh SET     only some parts: core (rows 1-5), 8d, L, extra
 #                                                         (the students of 2e and 6b); default all four;
 #                                                         topk (rows 4k, 6bk, 8bk: rows 4, 6b, 8b with
-#                                                         top-k distillation) and 6bf (6bk with a frozen
-#                                                         teacher) run only when named
+#                                                         top-k distillation), 6bf (6bk with a frozen
+#                                                         teacher) and 8bv (8bk's variants: VARIANTS="8br 8bl",
+#                                                         or 8bj) run only when named
 #
 # The bands (configs/examples/sft_*.toml, [eval.stop]): student greedy 0.40-0.65 (the documented
 # student read 0.53), teacher >= 0.85, the subtraction student (8d) sub greedy 0.05-0.30 (one that
@@ -41,6 +42,8 @@ ROWS=docs/results/reproduce/$SET
 ADD='{"operations": ["+"], "word_problems": false}'
 SUB='{"operations": ["-"], "word_problems": false, "train_size": 3000}'
 BARE='{"operations": ["+"], "format": "bare"}'
+K=16 # top-k distillation's teacher tokens per position (parts topk, 8bv and 6bf); TOPK sets it on both envs of row 8b
+TOPK=(--set "orchestrator.train.env[0].algo.k=$K" --set "orchestrator.train.env[1].algo.k=$K")
 mkdir -p $OUT $ROWS
 started=$(date +%s)
 
@@ -103,6 +106,26 @@ rl() {
   row "$name-s$seed" --row "$id" --seed "$seed" --algorithm "$algo" --experiment "$experiment" --steps 40 \
     --before "math=$(dirname "$model")/eval.json" --after "math=$run/eval.json" \
     --command "rlx train configs/examples/grpo_add.toml --set orchestrator.algo.type=$algo $*"
+}
+
+# two_teachers ROW NAME SEED EXPERIMENT [--set ...]: 40 steps of configs/examples/opd_two_teachers.toml from the
+# addition student (add against the teacher on PORT, sub against the subtraction teacher on PORT+1), eval-200 of both.
+two_teachers() {
+  local id=$1 name=$2 seed=$3 experiment=$4
+  shift 4
+  [ -f "$ROWS/$name-s$seed.json" ] && return
+  local run=$OUT/$name-s$seed
+  rm -rf "$run"
+  timed "$run.log" $RLX train configs/examples/opd_two_teachers.toml --set output_dir="$run" --set seed="$seed" --set model.path=$OUT/student/model \
+    --set "orchestrator.train.env[0].algo.teacher.base_url=\"http://127.0.0.1:$PORT/v1\"" \
+    --set "orchestrator.train.env[1].algo.teacher.base_url=\"http://127.0.0.1:$((PORT + 1))/v1\"" \
+    --set orchestrator.eval.interval=20 --set inference.port=$((PORT + 2)) "$@"
+  evaluate "$(last_weights "$run")" "$ADD" "$run/eval-add.json"
+  evaluate "$(last_weights "$run")" "$SUB" "$run/eval-sub.json"
+  row "$name-s$seed" --row "$id" --seed "$seed" --algorithm "opd x 2" --steps 40 --experiment "$experiment" \
+    --before add=$OUT/student/eval.json --before sub=$OUT/student/eval-sub.json \
+    --after add="$run/eval-add.json" --after sub="$run/eval-sub.json" \
+    --command "rlx train configs/examples/opd_two_teachers.toml $*"
 }
 
 part() { [[ $PARTS == *" $1 "* ]]; }
@@ -209,7 +232,6 @@ fi
 
 if part topk; then
 echo "== top-k distillation (k = 16, forward KL) on rows 4, 6b and 8b, whose sampled-token runs made or left the student worse"
-K=16
 student
 teacher
 serve add-teacher $OUT/teacher/model $PORT
@@ -226,20 +248,30 @@ sub_teacher
 serve sub-teacher $OUT/sub-teacher/model $((PORT + 1))
 evaluate $OUT/student/model "$SUB" $OUT/student/eval-sub.json
 for seed in $SEEDS; do
-  [ -f "$ROWS/two-teachers-topk-s$seed.json" ] && continue
-  run=$OUT/two-teachers-topk-s$seed
-  rm -rf $run
-  timed $run.log $RLX train configs/examples/opd_two_teachers.toml --set output_dir=$run --set seed=$seed --set model.path=$OUT/student/model \
-    --set "orchestrator.train.env[0].algo.teacher.base_url=\"http://127.0.0.1:$PORT/v1\"" --set "orchestrator.train.env[0].algo.k=$K" \
-    --set "orchestrator.train.env[1].algo.teacher.base_url=\"http://127.0.0.1:$((PORT + 1))/v1\"" --set "orchestrator.train.env[1].algo.k=$K" \
-    --set orchestrator.eval.interval=20 --set inference.port=$((PORT + 2))
-  evaluate "$(last_weights $run)" "$ADD" $run/eval-add.json
-  evaluate "$(last_weights $run)" "$SUB" $run/eval-sub.json
-  row two-teachers-topk-s$seed --row 8bk --seed $seed --algorithm "opd x 2" --steps 40 \
-    --experiment "row 8b with top-k distillation: add against the addition teacher, sub against the subtraction teacher, each its top $K, from the addition student, 40 steps" \
-    --before add=$OUT/student/eval.json --before sub=$OUT/student/eval-sub.json \
-    --after add=$run/eval-add.json --after sub=$run/eval-sub.json \
-    --command "rlx train configs/examples/opd_two_teachers.toml --set 'orchestrator.train.env[0].algo.k=$K' --set 'orchestrator.train.env[1].algo.k=$K'"
+  two_teachers 8bk two-teachers-topk "$seed" "row 8b with top-k distillation: add against the addition teacher, sub against the subtraction teacher, each its top $K, from the addition student, 40 steps" \
+    "${TOPK[@]}"
+done
+fi
+
+if part 8bv; then
+echo "== row 8bk's variants: the divergence that does not ask the student to cover the teacher, and a lower lr"
+student
+teacher
+sub_teacher
+serve add-teacher $OUT/teacher/model $PORT
+serve sub-teacher $OUT/sub-teacher/model $((PORT + 1))
+evaluate $OUT/student/model "$SUB" $OUT/student/eval-sub.json
+for variant in ${VARIANTS:-8br 8bl}; do
+  for seed in $SEEDS; do
+    case $variant in
+    8br) two_teachers 8br two-teachers-reverse "$seed" "row 8bk with reverse KL: each env's teacher top $K, KL(student || teacher), from the addition student, 40 steps" \
+      "${TOPK[@]}" --set "orchestrator.train.env[0].algo.divergence=reverse_kl" --set "orchestrator.train.env[1].algo.divergence=reverse_kl" ;;
+    8bj) two_teachers 8bj two-teachers-jsd "$seed" "row 8bk with the generalized JSD (beta 0.5): each env's teacher top $K, from the addition student, 40 steps" \
+      "${TOPK[@]}" --set "orchestrator.train.env[0].algo.divergence=jsd" --set "orchestrator.train.env[1].algo.divergence=jsd" ;;
+    8bl) two_teachers 8bl two-teachers-lr3e-5 "$seed" "row 8bk at lr 3e-5 (forward KL, each env's teacher top $K), from the addition student, 40 steps" \
+      "${TOPK[@]}" --set trainer.optim.lr=3e-5 ;;
+    esac
+  done
 done
 fi
 
@@ -249,8 +281,8 @@ student
 hint_student
 serve hint-teacher $OUT/hint-student/model $((PORT + 3))
 for seed in $SEEDS; do
-  rl 6bf opsd-topk-frozen "$seed" opsd "row 6bk with a frozen teacher: OPSD whose hinted teacher is the starting hint-reading student under rlx serve, its top 16, forward KL, 40 steps" \
-    $OUT/hint-student/model --set orchestrator.algo.demo_key=solution --set orchestrator.algo.k=16 \
+  rl 6bf opsd-topk-frozen "$seed" opsd "row 6bk with a frozen teacher: OPSD whose hinted teacher is the starting hint-reading student under rlx serve, its top $K, forward KL, 40 steps" \
+    $OUT/hint-student/model --set orchestrator.algo.demo_key=solution --set orchestrator.algo.k=$K \
     --set orchestrator.algo.teacher.name=hint-teacher --set orchestrator.algo.teacher.base_url=http://127.0.0.1:$((PORT + 3))/v1
 done
 fi
