@@ -132,7 +132,7 @@ part() { [[ $PARTS == *" $1 "* ]]; }
 
 echo "reproduce $SET: $(lscpu | sed -n 's/Model name: *//p'), $(nproc) cores, commit $(git rev-parse --short HEAD)"
 [ -f $OUT/tiny/config.json ] || $RLX init --preset tiny --seed 0 --out $OUT/tiny > /dev/null
-if part core || part 8d || part extra || part topk || part 6bf; then
+if part core || part 8d || part extra || part topk || part 6bf || part 8bv; then
 [ -s $OUT/add.jsonl ] || $RLX env demos math --n 6000 --seed 0 --out $OUT/add.jsonl \
   --args '{"operations": ["+"], "word_problems": false, "train_size": 6000}' > /dev/null
 [ -s $OUT/addsub.jsonl ] || $RLX env demos math --n 6000 --seed 0 --out $OUT/addsub.jsonl \
