@@ -16,8 +16,8 @@
 #                                                         (the students of 2e and 6b); default all four;
 #                                                         topk (rows 4k, 6bk, 8bk: rows 4, 6b, 8b with
 #                                                         top-k distillation), 6bf (6bk with a frozen
-#                                                         teacher) and 8bv (8bk's variants: VARIANTS="8br 8bl",
-#                                                         or 8bj) run only when named
+#                                                         teacher) and 8bv (8bk's variants: VARIANTS="8br 8bl
+#                                                         8bc", or 8bj) run only when named
 #
 # The bands (configs/examples/sft_*.toml, [eval.stop]): student greedy 0.40-0.65 (the documented
 # student read 0.53), teacher >= 0.85, the subtraction student (8d) sub greedy 0.05-0.30 (one that
@@ -254,20 +254,22 @@ done
 fi
 
 if part 8bv; then
-echo "== row 8bk's variants: the divergence that does not ask the student to cover the teacher, and a lower lr"
+echo "== row 8bk's variants: the divergence, a lower lr, or each sample cut at its first token the teacher would not write"
 student
 teacher
 sub_teacher
 serve add-teacher $OUT/teacher/model $PORT
 serve sub-teacher $OUT/sub-teacher/model $((PORT + 1))
 evaluate $OUT/student/model "$SUB" $OUT/student/eval-sub.json
-for variant in ${VARIANTS:-8br 8bl}; do
+for variant in ${VARIANTS:-8br 8bl 8bc}; do
   for seed in $SEEDS; do
     case $variant in
     8br) two_teachers 8br two-teachers-reverse "$seed" "row 8bk with reverse KL: each env's teacher top $K, KL(student || teacher), from the addition student, 40 steps" \
       "${TOPK[@]}" --set "orchestrator.train.env[0].algo.divergence=reverse_kl" --set "orchestrator.train.env[1].algo.divergence=reverse_kl" ;;
     8bj) two_teachers 8bj two-teachers-jsd "$seed" "row 8bk with the generalized JSD (beta 0.5): each env's teacher top $K, from the addition student, 40 steps" \
       "${TOPK[@]}" --set "orchestrator.train.env[0].algo.divergence=jsd" --set "orchestrator.train.env[1].algo.divergence=jsd" ;;
+    8bc) two_teachers 8bc two-teachers-cut "$seed" "row 8bk with min_teacher_prob = 0.01: each sample distilled up to its first token the teacher gives < 1% (forward KL, top $K), from the addition student, 40 steps" \
+      "${TOPK[@]}" --set "orchestrator.train.env[0].algo.min_teacher_prob=0.01" --set "orchestrator.train.env[1].algo.min_teacher_prob=0.01" ;;
     8bl) two_teachers 8bl two-teachers-lr3e-5 "$seed" "row 8bk at lr 3e-5 (forward KL, each env's teacher top $K), from the addition student, 40 steps" \
       "${TOPK[@]}" --set trainer.optim.lr=3e-5 ;;
     esac

@@ -2,10 +2,14 @@
 // `k` teacher tokens per position, the divergence and its beta. k = 0 (the default) keeps the
 // sampled-token ref_kl loss; k > 0 routes the action tokens into the trainer's distill component
 // with the teacher's top-k (its rest of the mass as one tail bucket) scored at temperature 1.
+// `min_teacher_prob` cuts each sample at its first action token the teacher gives less than that
+// probability: the token itself still trains, the sample's later tokens do not.
 import { z } from "zod";
 import { EndpointError } from "../errors.ts";
+import { sampleRanges, type Rollout } from "../data/types.ts";
 import type { SamplingClient, ScoredSequence } from "../inference/types.ts";
 import type { RuleViolation } from "./base.ts";
+import { actionMask } from "./routing.ts";
 
 export const DIVERGENCES = ["forward_kl", "reverse_kl", "jsd"] as const;
 export type Divergence = (typeof DIVERGENCES)[number];
@@ -19,12 +23,16 @@ export const distillFields = {
   divergence: z.enum(DIVERGENCES).optional(),
   /** jsd's mixture weight of the teacher, in (0, 1); 0.5 when absent. */
   beta: z.number().gt(0).lt(1).optional(),
+  /** Cut each sample after its first action token whose teacher probability is below this: past a
+   * token the teacher would not have written, its distribution is conditioned off its own. */
+  min_teacher_prob: z.number().gt(0).lt(1).optional(),
 };
 
 export interface DistillConfig {
   k: number;
   divergence?: Divergence;
   beta?: number;
+  min_teacher_prob?: number;
 }
 
 /** The per-token beta the trainer reads: 0 forward KL, 1 reverse KL, jsd's beta between. */
@@ -33,14 +41,15 @@ export function distillBeta(config: DistillConfig): number {
   return divergence === "forward_kl" ? 0 : divergence === "reverse_kl" ? 1 : (config.beta ?? 0.5);
 }
 
-/** The rules the schema alone cannot check: divergence and beta only with k > 0, beta only with jsd. */
+/** The rules the schema alone cannot check: divergence, beta and min_teacher_prob only with k > 0,
+ * beta only with jsd. */
 export function checkDistillConfig(config: DistillConfig): RuleViolation | undefined {
-  if (config.k === 0 && (config.divergence !== undefined || config.beta !== undefined))
+  const topKOnly = (["divergence", "beta", "min_teacher_prob"] as const).find((key) => config[key] !== undefined);
+  if (config.k === 0 && topKOnly)
     return {
-      key: config.divergence !== undefined ? "divergence" : "beta",
-      message:
-        "divergence and beta shape the top-k distillation loss, which k = 0 (the sampled-token loss) does not use",
-      fix: "set k to the teacher tokens per position (e.g. k = 16), or remove divergence and beta",
+      key: topKOnly,
+      message: `${topKOnly} shapes the top-k distillation loss, which k = 0 (the sampled-token loss) does not use`,
+      fix: `set k to the teacher tokens per position (e.g. k = 16), or remove ${topKOnly}`,
     };
   if (config.beta !== undefined && config.divergence !== "jsd")
     return {
@@ -71,4 +80,31 @@ export async function scoreTopK(
       );
   });
   return scored;
+}
+
+/**
+ * min_teacher_prob's cut: sets `rollout.distillWeights`, 1 on each sample's action tokens up to and
+ * including the first whose teacher logprob (`sampledLogprobs_N`, the sampled tokens' own, all
+ * samples concatenated, as assignDistillTargets checked them) is below log(minProb), 0 after it;
+ * and `metrics.distill_kept`, the share of action tokens left in the loss.
+ */
+export function cutAtSurprise(rollout: Rollout, sampledLogprobs_N: readonly number[], minProb: number): void {
+  const mask = actionMask(rollout);
+  const floor = Math.log(minProb);
+  const weights_N = new Array<number>(mask.length).fill(0);
+  let actions = 0;
+  let kept = 0;
+  for (const [start, end] of sampleRanges(rollout)) {
+    let cut = false;
+    for (let i = start; i < end; i++) {
+      if (!mask[i]) continue;
+      actions++;
+      if (cut) continue;
+      weights_N[i] = 1;
+      kept++;
+      cut = sampledLogprobs_N[i]! < floor;
+    }
+  }
+  rollout.distillWeights = weights_N;
+  rollout.metrics = { ...rollout.metrics, distill_kept: actions ? kept / actions : 1 };
 }

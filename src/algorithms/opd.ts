@@ -27,7 +27,7 @@ import {
   type RuleViolation,
   type RunView,
 } from "./base.ts";
-import { checkDistillConfig, distillBeta, distillFields, scoreTopK } from "./distill.ts";
+import { checkDistillConfig, cutAtSurprise, distillBeta, distillFields, scoreTopK } from "./distill.ts";
 import { assignDistillTargets, assignRefLogprobs, sampleSequences } from "./routing.ts";
 import { frozenModelSchema, samplingSchema } from "./schemas.ts";
 import { checkSameTokenizer } from "./tokenizer_check.ts";
@@ -84,6 +84,12 @@ export class Opd extends Algorithm<OpdConfig> {
         k,
         distillBeta(this.config),
       );
+      if (this.config.min_teacher_prob !== undefined)
+        cutAtSurprise(
+          rollout,
+          scored.flatMap((s) => s.logprobs),
+          this.config.min_teacher_prob,
+        );
       rollout.advantage = null;
       return;
     }

@@ -30,7 +30,7 @@ import {
   type RuleViolation,
   type RunView,
 } from "./base.ts";
-import { checkDistillConfig, distillBeta, distillFields, scoreTopK } from "./distill.ts";
+import { checkDistillConfig, cutAtSurprise, distillBeta, distillFields, scoreTopK } from "./distill.ts";
 import { assignDistillTargets, assignRefLogprobs, sampleSequences } from "./routing.ts";
 import { frozenModelSchema, samplingSchema } from "./schemas.ts";
 import { checkSameTokenizer } from "./tokenizer_check.ts";
@@ -125,6 +125,12 @@ export class Opsd extends Algorithm<OpsdConfig> {
       );
       const top = scored.flatMap((s) => s.top.slice(hint.length));
       assignDistillTargets(rollout, top, k, distillBeta(this.config));
+      if (this.config.min_teacher_prob !== undefined)
+        cutAtSurprise(
+          rollout,
+          scored.flatMap((s) => s.logprobs.slice(hint.length)),
+          this.config.min_teacher_prob,
+        );
       rollout.advantage = null;
       return;
     }

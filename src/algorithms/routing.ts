@@ -162,8 +162,9 @@ export function checkAnnotation(rollout: Rollout, name: string, values: readonly
  *            (echo) survives untouched.
  *   ce:      rl 0 everywhere; ce 1.0 written on the action tokens, merged into an existing stream.
  *   ref_kl:  rl 0 everywhere; a fresh ref_kl stream, 1.0 on the action tokens.
- *   distill: rl 0 everywhere; a fresh distill stream, 1.0 on the action tokens (the sample must
- *            carry the teacher's top-k: distillTargets).
+ *   distill: rl 0 everywhere; a distill stream on the action tokens, 1.0 or the algorithm's own
+ *            weight there (min_teacher_prob's cut); the sample must carry the teacher's top-k:
+ *            distillTargets.
  */
 export function stampLossRouting(sample: TrainingSample, component: LossComponent): void {
   if (component === "rl") return;
@@ -183,6 +184,7 @@ export function stampLossRouting(sample: TrainingSample, component: LossComponen
           fix: "an algorithm whose actionLoss is distill sets rollout.distillTargets (assignDistillTargets in routing.ts)",
         },
       );
-    sample.distillWeights = sample.lossMask.map((m) => (m ? 1 : 0));
+    const own = sample.distillWeights;
+    sample.distillWeights = sample.lossMask.map((m, i) => (m ? (own?.[i] ?? 1) : 0));
   }
 }

@@ -115,7 +115,7 @@ describe("group_size 1", () => {
   });
 });
 
-describe("top-k distillation settings (k, divergence, beta) of opd and opsd name the key and the file", () => {
+describe("top-k distillation settings (k, divergence, beta, min_teacher_prob) of opd and opsd name the key and the file", () => {
   const TEACHER = '{ name = "t", base_url = "http://127.0.0.1:8002/v1" }';
   for (const [type, extra] of [
     ["opd", `, teacher = ${TEACHER}`],
@@ -129,6 +129,8 @@ describe("top-k distillation settings (k, divergence, beta) of opd and opsd name
       rejects(algo('k = 8, divergence = "jsd", beta = 1'), ".toml", "orchestrator.train.env[0].algo.beta");
       rejects(algo("k = 8, beta = 0.5"), ".toml", "orchestrator.train.env[0].algo.beta", "generalized JSD");
       rejects(algo('divergence = "reverse_kl"'), ".toml", "orchestrator.train.env[0].algo.divergence", "k = 0");
+      rejects(algo("min_teacher_prob = 0.01"), ".toml", "orchestrator.train.env[0].algo.min_teacher_prob", "k = 0");
+      rejects(algo("k = 8, min_teacher_prob = 1"), ".toml", "orchestrator.train.env[0].algo.min_teacher_prob");
     });
     test(`${type}: k > 0 routes the action tokens to distill with the divergence's beta; k = 0 keeps ref_kl`, () => {
       const cls: AlgorithmClass = BUILTIN_ALGORITHMS[type];

@@ -149,6 +149,61 @@ test("opsd with a frozen teacher scores hint + sequence there, never on the live
   expect(r.distillTargets!.ids).toEqual([-1, -1, -1, -1, 80, 81, 90, 91]);
 });
 
+describe("min_teacher_prob cuts each sample after its first token the teacher would not have written", () => {
+  test("opd: the surprising token trains, the sample's later tokens leave the loss and its count", async () => {
+    const algo = new Opd(Opd.schema.parse({ type: "opd", teacher, k: 2, min_teacher_prob: 0.01 }));
+    const client = teacherClient({
+      scoreTop: async (seqs, k) => {
+        const scored = scriptedTop(seqs, k);
+        scored[0]!.logprobs[2] = -10; // sample 0's first action token; sample 1 stays at -0.5
+        return scored;
+      },
+    });
+    await algo.setup(byteContext({ connect: async () => client }));
+    const r = twoSampleRollout();
+    await finishRollout(algo, r);
+    expect(r.distillWeights).toEqual([0, 0, 1, 0, 0, 0, 1]);
+    expect(r.metrics.distill_kept).toBeCloseTo(2 / 3, 12);
+    expect(r.distillTargets!.ids.slice(6, 8)).toEqual([30, 31]); // the cut token keeps its slots, at weight 0
+    const [first, second] = rolloutToSamples(r, algo.actionLoss);
+    expect(first!.distillWeights).toEqual([0, 0, 1, 0]);
+    expect(second!.distillWeights).toEqual([0, 0, 1]);
+    expect(packStep([first!, second!], { seqLen: 16 }).counts.distill).toBe(2);
+  });
+
+  test("opd: a teacher that likes every sampled token cuts nothing", async () => {
+    const algo = new Opd(Opd.schema.parse({ type: "opd", teacher, k: 2, min_teacher_prob: 0.5 }));
+    await algo.setup(byteContext({ connect: async () => teacherClient() })); // every logprob -0.5 > log 0.5
+    const r = twoSampleRollout();
+    await finishRollout(algo, r);
+    expect(r.distillWeights).toEqual([0, 0, 1, 1, 0, 0, 1]);
+    expect(r.metrics.distill_kept).toBe(1);
+  });
+
+  test("opsd: the teacher's logprobs are read past the hint", async () => {
+    const algo = new Opsd(
+      Opsd.schema.parse({ type: "opsd", template: "D:{demonstration}", teacher, k: 2, min_teacher_prob: 0.01 }),
+    );
+    const hint = [900, ...utf8("D:ab"), 901];
+    await algo.setup(
+      byteContext({
+        renderer: { render: (m: { content: string }[]) => ({ tokenIds: [900, ...utf8(m[0]!.content), 901] }) },
+        connect: async () =>
+          teacherClient({
+            scoreTop: async (seqs, k) => {
+              const scored = scriptedTop(seqs, k);
+              scored[0]!.logprobs[hint.length + 2] = -10; // the sequence's first action token
+              return scored;
+            },
+          }),
+      }),
+    );
+    const r = singleTurn(1, 2, 2, { info: { demonstration: "ab" } });
+    await finishRollout(algo, r);
+    expect(r.distillWeights).toEqual([0, 0, 1, 0]);
+  });
+});
+
 test("routing to distill without the teacher's top-k is an error naming the rollout", () => {
   const sample = rolloutToSamples(singleTurn(1), "rl")[0]!;
   expect(() => stampLossRouting(sample, "distill")).toThrow(RlxError);
