@@ -1,6 +1,6 @@
 // The loss settings and the rl component's loss (docs/architecture.md §6): the loss config as the
 // caller sends it, and the per-token rl loss of each [trainer.loss] type with its reduction.
-// train.cpp combines the components; this file is the rl one's math.
+// step_loss.cpp combines the components; this file is the rl one's math.
 #pragma once
 #include "common.h"
 
