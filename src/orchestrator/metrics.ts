@@ -9,7 +9,7 @@
 // line is written whole, in step order, when the marker appears, and can be rebuilt from the
 // marker alone if the orchestrator was killed before it saw it. Keys are grouped into report sections by their first `/` component
 // (src/report/panels.page.js), so names are chosen by family: reward/*, loss/*, mismatch_kl/*,
-// entropy/*, throughput/*, time/*, off_policy/*, rollouts/*, errors/*, batch/*, optim/*.
+// entropy/*, throughput/*, time/*, off_policy/*, rollouts/*, metric/*, errors/*, batch/*, optim/*.
 import { appendFileSync, existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { metricsPath, PUBLISHED_MARKER, type PublishedStep, weightsDir } from "../rundir/paths.ts";
@@ -21,8 +21,9 @@ import { mean } from "../algorithms/group.ts";
 export type Metrics = Record<string, number>;
 
 /**
- * Per-env and overall rollout statistics of one step's rollouts. Reward and every per-rollout
- * metric are means over the scored rollouts only: a failed rollout has no reward (its 0 is a
+ * Per-env and overall rollout statistics of one step's rollouts, and per env the mean of each metric
+ * its rollouts report (`metric/<env>/<key>`: the env's own, an algorithm's such as `distill_kept`).
+ * Reward and every per-rollout metric are means over the scored rollouts only: a failed rollout has no reward (its 0 is a
  * placeholder), so a step or env whose rollouts all failed has no `reward` key at all (the console
  * prints "-"), and `errors/*` beside it says how many failed.
  */
@@ -51,6 +52,10 @@ export function rolloutMetrics(rollouts: readonly Rollout[], envs: readonly stri
     );
     out[`rollouts/${env}`] = mine.length;
     out[`errors/${env}`] = mine.length - good.length;
+    for (const key of new Set(good.flatMap((r) => Object.keys(r.metrics)))) {
+      const values = good.flatMap((r) => (typeof r.metrics[key] === "number" ? [r.metrics[key]] : []));
+      if (values.length) out[`metric/${env}/${key}`] = mean(values);
+    }
   }
   return out;
 }

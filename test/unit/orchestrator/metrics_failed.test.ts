@@ -1,6 +1,6 @@
 // Failed rollouts in a step's metrics (issue 25): reward and every per-rollout metric are means
 // over the scored rollouts only, absent (not 0) when none was scored, with the failure count
-// beside them; the console line prints an absent reward as "-".
+// beside them; the console line prints an absent reward as "-". Rollout metrics likewise, per env.
 import { expect, test } from "bun:test";
 import { consoleLine, rolloutMetrics } from "../../../src/orchestrator/metrics.ts";
 import { collectedMetrics } from "../../../src/orchestrator/collect.ts";
@@ -58,4 +58,19 @@ test("a step whose rollouts all failed has no reward and no per-rollout means at
   expect(line).not.toHaveProperty("reward/math");
   expect(line).not.toHaveProperty("off_policy/max");
   expect(line["errors/math"]).toBe(2);
+});
+
+test("each env's rollout metrics are averaged over its scored rollouts that report them", () => {
+  const rollouts = [
+    singleTurn(1, 3, 2, { env: "math", metrics: { correct: 1, formatted: 1 } }),
+    singleTurn(0, 3, 2, { env: "math", metrics: { correct: 0, formatted: 1, distill_kept: 0.25 } }),
+    singleTurn(0, 3, 2, { env: "math", error: "teacher: 500", stopReason: "error", metrics: { error: 1, correct: 1 } }),
+    singleTurn(1, 3, 2, { env: "forth", metrics: { correct: 1 } }),
+  ];
+  const m = rolloutMetrics(rollouts, ["math", "forth"]);
+  expect(m["metric/math/correct"]).toBe(0.5); // the failed rollout's 1 is not counted
+  expect(m["metric/math/formatted"]).toBe(1);
+  expect(m["metric/math/distill_kept"]).toBe(0.25); // only the rollout that reports it
+  expect("metric/math/error" in m).toBe(false);
+  expect(m["metric/forth/correct"]).toBe(1);
 });
