@@ -11,7 +11,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 RLX=${RLX:-"$PWD/node_modules/.bin/bun $PWD/src/main.ts"}
 [ "$(id -u)" -eq 0 ] || { echo "two_nodes: needs root (ip netns)"; exit 2; }
-A=rlx2n-a B=rlx2n-b
+# names unique to this run, so a second run on the host (another checkout's CI) cannot collide
+A=rlx2n-a$$ B=rlx2n-b$$ VA=rlx2n-va$$ VB=rlx2n-vb$$
 work=$(mktemp -d /tmp/rlx-two-nodes-XXXXXX)
 pids=()
 cleanup() {
@@ -26,14 +27,14 @@ trap cleanup EXIT
 
 ip netns add $A
 ip netns add $B
-ip link add rlx2n-va type veth peer name rlx2n-vb
-ip link set rlx2n-va netns $A
-ip link set rlx2n-vb netns $B
-ip -n $A addr add 10.231.0.1/24 dev rlx2n-va
-ip -n $B addr add 10.231.0.2/24 dev rlx2n-vb
+ip link add $VA type veth peer name $VB
+ip link set $VA netns $A
+ip link set $VB netns $B
+ip -n $A addr add 10.231.0.1/24 dev $VA
+ip -n $B addr add 10.231.0.2/24 dev $VB
 for ns in $A $B; do ip -n $ns link set lo up; done
-ip -n $A link set rlx2n-va up
-ip -n $B link set rlx2n-vb up
+ip -n $A link set $VA up
+ip -n $B link set $VB up
 
 
 $RLX init --preset tiny --out "$work/model" --seed 0 >/dev/null
@@ -78,13 +79,13 @@ echo "two_nodes: policy servers up on A and B (API key required off loopback)"
 
 rank1() { # rank 1 on B, once rank 0's run directory has its resolved config; $@: extra flags
   for _ in $(seq 200); do [ -f "$run/config.resolved.toml" ] && break; sleep 0.1; done
-  ip netns exec $B env GLOO_SOCKET_IFNAME=rlx2n-vb $RLX trainer --run-dir "$run" --rank 1 "$@" >>"$work/rank1.log" 2>&1 &
+  ip netns exec $B env GLOO_SOCKET_IFNAME=$VB $RLX trainer --run-dir "$run" --rank 1 "$@" >>"$work/rank1.log" 2>&1 &
   rank1_pid=$!
   pids+=($rank1_pid)
 }
 
 # 1. a whole run
-ip netns exec $A env GLOO_SOCKET_IFNAME=rlx2n-va $RLX train "$work/run.toml" >"$work/train1.log" 2>&1 &
+ip netns exec $A env GLOO_SOCKET_IFNAME=$VA $RLX train "$work/run.toml" >"$work/train1.log" 2>&1 &
 train_pid=$!
 rank1
 wait $train_pid || { echo "two_nodes: FAIL: the run did not complete"; tail -n 20 "$work/train1.log" "$work/rank1.log"; exit 1; }
@@ -97,7 +98,7 @@ echo "two_nodes: 1. a run of 4 steps completed over two hosts (rank 0 on A, rank
 rm -rf "$run"
 sed -i 's/^max_steps = 4/max_steps = 8/' "$work/run.toml"
 : >"$work/rank1.log"
-ip netns exec $A env GLOO_SOCKET_IFNAME=rlx2n-va $RLX train "$work/run.toml" >"$work/train2.log" 2>&1 &
+ip netns exec $A env GLOO_SOCKET_IFNAME=$VA $RLX train "$work/run.toml" >"$work/train2.log" 2>&1 &
 train_pid=$!
 rank1
 for _ in $(seq 600); do [ -f "$run/checkpoints/step_2/manifest.json" ] && break; sleep 0.1; done
@@ -111,7 +112,7 @@ grep -m1 "| error:" "$work/train2.log" | sed 's/^/    /'
 
 # 3. --resume on A, rank 1 from the same checkpoint on B
 ckpt=$(ls -d "$run"/checkpoints/step_* | sort -V | tail -1)
-ip netns exec $A env GLOO_SOCKET_IFNAME=rlx2n-va $RLX train "$work/run.toml" --resume >"$work/train3.log" 2>&1 &
+ip netns exec $A env GLOO_SOCKET_IFNAME=$VA $RLX train "$work/run.toml" --resume >"$work/train3.log" 2>&1 &
 train_pid=$!
 sleep 1 # rank 0 rewinds the run directory first
 rank1 --resume-from "$ckpt"
