@@ -21,11 +21,11 @@ import { mean } from "../algorithms/group.ts";
 export type Metrics = Record<string, number>;
 
 /**
- * Per-env and overall rollout statistics of one step's rollouts, and per env the mean of each metric
- * its rollouts report (`metric/<env>/<key>`: the env's own, an algorithm's such as `distill_kept`).
- * Reward and every per-rollout metric are means over the scored rollouts only: a failed rollout has no reward (its 0 is a
- * placeholder), so a step or env whose rollouts all failed has no `reward` key at all (the console
- * prints "-"), and `errors/*` beside it says how many failed.
+ * Per-env and overall rollout statistics of one step's rollouts, and per env the mean of each
+ * metric its rollouts report (`metric/<env>/<key>`: the env's own, an algorithm's such as
+ * `distill_kept`). Reward and every per-rollout metric are means over the scored rollouts only: a
+ * failed rollout has no reward (its 0 is a placeholder), so a step or env whose rollouts all failed
+ * has no `reward` key at all (the console prints "-"), and `errors/*` beside it says how many failed.
  */
 export function rolloutMetrics(rollouts: readonly Rollout[], envs: readonly string[]): Metrics {
   const ok = rollouts.filter((r) => !r.error);
@@ -52,10 +52,17 @@ export function rolloutMetrics(rollouts: readonly Rollout[], envs: readonly stri
     );
     out[`rollouts/${env}`] = mine.length;
     out[`errors/${env}`] = mine.length - good.length;
-    for (const key of new Set(good.flatMap((r) => Object.keys(r.metrics)))) {
-      const values = good.flatMap((r) => (typeof r.metrics[key] === "number" ? [r.metrics[key]] : []));
-      if (values.length) out[`metric/${env}/${key}`] = mean(values);
-    }
+    Object.assign(out, metricMeans(`metric/${env}`, good));
+  }
+  return out;
+}
+
+/** `{prefix/key: mean}` for each metric the scored rollouts report, over those that report it. */
+export function metricMeans(prefix: string, scored: readonly Rollout[]): Metrics {
+  const out: Metrics = {};
+  for (const key of new Set(scored.flatMap((r) => Object.keys(r.metrics)))) {
+    const values = scored.flatMap((r) => (typeof r.metrics[key] === "number" ? [r.metrics[key]] : []));
+    if (values.length) out[`${prefix}/${key}`] = mean(values);
   }
   return out;
 }

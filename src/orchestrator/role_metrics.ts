@@ -3,8 +3,8 @@
 // `reward`, `completion_tokens`, `trains` (the share that trains: 0 for a frozen role) and the
 // mean of every metric the env's episode reported (a proposer's `pass_rate`, a game's `win`).
 import type { Rollout } from "../data/types.ts";
-
-const mean = (values: number[]) => values.reduce((a, b) => a + b, 0) / values.length;
+import { mean } from "../algorithms/group.ts";
+import { metricMeans } from "./metrics.ts";
 
 /** The `role/<env>/<role>/*` keys of the rollouts that carry a role (none for single-agent envs). */
 export function roleMetrics(rollouts: readonly Rollout[]): Record<string, number> {
@@ -25,11 +25,7 @@ export function roleMetrics(rollouts: readonly Rollout[]): Record<string, number
     out[`${prefix}/completion_tokens`] = mean(
       ok.map((r) => r.segments.reduce((n, s) => n + (s.sampled ? s.tokenIds.length : 0), 0)),
     );
-    const keys = new Set(ok.flatMap((r) => Object.keys(r.metrics)));
-    for (const key of keys) {
-      const values = ok.map((r) => r.metrics[key]).filter((v): v is number => typeof v === "number");
-      if (values.length) out[`${prefix}/${key}`] = mean(values);
-    }
+    Object.assign(out, metricMeans(prefix, ok));
   }
   return out;
 }
