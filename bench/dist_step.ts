@@ -20,7 +20,7 @@ import { costModelOf } from "../src/trainer/balance.ts";
 import { packStep } from "../src/data/pack.ts";
 import type { TrainingSample } from "../src/data/types.ts";
 import { trainStepOnRank } from "../src/trainer/ranks.ts";
-import { nativePolicy, trainStep } from "../src/trainer/step.ts";
+import { nativeLearner, trainStep } from "../src/trainer/step.ts";
 import { flag, median, printTable } from "./_reference.ts";
 
 const LOSS = { dppo_mask_low: 0.2, dppo_mask_high: 0.2, adv_tau: 1, kl_tau: 1e-3 };
@@ -57,7 +57,7 @@ async function worker(args: {
   const config = PRESETS[args.preset]!.config.shim;
   using model = await NativeModel.create(config, { seed: 0 });
   using optimizer = NativeOptimizer.create(model);
-  const policy = nativePolicy(model, optimizer);
+  const learner = nativeLearner(model, optimizer);
   const step = batch(args.samples, config.vocab_size);
   const opts = { lr: 1e-4, maxGradNorm: 1, loss: LOSS };
   using group =
@@ -69,8 +69,8 @@ async function worker(args: {
   for (let s = 0; s <= args.steps; s++) {
     group?.barrier();
     const t0 = performance.now();
-    if (dp) trainStepOnRank(dp, policy, step, opts);
-    else trainStep(policy, step, opts);
+    if (dp) trainStepOnRank(dp, learner, step, opts);
+    else trainStep(learner, step, opts);
     group?.barrier();
     if (s > 0) seconds.push((performance.now() - t0) / 1000);
   }

@@ -17,7 +17,7 @@ import { join } from "node:path";
 import { hfConfigObject } from "../src/model/config.ts";
 import { loadModel } from "../src/model/hf.ts";
 import { getPreset, initModel } from "../src/model/presets.ts";
-import { LORA_TARGETS } from "../src/native/model.ts";
+import { LORA_TARGETS } from "../src/model/config.ts";
 import { NativeOptimizer, trainStep } from "../src/native/train.ts";
 import { flag } from "./_reference.ts";
 

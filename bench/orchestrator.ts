@@ -21,7 +21,7 @@
 // outputs between them (~1,250 tokens, 150 sampled). Each group draws a pass rate, then 0/1
 // rewards from it, so some groups are uniform and the filter has work to do.
 //
-// The trainer baseline is src/trainer/step.ts's trainStep over nativePolicy (every row forward +
+// The trainer baseline is src/trainer/step.ts's trainStep over nativeLearner (every row forward +
 // backward, then AdamW), with the row calls and the optimizer step timed apart. `--train-rows N`
 // trains only the first N rows (with the whole step's denominators) and scales the row time by
 // tokens, all / timed; the optimizer step is counted once, unscaled. The default trains every row.
@@ -30,7 +30,7 @@ import { cpus, tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Task } from "../src/envs/types.ts";
 import { Rng } from "../src/envs/random.ts";
-import type { ChatMessage } from "../src/model/chat.ts";
+import type { ChatMessage } from "../src/data/chat.ts";
 import { PRESETS } from "../src/model/presets.ts";
 import { loadNative } from "../src/native/ffi.ts";
 import { NativeModel } from "../src/native/model.ts";
@@ -40,10 +40,10 @@ import { algorithmName, createAlgorithm, parseAlgoConfig } from "../src/algorith
 import { type BatchSample, writeStepBatch } from "../src/rundir/step_file.ts";
 import { buildSamples } from "../src/orchestrator/collect.ts";
 import { writeAudit } from "../src/rundir/audit.ts";
-import { rolloutMetrics } from "../src/orchestrator/metrics.ts";
+import { rolloutMetrics } from "../src/orchestrator/metrics/rollouts.ts";
 import { type PackedStep, packStep } from "../src/data/pack.ts";
 import type { Rollout, Segment } from "../src/data/types.ts";
-import { denominatorsOf, nativePolicy, type Policy, trainStep } from "../src/trainer/step.ts";
+import { denominatorsOf, nativeLearner, type Learner, trainStep } from "../src/trainer/step.ts";
 import { flag, median, printTable } from "./_reference.ts";
 
 const GROUPS = 32;
@@ -229,10 +229,10 @@ async function orchestratorRound(
 // ---- the trainer baseline ----
 
 /** Trains the first `trainRows` rows (0 = all) of the step; the step's estimated ms. */
-function trainerRound(policy: Policy, packed: PackedStep, trainRows: number): number {
+function trainerRound(policy: Learner, packed: PackedStep, trainRows: number): number {
   let rowsMs = 0;
   let optimMs = 0;
-  const timed: Policy = {
+  const timed: Learner = {
     trainRow(row, numEnvs, n, loss) {
       const t0 = performance.now();
       const result = policy.trainRow(row, numEnvs, n, loss);
@@ -310,7 +310,7 @@ try {
     if (!SHAPES[shapeName]) throw new Error(`--shapes: unknown shape ${shapeName} (math, tool)`);
     using model = await NativeModel.create(preset.config.shim, { seed: 0 });
     using optim = NativeOptimizer.create(model, { weightDecay: 0.01 });
-    const policy = nativePolicy(model, optim);
+    const policy = nativeLearner(model, optim);
     for (const algoName of algoNames) {
       const algorithm = await algorithmOf(algoName);
       const warm = await orchestratorRound(shapeName, algorithm, seed, runDir);

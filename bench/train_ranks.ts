@@ -5,7 +5,7 @@
 //
 //   bun bench/train_ranks.ts [--steps 6] [--batch 32] [--group 8] [--tokens 48] [--rounds 2] [--ranks 2]
 //
-// Threads are what rlx train gives by default (src/orchestrator/launch.ts): one rank and one
+// Threads are what rlx train gives by default (src/processes/trainer_ranks.ts): one rank and one
 // policy server each get one thread per core (as before ranks existed); with N ranks every rank
 // and the server get cores / (N + 1), at least 1. A third configuration pins the single rank to
 // the thread count one of the N ranks gets, which separates "more processes" from "fewer threads".

@@ -22,8 +22,9 @@ import { countParams, PRESETS } from "../src/model/presets.ts";
 import { type ShimModelConfig, NativeModel, shimConfigJson } from "../src/native/model.ts";
 import { loadNative } from "../src/native/ffi.ts";
 import { benchMatmul, runtimeInfo } from "../src/native/runtime.ts";
-import { NativeOptimizer, type PackedRow, trainStep } from "../src/native/train.ts";
+import { NativeOptimizer, trainStep } from "../src/native/train.ts";
 import { flag, median, printTable, runReference } from "./_reference.ts";
+import type { TrainRow } from "../src/data/train_row.ts";
 
 // Sample lengths of the packed row: a realistic mix summing to 4096 (scaled by --tokens).
 const LENGTHS = [700, 300, 512, 1024, 128, 900, 532];
@@ -38,11 +39,11 @@ function scaledLengths(tokens: number): number[] {
 
 /** The row, with streams marked by the reference's rules (make_batch): actions are the second half
  * of each sample; samples cycle rl, rl + ce (weight 0.1), ref_kl. */
-function makeRow(lengths: number[], seed: number): PackedRow {
+function makeRow(lengths: number[], seed: number): TrainRow {
   let state = seed >>> 0;
   const rand = () => (state = (Math.imul(state, 1664525) + 1013904223) >>> 0) / 2 ** 32;
   const T = lengths.reduce((a, b) => a + b, 0);
-  const row: PackedRow = {
+  const row: TrainRow = {
     tokenIds: Int32Array.from({ length: T }, () => Math.floor(rand() * 259)),
     sampleLengths: Int32Array.from(lengths),
     lossMask: new Uint8Array(T),
@@ -84,7 +85,7 @@ function stepFlops(c: ShimModelConfig, lengths: number[]): number {
 async function rlxRound(
   model: NativeModel,
   optim: NativeOptimizer,
-  row: PackedRow,
+  row: TrainRow,
   steps: number,
 ): Promise<{ times: number[]; loss: number }> {
   const counts = { nRl: 0, nCe: 0, nRefKl: 0 };

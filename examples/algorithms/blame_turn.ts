@@ -16,8 +16,8 @@
 import type { AlgorithmKit } from "../../src/algorithms/registry.ts";
 import type { AlgorithmContext } from "../../src/algorithms/base.ts";
 import type { CreditPart, Rollout } from "../../src/data/types.ts";
-import type { ChatClient } from "../../src/inference/chat_client.ts";
-import type { ChatMessage } from "../../src/model/chat.ts";
+import type { ChatClient } from "../../src/clients/chat_client.ts";
+import type { ChatMessage } from "../../src/data/chat.ts";
 
 export default ({ Algorithm, z, group, assignAdvantage, credit, judges }: AlgorithmKit) =>
   class BlameTurn extends Algorithm<any> {

@@ -9,7 +9,7 @@
 //   judge = { type = "custom", path = "examples/judges/yes_no.ts", name = "judge", base_url = "http://127.0.0.1:8002/v1" }
 import type { JudgeKit } from "../../src/judges/index.ts";
 import type { Rollout, Task } from "../../src/data/types.ts";
-import type { ChatMessage } from "../../src/model/chat.ts";
+import type { ChatMessage } from "../../src/data/chat.ts";
 
 export default ({ Judge, JudgeError, taskText, messageText }: JudgeKit) =>
   class YesNo extends Judge {

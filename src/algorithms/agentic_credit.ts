@@ -21,12 +21,12 @@
 import { z } from "zod";
 import type { CreditPart, JudgeRecord, Rollout } from "../data/types.ts";
 import { hashString } from "../envs/random.ts";
-import type { ChatClient } from "../inference/chat_client.ts";
-import { CallGate, CallTimeout } from "../inference/gate.ts";
+import type { ChatClient } from "../clients/chat_client.ts";
+import { CallGate, CallTimeout } from "../clients/gate.ts";
 import { JudgeError, validScore } from "../judges/judge.ts";
 import { judgeEndpointFields } from "../judges/schema.ts";
 import { messageText, taskText } from "../judges/trace.ts";
-import type { ChatMessage } from "../model/chat.ts";
+import type { ChatMessage } from "../data/chat.ts";
 import { Algorithm, type AlgorithmContext, type LossComponent } from "./base.ts";
 import { assignGrpoAdvantages, grpoFields } from "./grpo.ts";
 import { assignAdvantage, creditParts } from "./routing.ts";

@@ -17,10 +17,10 @@
 // Everything a hook needs from the outside world comes through `AlgorithmContext`, so tests give
 // an algorithm plain objects and a user's custom class needs nothing from rlx's sources.
 import { z, type ZodType } from "zod";
-import type { ChatClient } from "../inference/chat_client.ts";
-import type { SamplingClient } from "../inference/types.ts";
+import type { ChatClient } from "../clients/chat_client.ts";
+import type { SamplingClient } from "../clients/types.ts";
 import type { JudgeEndpoint } from "../judges/schema.ts";
-import type { ChatMessage } from "../model/chat.ts";
+import type { ChatMessage } from "../data/chat.ts";
 import type { Rollout } from "../data/types.ts";
 import type { BarrierSpec } from "./barriers.ts";
 import type { FrozenModel } from "./schemas.ts";
@@ -44,7 +44,7 @@ export interface RuleViolation {
 
 /** A connected frozen endpoint: a sampling client that can also say which tokenizer it has, so
  * an algorithm can refuse a teacher whose token ids mean something else than the student's.
- * (src/inference/client.ts's OpenAIClient is one; vLLM reports no vocabulary size, so it is optional.) */
+ * (src/clients/client.ts's OpenAIClient is one; vLLM reports no vocabulary size, so it is optional.) */
 export interface FrozenClient extends SamplingClient {
   /** The endpoint's token ids for plain text (no special tokens added; vLLM's /tokenize). */
   tokenize(text: string): Promise<number[]>;

@@ -7,7 +7,7 @@
 import { z } from "zod";
 import { EndpointError } from "../errors.ts";
 import { sampleRanges, type Rollout } from "../data/types.ts";
-import type { SamplingClient, ScoredSequence } from "../inference/types.ts";
+import type { SamplingClient, ScoredSequence } from "../clients/types.ts";
 import type { RuleViolation } from "./base.ts";
 import { actionMask } from "./routing.ts";
 

@@ -20,7 +20,7 @@
 // models have little in-context learning, so expect little from OPSD at that scale.
 import { z } from "zod";
 import { ConfigError, EndpointError } from "../errors.ts";
-import type { SamplingClient } from "../inference/types.ts";
+import type { SamplingClient } from "../clients/types.ts";
 import type { Rollout } from "../data/types.ts";
 import {
   Algorithm,

@@ -6,7 +6,7 @@
 import { writeFileSync } from "node:fs";
 import { defineCommand } from "citty";
 import { ConfigError, EndpointError } from "../errors.ts";
-import type { SamplingClient } from "../inference/types.ts";
+import type { SamplingClient } from "../clients/types.ts";
 import type { EnvEval } from "../eval/evaluate.ts";
 
 function number(
@@ -26,7 +26,7 @@ const isCount = (n: number) => Number.isInteger(n) && n >= 1;
 
 /** The first model id an OpenAI-compatible server lists. */
 async function servedModel(baseUrl: string, apiKey: string | undefined): Promise<string> {
-  const { JsonEndpoint, DEFAULT_HTTP } = await import("../inference/http.ts");
+  const { JsonEndpoint, DEFAULT_HTTP } = await import("../clients/http.ts");
   const headers: Record<string, string> = apiKey ? { authorization: `Bearer ${apiKey}` } : {};
   const endpoint = new JsonEndpoint(baseUrl.replace(/\/+$/, ""), {
     ...DEFAULT_HTTP,
@@ -133,12 +133,12 @@ export default defineCommand({
     let close = async () => {};
     let maxContextTokens: number | undefined;
     if (args["base-url"]) {
-      const { OpenAIClient } = await import("../inference/client.ts");
+      const { OpenAIClient } = await import("../clients/client.ts");
       const apiKey = args["api-key"] ?? (process.env.RLX_API_KEY || undefined);
       const model = args["served-model"] ?? (await servedModel(args["base-url"], apiKey));
       client = new OpenAIClient({ model, baseUrls: [args["base-url"]], retries: 2, ...(apiKey ? { apiKey } : {}) });
     } else {
-      const { LocalClient } = await import("../inference/local.ts");
+      const { LocalClient } = await import("../engine/local.ts");
       const local = await LocalClient.fromModelDir(args.model!, { maxBatch });
       client = local;
       close = () => local.close();

@@ -1,6 +1,6 @@
 // `rlx serve`: an OpenAI-compatible server (vLLM's subset) over the shim, batched. Loads the model
-// directory, starts the engine (src/inference/engine.ts) and the HTTP layer
-// (src/inference/server.ts), prints one line with the URL once it is listening, and on SIGTERM or
+// directory, starts the engine (src/engine/engine.ts) and the HTTP layer
+// (src/serve/server.ts), prints one line with the URL once it is listening, and on SIGTERM or
 // SIGINT refuses new work, finishes what is in flight and exits 0. `--api-key` (or $RLX_API_KEY)
 // guards every route but /health; a policy server loads weights only under `--weights-root`.
 //
@@ -11,7 +11,7 @@ import { defineCommand } from "citty";
 import { existsSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { ConfigError, ModelFileError } from "../errors.ts";
-import { API_KEY_ENV, isLoopback } from "../inference/auth.ts";
+import { API_KEY_ENV, isLoopback } from "../serve/auth.ts";
 
 function intFlag(name: string, value: string, min: number): number {
   const n = Number(value);
@@ -123,9 +123,9 @@ export default defineCommand({
       await Promise.all([
         import("../model/hf.ts"),
         import("../model/tokenizer.ts"),
-        import("../inference/engine.ts"),
-        import("../inference/server.ts"),
-        import("../orchestrator/children.ts"),
+        import("../engine/engine.ts"),
+        import("../serve/server.ts"),
+        import("../processes/children.ts"),
         import("../native/core_share.ts"),
       ]);
     exitWithParent(); // a policy server of `rlx train` must not outlive a SIGKILLed orchestrator

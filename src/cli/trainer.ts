@@ -26,7 +26,7 @@ export default defineCommand({
   },
   async run({ args }) {
     const { runTrainer } = await import("../trainer/process.ts");
-    const { configuredStore, parseStore } = await import("../orchestrator/launch.ts");
+    const { configuredStore, parseStore } = await import("../processes/trainer_ranks.ts");
     const runDir = args["run-dir"];
     const { config } = loadConfig(join(runDir, "config.resolved.toml"));
     const rank = args.rank === undefined ? 0 : Number(args.rank);

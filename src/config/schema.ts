@@ -6,8 +6,8 @@
 import { z } from "zod";
 import { modelReferenceSchema } from "../algorithms/schemas.ts";
 import { judgeSchema } from "../judges/schema.ts";
-import { RL_LOSS_TYPES, RL_REDUCTIONS } from "../native/loss_types.ts";
-import { LORA_TARGETS } from "../native/model.ts";
+import { RL_LOSS_TYPES, RL_REDUCTIONS } from "../data/loss_types.ts";
+import { LORA_TARGETS } from "../model/config.ts";
 
 const algoBlock = z.looseObject({ type: z.string() });
 const samplerBlock = z.looseObject({ type: z.string() });
@@ -235,7 +235,7 @@ export const configSchema = z.strictObject({
       base_urls: z.array(z.url({ protocol: /^https?$/ })).default([]),
       /**
        * What serves the live policy at base_urls, which decides how a published step reaches it
-       * (src/inference/policy_engines.ts, docs/engines.md): `rlx serve` (POST /update_weights), vLLM
+       * (src/clients/policy_engines.ts, docs/engines.md): `rlx serve` (POST /update_weights), vLLM
        * (its dev-mode routes) or SGLang (/update_weights_from_disk). Spawned servers are rlx's.
        */
       engine: z.enum(["rlx", "vllm", "sglang"]).default("rlx"),

@@ -19,7 +19,7 @@
 //   - The step's token counts per component (the global denominators' numerators) are counted over
 //     the packed rows, after truncation, as the trainer sees them: a sample's first token has no
 //     prediction and belongs to no component.
-import type { PackedRow as NativeRow } from "../native/train.ts";
+import type { TrainRow } from "./train_row.ts";
 import { type ShareUnit, shareUnits } from "./prefix_share.ts";
 import type { TrainingSample } from "./types.ts";
 
@@ -49,7 +49,7 @@ export interface PackedSampleInfo {
 /** One packed micro-batch of T tokens (T <= seq_len, rounded up to padMultiple): the native
  * training call's row (sample lengths include the padding segment, if any) plus what the
  * orchestrator keeps about where each sample sits. */
-export interface PackedRow extends NativeRow {
+export interface PackedRow extends TrainRow {
   /** Per token: index into PackedStep.envs; -1 on padding. */
   envIndex: Int32Array;
   samples: PackedSampleInfo[];

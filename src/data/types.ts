@@ -13,9 +13,9 @@
 // segments concatenated in order (every sample, one after the other), so an algorithm annotates a
 // rollout as one flat array and the sample builder cuts it at sample boundaries.
 
-import type { ChatMessage, Role } from "../model/chat.ts";
+import type { ChatMessage, Role } from "./chat.ts";
 
-export type { Role } from "../model/chat.ts";
+export type { Role } from "./chat.ts";
 
 /** One task of an environment (src/envs/types.ts: what `load` returns). */
 export interface Task {

@@ -3,7 +3,7 @@
 // a task's split is a function of its key (or an explicit `split` column), never of draw order.
 import { existsSync, readFileSync } from "node:fs";
 import { EnvError } from "../errors.ts";
-import type { ChatMessage } from "../model/chat.ts";
+import type { ChatMessage } from "../data/chat.ts";
 import { hashString, Rng, splitOf } from "./random.ts";
 import type { Split, Task } from "./types.ts";
 

@@ -1,7 +1,7 @@
 // Runs one parsed tool call against an env's tools and turns the result into the tool message the
 // model sees next. The rollout driver, `rlx env tool` and `rlx env demos` all go through here, so
 // the observation a user debugs is byte for byte the one the model is trained on.
-import type { ChatMessage, ToolCall } from "../model/chat.ts";
+import type { ChatMessage, ToolCall } from "../data/chat.ts";
 import type { Task, Tool } from "./types.ts";
 
 export interface ToolObservation {

@@ -12,11 +12,11 @@
 //
 // A reward may call out (a judge: src/judges/) and return a Promise. The orchestrator runs each
 // env's rewards through a gate (the env entry's `reward = { concurrency, timeout_s }`,
-// src/inference/gate.ts) as each rollout finishes; a reward that throws, rejects or times out fails
+// src/clients/gate.ts) as each rollout finishes; a reward that throws, rejects or times out fails
 // its rollout with the reason (excluded from training and from every mean, never scored 0).
 
 import type { ZodType } from "zod";
-import type { ChatMessage, ToolSpec } from "../model/chat.ts";
+import type { ChatMessage, ToolSpec } from "../data/chat.ts";
 import type { JudgeRecord, Rollout, Task } from "../data/types.ts";
 
 export type { Task } from "../data/types.ts";

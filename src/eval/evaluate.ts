@@ -17,8 +17,8 @@
 // decides what an error_rate of 1 means (rlx eval stops with the first error's message).
 import { createEnv, loadEnv } from "../envs/index.ts";
 import type { Env, Task } from "../envs/types.ts";
-import type { SamplingClient } from "../inference/types.ts";
-import type { ChatMessage } from "../model/chat.ts";
+import type { SamplingClient } from "../clients/types.ts";
+import type { ChatMessage } from "../data/chat.ts";
 import type { ChatRenderer } from "../model/render.ts";
 import { runRollout } from "../rollout/driver.ts";
 import type { Rollout } from "../data/types.ts";

@@ -6,7 +6,7 @@
 //   export default ({ Judge, validScore }) => class Strict extends Judge { async judge(task, rollout, signal) {...} };
 import { runToolCall } from "../envs/tools.ts";
 import type { Env } from "../envs/types.ts";
-import type { ChatClient } from "../inference/chat_client.ts";
+import type { ChatClient } from "../clients/chat_client.ts";
 import { loadPluginClass } from "../plugin.ts";
 import { AgenticJudge } from "./agentic.ts";
 import { Judge, JudgeError, validScore } from "./judge.ts";

@@ -11,7 +11,7 @@
 import type { JudgeRecord, Rollout, Task } from "../data/types.ts";
 import type { Env } from "../envs/types.ts";
 import { RlxError } from "../errors.ts";
-import type { ChatClient } from "../inference/chat_client.ts";
+import type { ChatClient } from "../clients/chat_client.ts";
 import type { JudgeConfig } from "./schema.ts";
 
 /** A judge's result: its score and the conversation that led to it. */

@@ -4,7 +4,7 @@
 // without one (or with x outside [0, 1]) is garbage: the rollout fails with the reply's start.
 import type { Rollout, Task } from "../data/types.ts";
 import { hashString } from "../envs/random.ts";
-import type { ChatMessage } from "../model/chat.ts";
+import type { ChatMessage } from "../data/chat.ts";
 import { Judge, JudgeError, validScore, type Verdict } from "./judge.ts";
 import { numberedTrace, taskText } from "./trace.ts";
 

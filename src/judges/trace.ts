@@ -2,7 +2,7 @@
 // so "message 4" means the same thing to the judge, to its read_message tool and to the audit
 // record. Tool calls are written as `name({json arguments})`, reasoning in <think> tags.
 import type { Task } from "../data/types.ts";
-import type { ChatMessage } from "../model/chat.ts";
+import type { ChatMessage } from "../data/chat.ts";
 
 /** One message as plain text: reasoning, content, then one line per tool call. */
 export function messageText(message: ChatMessage): string {

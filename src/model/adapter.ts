@@ -10,7 +10,8 @@
 import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { basename, dirname, join, resolve } from "node:path";
 import { ConfigError, ModelFileError } from "../errors.ts";
-import { LORA_TARGETS, type LoraSpec, type LoraTarget, type NativeModel } from "../native/model.ts";
+import type { LoraSpec, NativeModel } from "../native/model.ts";
+import { LORA_TARGETS, type LoraTarget } from "./config.ts";
 import { type Checksums, CHECKSUMS_FILE, checksumsFileText } from "./checksums.ts";
 import { replaceDir, TOKENIZER_FILES } from "./dir_files.ts";
 import { assertWhole, checkModelDir } from "./integrity.ts";

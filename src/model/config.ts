@@ -21,6 +21,10 @@ import { parseRopeScaling, ropeScalingObject } from "./rope.ts";
 // The 13-key normalized config (rlx_model_create's config_json) is declared next to the shim wrapper.
 export type { ShimModelConfig } from "../native/model.ts";
 
+/** The projections LoRA may adapt, in PEFT's module names (rlx.h, rlx_model_lora_add). */
+export const LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"] as const;
+export type LoraTarget = (typeof LORA_TARGETS)[number];
+
 /** The model families rlx runs, by config.json `model_type`. */
 export type ModelType = "llama" | "qwen2" | "qwen3";
 

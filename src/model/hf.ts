@@ -97,7 +97,7 @@ const baseDirs = new WeakMap<NativeModel, string>();
  * When `dir` is an adapter for the model's own base with the model's LoRA settings (rank, alpha,
  * targets), returns the function that copies it into the model in place, every tensor checked
  * first; null when `dir` needs a full load (full weights, another base, other settings). A
- * policy's weight update then moves the adapter's megabytes, not the model (inference/engine.ts).
+ * policy's weight update then moves the adapter's megabytes, not the model (engine/engine.ts).
  */
 export function adapterSwap(model: NativeModel, dir: string): (() => void) | null {
   if (!model.lora || !isAdapterDir(dir)) return null;

@@ -9,7 +9,7 @@
 // compute rewards; the training sequence keeps the sampled token ids, never this re-encoding.
 // Malformed calls are reported, not thrown: the rollout driver answers them with an error
 // observation, so a model learns the format instead of crashing the run.
-import type { ChatMessage, ToolCall } from "./chat.ts";
+import type { ChatMessage, ToolCall } from "../data/chat.ts";
 
 export interface ParsedAssistant {
   message: ChatMessage;

@@ -17,7 +17,7 @@
 import { Template } from "@huggingface/jinja";
 import "./jinja_strings.ts"; // Python strip(chars) semantics (the library ignores the argument)
 import { ModelFileError } from "../errors.ts";
-import type { ChatMessage, ToolSpec } from "./chat.ts";
+import type { ChatMessage, ToolSpec } from "../data/chat.ts";
 import type { Tokenizer } from "./tokenizer.ts";
 import { type AttributedText, type AttributedTokens, type Span, tokenizeSpans } from "./tokenize_spans.ts";
 

@@ -61,16 +61,13 @@ export interface ParamInfo {
 
 export type ModelOption = "autocast_bf16" | "logits_chunk" | "fused_attention" | "cpu_linear";
 
-/** The projections LoRA may adapt, in PEFT's module names (rlx.h, rlx_model_lora_add). */
-export const LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"] as const;
-export type LoraTarget = (typeof LORA_TARGETS)[number];
-
 /** LoRA adapters: W x + (alpha / rank) B A dropout(x) on each target projection of every layer. */
 export interface LoraSpec {
   rank: number;
   alpha: number;
   dropout: number;
-  targets: readonly LoraTarget[];
+  /** PEFT module names (LORA_TARGETS of src/model/config.ts). */
+  targets: readonly string[];
 }
 
 type Bytes = Uint8Array | Int8Array | Uint16Array | Int16Array | Uint32Array | Int32Array | Float32Array | Float64Array;

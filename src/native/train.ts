@@ -5,36 +5,9 @@
 import type { Pointer } from "bun:ffi";
 import { NativeError } from "../errors.ts";
 import { check, native } from "./ffi.ts";
-import { RL_LOSS_TYPES, RL_REDUCTIONS, type RlLossType, type RlReduction } from "./loss_types.ts";
+import { RL_LOSS_TYPES, RL_REDUCTIONS, type RlLossType, type RlReduction } from "../data/loss_types.ts";
 import type { NativeModel } from "./model.ts";
-
-/** One packed row of T tokens (docs/architecture.md §4); every stream has length T. */
-export interface PackedRow {
-  tokenIds: Int32Array;
-  /** Lengths of the packed samples, summing to T. */
-  sampleLengths: Int32Array;
-  /** Per sample: the earlier sample of the row whose tokens it continues (a shared prefix), or -1
-   * (rlx.h rlx_train_step_shared). Absent: none shared. */
-  sampleParents?: Int32Array;
-  lossMask: Uint8Array;
-  advantages: Float32Array;
-  inferenceLogprobs: Float32Array;
-  temperatures: Float32Array;
-  refLogprobs?: Float32Array;
-  rlWeights?: Float32Array;
-  ceWeights?: Float32Array;
-  refKlWeights?: Float32Array;
-  /** The distill component (docs/architecture.md §6): per-token weights and betas (0 forward KL, 1
-   * reverse KL, between: generalized JSD), and per token `distillK` slots of the target's top-k ids
-   * (-1 = empty) and their logprobs, [T * distillK]. Absent weights: no member. */
-  distillWeights?: Float32Array;
-  distillBetas?: Float32Array;
-  distillK?: number;
-  distillIds?: Int32Array;
-  distillLogprobs?: Float32Array;
-  /** Per-token env index into 0..nEnvs-1, -1 for none (padding). */
-  envIndex?: Int32Array;
-}
+import type { TrainRow } from "../data/train_row.ts";
 
 /** Global denominators (max(1, member count) over the whole step) and the rl loss settings. */
 export interface LossSettings {
@@ -126,7 +99,7 @@ function requireLength(name: string, arr: ArrayLike<number> | undefined, T: numb
   if (arr.length !== T) throw new NativeError(`${name} has ${arr.length} entries but the row has ${T} tokens`);
 }
 
-function checkRow(row: PackedRow): number {
+function checkRow(row: TrainRow): number {
   const T = row.tokenIds.length;
   for (const key of ["lossMask", "advantages", "inferenceLogprobs", "temperatures"] as const)
     requireLength(key, row[key], T);
@@ -138,7 +111,7 @@ function checkRow(row: PackedRow): number {
 }
 
 type OptionalStreams = Pick<
-  PackedRow,
+  TrainRow,
   | "refLogprobs"
   | "rlWeights"
   | "ceWeights"
@@ -163,7 +136,7 @@ function checkOptional(row: OptionalStreams, T: number): void {
 }
 
 /** Forward + backward of one packed micro-batch; gradients accumulate in the model. */
-export function trainStep(model: NativeModel, row: PackedRow, loss: LossSettings, nEnvs = 0): StepResult {
+export function trainStep(model: NativeModel, row: TrainRow, loss: LossSettings, nEnvs = 0): StepResult {
   const T = checkRow(row);
   if (row.envIndex === undefined && nEnvs !== 0) throw new NativeError("nEnvs > 0 needs envIndex");
   const out = new Float64Array(METRIC_FIELDS.length * (1 + nEnvs));
@@ -202,7 +175,7 @@ export function trainStep(model: NativeModel, row: PackedRow, loss: LossSettings
   return metricsOf(out, nEnvs);
 }
 
-export type LossEvalRow = Omit<PackedRow, "tokenIds" | "sampleLengths" | "temperatures"> & {
+export type LossEvalRow = Omit<TrainRow, "tokenIds" | "sampleLengths" | "temperatures"> & {
   logprobs: Float64Array;
   /** The row's samples (for sequence-level types and reductions); absent: one sample. */
   sampleLengths?: Int32Array;

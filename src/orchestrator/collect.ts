@@ -14,9 +14,8 @@ import { appendFailed } from "../rundir/failed.ts";
 import type { TaskStats } from "../sampling/stats.ts";
 import type { FailureWindow } from "./failures.ts";
 import { type CollectContext, type EnvAdmission, MAX_EMPTY_BATCHES, sampleGroups } from "./groups.ts";
-import { judgeMetrics } from "./judge_metrics.ts";
-import { type Progress, rolloutMetrics } from "./metrics.ts";
-import { roleMetrics } from "./role_metrics.ts";
+import type { Progress } from "./metrics/log.ts";
+import { judgeMetrics, roleMetrics, rolloutMetrics } from "./metrics/rollouts.ts";
 import type { TaskSampler } from "./sampler.ts";
 
 /** A sample the step trains, with what its audit record names (its rollout, index and algorithm). */

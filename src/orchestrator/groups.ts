@@ -22,7 +22,7 @@ import type { ChatRenderer } from "../model/render.ts";
 import { runRollout } from "../rollout/driver.ts";
 import { runEpisode } from "../rollout/episode.ts";
 import { failAsData } from "./hooks.ts";
-import type { Progress } from "./metrics.ts";
+import type { Progress } from "./metrics/log.ts";
 import type { Draw, TaskSampler } from "./sampler.ts";
 import { algorithmOf, type TrainEnv } from "./setup.ts";
 

@@ -28,10 +28,10 @@ import { batchPath } from "../rundir/paths.ts";
 import { type BatchSample, writeStepBatch } from "../rundir/step_file.ts";
 import { collectedMetrics, collectStep, warnFailures } from "./collect.ts";
 import { FailureWindow } from "./failures.ts";
-import { MetricsLog, Progress } from "./metrics.ts";
-import type { PolicyPool } from "./policy.ts";
+import { MetricsLog, Progress } from "./metrics/log.ts";
+import type { LivePolicy } from "../processes/live_policy.ts";
 import { samplingState } from "./sampler.ts";
-import { samplingMetrics } from "./sampling_metrics.ts";
+import { samplingMetrics } from "./metrics/task_sampling.ts";
 import type { TrainEnv } from "./setup.ts";
 import type { TrainEval } from "./train_eval.ts";
 import { HubSync } from "./hub_sync.ts";
@@ -50,7 +50,7 @@ export interface LoopOptions {
   config: ResolvedConfig;
   runDir: string;
   envs: TrainEnv[];
-  policy: PolicyPool;
+  policy: LivePolicy;
   renderer: ChatRenderer;
   /** Rejects when a child process dies; every wait races it. */
   failure: Promise<never>;

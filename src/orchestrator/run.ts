@@ -1,7 +1,7 @@
 // `rlx train` as a whole (docs/architecture.md §2): prepares the run directory (fresh, or rewound to a
 // checkpoint for --resume), writes config.resolved.toml, starts the policy (spawned `rlx serve
 // --policy` servers, external ones, or in-process), sets up every train env and its algorithm,
-// starts the trainer (`rlx trainer`, one per data-parallel rank: src/orchestrator/launch.ts), and
+// starts the trainer (`rlx trainer`, one per data-parallel rank: src/processes/trainer_ranks.ts), and
 // runs the step loop in this process. Children are stopped on every way out: the end of the run,
 // an error, Ctrl-C, or one of them dying (a trainer rank included: the error names it).
 import { existsSync, mkdirSync, rmSync } from "node:fs";
@@ -20,12 +20,12 @@ import {
   readCheckpoint,
   rewindRunDir,
 } from "../rundir/checkpoint.ts";
-import { Children } from "./children.ts";
-import { planLaunch } from "./launch.ts";
+import { Children } from "../processes/children.ts";
+import { planLaunch } from "../processes/trainer_ranks.ts";
 import { type LoopResult, type OrchestratorState, runTrainLoop } from "./loop.ts";
-import { MetricsLog } from "./metrics.ts";
-import type { PolicyPool } from "./policy.ts";
-import { type InferenceMode, startPolicy } from "./policy_start.ts";
+import { MetricsLog } from "./metrics/log.ts";
+import type { LivePolicy } from "../processes/live_policy.ts";
+import { type InferenceMode, startPolicy } from "../processes/policy_start.ts";
 import { setupTrainEnvs } from "./setup.ts";
 import { TrainEval } from "./train_eval.ts";
 
@@ -160,7 +160,7 @@ export async function runTraining(o: TrainOptions): Promise<TrainResult> {
   const onTerm = () => stop("SIGTERM");
   process.on("SIGINT", onInt);
   process.on("SIGTERM", onTerm);
-  let policy: PolicyPool | undefined;
+  let policy: LivePolicy | undefined;
   try {
     // the trainer first: its start-up (libtorch, the model) overlaps the policy's and the envs'
     const mode = policyMode(config, o.inference ?? "auto");

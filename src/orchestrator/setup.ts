@@ -18,11 +18,11 @@ import type { Rollout, Task } from "../data/types.ts";
 import { createEnv, loadEnv } from "../envs/index.ts";
 import type { Env } from "../envs/types.ts";
 import { ConfigError, EndpointError, keyPath } from "../errors.ts";
-import { type ChatClient, OpenAIChatClient } from "../inference/chat_client.ts";
-import { OpenAIClient } from "../inference/client.ts";
-import { CallGate } from "../inference/gate.ts";
-import { JsonEndpoint } from "../inference/http.ts";
-import type { SamplingClient } from "../inference/types.ts";
+import { type ChatClient, OpenAIChatClient } from "../clients/chat_client.ts";
+import { OpenAIClient } from "../clients/client.ts";
+import { CallGate } from "../clients/gate.ts";
+import { JsonEndpoint } from "../clients/http.ts";
+import type { SamplingClient } from "../clients/types.ts";
 import { createJudge } from "../judges/index.ts";
 import { judgedEnv } from "../judges/judge.ts";
 import type { JudgeEndpoint } from "../judges/schema.ts";
@@ -33,7 +33,7 @@ import type { Sampler } from "../sampling/base.ts";
 import { createSampler } from "../sampling/registry.ts";
 import { TaskStats } from "../sampling/stats.ts";
 import { BarrierBook } from "./barriers.ts";
-import type { PolicyPool } from "./policy.ts";
+import type { LivePolicy } from "../processes/live_policy.ts";
 
 /** One train env, ready to sample from. */
 export interface TrainEnv {
@@ -122,7 +122,7 @@ export interface SetupOptions {
   config: ResolvedConfig;
   /** The config file, for error messages. */
   source: string;
-  policy: PolicyPool;
+  policy: LivePolicy;
   tokenizer: Tokenizer;
   renderer: ChatRenderer;
   info: (line: string) => void;

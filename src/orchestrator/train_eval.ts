@@ -8,7 +8,7 @@
 import type { ResolvedConfig } from "../config/resolve.ts";
 import type { ChatRenderer } from "../model/render.ts";
 import { type EvalSettings, evalMetrics, evaluate, loadEvalTasks } from "../eval/evaluate.ts";
-import type { PolicyPool } from "./policy.ts";
+import type { LivePolicy } from "../processes/live_policy.ts";
 
 type Loaded = Awaited<ReturnType<typeof loadEvalTasks>> & { settings: EvalSettings };
 
@@ -17,14 +17,14 @@ export class TrainEval {
     private readonly envs: Loaded[],
     private readonly interval: number,
     private readonly maxSteps: number,
-    private readonly policy: PolicyPool,
+    private readonly policy: LivePolicy,
     private readonly renderer: ChatRenderer,
   ) {}
 
   /** The evaluator of a config, or undefined without `[orchestrator.eval]`. */
   static async create(
     config: ResolvedConfig,
-    policy: PolicyPool,
+    policy: LivePolicy,
     renderer: ChatRenderer,
   ): Promise<TrainEval | undefined> {
     const block = config.orchestrator.eval;

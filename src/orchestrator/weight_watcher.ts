@@ -5,7 +5,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { PUBLISHED_MARKER, type PublishedStep, weightsDir } from "../rundir/paths.ts";
-import type { PolicyPool } from "./policy.ts";
+import type { LivePolicy } from "../processes/live_policy.ts";
 
 /**
  * Watches `weights/step_N/published.json` markers: hands each step's trainer metrics to
@@ -20,7 +20,7 @@ export class WeightWatcher {
 
   constructor(
     private readonly runDir: string,
-    private readonly policy: PolicyPool,
+    private readonly policy: LivePolicy,
     start: number,
     private readonly onPublished: (step: number, published: PublishedStep, extra: Record<string, number>) => void,
     /** Runs once the policy serves a new version, before any newer one is loaded (the eval). */

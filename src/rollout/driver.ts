@@ -15,13 +15,13 @@
 // rollout with `error` set and the reason (excluded from training; its reward 0 is a placeholder).
 // The reward is computed here, as the episode ends, so judging one rollout overlaps the generation
 // of the others. Only a bug in this file could throw out of runRollout.
-import type { ChatMessage } from "../model/chat.ts";
+import type { ChatMessage } from "../data/chat.ts";
 import { parseAssistant } from "../model/parse.ts";
 import type { AttributedTokens, ChatRenderer, RenderOptions } from "../model/render.ts";
 import { malformedCallObservation, runToolCall } from "../envs/tools.ts";
 import type { Env, RewardResult, Task } from "../envs/types.ts";
-import { CallTimeout, type CallGate } from "../inference/gate.ts";
-import type { Completion, SamplingClient } from "../inference/types.ts";
+import { CallTimeout, type CallGate } from "../clients/gate.ts";
+import type { Completion, SamplingClient } from "../clients/types.ts";
 import type { Rollout, Segment } from "../data/types.ts";
 
 export interface SamplingParams {

@@ -12,8 +12,8 @@
 import type { Rollout } from "../data/types.ts";
 import type { Env, EpisodeResult, Task } from "../envs/types.ts";
 import { hashString } from "../envs/random.ts";
-import type { SamplingClient } from "../inference/types.ts";
-import type { ChatMessage } from "../model/chat.ts";
+import type { SamplingClient } from "../clients/types.ts";
+import type { ChatMessage } from "../data/chat.ts";
 import { type RolloutRequest, runRollout } from "./driver.ts";
 
 /** Who plays a role: its sampling client, and whether its tokens train. */

@@ -10,7 +10,7 @@
 // typo on line 4,812 should not surface an hour into a run.
 import { existsSync, readFileSync } from "node:fs";
 import { EnvError } from "../errors.ts";
-import type { ChatMessage, Role, ToolSpec } from "../model/chat.ts";
+import type { ChatMessage, Role, ToolSpec } from "../data/chat.ts";
 
 /** One dataset row as a conversation: messages at index >= `targetsFrom` with role assistant are trained. */
 export interface SftConversation {

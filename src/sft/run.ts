@@ -24,7 +24,7 @@ import { join } from "node:path";
 import { stringify as stringifyToml } from "smol-toml";
 import { dataPaths, type SftConfig } from "./config.ts";
 import { EnvError } from "../errors.ts";
-import { LocalClient } from "../inference/local.ts";
+import { LocalClient } from "../engine/local.ts";
 import { ensureLora } from "../model/adapter.ts";
 import { loadModel, saveModel } from "../model/hf.ts";
 import { ChatRenderer } from "../model/render.ts";
@@ -42,7 +42,7 @@ import { readSftRows } from "./data.ts";
 import { type BandRecord, BandWatch } from "./band.ts";
 import { checkRunDir, dataFingerprint, RUN_FILES, type SftState, sftState } from "./resume.ts";
 import { tokenizeConversationSamples } from "./tokens.ts";
-import { nativePolicy, trainStep } from "../trainer/step.ts";
+import { nativeLearner, trainStep } from "../trainer/step.ts";
 
 export interface SftSummary {
   steps: number;
@@ -212,7 +212,7 @@ export async function runSft(config: SftConfig, options: SftOptions = {}): Promi
       weightDecay: optim.weight_decay,
     });
     if (checkpoint) optimizer.loadState(checkpoint.optimizerState());
-    const policy = nativePolicy(model, optimizer);
+    const learner = nativeLearner(model, optimizer);
     const batches = new SftBatches(examples, batchOptions);
     if (resumed) batches.restore(resumed.batches);
     const bandWatch = config.eval?.stop && new BandWatch(config.eval.stop);
@@ -251,7 +251,7 @@ export async function runSft(config: SftConfig, options: SftOptions = {}): Promi
       step++;
       const packed = batches.nextPacked();
       const lr = learningRate(step, optim.lr, t.schedule, totalSteps);
-      const result = trainStep(policy, packed, {
+      const result = trainStep(learner, packed, {
         lr,
         maxGradNorm: optim.max_norm,
         loss: { dppo_mask_low: 0.2, dppo_mask_high: 0.2, adv_tau: 1, kl_tau: 1e-3 },

@@ -42,7 +42,7 @@ import { isCheckpointStep, readCheckpoint } from "../rundir/checkpoint.ts";
 import { checkpoint, publishStep, type Trained } from "./publish.ts";
 import { trainStepOnRank } from "./ranks.ts";
 import { learningRate } from "./schedule.ts";
-import { nativePolicy, type Policy, trainStep } from "./step.ts";
+import { nativeLearner, type Learner, trainStep } from "./step.ts";
 
 export interface TrainerOptions {
   runDir: string;
@@ -119,11 +119,11 @@ function verifyOptimizerState(group: ProcessGroup, image: Uint8Array): void {
   }
 }
 
-/** The policy taking its threads from the core share before each micro-batch and update. */
-function sharingCores(policy: Policy, cores: CoreShare): Policy {
+/** The learner taking its threads from the core share before each micro-batch and update. */
+function sharingCores(learner: Learner, cores: CoreShare): Learner {
   return {
-    trainRow: (...args) => (cores.apply(), policy.trainRow(...args)),
-    optimizerStep: (...args) => (cores.apply(), policy.optimizerStep(...args)),
+    trainRow: (...args) => (cores.apply(), learner.trainRow(...args)),
+    optimizerStep: (...args) => (cores.apply(), learner.optimizerStep(...args)),
   };
 }
 
@@ -164,7 +164,7 @@ export async function runTrainer(opts: TrainerOptions): Promise<void> {
     if (restored) verifyOptimizerState(group, optimizer.saveState());
   }
   const cores = CoreShare.fromEnv("trainer");
-  const policy = cores ? sharingCores(nativePolicy(model, optimizer), cores) : nativePolicy(model, optimizer);
+  const learner = cores ? sharingCores(nativeLearner(model, optimizer), cores) : nativeLearner(model, optimizer);
   const dp = group ? { group, model, cost: costModelOf(model.config) } : null;
   log(
     `${who}: ${sourceDir} loaded, training steps ${startStep}..${config.max_steps}${group ? ` (${group.worldSize} ranks, ${group.backend})` : ""}`,
@@ -198,8 +198,8 @@ export async function runTrainer(opts: TrainerOptions): Promise<void> {
       const stepOptions = { lr, maxGradNorm: t.optim.max_norm, loss };
       cores?.busy(true);
       const result = dp
-        ? trainStepOnRank(dp, policy, batch.packed, stepOptions)
-        : trainStep(policy, batch.packed, stepOptions);
+        ? trainStepOnRank(dp, learner, batch.packed, stepOptions)
+        : trainStep(learner, batch.packed, stepOptions);
       cores?.busy(false);
       if (onGpu) {
         // the step's peak of the CUDA caching allocator, then a new peak for the next step

@@ -6,12 +6,12 @@
 //      denominators N_rl, N_ce, N_ref_kl, N_distill (and checked against the whole step's own counts, which
 //      every rank can see: a mismatch means the ranks disagree on the plan);
 //   2. forward + backward of its rows, gradients accumulating locally;
-//   3. in the Policy's optimizer step: the gradient all-reduce (a SUM: with global denominators
+//   3. in the Learner's optimizer step: the gradient all-reduce (a SUM: with global denominators
 //      that is the single-rank gradient), then clipping and AdamW, identical on every rank, so the
 //      weights stay identical without a broadcast;
 //   4. the metric sums all-reduced too, so every rank (rank 0 logs) reports the whole step.
 //
-// The hook point is the Policy (src/trainer/step.ts): wrapping its optimizerStep keeps the step
+// The hook point is the Learner (src/trainer/step.ts): wrapping its optimizerStep keeps the step
 // driver unaware of ranks, and the pure-TS and native policies alike get the same all-reduce.
 import type { NativeModel } from "../native/model.ts";
 import { RlxError } from "../errors.ts";
@@ -21,7 +21,7 @@ import { rowCounts } from "../data/pack.ts";
 import {
   type Denominators,
   denominatorsOf,
-  type Policy,
+  type Learner,
   type StepOptions,
   type StepResult,
   trainStep,
@@ -73,19 +73,19 @@ export function globalDenominators(rows: readonly PackedRow[], group: RankGroup)
 }
 
 /** The policy with the gradient all-reduce in front of its optimizer step. */
-export function allReducingPolicy(policy: Policy, dp: DataParallel): Policy {
+export function allReducingLearner(learner: Learner, dp: DataParallel): Learner {
   return {
-    trainRow: (row, numEnvs, n, loss) => policy.trainRow(row, numEnvs, n, loss),
+    trainRow: (row, numEnvs, n, loss) => learner.trainRow(row, numEnvs, n, loss),
     optimizerStep(lr, maxGradNorm) {
       dp.group.allreduceGrads(dp.model, dp.bucketBytes);
-      return policy.optimizerStep(lr, maxGradNorm);
+      return learner.optimizerStep(lr, maxGradNorm);
     },
   };
 }
 
 /** One optimizer step of a whole step batch, this rank training its share. Collective: every
  * rank must call it with the same step. */
-export function trainStepOnRank(dp: DataParallel, policy: Policy, step: PackedStep, opts: StepOptions): StepResult {
+export function trainStepOnRank(dp: DataParallel, learner: Learner, step: PackedStep, opts: StepOptions): StepResult {
   const { rank, worldSize } = dp.group;
   const { rows, plan } = rankRows(step, rank, worldSize, dp.cost, dp.balance);
   const denominators = globalDenominators(rows, dp.group);
@@ -101,7 +101,7 @@ export function trainStepOnRank(dp: DataParallel, policy: Policy, step: PackedSt
   }
   const reduceSums = (flat: Float64Array) => dp.group.allreduceCounts(flat);
   // tokens stays the whole step's, so tokens_per_s is the step's throughput over all ranks.
-  const result = trainStep(allReducingPolicy(policy, dp), { ...step, rows }, { ...opts, denominators, reduceSums });
+  const result = trainStep(allReducingLearner(learner, dp), { ...step, rows }, { ...opts, denominators, reduceSums });
   const mean = plan.loads.reduce((a, b) => a + b, 0) / worldSize;
   Object.assign(result.metrics, {
     world_size: worldSize,

@@ -6,8 +6,8 @@
 // count of the WHOLE step, so the gradient does not depend on how the step was cut into rows (or,
 // later, ranks), and components from different algorithms do not dilute each other.
 //
-// The driver talks to a `Policy`, not to the shim: unit tests run it against a pure-TypeScript
-// policy, the end-to-end test and the trainer process against the native model (`nativePolicy` below).
+// The driver talks to a `Learner`, not to the shim: unit tests run it against a pure-TypeScript
+// learner, the end-to-end test and the trainer process against the native model (`nativeLearner` below).
 import type { NativeModel } from "../native/model.ts";
 import {
   METRIC_FIELDS,
@@ -17,7 +17,7 @@ import {
   trainStep as trainNativeRow,
 } from "../native/train.ts";
 import type { ComponentCounts, PackedRow, PackedStep } from "../data/pack.ts";
-import type { RlLossType, RlReduction } from "../native/loss_types.ts";
+import type { RlLossType, RlReduction } from "../data/loss_types.ts";
 import { stepCounts } from "../data/pack.ts";
 
 export type { MetricSums, RowResult };
@@ -47,7 +47,8 @@ export interface OptimizerResult {
   skipped: boolean;
 }
 
-export interface Policy {
+/** The model being trained and its optimizer, as one optimizer step uses them. */
+export interface Learner {
   /** Forward + backward of one packed row; gradients accumulate across calls. Metric sums come
    * back for the whole row (`all`) and per env index (`envs`, numEnvs blocks). */
   trainRow(row: PackedRow, numEnvs: number, denominators: Denominators, loss: LossSettings): RowResult;
@@ -127,18 +128,18 @@ export function summarize(s: MetricSums, n: Denominators): StepMetrics {
 }
 
 /** Runs one optimizer step over a packed step batch. */
-export function trainStep(policy: Policy, step: PackedStep, opts: StepOptions): StepResult {
+export function trainStep(learner: Learner, step: PackedStep, opts: StepOptions): StepResult {
   const started = performance.now();
   const denominators = opts.denominators ?? denominatorsOf(step.rows);
   const all = zeroSums();
   const perEnv = step.envs.map(zeroSums);
   for (const row of step.rows) {
-    const result = policy.trainRow(row, step.envs.length, denominators, opts.loss);
+    const result = learner.trainRow(row, step.envs.length, denominators, opts.loss);
     addInto(all, result.all);
     result.envs.forEach((sums, e) => addInto(perEnv[e]!, sums));
   }
   if (opts.reduceSums) reduceInPlace([all, ...perEnv], opts.reduceSums);
-  const optim = policy.optimizerStep(opts.lr, opts.maxGradNorm);
+  const optim = learner.optimizerStep(opts.lr, opts.maxGradNorm);
   const seconds = (performance.now() - started) / 1000;
   const metrics = {
     ...summarize(all, denominators),
@@ -153,8 +154,8 @@ export function trainStep(policy: Policy, step: PackedStep, opts: StepOptions): 
   return { metrics, perEnv: envMetrics, denominators };
 }
 
-/** The Policy over the native shim: a model and its AdamW optimizer (src/native/). */
-export function nativePolicy(model: NativeModel, optimizer: NativeOptimizer): Policy {
+/** The Learner over the native shim: a model and its AdamW optimizer (src/native/). */
+export function nativeLearner(model: NativeModel, optimizer: NativeOptimizer): Learner {
   return {
     trainRow(row, numEnvs, n, loss) {
       const settings = {

@@ -1,8 +1,8 @@
 // An in-process SamplingClient over the native generator and scorer: the "tiny real model" the
 // end-to-end rollout test samples from. It implements the same interface the HTTP client does
-// (src/inference/types.ts), so the rollout driver runs unchanged against a real model with no
+// (src/clients/types.ts), so the rollout driver runs unchanged against a real model with no
 // server. One request at a time, which is all the test needs.
-import type { Completion, CompletionRequest, SamplingClient } from "../../src/inference/types.ts";
+import type { Completion, CompletionRequest, SamplingClient } from "../../src/clients/types.ts";
 import { generate, score } from "../../src/native/generate.ts";
 import type { NativeModel } from "../../src/native/model.ts";
 

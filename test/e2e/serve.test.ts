@@ -12,8 +12,8 @@ import { Tokenizer } from "../../src/model/tokenizer.ts";
 import { score } from "../../src/native/generate.ts";
 import type { NativeModel } from "../../src/native/model.ts";
 import { trainStep } from "../../src/native/train.ts";
-import { splitAssistant } from "../../src/inference/chat_stream.ts";
-import type { ToolSpec } from "../../src/model/chat.ts";
+import { splitAssistant } from "../../src/serve/chat_stream.ts";
+import type { ToolSpec } from "../../src/data/chat.ts";
 import { microModelDir } from "../fixtures/serve_model.ts";
 import { type ServeProcess, startServe } from "./serve_harness.ts";
 

@@ -1,4 +1,4 @@
-// A policy server under load, through the orchestrator's own client (src/inference/client.ts):
+// A policy server under load, through the orchestrator's own client (src/clients/client.ts):
 // weights published as HF directories are loaded with /update_weights while requests stream in;
 // no request fails, every completion reports the version that produced it, and its logprobs are
 // that version's (scored against the published weights). Also: the client's retries ride out the
@@ -8,8 +8,8 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { OpenAIClient } from "../../src/inference/client.ts";
-import type { Completion } from "../../src/inference/types.ts";
+import { OpenAIClient } from "../../src/clients/client.ts";
+import type { Completion } from "../../src/clients/types.ts";
 import { loadModel } from "../../src/model/hf.ts";
 import { score } from "../../src/native/generate.ts";
 import type { NativeModel } from "../../src/native/model.ts";

@@ -5,7 +5,7 @@
 // message that says so.
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { cpSync, readFileSync, writeFileSync } from "node:fs";
-import { OpenAIClient } from "../../src/inference/client.ts";
+import { OpenAIClient } from "../../src/clients/client.ts";
 import { loadModel } from "../../src/model/hf.ts";
 import { Tokenizer } from "../../src/model/tokenizer.ts";
 import { score } from "../../src/native/generate.ts";

@@ -5,8 +5,8 @@
 // routes are off or whose logprobs are not tempered; a refused reload stops the run.
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { ConfigError, type RlxError } from "../../src/errors.ts";
-import { policyEngine } from "../../src/inference/policy_engines.ts";
-import { checkTemperedLogprobs } from "../../src/inference/tempered_probe.ts";
+import { policyEngine } from "../../src/clients/policy_engines.ts";
+import { checkTemperedLogprobs } from "../../src/clients/tempered_probe.ts";
 import { Tokenizer } from "../../src/model/tokenizer.ts";
 import { type MockEngine, startMockSglang, startMockVllm } from "../fixtures/mock_engines.ts";
 import { readAudit, rlx, type Workspace, workspace, writeConfig } from "./train_helpers.ts";

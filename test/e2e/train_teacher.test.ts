@@ -4,7 +4,7 @@
 //
 // The teacher is a real `rlx serve` behind a proxy in this process that, once switched "down",
 // answers its scoring requests with an error. (A teacher that stops answering altogether first
-// goes through the client's retries with backoff, src/inference/http.ts, and then takes this same
+// goes through the client's retries with backoff, src/clients/http.ts, and then takes this same
 // path; the retries would only make this test slower.)
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { existsSync, rmSync } from "node:fs";

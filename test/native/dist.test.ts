@@ -16,7 +16,7 @@ import { join } from "node:path";
 import { distAvailable, ProcessGroup } from "../../src/native/dist.ts";
 import { NativeOptimizer, trainStep as trainRow } from "../../src/native/train.ts";
 import { dummyRow } from "../../src/trainer/balance.ts";
-import { type LossSettings, nativePolicy, trainStep, type StepResult } from "../../src/trainer/step.ts";
+import { type LossSettings, nativeLearner, trainStep, type StepResult } from "../../src/trainer/step.ts";
 import { distStep, STEP_OPTIONS } from "./fixtures/dist_batch.ts";
 import { DIST_LORA, readGrads, readLoraGrads, readLoraParams, readParams, tinyModel } from "./tiny_model.ts";
 
@@ -99,7 +99,7 @@ async function singleRank(loss: LossSettings = STEP_OPTIONS.loss) {
   using model = await tinyModel({ seed: 3 });
   const initial = readParams(model);
   using optimizer = NativeOptimizer.create(model);
-  const inner = nativePolicy(model, optimizer);
+  const inner = nativeLearner(model, optimizer);
   let grads = new Map<string, Float64Array>();
   const result: StepResult = trainStep(
     {
@@ -167,7 +167,7 @@ describe.skipIf(!gloo)("two Gloo ranks", () => {
     model.addLora(DIST_LORA, 7);
     const initial = readParams(model);
     using optimizer = NativeOptimizer.create(model);
-    const inner = nativePolicy(model, optimizer);
+    const inner = nativeLearner(model, optimizer);
     let grads = new Map<string, Float64Array>();
     trainStep(
       {

@@ -4,7 +4,8 @@
 // the merged weights, dropout only in train steps, and the errors.
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { score } from "../../src/native/generate.ts";
-import { LORA_TARGETS, type LoraSpec, type NativeModel } from "../../src/native/model.ts";
+import { LORA_TARGETS } from "../../src/model/config.ts";
+import type { LoraSpec, NativeModel } from "../../src/native/model.ts";
 import { NativeOptimizer, trainStep } from "../../src/native/train.ts";
 import { f64, pack, randomSample, rng, TINY, TINY_FULL, tinyModel } from "./tiny_model.ts";
 

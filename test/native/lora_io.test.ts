@@ -12,7 +12,8 @@ import { modelConfigFromShim } from "../../src/model/config.ts";
 import { loadModel, saveModel } from "../../src/model/hf.ts";
 import { readSafetensors } from "../../src/model/safetensors.ts";
 import { score } from "../../src/native/generate.ts";
-import { LORA_TARGETS, NativeModel } from "../../src/native/model.ts";
+import { LORA_TARGETS } from "../../src/model/config.ts";
+import { NativeModel } from "../../src/native/model.ts";
 import { rng, TINY_FULL } from "./tiny_model.ts";
 
 setDefaultTimeout(120_000);

@@ -6,7 +6,7 @@
 // masking drops the whole sample.
 import { describe, expect, test } from "bun:test";
 import { native, loadNative } from "../../src/native/ffi.ts";
-import { RL_LOSS_TYPES, RL_REDUCTIONS, type RlLossType, type RlReduction } from "../../src/native/loss_types.ts";
+import { RL_LOSS_TYPES, RL_REDUCTIONS, type RlLossType, type RlReduction } from "../../src/data/loss_types.ts";
 import { lossEval, type LossEvalRow, type LossSettings } from "../../src/native/train.ts";
 
 await loadNative();

@@ -5,15 +5,16 @@
 // Bad parents are refused with the index and the rule.
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import type { NativeModel } from "../../src/native/model.ts";
-import { trainStep, type LossSettings, type PackedRow } from "../../src/native/train.ts";
+import { trainStep, type LossSettings } from "../../src/native/train.ts";
 import { group, shareRow } from "./fixtures/shared_rows.ts";
 import { maxRelDiff, pack, readGrads, rng, TINY_FULL, tinyModel } from "./tiny_model.ts";
+import type { TrainRow } from "../../src/data/train_row.ts";
 
 setDefaultTimeout(60_000);
 
 const LOSS: LossSettings = { nRl: 40, nCe: 12, nRefKl: 30 };
 
-function stepOf(model: NativeModel, row: PackedRow) {
+function stepOf(model: NativeModel, row: TrainRow) {
   model.zeroGrad();
   const metrics = trainStep(model, row, LOSS).all;
   return { metrics, grads: readGrads(model) };

@@ -6,7 +6,7 @@
 //   - an explicit all-ones rl stream gives the same loss and gradient as an absent one;
 //   - the gradient does not depend on how pack.ts cut the step into rows, nor on whether a group's
 //     shared prompt is packed once (shared prefixes) or with every sample.
-// Gradients are read through a Policy that captures them instead of stepping; the last test
+// Gradients are read through a Learner that captures them instead of stepping; the last test
 // trains one real AdamW step with the custom RLOO example.
 import { describe, expect, test } from "bun:test";
 import { join } from "node:path";
@@ -21,8 +21,8 @@ import { Sft } from "../../src/algorithms/sft.ts";
 import { packStep } from "../../src/data/pack.ts";
 import { filterZeroAdvantage, rolloutToSamples } from "../../src/algorithms/samples.ts";
 import type { Rollout, TrainingSample } from "../../src/data/types.ts";
-import { RL_REDUCTIONS } from "../../src/native/loss_types.ts";
-import { type LossSettings, nativePolicy, type Policy, type StepResult, trainStep } from "../../src/trainer/step.ts";
+import { RL_REDUCTIONS } from "../../src/data/loss_types.ts";
+import { type LossSettings, nativeLearner, type Learner, type StepResult, trainStep } from "../../src/trainer/step.ts";
 import { DEFAULT_LOSS, makeRollout } from "../fixtures/rollouts.ts";
 import { readGrads, readParams, rng, tinyModel } from "./tiny_model.ts";
 
@@ -77,9 +77,9 @@ function gradientOf(
   loss: LossSettings = DEFAULT_LOSS,
   sharePrefixes = false,
 ): { grads: Map<string, Float64Array>; result: StepResult } {
-  const inner = nativePolicy(m, undefined as unknown as NativeOptimizer);
+  const inner = nativeLearner(m, undefined as unknown as NativeOptimizer);
   let grads = new Map<string, Float64Array>();
-  const capture: Policy = {
+  const capture: Learner = {
     trainRow: (...args) => inner.trainRow(...args),
     optimizerStep: () => {
       grads = readGrads(m);
@@ -207,7 +207,7 @@ test("the custom RLOO example trains one AdamW step end to end", async () => {
   await finishGroup(algorithm, group);
   const { kept } = filterZeroAdvantage(group.flatMap((r) => rolloutToSamples(r, algorithm.kind.actionLossType)));
   const before = readParams(m);
-  const { metrics } = trainStep(nativePolicy(m, optimizer), packStep(kept, { seqLen: 64 }), {
+  const { metrics } = trainStep(nativeLearner(m, optimizer), packStep(kept, { seqLen: 64 }), {
     lr: 1e-3,
     maxGradNorm: 1,
     loss: DEFAULT_LOSS,

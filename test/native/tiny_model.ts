@@ -1,8 +1,8 @@
 // Shared fixtures for the native tests: a micro Llama/Qwen config, a seeded PRNG, parameter and
 // gradient read-out as float64, and packed-row builders. Not a test file itself.
 import { NativeModel, type DType, type LoraSpec, type ShimModelConfig } from "../../src/native/model.ts";
-import type { PackedRow } from "../../src/native/train.ts";
 import { Rng } from "../../src/envs/random.ts";
+import type { TrainRow } from "../../src/data/train_row.ts";
 
 export const TINY: ShimModelConfig = {
   vocab_size: 64,
@@ -106,13 +106,13 @@ export interface Sample {
 }
 
 /** Packs samples into one row; absent streams get the docs/architecture.md §4 defaults where another sample has them. */
-export function pack(samples: Sample[]): PackedRow {
+export function pack(samples: Sample[]): TrainRow {
   const T = samples.reduce((n, s) => n + s.tokenIds.length, 0);
   const cat = (get: (s: Sample) => number[] | undefined, fill: (s: Sample) => number) =>
     samples.flatMap((s) => get(s) ?? new Array<number>(s.tokenIds.length).fill(fill(s)));
   const optional = (get: (s: Sample) => number[] | undefined, fill: (s: Sample) => number) =>
     samples.some((s) => get(s)) ? Float32Array.from(cat(get, fill)) : undefined;
-  const row: PackedRow = {
+  const row: TrainRow = {
     tokenIds: Int32Array.from(
       cat(
         (s) => s.tokenIds,

@@ -4,7 +4,8 @@
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import type { NativeModel } from "../../src/native/model.ts";
 import { score } from "../../src/native/generate.ts";
-import { trainStep, type LossSettings, type PackedRow } from "../../src/native/train.ts";
+import type { TrainRow } from "../../src/data/train_row.ts";
+import { trainStep, type LossSettings } from "../../src/native/train.ts";
 import {
   f64,
   maxRelDiff,
@@ -46,7 +47,7 @@ function anchorLogprobs(model: NativeModel, samples: Sample[], rand: () => numbe
   });
 }
 
-function lossOf(model: NativeModel, row: PackedRow, settings: LossSettings): number {
+function lossOf(model: NativeModel, row: TrainRow, settings: LossSettings): number {
   const loss = trainStep(model, row, settings).all.loss;
   model.zeroGrad();
   return loss;
@@ -60,10 +61,10 @@ function lossOf(model: NativeModel, row: PackedRow, settings: LossSettings): num
  */
 function finiteDifferenceCheck(
   model: NativeModel,
-  row: PackedRow,
+  row: TrainRow,
   settings: LossSettings,
   seed: number,
-  surrogate?: { row: PackedRow; settings: LossSettings },
+  surrogate?: { row: TrainRow; settings: LossSettings },
 ): number {
   model.zeroGrad();
   trainStep(model, row, settings);

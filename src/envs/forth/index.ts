@@ -8,7 +8,7 @@
 //   tool:      5040 \nstack: <0>
 //   assistant: Answer: 5040
 import { z } from "zod";
-import { toolCall } from "../../model/chat.ts";
+import { toolCall } from "../../data/chat.ts";
 import { finalReply, gradeReply, parseInteger } from "../answer.ts";
 import { generateSplit, loadJsonlSplit, promptMessages, sampleTasks } from "../tasks.ts";
 import { runToolCall } from "../tools.ts";

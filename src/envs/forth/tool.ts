@@ -4,7 +4,7 @@
 //   3 4 + .          ->  "7 \nstack: <0>"
 //   1 2 3 .S         ->  "<3> 1 2 3 \nstack: <3> 1 2 3"
 //   1 +              ->  "error: line 1, word +: stack underflow"
-import type { ToolSpec } from "../../model/chat.ts";
+import type { ToolSpec } from "../../data/chat.ts";
 import { stringArg } from "../tools.ts";
 import type { Tool, ToolOutput } from "../types.ts";
 import { DEFAULT_LIMITS, runForth, type ForthLimits, type ForthResult } from "./interpreter.ts";

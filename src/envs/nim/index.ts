@@ -18,7 +18,7 @@
 import { z } from "zod";
 import { Rng } from "../random.ts";
 import type { EnvDefinition, EpisodeContext, EpisodeResult, Task } from "../types.ts";
-import type { ChatMessage } from "../../model/chat.ts";
+import type { ChatMessage } from "../../data/chat.ts";
 
 const Args = z.strictObject({
   /** Pile sizes are drawn from [min_pile, max_pile]. */

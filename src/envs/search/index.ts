@@ -11,7 +11,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import { z } from "zod";
 import { EnvError } from "../../errors.ts";
-import { toolCall, type ChatMessage } from "../../model/chat.ts";
+import { toolCall, type ChatMessage } from "../../data/chat.ts";
 import { finalReply, gradeReply } from "../answer.ts";
 import { generateSplit, loadJsonlSplit, promptMessages, sampleTasks } from "../tasks.ts";
 import { runToolCall, stringArg } from "../tools.ts";

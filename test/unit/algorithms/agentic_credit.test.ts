@@ -8,7 +8,7 @@ import { finishGroup, finishRollout } from "../../../src/algorithms/base.ts";
 import { actionMask } from "../../../src/algorithms/routing.ts";
 import { rolloutToSamples } from "../../../src/algorithms/samples.ts";
 import type { Rollout } from "../../../src/data/types.ts";
-import { OpenAIChatClient } from "../../../src/inference/chat_client.ts";
+import { OpenAIChatClient } from "../../../src/clients/chat_client.ts";
 import { parseAudit, auditLine } from "../../../src/rundir/audit.ts";
 import { byteContext } from "../../fixtures/algo_context.ts";
 import { type ChatBody, type JudgeReply, type JudgeServer, startJudgeServer } from "../../fixtures/judge_server.ts";

@@ -10,7 +10,7 @@ import { stampLossRouting } from "../../../src/algorithms/routing.ts";
 import { rolloutToSamples } from "../../../src/algorithms/samples.ts";
 import { packStep } from "../../../src/data/pack.ts";
 import { EndpointError, RlxError } from "../../../src/errors.ts";
-import type { ScoredSequence } from "../../../src/inference/types.ts";
+import type { ScoredSequence } from "../../../src/clients/types.ts";
 import { byteContext, utf8 } from "../../fixtures/algo_context.ts";
 import { singleTurn, twoSampleRollout } from "../../fixtures/rollouts.ts";
 

@@ -9,7 +9,7 @@ import { finishRollout } from "../../../src/algorithms/base.ts";
 import { Echo } from "../../../src/algorithms/echo.ts";
 import forth from "../../../src/envs/forth/index.ts";
 import { createEnv } from "../../../src/envs/index.ts";
-import type { Completion, SamplingClient } from "../../../src/inference/types.ts";
+import type { Completion, SamplingClient } from "../../../src/clients/types.ts";
 import { ChatRenderer } from "../../../src/model/render.ts";
 import { runRollout } from "../../../src/rollout/driver.ts";
 import { tokenizeConversation, tokenizeConversationSamples } from "../../../src/sft/tokens.ts";

@@ -5,7 +5,7 @@
 import { expect, test } from "bun:test";
 import forth, { FORTH_SYSTEM_PROMPT } from "../../../src/envs/forth/index.ts";
 import { createEnv } from "../../../src/envs/index.ts";
-import type { Completion, CompletionRequest, SamplingClient } from "../../../src/inference/types.ts";
+import type { Completion, CompletionRequest, SamplingClient } from "../../../src/clients/types.ts";
 import {
   byteGenerationConfig,
   byteTokenizerConfig,

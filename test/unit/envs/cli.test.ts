@@ -6,7 +6,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createEnv, loadEnv } from "../../../src/envs/index.ts";
-import type { ChatMessage } from "../../../src/model/chat.ts";
+import type { ChatMessage } from "../../../src/data/chat.ts";
 import { finishedRollout, rewardNow } from "./helpers.ts";
 
 const ROOT = join(import.meta.dir, "../../..");

@@ -4,7 +4,7 @@
 import { describe, expect, test } from "bun:test";
 import { createEnv } from "../../../src/envs/index.ts";
 import forth from "../../../src/envs/forth/index.ts";
-import { toolCall } from "../../../src/model/chat.ts";
+import { toolCall } from "../../../src/data/chat.ts";
 import { assistant, finishedRollout, rewardNow } from "./helpers.ts";
 
 /** Reference answers computed in plain TypeScript from the task key. */

@@ -1,7 +1,7 @@
 // Shared by the env tests: a finished rollout holding a conversation, for reward functions
 // (which read only `messages`), and the byte-tokenizer renderer.
 import { byteGenerationConfig, byteTokenizerConfig, byteTokenizerJson } from "../../../src/model/byte_tokenizer.ts";
-import type { ChatMessage } from "../../../src/model/chat.ts";
+import type { ChatMessage } from "../../../src/data/chat.ts";
 import { ChatRenderer } from "../../../src/model/render.ts";
 import { Tokenizer } from "../../../src/model/tokenizer.ts";
 import type { Env, RewardResult, Task } from "../../../src/envs/types.ts";

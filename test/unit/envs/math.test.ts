@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { EnvError } from "../../../src/errors.ts";
 import { createEnv } from "../../../src/envs/index.ts";
 import math from "../../../src/envs/math/index.ts";
-import { toolCall } from "../../../src/model/chat.ts";
+import { toolCall } from "../../../src/data/chat.ts";
 import { assistant, finishedRollout, rewardNow } from "./helpers.ts";
 
 /** Evaluates "((12 + 3) * 4) / 5" exactly with integer arithmetic, by hand (no eval). */

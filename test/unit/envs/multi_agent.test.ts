@@ -2,7 +2,7 @@
 // its illegal-move rule, the proposer env's validation and its reward 4 p (1 - p) from its solver
 // panel's pass rate, and the expression grammar it validates with.
 import { expect, test } from "bun:test";
-import type { ChatMessage } from "../../../src/model/chat.ts";
+import type { ChatMessage } from "../../../src/data/chat.ts";
 import { createEnv, loadEnv } from "../../../src/envs/index.ts";
 import { playNim } from "../../../src/envs/nim/index.ts";
 import { checkExpression } from "../../../src/envs/proposer/expression.ts";

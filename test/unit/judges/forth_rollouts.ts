@@ -4,8 +4,8 @@
 import forth, { FORTH_SYSTEM_PROMPT } from "../../../src/envs/forth/index.ts";
 import { createEnv } from "../../../src/envs/index.ts";
 import type { Env } from "../../../src/envs/types.ts";
-import type { CallGate } from "../../../src/inference/gate.ts";
-import type { Completion, CompletionRequest, SamplingClient } from "../../../src/inference/types.ts";
+import type { CallGate } from "../../../src/clients/gate.ts";
+import type { Completion, CompletionRequest, SamplingClient } from "../../../src/clients/types.ts";
 import {
   byteGenerationConfig,
   byteTokenizerConfig,

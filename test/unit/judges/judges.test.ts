@@ -3,8 +3,8 @@
 // tool and gives its verdict, all of it in the rollout's judge record; the rubric judge parses its
 // SCORE line; a judge that fails, stalls or answers garbage fails the rollout with the reason.
 import { afterEach, expect, test } from "bun:test";
-import { CallGate } from "../../../src/inference/gate.ts";
-import { OpenAIChatClient } from "../../../src/inference/chat_client.ts";
+import { CallGate } from "../../../src/clients/gate.ts";
+import { OpenAIChatClient } from "../../../src/clients/chat_client.ts";
 import { createJudge } from "../../../src/judges/index.ts";
 import { judgedEnv } from "../../../src/judges/judge.ts";
 import { parseRubricScore } from "../../../src/judges/rubric.ts";

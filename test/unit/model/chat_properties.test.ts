@@ -7,7 +7,7 @@
 import { expect, test } from "bun:test";
 import fc from "fast-check";
 import { byteGenerationConfig, byteTokenizerConfig, byteTokenizerJson } from "../../../src/model/byte_tokenizer.ts";
-import { type ChatMessage, toolCall } from "../../../src/model/chat.ts";
+import { type ChatMessage, toolCall } from "../../../src/data/chat.ts";
 import { parseAssistant } from "../../../src/model/parse.ts";
 import { ChatRenderer } from "../../../src/model/render.ts";
 import { Tokenizer } from "../../../src/model/tokenizer.ts";

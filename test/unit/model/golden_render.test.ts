@@ -11,7 +11,7 @@
 import { describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import type { ChatMessage, ToolSpec } from "../../../src/model/chat.ts";
+import type { ChatMessage, ToolSpec } from "../../../src/data/chat.ts";
 import { ChatRenderer } from "../../../src/model/render.ts";
 import { hubTokenizer, type HubTokenizerName } from "../../fixtures/hub_tokenizers.ts";
 

@@ -12,7 +12,7 @@ import {
   IM_END_ID,
   IM_START_ID,
 } from "../../../src/model/byte_tokenizer.ts";
-import { toolCall, type ChatMessage, type ToolSpec } from "../../../src/model/chat.ts";
+import { toolCall, type ChatMessage, type ToolSpec } from "../../../src/data/chat.ts";
 import { parseAssistant } from "../../../src/model/parse.ts";
 import { ChatRenderer, type AttributedTokens } from "../../../src/model/render.ts";
 import { Tokenizer } from "../../../src/model/tokenizer.ts";

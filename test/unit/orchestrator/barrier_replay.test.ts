@@ -14,7 +14,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Rollout } from "../../../src/data/types.ts";
 import { sampleGroups } from "../../../src/orchestrator/groups.ts";
-import { Progress } from "../../../src/orchestrator/metrics.ts";
+import { Progress } from "../../../src/orchestrator/metrics/log.ts";
 import { harness, Scripted } from "./collect_harness.ts";
 
 /** Two seed tasks, so the proposals of one seed meet again a step later; each episode is one

@@ -15,7 +15,7 @@ import { assignAdvantage } from "../../../src/algorithms/routing.ts";
 import type { Rollout } from "../../../src/data/types.ts";
 import { BarrierBook } from "../../../src/orchestrator/barriers.ts";
 import { sampleGroups } from "../../../src/orchestrator/groups.ts";
-import { Progress } from "../../../src/orchestrator/metrics.ts";
+import { Progress } from "../../../src/orchestrator/metrics/log.ts";
 import { samplingState } from "../../../src/orchestrator/sampler.ts";
 import { singleTurn } from "../../fixtures/rollouts.ts";
 import { LETTERS_ENV } from "../../e2e/train_helpers.ts";

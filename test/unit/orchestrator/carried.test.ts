@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Grpo } from "../../../src/algorithms/grpo.ts";
 import { sampleGroups } from "../../../src/orchestrator/groups.ts";
-import { Progress } from "../../../src/orchestrator/metrics.ts";
+import { Progress } from "../../../src/orchestrator/metrics/log.ts";
 import { samplingState } from "../../../src/orchestrator/sampler.ts";
 import { LETTERS_ENV } from "../../e2e/train_helpers.ts";
 import { harness, Scripted } from "./collect_harness.ts";

@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { loadConfig } from "../../../src/config/load.ts";
 import { createEnv, loadEnv } from "../../../src/envs/index.ts";
-import type { Completion, CompletionRequest, SamplingClient } from "../../../src/inference/types.ts";
+import type { Completion, CompletionRequest, SamplingClient } from "../../../src/clients/types.ts";
 import {
   byteGenerationConfig,
   byteTokenizerConfig,

@@ -13,7 +13,7 @@ import { JudgeError } from "../../../src/judges/judge.ts";
 import { ChatRenderer } from "../../../src/model/render.ts";
 import { sampleGroups } from "../../../src/orchestrator/groups.ts";
 import { failAsData } from "../../../src/orchestrator/hooks.ts";
-import { Progress } from "../../../src/orchestrator/metrics.ts";
+import { Progress } from "../../../src/orchestrator/metrics/log.ts";
 import { LETTERS_ENV } from "../../e2e/train_helpers.ts";
 import { byteContext } from "../../fixtures/algo_context.ts";
 import { harness, Scripted, tokenizer } from "./collect_harness.ts";

@@ -11,9 +11,9 @@ import { loadConfig } from "../../../src/config/load.ts";
 import { ChatRenderer } from "../../../src/model/render.ts";
 import { collectStep } from "../../../src/orchestrator/collect.ts";
 import { FailureWindow } from "../../../src/orchestrator/failures.ts";
-import { judgeMetrics } from "../../../src/orchestrator/judge_metrics.ts";
-import { Progress } from "../../../src/orchestrator/metrics.ts";
-import type { PolicyPool } from "../../../src/orchestrator/policy.ts";
+import { judgeMetrics } from "../../../src/orchestrator/metrics/rollouts.ts";
+import { Progress } from "../../../src/orchestrator/metrics/log.ts";
+import type { LivePolicy } from "../../../src/processes/live_policy.ts";
 import { samplingState } from "../../../src/orchestrator/sampler.ts";
 import { setupTrainEnvs } from "../../../src/orchestrator/setup.ts";
 import { auditRecord } from "../../../src/rundir/audit.ts";
@@ -46,7 +46,7 @@ async function judgedRun(reply: (call: number) => string, maxFailureRate: number
     `model = { path = "unused" }\nmax_steps = 10\n[orchestrator]\nbatch_size = 8\ngroup_size = 2\nmax_failure_rate = ${maxFailureRate}\n[[orchestrator.train.env]]\nid = ${JSON.stringify(envFile)}\nname = "letters"\njudge = { type = "agentic", name = "judge", base_url = "${server.url}", max_turns = 3 }\nreward = { concurrency = 2, timeout_s = 5 }\n`,
   );
   const { config } = loadConfig(toml);
-  const policy = { client: new Scripted(reply) } as unknown as PolicyPool;
+  const policy = { client: new Scripted(reply) } as unknown as LivePolicy;
   const renderer = new ChatRenderer(tokenizer);
   const envs = await setupTrainEnvs({ config, source: toml, policy, tokenizer, renderer, info() {}, warn() {} });
   const o = { config, envs, renderer, warn: () => {} };

@@ -2,7 +2,8 @@
 // over the scored rollouts only, absent (not 0) when none was scored, with the failure count
 // beside them; the console line prints an absent reward as "-". Rollout metrics likewise, per env.
 import { expect, test } from "bun:test";
-import { consoleLine, rolloutMetrics } from "../../../src/orchestrator/metrics.ts";
+import { consoleLine } from "../../../src/orchestrator/metrics/log.ts";
+import { rolloutMetrics } from "../../../src/orchestrator/metrics/rollouts.ts";
 import { collectedMetrics } from "../../../src/orchestrator/collect.ts";
 import { singleTurn } from "../../fixtures/rollouts.ts";
 

@@ -5,7 +5,7 @@ import { expect, test } from "bun:test";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { MetricsLog } from "../../../src/orchestrator/metrics.ts";
+import { MetricsLog } from "../../../src/orchestrator/metrics/log.ts";
 import type { PublishedStep } from "../../../src/rundir/paths.ts";
 
 const published = (step: number, orchestrator: Record<string, number>): PublishedStep => ({

@@ -8,7 +8,7 @@ import { packStep } from "../../../src/data/pack.ts";
 import type { Rollout } from "../../../src/data/types.ts";
 import { buildSamples, collectedMetrics, collectStep } from "../../../src/orchestrator/collect.ts";
 import { FailureWindow } from "../../../src/orchestrator/failures.ts";
-import { Progress } from "../../../src/orchestrator/metrics.ts";
+import { Progress } from "../../../src/orchestrator/metrics/log.ts";
 import { readStepBatch, writeStepBatch } from "../../../src/rundir/step_file.ts";
 import { auditRecord } from "../../../src/rundir/audit.ts";
 import { harness, Scripted } from "./collect_harness.ts";

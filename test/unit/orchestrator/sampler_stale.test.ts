@@ -4,7 +4,7 @@
 // The real rollout driver, env and algorithm run against a scripted client that reports versions.
 import { expect, test } from "bun:test";
 import { MAX_EMPTY_BATCHES, sampleGroups } from "../../../src/orchestrator/groups.ts";
-import { Progress } from "../../../src/orchestrator/metrics.ts";
+import { Progress } from "../../../src/orchestrator/metrics/log.ts";
 import { LETTERS_ENV } from "../../e2e/train_helpers.ts";
 import { harness, Scripted } from "./collect_harness.ts";
 import { writeFileSync, mkdtempSync } from "node:fs";

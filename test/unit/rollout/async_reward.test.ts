@@ -1,9 +1,9 @@
 // Async rewards: an env's reward may return a Promise; the env's reward gate
-// (src/inference/gate.ts) bounds how many run at once and how long each may take. Measured here
+// (src/clients/gate.ts) bounds how many run at once and how long each may take. Measured here
 // with a reward that counts its own calls in flight, through the real rollout driver.
 import { expect, test } from "bun:test";
 import type { Env } from "../../../src/envs/types.ts";
-import { CallGate, CallTimeout } from "../../../src/inference/gate.ts";
+import { CallGate, CallTimeout } from "../../../src/clients/gate.ts";
 import { forthEnv, forthRollout } from "../judges/forth_rollouts.ts";
 
 /** The forth env with a slow async reward that measures its own concurrency. */

@@ -9,7 +9,7 @@ import type { Env, Task } from "../../../src/envs/types.ts";
 import forth, { FORTH_SYSTEM_PROMPT } from "../../../src/envs/forth/index.ts";
 import math from "../../../src/envs/math/index.ts";
 import { createEnv } from "../../../src/envs/index.ts";
-import type { Completion, CompletionRequest, SamplingClient } from "../../../src/inference/types.ts";
+import type { Completion, CompletionRequest, SamplingClient } from "../../../src/clients/types.ts";
 import { CHATML_TEMPLATE, IM_END_ID } from "../../../src/model/byte_tokenizer.ts";
 import type { ChatRenderer } from "../../../src/model/render.ts";
 import { runRollout, type RolloutRequest } from "../../../src/rollout/driver.ts";

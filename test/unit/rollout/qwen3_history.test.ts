@@ -10,9 +10,9 @@ import { describe, expect, test } from "bun:test";
 import forth from "../../../src/envs/forth/index.ts";
 import { createEnv } from "../../../src/envs/index.ts";
 import type { Task } from "../../../src/envs/types.ts";
-import type { Completion, CompletionRequest, SamplingClient } from "../../../src/inference/types.ts";
+import type { Completion, CompletionRequest, SamplingClient } from "../../../src/clients/types.ts";
 import { ChatRenderer } from "../../../src/model/render.ts";
-import { rolloutMetrics } from "../../../src/orchestrator/metrics.ts";
+import { rolloutMetrics } from "../../../src/orchestrator/metrics/rollouts.ts";
 import { runRollout } from "../../../src/rollout/driver.ts";
 import { hubTokenizer } from "../../fixtures/hub_tokenizers.ts";
 

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { rmSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { observationLoss } from "../../../scripts/experiments/obs_loss.ts";
-import { toolCall, type ChatMessage } from "../../../src/model/chat.ts";
+import { toolCall, type ChatMessage } from "../../../src/data/chat.ts";
 import { loadModel } from "../../../src/model/hf.ts";
 import { ChatRenderer } from "../../../src/model/render.ts";
 import { Tokenizer } from "../../../src/model/tokenizer.ts";

@@ -8,7 +8,7 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createEnv, loadEnv } from "../../../src/envs/index.ts";
-import type { Completion, CompletionRequest, SamplingClient } from "../../../src/inference/types.ts";
+import type { Completion, CompletionRequest, SamplingClient } from "../../../src/clients/types.ts";
 import { IM_END_ID, writeByteTokenizer } from "../../../src/model/byte_tokenizer.ts";
 import { ChatRenderer } from "../../../src/model/render.ts";
 import { Tokenizer } from "../../../src/model/tokenizer.ts";
