@@ -1,5 +1,9 @@
-// The model's math: RMSNorm, rotary embedding, grouped-query attention over packed rows and over
-// a KV cache, and SwiGLU (the LM head is lm_head.cpp). Shapes are written as suffixes or comments:
+// The model's math: grouped-query attention over packed rows and over a KV cache, the packed
+// forward and the decode step built from one layer's blocks (layer.cpp), and the LM head:
+// full-vocabulary logits in the compute dtype, and logprobs (with entropies) of given labels chunk
+// by chunk, so a row's [T, V] logits never exist at once (docs/architecture.md §7, "Chunked LM
+// head"; the train step's own two passes over it are in train.cpp). Shapes are written as suffixes
+// or comments:
 // T tokens of a packed row, B decode rows, H query heads, G kv heads, R = H / G, D head_dim.
 //
 // Attention over a packed row runs one causal block per sample (consecutive samples of equal
@@ -18,7 +22,7 @@
 // flash attention on CUDA) unless the model's fused_attention option is off, and 2.4+ uses the
 // per-device autocast API. They are the blocks under RLX_TORCH2 and RLX_TORCH_AT_LEAST; CI builds
 // and tests them against a PyTorch 2.x wheel when one is on the machine (.ci/run).
-#include "model.h"
+#include "layer.h"
 
 #define RLX_TORCH2 (TORCH_VERSION_MAJOR >= 2)
 #define RLX_TORCH_AT_LEAST(major, minor) \
@@ -65,97 +69,6 @@ AutocastScope::~AutocastScope() {
   if (device_type_ == at::kCPU) at::autocast::set_cpu_enabled(was_enabled_);
   else at::autocast::set_enabled(was_enabled_);
 #endif
-}
-
-// ---- building blocks --------------------------------------------------------------------------
-
-// HF LlamaRMSNorm: normalize in float32 (float64 for float64 models), scale in the input dtype.
-static at::Tensor rms_norm(const Model& m, const at::Tensor& x, const at::Tensor& weight) {
-  if (x.dim() == 2 && norm_cpu_applies(x) && weight.scalar_type() == x.scalar_type())
-    return rms_norm_cpu(x, weight, m.cfg.rms_norm_eps);
-  auto xf = x.to(m.compute_dtype());
-  auto normed = xf * at::rsqrt(xf.pow(2).mean(-1, true) + m.cfg.rms_norm_eps);
-  return weight * normed.to(x.scalar_type());
-}
-
-// cos/sin rows for the given positions, [N, D], in the model's dtype. The table is computed the
-// way HF computes it (inverse frequencies, with any RoPE scaling (rope.cpp), and angles in float32,
-// or float64 for float64 models; YaRN's attention factor multiplies cos and sin)
-// and grows in powers of two when a position runs past it.
-static std::pair<at::Tensor, at::Tensor> rope_rows(Model& m, const at::Tensor& positions, int64_t max_position) {
-  if (!m.rope_cos.defined() || m.rope_cos.size(0) <= max_position) {
-    at::NoGradGuard no_grad;
-    int64_t rows = 256;
-    while (rows <= max_position) rows *= 2;
-    auto cd = m.compute_dtype();
-    auto [inv_freq, attention_factor] = rope_inv_freq(m.cfg, cd);                          // [D/2]
-    auto angles = at::arange(rows, at::TensorOptions().dtype(cd)).unsqueeze(1) * inv_freq;  // [rows, D/2]
-    auto emb = at::cat({angles, angles}, 1);
-    m.rope_cos = (emb.cos() * attention_factor).to(m.device);
-    m.rope_sin = (emb.sin() * attention_factor).to(m.device);
-  }
-  return {m.rope_cos.index_select(0, positions).to(m.dtype), m.rope_sin.index_select(0, positions).to(m.dtype)};
-}
-
-static at::Tensor rotate_half(const at::Tensor& x) {
-  const int64_t half = x.size(-1) / 2;
-  return at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
-}
-
-// x [N, heads, D]; cos/sin [N, D].
-static at::Tensor apply_rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
-  return x * cos.unsqueeze(1) + rotate_half(x) * sin.unsqueeze(1);
-}
-
-struct Qkv {
-  at::Tensor q, k, v;  // q [N, H, D], k and v [N, G, D], positions applied
-};
-
-// Without autograd (generation, scoring) q/k/v run as one product of the layer's joint buffer and
-// gate/up as another: fewer, larger products. Under autograd, which must reach each block's own
-// parameter, or with a LoRA adapter on one of them, each runs apart.
-static bool joint(const Layer& L, std::initializer_list<LoraTarget> targets) {
-  if (at::GradMode::is_enabled()) return false;
-  return std::none_of(targets.begin(), targets.end(), [&](LoraTarget t) { return L.lora_A[t].defined(); });
-}
-
-static Qkv project_qkv(Model& m, const Layer& L, const at::Tensor& h, const at::Tensor& cos, const at::Tensor& sin) {
-  const auto& c = m.cfg;
-  const int64_t N = h.size(0), H = c.num_attention_heads, G = c.num_key_value_heads, D = c.head_dim;
-  at::Tensor q, k, v;
-  if (joint(L, {kLoraQ, kLoraK, kLoraV})) {
-    auto qkv = linear(m, h, L.qkv_proj, L.qkv_bias);
-    q = qkv.narrow(1, 0, H * D).view({N, H, D});
-    k = qkv.narrow(1, H * D, G * D).view({N, G, D});
-    v = qkv.narrow(1, (H + G) * D, G * D).view({N, G, D});
-  } else {
-    q = project(m, L, kLoraQ, h, L.q_proj, L.q_bias).view({N, H, D});
-    k = project(m, L, kLoraK, h, L.k_proj, L.k_bias).view({N, G, D});
-    v = project(m, L, kLoraV, h, L.v_proj, L.v_bias).view({N, G, D});
-  }
-  if (norm_cpu_applies(q) && cos.scalar_type() == q.scalar_type()) {
-    const double eps = c.rms_norm_eps;
-    return {norm_rope_cpu(q, c.qk_norm ? L.q_norm : at::Tensor(), eps, cos, sin),
-            norm_rope_cpu(k, c.qk_norm ? L.k_norm : at::Tensor(), eps, cos, sin), v};
-  }
-  if (c.qk_norm) {
-    q = rms_norm(m, q, L.q_norm);
-    k = rms_norm(m, k, L.k_norm);
-  }
-  return {apply_rope(q, cos, sin), apply_rope(k, cos, sin), v};
-}
-
-static at::Tensor mlp(Model& m, const Layer& L, const at::Tensor& x) {
-  auto h = rms_norm(m, x, L.post_norm);
-  at::Tensor gated;
-  if (joint(L, {kLoraGate, kLoraUp})) {
-    const int64_t I = m.cfg.intermediate_size;
-    auto gate_up = linear(m, h, L.gate_up_proj);
-    gated = at::silu(gate_up.narrow(1, 0, I)) * gate_up.narrow(1, I, I);
-  } else {
-    gated = at::silu(project(m, L, kLoraGate, h, L.gate_proj)) * project(m, L, kLoraUp, h, L.up_proj);
-  }
-  return project(m, L, kLoraDown, gated, L.down_proj);
 }
 
 // Queries per block of the hand-written attention (attend_causal).
@@ -358,6 +271,38 @@ at::Tensor forward_decode(Model& m, KVCache& cache, const at::Tensor& token_ids,
     x = x + mlp(m, L, x);
   }
   return rms_norm(m, x, m.final_norm);
+}
+
+// ---- LM head ---------------------------------------------------------------------------------
+
+// The LM head runs in the compute dtype (float32) even inside a bf16 autocast scope: every logprob
+// the losses, the sampler and the importance ratios use comes from these logits, and bf16 keeps 8
+// bits of mantissa (at logits of ~10 a step of 0.06 nats), which made bf16-autocast SFT learn
+// far worse than float32 (scripts/experiments/bf16_sft.sh; docs/gpu.md). Low-precision weights
+// are widened per chunk.
+at::Tensor lm_logits(Model& m, const at::Tensor& hidden) {
+  c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
+  const auto cd = m.compute_dtype();
+  return linear(m, hidden.to(cd), m.lm_head.to(cd));
+}
+
+at::Tensor chunked_logprobs(Model& m, const at::Tensor& hidden, const at::Tensor& labels,
+                            const at::Tensor& temperatures, at::Tensor* entropy_out) {
+  const int64_t N = hidden.size(0);
+  std::vector<at::Tensor> logprobs, entropies;
+  const int64_t chunk = m.chunk_tokens();
+  for (int64_t start = 0; start < N; start += chunk) {
+    const int64_t n = std::min(chunk, N - start);
+    auto z = lm_logits(m, hidden.narrow(0, start, n)) / temperatures.narrow(0, start, n).unsqueeze(1);
+    auto logp = at::log_softmax(z, -1);
+    logprobs.push_back(logp.gather(1, labels.narrow(0, start, n).unsqueeze(1)).squeeze(1));
+    if (entropy_out) {
+      at::NoGradGuard no_grad;
+      entropies.push_back(-(logp.exp() * logp).sum(-1));
+    }
+  }
+  if (entropy_out) *entropy_out = N ? at::cat(entropies) : at::zeros({0}, hidden.options().dtype(m.compute_dtype()));
+  return N ? at::cat(logprobs) : at::zeros({0}, hidden.options().dtype(m.compute_dtype()));
 }
 
 // ---- inputs -----------------------------------------------------------------------------------

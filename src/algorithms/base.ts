@@ -1,6 +1,6 @@
 // The Algorithm base class (docs/architecture.md §5). An algorithm fixes three things: which model samples the
 // rollouts (`sampling.source` in its config: the live policy or a frozen endpoint), how credit is
-// assigned per token (its hooks annotate rollouts), and which of the trainer's three loss
+// assigned per token (its hooks annotate rollouts), and which of the trainer's four loss
 // components consumes the action tokens (`actionLossType`). The trainer never sees an algorithm:
 // routing.ts stamps the action tokens into the declared component and the trainer runs streams.
 //

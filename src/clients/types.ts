@@ -1,7 +1,7 @@
 // The sampling client interface: the only way the rollout driver and the algorithms talk to a
 // model. Tokens in, tokens out: prompts are token ids and completions come back as token ids with
 // their sampling logprobs, so nothing the model produced is ever re-tokenized. The HTTP client
-// (OpenAI-compatible /v1/completions with token-id prompts, issue 6) and in-process clients over
+// (OpenAI-compatible /v1/completions with token-id prompts) and in-process clients over
 // the native generator both implement it, so tests run the real driver against a real tiny model.
 
 export interface CompletionRequest {

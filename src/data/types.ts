@@ -127,7 +127,7 @@ export interface Rollout {
   advantages?: number[];
   /** Per token of all segments concatenated: reference / teacher logprobs. */
   refLogprobs?: number[];
-  /** Per token of all segments concatenated: the three loss-component weight streams. */
+  /** Per token of all segments concatenated: the rl, ce and ref_kl weight streams (distill: below). */
   rlWeights?: number[];
   ceWeights?: number[];
   refKlWeights?: number[];

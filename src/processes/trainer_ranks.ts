@@ -1,4 +1,4 @@
-// How `rlx train` starts its compute children (issue 9): the trainer ranks it runs on this machine
+// How `rlx train` starts its compute children: the trainer ranks it runs on this machine
 // (`rlx trainer --rank R`), the c10d store they meet at, and the intra-op threads each child gets.
 //
 // Why the threads are split here: every child is a separate libtorch process with its own OpenMP

@@ -67,17 +67,17 @@ export class Curriculum extends Uniform<CurriculumConfig> {
   }
 
   override next(step: number): Pick {
-    const weights_T = this.ctx.tasks.map((task) => this.weight(task, step));
-    const total = weights_T.reduce((a, b) => a + b, 0);
+    const taskWeights = this.ctx.tasks.map((task) => this.weight(task, step));
+    const total = taskWeights.reduce((a, b) => a + b, 0);
     if (total <= 0) return super.next(step);
     const r = nextRandom(this.rng);
     this.rng = r.state;
     let left = r.value * total;
-    for (let i = 0; i < weights_T.length; i++) {
-      left -= weights_T[i]!;
-      if (left < 0 && weights_T[i]! > 0) return { task: this.ctx.tasks[i]! };
+    for (let i = 0; i < taskWeights.length; i++) {
+      left -= taskWeights[i]!;
+      if (left < 0 && taskWeights[i]! > 0) return { task: this.ctx.tasks[i]! };
     }
-    return { task: this.ctx.tasks[weights_T.findLastIndex((w) => w > 0)]! };
+    return { task: this.ctx.tasks[taskWeights.findLastIndex((w) => w > 0)]! };
   }
 
   override metrics(step: number): Record<string, number> {

@@ -61,10 +61,10 @@ export class TaskStats {
 
   /** Task counts per pass-rate bin of the last group (PASS_RATE_BINS bins over [0, 1]). */
   histogram(): number[] {
-    const bins_B = new Array<number>(PASS_RATE_BINS).fill(0);
+    const histogram = new Array<number>(PASS_RATE_BINS).fill(0);
     for (const stat of this.table.values())
-      bins_B[Math.min(PASS_RATE_BINS - 1, Math.floor(stat.lastPassRate * PASS_RATE_BINS))]!++;
-    return bins_B;
+      histogram[Math.min(PASS_RATE_BINS - 1, Math.floor(stat.lastPassRate * PASS_RATE_BINS))]!++;
+    return histogram;
   }
 
   saveState(): TaskStatsState {

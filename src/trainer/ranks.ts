@@ -1,4 +1,4 @@
-// One optimizer step on one data-parallel trainer rank (issue 9): what the trainer process calls
+// One optimizer step on one data-parallel trainer rank: what the trainer process calls
 // instead of trainStep when `trainer.world_size` > 1. Every rank reads the same whole step batch,
 // computes the same balanced plan (src/trainer/balance.ts) and trains only its own rows:
 //

@@ -2,7 +2,7 @@
 // reward (the letters env), give bit-identical weights at every published step and identical
 // metrics on every key but timings. The runs must also have trained (weights move, rewards vary),
 // or equality would prove nothing. And a run killed with -9 after a checkpoint and resumed ends
-// with the same weights at every step as the run that was never stopped (issue 25).
+// with the same weights at every step as the run that was never stopped (docs/run-directory.md, "Deterministic runs").
 import { expect, test } from "bun:test";
 import { createHash } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";

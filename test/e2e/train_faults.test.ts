@@ -1,4 +1,4 @@
-// Faults injected into real runs (issue 25): a SIGTERM (a scheduler's pre-emption) checkpoints the
+// Faults injected into real runs: a SIGTERM (a scheduler's pre-emption) checkpoints the
 // last finished step so the resumed run loses at most the step in flight; the trainer SIGKILLed
 // mid-step (as the OOM killer does) stops the run naming it, and --resume continues; a step file
 // damaged on disk is refused by its checksum before a token of it is trained; and the disk filling

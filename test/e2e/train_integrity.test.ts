@@ -1,4 +1,4 @@
-// A checkpoint damaged on disk, as issue 25 found it: 64 bytes flipped in the middle of
+// A checkpoint damaged on disk (docs/run-directory.md, "Integrity"): 64 bytes flipped in the middle of
 // checkpoints/step_4/trainer/model/model.safetensors (size unchanged) after a finished run. `rlx
 // check` names the file and the tensor offline; `rlx train --resume` warns with the same words,
 // continues from the whole checkpoint before it (step 2), and the run ends with every step logged

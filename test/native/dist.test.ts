@@ -1,4 +1,4 @@
-// Data-parallel trainer ranks over c10d Gloo (issue 9), with real processes: two ranks joined by a
+// Data-parallel trainer ranks over c10d Gloo (docs/scaling.md), with real processes: two ranks joined by a
 // FileStore (or a TCPStore) in a temp dir, each a Bun process running fixtures/dist_rank.ts with
 // one thread, against the single-rank step in this process on the same batch.
 //   - the all-reduced gradient and the updated weights equal the single-rank ones (float32

@@ -1,4 +1,4 @@
-// Failed rollouts in a step's metrics (issue 25): reward and every per-rollout metric are means
+// Failed rollouts in a step's metrics: reward and every per-rollout metric are means
 // over the scored rollouts only, absent (not 0) when none was scored, with the failure count
 // beside them; the console line prints an absent reward as "-". Rollout metrics likewise, per env.
 import { expect, test } from "bun:test";

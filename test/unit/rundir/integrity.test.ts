@@ -1,4 +1,4 @@
-// Checksums end to end on real files (issue 25): 64 bytes flipped in the middle of a checkpoint's
+// Checksums end to end on real files: 64 bytes flipped in the middle of a checkpoint's
 // model.safetensors (size unchanged) are caught, naming the file and the tensor, and --resume's
 // choice falls back to the checkpoint before; the same damage in published weights makes the load
 // fail instead of serving them; a flipped or truncated step file is refused; `rlx check` finds all
