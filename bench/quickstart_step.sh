@@ -8,7 +8,7 @@
 # 3..STEPS-1 (step 1-2 warm up, the last step holds the held-out eval) and the ratio of each
 # mean step time to BASE's of the same round. With LEAN=MODEL (a lean student, e.g.
 # runs/reproduce/SET/bare-student/model) each round also times the lean task
-# (configs/examples/grpo_bare.toml, a trainer-bound step) with share_cores on and off.
+# (experiments/configs/grpo_bare.toml, a trainer-bound step) with share_cores on and off.
 #
 #   bash bench/quickstart_step.sh           STEPS=20 ROUNDS=1 BASE=e61592d by default
 #
@@ -51,7 +51,7 @@ run() {
   rm -rf "$out"
   "$binary" train "$config" --set output_dir="$out" --set model.path="$model" \
     --set max_steps="$STEPS" "$@" > "$out.log" 2>&1 || { tail -20 "$out.log"; exit 1; }
-  $BUN scripts/experiments/step_times.ts "$out" --from 3 --to $((STEPS - 1)) | tee "$out.times.json"
+  $BUN bench/step_times.ts "$out" --from 3 --to $((STEPS - 1)) | tee "$out.times.json"
 }
 ratio() { # ratio LABEL A B: A's mean step over B's, from the two runs' step_times lines of this round
   $BUN -e 'const [a, b] = process.argv.slice(1, 3).map((p) => require(p));
@@ -69,8 +69,8 @@ for round in $(seq 1 "$ROUNDS"); do
   ratio "the mix, BASE -> this checkout without share_cores" base new-fixed
   ratio "the mix, share_cores off -> on" new-fixed new
   if [ -n "${LEAN:-}" ]; then
-    run lean-fixed $RLX configs/examples/grpo_bare.toml "$LEAN" --set trainer.share_cores=false
-    run lean $RLX configs/examples/grpo_bare.toml "$LEAN"
+    run lean-fixed $RLX experiments/configs/grpo_bare.toml "$LEAN" --set trainer.share_cores=false
+    run lean $RLX experiments/configs/grpo_bare.toml "$LEAN"
     ratio "the lean task, share_cores off -> on" lean-fixed lean
   fi
 done

@@ -4,7 +4,7 @@ model, prompts and task order as rlx's run (docs/results.md row 2e).
 
 Run with Debian's python (/usr/bin/python3, torch 1.13):
 
-  bun scripts/experiments/dump_add_tasks.ts runs/learns/student-low runs/learns/ref-grpo-low/tasks.json
+  bun experiments/scripts/dump_add_tasks.ts runs/learns/student-low runs/learns/ref-grpo-low/tasks.json
   /usr/bin/python3 bench/reference/grpo_add.py --model runs/learns/student-low \
       --tasks runs/learns/ref-grpo-low/tasks.json --out runs/learns/ref-grpo-low/results.json \
       --check-rollouts runs/learns/grpo-low-s0/rollouts/step_1.jsonl
@@ -212,7 +212,7 @@ def policy_loss(cfg, p, prompts, completions, advantages, total_tokens):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", required=True)
-    ap.add_argument("--tasks", required=True, help="scripts/experiments/dump_add_tasks.ts output")
+    ap.add_argument("--tasks", required=True, help="experiments/scripts/dump_add_tasks.ts output")
     ap.add_argument("--out", required=True)
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--prompts", type=int, default=32)
