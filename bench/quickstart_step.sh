@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The RL step of the three-environment mix (configs/examples/three_envs.toml: the quickstart until
-# it moved to the lean task; issue 23 timed it at 10.5 s) on BASE (default e61592d, the main issue
-# 23 measured) and on this checkout, one after the other on the same machine, ROUNDS rounds
+# it moved to the lean task; first timed at 10.5 s) on BASE (default e61592d, main at that first
+# timing) and on this checkout, one after the other on the same machine, ROUNDS rounds
 # alternating, plus this checkout with trainer.share_cores = false (what handing the cores over
 # adds). Every run starts from the same warm model: a tiny one after the warm-up the quickstart had
 # then (configs/examples/sft_warmup_three_envs.toml, made once). Prints each run's means over steps

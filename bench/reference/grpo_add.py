@@ -1,6 +1,6 @@
-"""A plain PyTorch GRPO loop on 2-digit addition, to compare learning per step with rlx (issue 8,
-experiment 2): the issue's calibration recipe, written the way a PyTorch user would, on the same
-model, prompts and task order as rlx's run (docs/results.md row 2e).
+"""A plain PyTorch GRPO loop on 2-digit addition, to compare learning per step with rlx
+(docs/results.md row 2g, experiment 2): the calibration recipe, written the way a PyTorch user
+would, on the same model, prompts and task order as rlx's run (docs/results.md row 2e).
 
 Run with Debian's python (/usr/bin/python3, torch 1.13):
 

@@ -1,5 +1,5 @@
 // Dumps the exact inputs rlx's GRPO run on 2-digit addition sees, for the plain PyTorch loop in
-// bench/reference/grpo_add.py (issue 8, experiment 2): the train tasks in the order rlx's sampler
+// bench/reference/grpo_add.py (docs/results.md row 2g): the train tasks in the order rlx's sampler
 // draws them (TaskSampler, seed 0, one env named "math" with group size 8) and the first eval
 // tasks, each as its rendered prompt token ids (the real env, ChatRenderer and Tokenizer, rendered
 // as src/rollout/driver.ts does: no tools, generation prompt added) with its gold answer, plus the tokenizer's

@@ -11,7 +11,7 @@
 // next one (Qwen's ">\n" before "</tool_response>"): such a token is weighted whole and counted as
 // `merged`: the weighted text is the output plus at most 2 characters. A weighted run that is no
 // tool's output is a mismatch too. Exits 1 on any mismatch, or when fewer than --min tool outputs
-// were checked (issue 17 asks for 20).
+// were checked (20 by default).
 //
 //   bun experiments/scripts/echo_audit.ts RUN_DIR [--min 20] [--json]
 import { readdirSync, readFileSync } from "node:fs";

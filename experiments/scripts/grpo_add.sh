@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Experiment 2: GRPO on 2-digit addition from the bootstrap student (run bootstrap.sh first),
-# the calibration recipe (experiments/configs/grpo_add.toml). The run's own held-out evals
+# the calibration recipe (experiments/configs/grpo_add.toml). The run's own held-out evals
 # give greedy pass@1 every 5 steps; `rlx eval` on the final weights gives pass@1/pass@8 on all 200
 # held-out tasks, and `rlx report` the reward and eval curves.
 #

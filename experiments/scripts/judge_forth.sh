@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Judges on forth (issue 20): three RL arms from one forth student, with the same seed, config and
-# steps (experiments/configs/judge_forth.toml, multi-turn tool use):
+# Judges on forth (docs/algorithms.md, "Judges"): three RL arms from one forth student, with the
+# same seed, config and steps (experiments/configs/judge_forth.toml, multi-turn tool use):
 #   J1  grpo            the env's exact reward (the final answer against the task's)
 #   J2  grpo + judge    an agentic judge's verdict as the reward: JUDGE (an rlx model directory)
 #                       served by `rlx serve`, with read_message, the env's forth tool and verdict

@@ -22,7 +22,7 @@
 # The bands (experiments/configs/sft_*.toml, [eval.stop]): student greedy 0.40-0.65 (the documented
 # student read 0.53), teacher >= 0.85, the subtraction student (8d) sub greedy 0.05-0.30 (one that
 # samples `-` sometimes), the subtraction teacher >= 0.40, the lean student 0.40-0.60, and for
-# rows that later issues rerun, row 2e's weaker student 0.25-0.40 (the student's own run, stopped
+# rows that later experiments rerun, row 2e's weaker student 0.25-0.40 (the student's own run, stopped
 # earlier) and row 6b's hint-reading student 0.55-0.90 after at least 1,000 steps. SFT is
 # deterministic on a machine, so a model whose row exists but whose files are gone (a fresh
 # checkout of runs/) is trained again and, at the row's commit, must stop at the recorded step with
@@ -224,7 +224,7 @@ done
 fi
 
 if part extra; then
-echo "== the students of rows 2e and 6b, for the issues that rerun those rows (no RL rows here)"
+echo "== the students of rows 2e and 6b, for the experiments that rerun those rows (no RL rows here)"
 band_sft 2e-s weak-student experiments/configs/sft_add_student.toml "2e's weaker student: the student's SFT run, stopped at a lower band" "$ADD" 48 \
   --set model.path=$OUT/tiny --set data.path=$OUT/add.jsonl --set eval.stop.min=0.25 --set eval.stop.max=0.40
 hint_student
