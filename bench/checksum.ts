@@ -1,4 +1,4 @@
-// What checksums cost a checkpoint (issue 25: at most 10% of the save): a `small`-preset
+// What checksums cost a checkpoint (the limit: 10% of the save; docs/run-directory.md): a `small`-preset
 // checkpoint (float32 weights and AdamW state, as the trainer writes it) saved with
 // writeCheckpoint, against the CRC-32 work that save does inside it, measured on the same bytes in
 // the same rounds: per tensor (for naming a damaged one) and chained per file, and the optimizer

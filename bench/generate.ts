@@ -59,7 +59,7 @@ const blas = process.argv.includes("--blas");
 const threads = Number(flag("threads", String(cpus().length)));
 await loadNative(threads);
 const info = await runtimeInfo();
-// OpenMP's wait policy decides much of a small step's time (bench/README.md, "Decode on the CPU"):
+// OpenMP's wait policy decides much of a small step's time (experiments/bench_history.md, "Decode on the CPU"):
 // rlx waits passively unless told otherwise (src/native/ffi.ts); the reference inherits this
 // environment, where an unset policy is libgomp's default spin.
 const waits = (policy: string | undefined) =>

@@ -1,4 +1,4 @@
-// Peak trainer memory (RSS, CPU) of LoRA against full fine-tuning on one model shape (issue 24:
+// Peak trainer memory (RSS, CPU) of LoRA against full fine-tuning on one model shape (the target:
 // r = 16 on all seven targets at most 50% of full fine-tuning's on the qwen3-0.6b shape). Each
 // mode runs in its own process, as the trainer does: load the model (float32 masters), LoRA or
 // not, AdamW, then `--steps` optimizer steps over one packed row of `--tokens` tokens (half of

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # The RL step of the three-environment mix (configs/examples/three_envs.toml: the quickstart until
-# it moved to the lean task; issue 23 timed it at 10.5 s) on BASE (default e61592d, the main issue
-# 23 measured) and on this checkout, one after the other on the same machine, ROUNDS rounds
+# it moved to the lean task; first timed at 10.5 s) on BASE (default e61592d, main at that first
+# timing) and on this checkout, one after the other on the same machine, ROUNDS rounds
 # alternating, plus this checkout with trainer.share_cores = false (what handing the cores over
 # adds). Every run starts from the same warm model: a tiny one after the warm-up the quickstart had
 # then (configs/examples/sft_warmup_three_envs.toml, made once). Prints each run's means over steps
 # 3..STEPS-1 (step 1-2 warm up, the last step holds the held-out eval) and the ratio of each
 # mean step time to BASE's of the same round. With LEAN=MODEL (a lean student, e.g.
 # runs/reproduce/SET/bare-student/model) each round also times the lean task
-# (configs/examples/grpo_bare.toml, a trainer-bound step) with share_cores on and off.
+# (experiments/configs/grpo_bare.toml, a trainer-bound step) with share_cores on and off.
 #
 #   bash bench/quickstart_step.sh           STEPS=20 ROUNDS=1 BASE=e61592d by default
 #
@@ -51,7 +51,7 @@ run() {
   rm -rf "$out"
   "$binary" train "$config" --set output_dir="$out" --set model.path="$model" \
     --set max_steps="$STEPS" "$@" > "$out.log" 2>&1 || { tail -20 "$out.log"; exit 1; }
-  $BUN scripts/experiments/step_times.ts "$out" --from 3 --to $((STEPS - 1)) | tee "$out.times.json"
+  $BUN bench/step_times.ts "$out" --from 3 --to $((STEPS - 1)) | tee "$out.times.json"
 }
 ratio() { # ratio LABEL A B: A's mean step over B's, from the two runs' step_times lines of this round
   $BUN -e 'const [a, b] = process.argv.slice(1, 3).map((p) => require(p));
@@ -69,8 +69,8 @@ for round in $(seq 1 "$ROUNDS"); do
   ratio "the mix, BASE -> this checkout without share_cores" base new-fixed
   ratio "the mix, share_cores off -> on" new-fixed new
   if [ -n "${LEAN:-}" ]; then
-    run lean-fixed $RLX configs/examples/grpo_bare.toml "$LEAN" --set trainer.share_cores=false
-    run lean $RLX configs/examples/grpo_bare.toml "$LEAN"
+    run lean-fixed $RLX experiments/configs/grpo_bare.toml "$LEAN" --set trainer.share_cores=false
+    run lean $RLX experiments/configs/grpo_bare.toml "$LEAN"
     ratio "the lean task, share_cores off -> on" lean-fixed lean
   fi
 done

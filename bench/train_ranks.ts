@@ -1,4 +1,4 @@
-// rlx train with 1 and 2 data-parallel trainer ranks (issue 9), the same run otherwise, in one
+// rlx train with 1 and 2 data-parallel trainer ranks (docs/scaling.md), the same run otherwise, in one
 // command, rounds alternating. Prints each configuration's thread settings, the trainer's tokens/s
 // (batch tokens over the step's train time: the all-reduced step on all ranks), the step time and
 // the run's wall time, and the ratio against one rank.

@@ -1,10 +1,10 @@
-"""A plain PyTorch GRPO loop on 2-digit addition, to compare learning per step with rlx (issue 8,
-experiment 2): the issue's calibration recipe, written the way a PyTorch user would, on the same
-model, prompts and task order as rlx's run (docs/results.md row 2e).
+"""A plain PyTorch GRPO loop on 2-digit addition, to compare learning per step with rlx
+(docs/results.md row 2g, experiment 2): the calibration recipe, written the way a PyTorch user
+would, on the same model, prompts and task order as rlx's run (docs/results.md row 2e).
 
 Run with Debian's python (/usr/bin/python3, torch 1.13):
 
-  bun scripts/experiments/dump_add_tasks.ts runs/learns/student-low runs/learns/ref-grpo-low/tasks.json
+  bun experiments/scripts/dump_add_tasks.ts runs/learns/student-low runs/learns/ref-grpo-low/tasks.json
   /usr/bin/python3 bench/reference/grpo_add.py --model runs/learns/student-low \
       --tasks runs/learns/ref-grpo-low/tasks.json --out runs/learns/ref-grpo-low/results.json \
       --check-rollouts runs/learns/grpo-low-s0/rollouts/step_1.jsonl
@@ -212,7 +212,7 @@ def policy_loss(cfg, p, prompts, completions, advantages, total_tokens):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", required=True)
-    ap.add_argument("--tasks", required=True, help="scripts/experiments/dump_add_tasks.ts output")
+    ap.add_argument("--tasks", required=True, help="experiments/scripts/dump_add_tasks.ts output")
     ap.add_argument("--out", required=True)
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--prompts", type=int, default=32)

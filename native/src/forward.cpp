@@ -278,7 +278,7 @@ at::Tensor forward_decode(Model& m, KVCache& cache, const at::Tensor& token_ids,
 // The LM head runs in the compute dtype (float32) even inside a bf16 autocast scope: every logprob
 // the losses, the sampler and the importance ratios use comes from these logits, and bf16 keeps 8
 // bits of mantissa (at logits of ~10 a step of 0.06 nats), which made bf16-autocast SFT learn
-// far worse than float32 (scripts/experiments/bf16_sft.sh; docs/gpu.md). Low-precision weights
+// far worse than float32 (experiments/scripts/bf16_sft.sh; docs/gpu.md). Low-precision weights
 // are widened per chunk.
 at::Tensor lm_logits(Model& m, const at::Tensor& hidden) {
   c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);

@@ -3,8 +3,8 @@
 // on every call; profiling a `tiny` decode step at batch 16 found that packing (sgemm_incopy) at a
 // third of the products' samples, a sixth of the step. Here each block of four rows of w is read
 // straight from the row-major weights into twelve float32 vector sums against three rows of x at a
-// time, so the block stays in L1 while every row of x passes it (bench/README.md, "Few-row
-// products"). AVX2 with FMA only; elsewhere, and for float64, linear() keeps at::linear.
+// time, so the block stays in L1 while every row of x passes it (experiments/bench_history.md,
+// "Few-row products"). AVX2 with FMA only; elsewhere, and for float64, linear() keeps at::linear.
 #include "model.h"
 
 #if defined(__x86_64__)

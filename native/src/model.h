@@ -102,8 +102,8 @@ struct Model {
   // 128 MB on a GPU (a 152k vocabulary gets 220 tokens; the chunk's temporaries are a few times
   // that) and under 28 MiB on a CPU (48 tokens): glibc serves blocks of 32 MiB or more with a fresh
   // mmap whose pages fault in and are zeroed on every use, and a trainer step of 1,128 tokens on a
-  // 152k vocabulary ran 2-3x slower with 220-token chunks than with 48 (bench/README.md, "LM-head
-  // chunks").
+  // 152k vocabulary ran 2-3x slower with 220-token chunks than with 48
+  // (experiments/bench_history.md, "LM-head chunks").
   int64_t chunk_tokens() const {
     if (logits_chunk > 0) return logits_chunk;
     const int64_t elements = device.is_cuda() ? int64_t(1) << 25 : int64_t(7) << 20;

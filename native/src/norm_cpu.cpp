@@ -1,8 +1,8 @@
 // RMSNorm and the rotary embedding on the CPU without autograd (generation and scoring), as one
 // pass over each row instead of ATen's chain of elementwise ops. A `tiny` decode step at batch 16
 // ran 34 such ops per layer, each a dispatch and a fresh tensor for a few thousand numbers
-// (bench/README.md, "Decode on the CPU"). The arithmetic is forward.cpp's: RMSNorm as HF's
-// LlamaRMSNorm, w * (x * 1 / sqrt(mean(x^2) + eps)), whose sum of squares here is cpu_dot.h's
+// (experiments/bench_history.md, "Decode on the CPU"). The arithmetic is forward.cpp's: RMSNorm as
+// HF's LlamaRMSNorm, w * (x * 1 / sqrt(mean(x^2) + eps)), whose sum of squares here is cpu_dot.h's
 // (the only difference from ATen's, in rounding); the rotary embedding as
 // x * cos + rotate_half(x) * sin, each product and the sum rounded as ATen rounds them.
 #include "cpu_dot.h"

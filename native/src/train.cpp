@@ -92,7 +92,7 @@ at::Tensor member_buckets(Model& m, const at::Tensor& hidden, const DistillStrea
 // dL/dlogits = g / t * (onehot(label) - softmax(logits / t)) with g = dL/dlp, then
 // W.grad += dlogits^T h in place and dL/dh = dlogits W. Autograd would allocate a fresh [V, H]
 // gradient per chunk and add it: with a 152k vocabulary that is 78 MB a chunk, most of a CPU step
-// in page faults (bench/README.md, "LM-head chunks").
+// in page faults (experiments/bench_history.md, "LM-head chunks").
 void lm_head_backward_direct(Model& m, const at::Tensor& hidden_leaf, const at::Tensor& labels,
                              const at::Tensor& temps, const at::Tensor& grad_lp, const at::Tensor& rows) {
   if (rows.size(0) == 0) return;  // no gradient anywhere, as autograd leaves it
