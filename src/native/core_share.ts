@@ -8,7 +8,7 @@
 // Why: with no split the two processes' OpenMP teams oversubscribe the cores whenever both
 // compute, and a parallel region then waits for its descheduled threads (docs/architecture.md,
 // "Measured facts": a 2-thread step beside another busy process ran several times slower); with a
-// fixed split an idle trainer's cores could not generate. Measured on 2 cores (bench/README.md,
+// fixed split an idle trainer's cores could not generate. Measured on 2 cores (experiments/bench_history.md,
 // "The three-env RL step"): 1.00-1.06x the unsplit threads, 1.14x once generation got faster (the
 // CPU inference kernels), since passive OpenMP waits already let an idle process's cores go to the
 // other; what the split buys is that the two never oversubscribe by construction. The parent

@@ -8,12 +8,12 @@
 // server, another test) wants the same cores. (A short spin, GOMP_SPINCOUNT=30000, made a
 // batch-64 decode step 40% faster alone, but the three-env RL step with trainer.share_cores off
 // took 11.4 s against 4.6 s, and GOMP_SPINCOUNT=10000 with share_cores on doubled the trainer's
-// compute: bench/README.md, "Page faults" and "Decode on the CPU".) Bun's process.env does not
+// compute: experiments/bench_history.md, "Page faults" and "Decode on the CPU".) Bun's process.env does not
 // reach libc's environ, hence the second, tiny dlopen. Through it, mallopt also keeps freed memory (unless
 // GLIBC_TUNABLES sets malloc's own): blocks below 32 MiB come from the heap and up to 512 MiB of
 // free heap stays mapped. With glibc's defaults the heap top went back to the OS after nearly every
 // op and the next op's tensors page-faulted fresh pages in: a prefill of 16 prompts of 32 tokens
-// spent 3/4 of its time in page faults and zeroing (bench/README.md, "Page faults").
+// spent 3/4 of its time in page faults and zeroing (experiments/bench_history.md, "Page faults").
 //
 // Which shim: src/native/shim_path.ts ($RLX_SHIM, the shipped one, or one compiled for this node's
 // libtorch). A compiled binary's embedded copy is written by Bun to /tmp and dlopened there.
