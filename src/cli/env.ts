@@ -40,7 +40,7 @@ async function openEnv(id: string, argsJson: string | undefined): Promise<{ defi
     }
   }
   const definition = await loadEnv(id);
-  return { definition, env: await createEnv(definition, args, `rlx env --args`) };
+  return { definition, env: await createEnv(definition, args, { source: "rlx env --args", path: [] }) };
 }
 
 const list = defineCommand({
