@@ -39,7 +39,7 @@ async function openEnv(id: string, argsJson: string | undefined): Promise<{ defi
       });
     }
   }
-  const definition = await loadEnv(id);
+  const definition = await loadEnv(id, { source: "rlx env", path: [] });
   return { definition, env: await createEnv(definition, args, { source: "rlx env --args", path: [] }) };
 }
 
