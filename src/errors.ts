@@ -50,14 +50,14 @@ export function keyPath(path: readonly PropertyKey[]): string {
   return out || "(top level)";
 }
 
-function describe(issue: z.core.$ZodIssue): { path: readonly PropertyKey[]; text: string } {
+function describe(issue: z.core.$ZodIssue, schema: string): { path: readonly PropertyKey[]; text: string } {
   switch (issue.code) {
     case "unrecognized_keys": {
       const key = issue.keys[0] ?? "?";
       const more = issue.keys.length > 1 ? ` (and ${issue.keys.slice(1).join(", ")})` : "";
       return {
         path: [...issue.path, key],
-        text: `unknown key${more}; check the spelling against the schema (src/config/schema.ts)`,
+        text: `unknown key${more}; check the spelling against the schema (${schema})`,
       };
     }
     case "invalid_type": {
@@ -72,15 +72,22 @@ function describe(issue: z.core.$ZodIssue): { path: readonly PropertyKey[]; text
   }
 }
 
+/** A ConfigError from zod issues: its fix line, and the schema an unknown key is named against. */
+export interface IssueOptions {
+  fix?: string;
+  schema?: string;
+}
+
 /** One error listing every issue, each as `FILE: key.path: what is wrong`. */
 export function configError(
   issues: readonly z.core.$ZodIssue[],
   source: string,
   prefix: readonly PropertyKey[] = [],
+  { fix = "edit the file, or override with --set key=value", schema = "src/config/schema.ts" }: IssueOptions = {},
 ): ConfigError {
   const lines = issues.map((issue) => {
-    const { path, text } = describe(issue);
+    const { path, text } = describe(issue, schema);
     return `${source}: ${keyPath([...prefix, ...path])}: ${text}`;
   });
-  return new ConfigError(lines.join("\n"), { fix: "edit the file, or override with --set key=value" });
+  return new ConfigError(lines.join("\n"), { fix });
 }

@@ -39,7 +39,7 @@ async function main(): Promise<void> {
 
   const tokenizer = Tokenizer.load(modelDir);
   const renderer = new ChatRenderer(tokenizer);
-  const env = await createEnv(await loadEnv("math"), ENV_ARGS, "env math");
+  const env = await createEnv(await loadEnv("math"), ENV_ARGS);
   const trainTasks = await env.load("train", seed);
   const evalTasks = (await env.load("eval", seed)).slice(0, numEval);
   const sampler = new TaskSampler(

@@ -19,7 +19,7 @@
 import { z } from "zod";
 import { perToken, rolloutLength, sampleRanges } from "../data/types.ts";
 import { ConfigError, configError, keyPath } from "../errors.ts";
-import { loadPluginClass } from "../plugin.ts";
+import { type FactoryKind, keySite, loadPlugin, type PluginSite, siteText } from "../plugin.ts";
 import { judgeKit } from "../judges/index.ts";
 import { AgenticCredit, creditFactors, parseStepWeights } from "./agentic_credit.ts";
 import { Algorithm, type AlgorithmClass, LOSS_COMPONENTS, type RunView } from "./base.ts";
@@ -95,10 +95,15 @@ export const algorithmKit = {
 };
 export type AlgorithmKit = typeof algorithmKit;
 
-/** Where an algo block sits, for error messages: the config file and the key path. */
-export interface AlgoSite {
-  source: string;
-  path: (string | number)[];
+/** A custom algorithm file, for the plugin loader: its factory gets the kit and returns an Algorithm class. */
+export const algorithmPlugin: FactoryKind = {
+  base: Algorithm,
+  kit: algorithmKit,
+  shape: "export default ({ Algorithm }) => class extends Algorithm { ... } (docs/algorithms.md)",
+};
+
+/** Where an algo block sits, for error messages: the config file and the block's key path. */
+export interface AlgoSite extends PluginSite {
   /** The train env the block serves (its entry's key path, name and group size), for the group_size = 1 warning. */
   env?: { path: (string | number)[]; name: string; groupSize: number };
 }
@@ -144,13 +149,11 @@ export function checkAlgorithm(cls: AlgorithmClass, config: AlgoConfig, site: Al
 
 /** Imports a custom algorithm file and returns its class. */
 export async function loadCustomClass(file: string, site: AlgoSite): Promise<AlgorithmClass> {
-  const shape = "export default ({ Algorithm }) => class extends Algorithm { ... } (docs/algorithms.md)";
-  const at = `${site.source}: ${keyPath([...site.path, "path"])}`;
-  const cls = await loadPluginClass(file, at, { base: Algorithm, kit: algorithmKit, shape });
-  const algo = cls as AlgorithmClass;
+  const at = keySite(site, "path");
+  const algo = (await loadPlugin(file, at, algorithmPlugin)) as AlgorithmClass;
   if (!LOSS_COMPONENTS.includes(algo.actionLossType)) {
     throw new ConfigError(
-      `${at}: ${algo.name}.actionLossType is "${algo.actionLossType}"; it must be one of ${LOSS_COMPONENTS.join(", ")}`,
+      `${siteText(at)}: ${algo.name}.actionLossType is "${algo.actionLossType}"; it must be one of ${LOSS_COMPONENTS.join(", ")}`,
     );
   }
   return algo;

@@ -39,8 +39,8 @@ async function openEnv(id: string, argsJson: string | undefined): Promise<{ defi
       });
     }
   }
-  const definition = await loadEnv(id);
-  return { definition, env: await createEnv(definition, args, `rlx env --args`) };
+  const definition = await loadEnv(id, { source: "rlx env", path: [] });
+  return { definition, env: await createEnv(definition, args, { source: "rlx env --args", path: [] }) };
 }
 
 const list = defineCommand({

@@ -12,7 +12,7 @@ export async function nameCustomEnvs(config: ResolvedConfig, source: string): Pr
   const taken = new Set(envs.map((env) => env.name));
   for (const [i, env] of envs.entries()) {
     if (env.name !== env.id || !isEnvPath(env.id)) continue;
-    const name = (await loadEnv(env.id)).id;
+    const name = (await loadEnv(env.id, { source, path: ["orchestrator", "train", "env", i, "id"] })).id;
     if (taken.has(name))
       throw new ConfigError(
         `${source}: ${keyPath(["orchestrator", "train", "env", i, "name"])}: the custom env ${env.id} is named "${name}" by its file, a name another env has`,

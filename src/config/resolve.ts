@@ -4,7 +4,6 @@
 // parsed and checked by their registries (src/algorithms/registry.ts, src/sampling/registry.ts),
 // env args by each env's schema, the run-wide rules here. Errors name
 // the key path the user typed; rules that are legal but almost certainly a mistake become warnings.
-import { existsSync } from "node:fs";
 import type { RunView } from "../algorithms/base.ts";
 import type { FrozenModel } from "../algorithms/schemas.ts";
 import {
@@ -15,14 +14,9 @@ import {
   parseAlgoConfig,
 } from "../algorithms/registry.ts";
 import { checkEnvArgs } from "../envs/index.ts";
-import {
-  BUILTIN_SAMPLERS,
-  checkSampler,
-  parseSamplerConfig,
-  type SamplerConfig,
-  type SamplerSite,
-} from "../sampling/registry.ts";
+import { BUILTIN_SAMPLERS, checkSampler, parseSamplerConfig, type SamplerConfig } from "../sampling/registry.ts";
 import { ConfigError, keyPath } from "../errors.ts";
+import { checkPluginFile, keySite, type PluginSite } from "../plugin.ts";
 import type { EnvEntry, RawConfig } from "./schema.ts";
 
 export interface ResolvedEnv extends Omit<
@@ -74,23 +68,17 @@ export function runView(config: RawConfig): RunView {
 /** A built-in's rules now; a custom file must exist now, its class is checked when it loads. */
 function checkAlgo(algo: AlgoConfig, site: AlgoSite, run: RunView): string[] {
   if (algo.type !== "custom") return checkAlgorithm(BUILTIN_ALGORITHMS[algo.type], algo, site, run);
-  if (!existsSync(algo.path))
-    throw new ConfigError(`${site.source}: ${keyPath([...site.path, "path"])}: no such file "${algo.path}"`, {
-      fix: "paths are relative to the directory rlx runs in",
-    });
+  checkPluginFile(algo.path, keySite(site, "path"));
   return [];
 }
 
 /** A built-in sampler's rule now; a custom file must exist now, its class is checked when it loads. */
-function checkSamplerBlock(sampler: SamplerConfig, site: SamplerSite, orch: RawConfig["orchestrator"]): void {
+function checkSamplerBlock(sampler: SamplerConfig, site: PluginSite, orch: RawConfig["orchestrator"]): void {
   if (sampler.type !== "custom") {
     const run = { batchSize: orch.batch_size, maxOffPolicySteps: orch.max_off_policy_steps };
     return checkSampler(BUILTIN_SAMPLERS[sampler.type], sampler, site, run);
   }
-  if (!existsSync(sampler.path))
-    throw new ConfigError(`${site.source}: ${keyPath([...site.path, "path"])}: no such file "${sampler.path}"`, {
-      fix: "paths are relative to the directory rlx runs in",
-    });
+  checkPluginFile(sampler.path, keySite(site, "path"));
 }
 
 /** What `deterministic = true` needs: no step overlaps another, and one CPU process computes each side. */

@@ -1,12 +1,12 @@
 // The environment registry: built-in envs by id, and custom envs from a `.ts`/`.js` file path
-// (`id = "./my_env.ts"` in `[[orchestrator.train.env]]`), the same way custom algorithms load.
+// (`id = "./my_env.ts"` in `[[orchestrator.train.env]]`), through the plugin loader that custom
+// algorithms, samplers and judges use (src/plugin.ts), so its errors read the same.
 // A custom env file default-exports a plain EnvDefinition object (see types.ts); nothing from
 // rlx's sources (or zod) needs to be importable from it, which is what lets a compiled binary load
 // it; without an `args` schema the env receives its args table as written.
-import { isAbsolute, resolve } from "node:path";
-import type { ZodType } from "zod";
-import { existsSync } from "node:fs";
-import { ConfigError, configError, EnvError, keyPath } from "../errors.ts";
+import { type ZodType, z } from "zod";
+import { ConfigError, configError, keyPath } from "../errors.ts";
+import { checkPluginFile, loadPlugin, type ObjectKind, type PluginSite, siteText } from "../plugin.ts";
 import forth from "./forth/index.ts";
 import math from "./math/index.ts";
 import nim from "./nim/index.ts";
@@ -47,7 +47,7 @@ export function checkEnvArgs(
   path: readonly (string | number)[],
 ): Record<string, unknown> {
   if (isEnvPath(env.id)) {
-    if (!existsSync(env.id)) throw new ConfigError(`${source}: ${keyPath([...path, "id"])}: no such file "${env.id}"`);
+    checkPluginFile(env.id, { source, path: [...path, "id"] });
     return env.args;
   }
   const schema = envArgsSchema(env.id);
@@ -61,63 +61,52 @@ export function checkEnvArgs(
   return result.data as Record<string, unknown>;
 }
 
-function checkDefinition(value: unknown, path: string): EnvDefinition {
-  const d = value as Partial<EnvDefinition> | undefined;
-  const problems: string[] = [];
-  if (!d || typeof d !== "object") problems.push("no default export object");
-  else {
-    if (typeof d.id !== "string" || !d.id) problems.push("`id` must be a non-empty string");
-    if (typeof d.description !== "string") problems.push("`description` must be a string");
-    if (d.args !== undefined && typeof (d.args as ZodType).safeParse !== "function")
-      problems.push("`args`, when given, must be a zod schema");
-    if (typeof d.create !== "function") problems.push("`create(args)` must be a function");
-  }
-  if (problems.length > 0) {
-    throw new EnvError(`custom env ${path}: ${problems.join("; ")}`, {
-      fix: "default-export { id, description, args: z.strictObject({...}), create(args) { return { tools, maxTurns, load, reward } } }",
-    });
-  }
-  return d as EnvDefinition;
-}
+/** A custom env file, for the plugin loader: a plain EnvDefinition object (types.ts), checked as it loads. */
+export const envPlugin: ObjectKind<EnvDefinition> = {
+  schema: z.looseObject({
+    id: z.string().min(1),
+    description: z.string(),
+    args: z
+      .custom<ZodType>((v) => typeof (v as ZodType | undefined)?.safeParse === "function", "must be a zod schema")
+      .optional(),
+    create: z.custom<EnvDefinition["create"]>(
+      (v) => typeof v === "function",
+      "must be a function: create(args) returns the env",
+    ),
+  }),
+  shape:
+    "default-export { id, description, args: z.strictObject({...}), create(args) { return { tools, maxTurns, load, reward } } }",
+};
 
-/** A built-in env by id, or a custom env from a file path (relative to the working directory). */
-export async function loadEnv(idOrPath: string): Promise<EnvDefinition> {
+/** A built-in env by id, or a custom env from a file path (relative to the working directory);
+ * `site` is the key that names it, for errors (none on the command line). */
+export async function loadEnv(
+  idOrPath: string,
+  site: PluginSite = { source: "env", path: [] },
+): Promise<EnvDefinition> {
   const builtIn = BUILT_IN[idOrPath];
   if (builtIn) return builtIn;
   if (!isEnvPath(idOrPath)) {
-    throw new ConfigError(`unknown env "${idOrPath}"`, {
+    throw new ConfigError(`${siteText(site)}: unknown env "${idOrPath}"`, {
       fix: `use one of ${Object.keys(BUILT_IN).join(", ")}, or a path to a .ts file that default-exports an env`,
     });
   }
-  const path = isAbsolute(idOrPath) ? idOrPath : resolve(process.cwd(), idOrPath);
-  let module: { default?: unknown };
-  try {
-    module = (await import(path)) as { default?: unknown };
-  } catch (err) {
-    throw new EnvError(`cannot load custom env ${path}: ${(err as Error).message}`, {
-      fix: "check the path and that the file runs with `bun <file>`",
-    });
-  }
-  return checkDefinition(module.default, path);
+  return loadPlugin(idOrPath, site, envPlugin);
 }
 
-/** Validates `args` against the env's schema (defaults filled in) and creates the env. */
+/** Validates `args` against the env's schema (defaults filled in) and creates the env; `site` is
+ * where the args table was given, for errors. */
 export async function createEnv(
   definition: EnvDefinition,
   args: unknown = {},
-  where = `env ${definition.id}`,
+  site: PluginSite = { source: `env ${definition.id}`, path: ["args"] },
 ): Promise<Env> {
   if (!definition.args) return definition.create(args ?? {});
   const parsed = definition.args.safeParse(args ?? {});
-  if (!parsed.success) {
-    const issues = parsed.error.issues.map((issue) => {
-      const keys = "keys" in issue && Array.isArray(issue.keys) ? issue.keys.map(String) : [];
-      const path = ["args", ...issue.path.map(String), ...(keys.length === 1 ? keys : [])].join(".");
-      return `${path}: ${issue.message}`;
-    });
-    throw new ConfigError(`${where}: invalid args: ${issues.join("; ")}`, {
+  if (!parsed.success)
+    throw configError(parsed.error.issues, site.source, site.path, {
       fix: `see \`rlx env list\` and the ${definition.id} env's schema`,
+      schema: `the ${definition.id} env's args`,
     });
-  }
   return definition.create(parsed.data);
 }

@@ -230,7 +230,7 @@ export interface EvalEnvSpec {
 export async function loadEvalTasks(spec: EvalEnvSpec): Promise<{ name: string; env: Env; tasks: Task[] }> {
   const definition = await loadEnv(spec.id);
   const name = spec.name ?? definition.id;
-  const env = await createEnv(definition, spec.args ?? {}, `eval env ${name}`);
+  const env = await createEnv(definition, spec.args ?? {}, { source: `eval env ${name}`, path: ["args"] });
   const tasks = await env.load("eval", spec.seed ?? 0);
   return { name, env, tasks: spec.numExamples < 0 ? tasks : tasks.slice(0, spec.numExamples) };
 }

@@ -7,7 +7,7 @@
 import { runToolCall } from "../envs/tools.ts";
 import type { Env } from "../envs/types.ts";
 import type { ChatClient } from "../clients/chat_client.ts";
-import { loadPluginClass } from "../plugin.ts";
+import { type FactoryKind, keySite, loadPlugin, type PluginSite } from "../plugin.ts";
 import { AgenticJudge } from "./agentic.ts";
 import { Judge, JudgeError, validScore } from "./judge.ts";
 import { parseRubricScore, RubricJudge } from "./rubric.ts";
@@ -35,12 +35,18 @@ export const judgeKit = {
 };
 export type JudgeKit = typeof judgeKit;
 
-/** The judge a config block names, over a connected chat client, for an env (its tools); `at`
- * names the block for errors ("run.toml: orchestrator.train.env[0].judge"). */
-export async function createJudge(config: JudgeConfig, client: ChatClient, env: Env, at: string): Promise<Judge> {
+/** A custom judge file, for the plugin loader: its factory gets the kit and returns a Judge class. */
+export const judgePlugin: FactoryKind = {
+  base: Judge,
+  kit: judgeKit,
+  shape:
+    "export default ({ Judge }) => class extends Judge { async judge(task, rollout, signal) {...} } (docs/algorithms.md)",
+};
+
+/** The judge a config block names, over a connected chat client, for an env (its tools); `site`
+ * is the block's, for errors (run.toml, orchestrator.train.env[0].judge). */
+export async function createJudge(config: JudgeConfig, client: ChatClient, env: Env, site: PluginSite): Promise<Judge> {
   if (config.type !== "custom") return new BUILTIN_JUDGES[config.type](config, client, env);
-  const shape =
-    "export default ({ Judge }) => class extends Judge { async judge(task, rollout, signal) {...} } (docs/algorithms.md)";
-  const cls = (await loadPluginClass(config.path!, `${at}.path`, { base: Judge, kit: judgeKit, shape })) as JudgeClass;
+  const cls = (await loadPlugin(config.path!, keySite(site, "path"), judgePlugin)) as JudgeClass;
   return new cls(config, client, env);
 }

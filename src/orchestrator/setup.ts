@@ -27,6 +27,7 @@ import { createJudge } from "../judges/index.ts";
 import { judgedEnv } from "../judges/judge.ts";
 import type { JudgeEndpoint } from "../judges/schema.ts";
 import type { ChatRenderer } from "../model/render.ts";
+import { keySite } from "../plugin.ts";
 import type { RolePlayer } from "../rollout/episode.ts";
 import type { Tokenizer } from "../model/tokenizer.ts";
 import type { Sampler } from "../sampling/base.ts";
@@ -209,10 +210,16 @@ export async function setupTrainEnvs(o: SetupOptions): Promise<TrainEnv[]> {
   for (const warning of warnings) o.warn(warning);
   const envs: TrainEnv[] = [];
   for (const [index, resolved] of o.config.orchestrator.train.env.entries()) {
-    const exact = await createEnv(await loadEnv(resolved.id), resolved.args, `env ${resolved.name}`);
+    const entry = { source: o.source, path: ["orchestrator", "train", "env", index] };
+    const exact = await createEnv(
+      await loadEnv(resolved.id, keySite(entry, "id")),
+      resolved.args,
+      keySite(entry, "args"),
+    );
     const judge = resolved.judge;
-    const at = `${o.source}: orchestrator.train.env[${index}].judge`;
-    const env = judge ? judgedEnv(exact, await createJudge(judge, await connectJudge(judge), exact, at)) : exact;
+    const env = judge
+      ? judgedEnv(exact, await createJudge(judge, await connectJudge(judge), exact, keySite(entry, "judge")))
+      : exact;
     const tasks = await env.load("train", o.config.seed);
     const { sampler, stats } = await createEnvSampler(o.config, o.source, index, tasks);
     const algorithm = algorithms.get(resolved.name)!;

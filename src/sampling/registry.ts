@@ -14,7 +14,7 @@
 // the path the user typed (orchestrator.train.env[1].sampler.window).
 import { z } from "zod";
 import { ConfigError, configError, keyPath } from "../errors.ts";
-import { loadPluginClass } from "../plugin.ts";
+import { type FactoryKind, keySite, loadPlugin, type PluginSite } from "../plugin.ts";
 import {
   hasSpread,
   passRewardField,
@@ -51,14 +51,15 @@ export const SAMPLER_TYPES = [...Object.keys(BUILTIN_SAMPLERS), "custom"];
 export const samplerKit = { Sampler, z, ShuffledWalk, ReplayBuffer, nextRandom, hasSpread };
 export type SamplerKit = typeof samplerKit;
 
-/** Where a sampler block sits, for error messages: the config file and the key path. */
-export interface SamplerSite {
-  source: string;
-  path: (string | number)[];
-}
+/** A custom sampler file, for the plugin loader: its factory gets the kit and returns a Sampler class. */
+export const samplerPlugin: FactoryKind = {
+  base: Sampler,
+  kit: samplerKit,
+  shape: "export default ({ Sampler }) => class extends Sampler { next(step) { ... } } (docs/sampling.md)",
+};
 
 /** Parses one sampler block by its `type` (built-ins whole; custom ones up to their own fields). */
-export function parseSamplerConfig(block: Record<string, unknown>, site: SamplerSite): SamplerConfig {
+export function parseSamplerConfig(block: Record<string, unknown>, site: PluginSite): SamplerConfig {
   const type = block.type as string;
   if (!SAMPLER_TYPES.includes(type)) {
     throw new ConfigError(
@@ -73,7 +74,7 @@ export function parseSamplerConfig(block: Record<string, unknown>, site: Sampler
 }
 
 /** The class's own rule, as a ConfigError naming the key. */
-export function checkSampler(cls: SamplerClass, config: SamplerConfig, site: SamplerSite, run: SamplerRunView): void {
+export function checkSampler(cls: SamplerClass, config: SamplerConfig, site: PluginSite, run: SamplerRunView): void {
   const broken = cls.checkConfig(config, run);
   if (broken)
     throw new ConfigError(
@@ -82,22 +83,15 @@ export function checkSampler(cls: SamplerClass, config: SamplerConfig, site: Sam
     );
 }
 
-/** Imports a custom sampler file and returns its class. */
-async function loadCustomClass(file: string, site: SamplerSite): Promise<SamplerClass> {
-  const shape = "export default ({ Sampler }) => class extends Sampler { next(step) { ... } } (docs/sampling.md)";
-  const at = `${site.source}: ${keyPath([...site.path, "path"])}`;
-  return (await loadPluginClass(file, at, { base: Sampler, kit: samplerKit, shape })) as SamplerClass;
-}
-
 /** One sampler instance for one env: built-ins were checked at resolve; a custom class is loaded and checked here. */
 export async function createSampler(
   config: SamplerConfig,
   ctx: SamplerContext,
-  site: SamplerSite,
+  site: PluginSite,
   run: SamplerRunView,
 ): Promise<Sampler<any>> {
   if (config.type !== "custom") return new BUILTIN_SAMPLERS[config.type](config as any, ctx);
-  const cls = await loadCustomClass(config.path, site);
+  const cls = (await loadPlugin(config.path, keySite(site, "path"), samplerPlugin)) as SamplerClass;
   const { type, path, pass_reward, ...own } = config;
   const parsed = cls.schema.safeParse(own);
   if (!parsed.success) throw configError(parsed.error.issues, site.source, site.path);

@@ -98,7 +98,7 @@ describe("rlx env", () => {
     expect(unknown.code).toBe(1);
     expect(unknown.stderr).toContain('unknown env "nope"');
     expect(unknown.stderr).toContain("fix:");
-    expect(rlx("show", "math", "--args", '{"digitz": 3}').stderr).toContain("args.digitz: Unrecognized key");
+    expect(rlx("show", "math", "--args", '{"digitz": 3}').stderr).toContain("rlx env --args: digitz: unknown key");
     expect(rlx("show", "math", "--args", "{oops").stderr).toContain("--args is not valid JSON");
     expect(rlx("show", "math", "--split", "test").stderr).toContain('--split must be "train" or "eval"');
   });

@@ -4,7 +4,7 @@ import { describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ConfigError, EnvError } from "../../../src/errors.ts";
+import { ConfigError } from "../../../src/errors.ts";
 import { createEnv, envArgsSchema, envDefinitions, listEnvs, loadEnv } from "../../../src/envs/index.ts";
 
 const CUSTOM_ENV = `
@@ -40,20 +40,34 @@ describe("env registry", () => {
 
   test("bad args are ConfigErrors naming the key path", async () => {
     const math = await loadEnv("math");
-    await expect(createEnv(math, { digits: 0 })).rejects.toThrow(/args\.digits: /);
-    await expect(createEnv(math, { digitz: 2 })).rejects.toThrow(/args\.digitz: Unrecognized key/);
+    await expect(createEnv(math, { digits: 0 })).rejects.toThrow(/^env math: args\.digits: /);
+    await expect(createEnv(math, { digitz: 2 })).rejects.toThrow(
+      "env math: args.digitz: unknown key; check the spelling against the schema (the math env's args)",
+    );
+    const site = { source: "run.toml", path: ["orchestrator", "train", "env", 0, "args"] };
+    await expect(createEnv(math, { digits: 0 }, site)).rejects.toThrow(
+      /^run\.toml: orchestrator\.train\.env\[0\]\.args\.digits: /,
+    );
     await expect(createEnv(math, { operations: ["%"] })).rejects.toThrow(ConfigError);
   });
 
   test("unknown ids and broken custom files are errors with fixes", async () => {
     await expect(loadEnv("nope")).rejects.toThrow(ConfigError);
-    await expect(loadEnv("./does/not/exist.ts")).rejects.toThrow(EnvError);
+    await expect(loadEnv("./does/not/exist.ts")).rejects.toThrow('env: cannot import "./does/not/exist.ts"');
     const dir = mkdtempSync(join(tmpdir(), "rlx-env-"));
     try {
-      writeFileSync(join(dir, "bad.ts"), "export default { id: 3 };\n");
-      await expect(loadEnv(join(dir, "bad.ts"))).rejects.toThrow(
-        /`id` must be a non-empty string; `description` must be a string; `create\(args\)` must be a function/,
-      );
+      const bad = join(dir, "bad.ts");
+      writeFileSync(bad, "export default { id: 3 };\n");
+      const site = { source: "run.toml", path: ["orchestrator", "train", "env", 0, "id"] };
+      const at = `run.toml: orchestrator.train.env[0].id: the default export of "${bad}"`;
+      const err = (await loadEnv(bad, site).catch((e) => e)) as ConfigError;
+      expect(err).toBeInstanceOf(ConfigError);
+      expect(err.message.split("\n")).toEqual([
+        `${at}: id: expected string: Invalid input: expected string, received number`,
+        `${at}: description: required (expected string)`,
+        `${at}: create: must be a function: create(args) returns the env`,
+      ]);
+      expect(err.fix).toStartWith("default-export { id, description,");
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

@@ -30,12 +30,10 @@ test("a custom judge file scores through the kit; its garbage fails the rollout"
     args: { question: "Right?" },
   });
   const exact = await forthEnv();
-  const judge = await createJudge(
-    config,
-    new OpenAIChatClient("judge", server.url, { retries: 0 }),
-    exact,
-    "run.toml: j",
-  );
+  const judge = await createJudge(config, new OpenAIChatClient("judge", server.url, { retries: 0 }), exact, {
+    source: "run.toml",
+    path: ["j"],
+  });
   const env = judgedEnv(exact, judge);
   const gate = new CallGate({ concurrency: 2, timeoutMs: 5000 });
   const [right, wrong] = await Promise.all([
@@ -49,7 +47,10 @@ test("a custom judge file scores through the kit; its garbage fails the rollout"
   server = startJudgeServer(() => ({ content: "maybe" }));
   const garbage = judgedEnv(
     exact,
-    await createJudge({ ...config, base_url: server.url }, new OpenAIChatClient("judge", server.url), exact, "x"),
+    await createJudge({ ...config, base_url: server.url }, new OpenAIChatClient("judge", server.url), exact, {
+      source: "x",
+      path: [],
+    }),
   );
   expect((await forthRollout("c", ["Answer: 7"], garbage, gate)).error).toBe(
     "reward failed: the yes/no judge said neither: maybe",
@@ -61,12 +62,10 @@ test("custom judge blocks are checked: path only with type custom, and the file'
   expect(judgeSchema.safeParse({ type: "custom", ...base }).error!.issues[0]!.path).toEqual(["path"]);
   expect(judgeSchema.safeParse({ type: "rubric", path: "x.ts", ...base }).success).toBe(false);
   const config = judgeSchema.parse({ type: "custom", path: join(EXAMPLES, "algorithms/rloo.ts"), ...base });
-  const err = await createJudge(
-    config,
-    new OpenAIChatClient("judge", base.base_url),
-    await forthEnv(),
-    "run.toml: orchestrator.train.env[0].judge",
-  ).catch((e: Error) => e);
+  const err = await createJudge(config, new OpenAIChatClient("judge", base.base_url), await forthEnv(), {
+    source: "run.toml",
+    path: ["orchestrator", "train", "env", 0, "judge"],
+  }).catch((e: Error) => e);
   expect(err).toBeInstanceOf(ConfigError);
   expect((err as Error).message).toStartWith("run.toml: orchestrator.train.env[0].judge.path: the default export of");
 });

@@ -21,7 +21,7 @@ async function judged(type: "rubric" | "agentic", rule: (body: ChatBody, n: numb
   const config = judgeSchema.parse({ type, name: "judge", base_url: server.url, max_turns: 6 });
   const exact = await forthEnv();
   const client = new OpenAIChatClient("judge", server.url, { retries: 0 });
-  const env = judgedEnv(exact, await createJudge(config, client, exact, "test"));
+  const env = judgedEnv(exact, await createJudge(config, client, exact, { source: "test", path: [] }));
   return { env, gate: new CallGate({ concurrency: 4, timeoutMs }) };
 }
 
