@@ -1,5 +1,5 @@
 // Loads a user's plugin file: a custom algorithm (src/algorithms/registry.ts), sampler
-// (src/sampling/registry.ts), judge (src/judges/index.ts) or env (src/envs/index.ts) is a .ts file
+// (src/task_samplers/registry.ts), judge (src/judges/index.ts) or env (src/envs/index.ts) is a .ts file
 // that a compiled rlx binary imports from disk, so the file needs none of rlx's sources. Two kinds:
 // a factory, whose default export receives a kit (the base class, zod, helpers) and returns a
 // class extending that base; and a plain object (an env), checked against a schema. One loader,

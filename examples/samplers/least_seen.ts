@@ -4,7 +4,7 @@
 // number across steps, the walk's cursor, and hands it to rlx as its state, so a resumed run
 // continues exactly.
 //
-// How a custom sampler plugs in (docs/sampling.md): the default export receives rlx's kit (the
+// How a custom sampler plugs in (docs/task_samplers.md): the default export receives rlx's kit (the
 // Sampler base class, zod, the shuffled walk, the replay buffer, a seeded RNG step) and returns
 // the class. Nothing is imported from rlx at run time; the `import type` lines only give editors
 // the types inside this repository and are erased when the file runs. Use it with:
@@ -12,8 +12,8 @@
 //   [[orchestrator.train.env]]
 //   id = "math"
 //   sampler = { type = "custom", path = "examples/samplers/least_seen.ts", min_rollouts = 2 }
-import type { Pick, Verdict } from "../../src/sampling/base.ts";
-import type { SamplerKit } from "../../src/sampling/registry.ts";
+import type { Pick, Verdict } from "../../src/task_samplers/base.ts";
+import type { SamplerKit } from "../../src/task_samplers/registry.ts";
 import type { Rollout } from "../../src/data/types.ts";
 
 interface LeastSeenConfig {

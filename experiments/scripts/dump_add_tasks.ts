@@ -13,7 +13,7 @@ import type { Task } from "../../src/envs/types.ts";
 import { ConfigError } from "../../src/errors.ts";
 import { ChatRenderer } from "../../src/model/render.ts";
 import { Tokenizer } from "../../src/model/tokenizer.ts";
-import { TaskSampler, uniformEnv } from "../../src/orchestrator/sampler.ts";
+import { TaskSampler, uniformEnv } from "../../src/orchestrator/task_sampler.ts";
 
 const ENV_ARGS = { operations: ["+"], word_problems: false };
 

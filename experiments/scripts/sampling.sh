@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Samplers on a task with a spread of difficulty (docs/sampling.md): GRPO on 2-digit addition and
+# Samplers on a task with a spread of difficulty (docs/task_samplers.md): GRPO on 2-digit addition and
 # subtraction mixed, from reproduce.sh's band-defined subtraction student (8d's: it solves about
 # half the additions and samples `-` sometimes, so most subtraction groups are all wrong), with
 # experiments/configs/grpo_addsub.toml's recipe (32 prompts x 8, lr 1e-4), at SEEDS (default 0 1):

@@ -1,7 +1,7 @@
 // Per-environment resolution of a run config. Every train env ends with its own fully spelled-out
 // algorithm (a deep copy of [orchestrator.algo] unless it sets `algo`), sampler (likewise from
 // [orchestrator.sampler]), group size, temperature and token limit. Algo and sampler blocks are
-// parsed and checked by their registries (src/algorithms/registry.ts, src/sampling/registry.ts),
+// parsed and checked by their registries (src/algorithms/registry.ts, src/task_samplers/registry.ts),
 // env args by each env's schema, the run-wide rules here. Errors name
 // the key path the user typed; rules that are legal but almost certainly a mistake become warnings.
 import type { RunView } from "../algorithms/base.ts";
@@ -14,7 +14,7 @@ import {
   parseAlgoConfig,
 } from "../algorithms/registry.ts";
 import { checkEnvArgs } from "../envs/index.ts";
-import { BUILTIN_SAMPLERS, checkSampler, parseSamplerConfig, type SamplerConfig } from "../sampling/registry.ts";
+import { BUILTIN_SAMPLERS, checkSampler, parseSamplerConfig, type SamplerConfig } from "../task_samplers/registry.ts";
 import { ConfigError, keyPath } from "../errors.ts";
 import { checkPluginFile, keySite, type PluginSite } from "../plugin.ts";
 import type { EnvEntry, RawConfig } from "./schema.ts";

@@ -1,7 +1,7 @@
 // The run config: every key, its type and its default. Config files hold deltas over these
 // defaults (configs/*.toml). Strict objects everywhere: an unknown key is an error, never ignored.
 // Algorithm and sampler blocks are parsed and checked per type by their registries
-// (src/algorithms/registry.ts, src/sampling/registry.ts), and env args by each
+// (src/algorithms/registry.ts, src/task_samplers/registry.ts), and env args by each
 // environment's own schema, so both errors name the path the user typed.
 import { z } from "zod";
 import { modelReferenceSchema } from "../algorithms/schemas.ts";
@@ -64,7 +64,7 @@ const envEntry = z.strictObject({
   args: z.record(z.string(), z.unknown()).default({}),
   /** This env's algorithm; absent = a deep copy of [orchestrator.algo]. */
   algo: algoBlock.optional(),
-  /** This env's sampler (docs/sampling.md); absent = a deep copy of [orchestrator.sampler]. */
+  /** This env's sampler (docs/task_samplers.md); absent = a deep copy of [orchestrator.sampler]. */
   sampler: samplerBlock.optional(),
   /** A judge whose score replaces the env's reward (docs/algorithms.md, "Judges"); the exact reward stays a metric. */
   judge: judgeSchema.optional(),
@@ -213,7 +213,7 @@ export const configSchema = z.strictObject({
     /** Extra chat-template variables for every rollout and eval, e.g. { enable_thinking = false } (Qwen3). */
     chat_template_kwargs: z.record(z.string(), z.unknown()).default({}),
     algo: algoBlock.default({ type: "grpo" }),
-    /** Which tasks each env draws, which finished groups a batch admits, what is replayed (docs/sampling.md). */
+    /** Which tasks each env draws, which finished groups a batch admits, what is replayed (docs/task_samplers.md). */
     sampler: samplerBlock.default({ type: "uniform" }),
     train: z.strictObject({ env: z.array(envEntry).min(1, "at least one [[orchestrator.train.env]] is needed") }),
     eval: z

@@ -1,9 +1,9 @@
-// The orchestrator's state that outlives a step, in one place (docs/sampling.md, "State across
+// The orchestrator's state that outlives a step, in one place (docs/task_samplers.md, "State across
 // steps"). Everything the step loop carries from one batch to the next registers here under a key:
 //
 //   draws              the run-level draw: the env-choice RNG, the group counter and the admitted
 //                      groups drawn ahead that wait for the next step (sampler.ts, groups.ts)
-//   stats/<env>        the env's per-task statistics (src/sampling/stats.ts)
+//   stats/<env>        the env's per-task statistics (src/task_samplers/stats.ts)
 //   sampler/<env>      the env's sampler's own state: its cursor, RNG, replay buffer
 //   algorithm/<env>    the env's algorithm's own state, when it keeps one (Algorithm.saveState)
 //   barriers/<env>     rollouts waiting on the algorithm's own barriers and their open sets (barriers.ts)

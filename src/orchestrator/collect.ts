@@ -11,12 +11,12 @@ import type { Rollout } from "../data/types.ts";
 import { RlxError } from "../errors.ts";
 import type { AuditInput } from "../rundir/audit.ts";
 import { appendFailed } from "../rundir/failed.ts";
-import type { TaskStats } from "../sampling/stats.ts";
+import type { TaskStats } from "../task_samplers/stats.ts";
 import type { FailureWindow } from "./failures.ts";
 import { type CollectContext, type EnvAdmission, MAX_EMPTY_BATCHES, sampleGroups } from "./groups.ts";
 import type { Progress } from "./metrics/log.ts";
 import { judgeMetrics, roleMetrics, rolloutMetrics } from "./metrics/rollouts.ts";
-import type { TaskSampler } from "./sampler.ts";
+import type { TaskSampler } from "./task_sampler.ts";
 
 /** A sample the step trains, with what its audit record names (its rollout, index and algorithm). */
 export type KeptSample = Omit<AuditInput, "step">;

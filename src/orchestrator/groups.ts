@@ -1,4 +1,4 @@
-// The groups of one batch (step 2 of the step loop, src/orchestrator/loop.ts; docs/sampling.md).
+// The groups of one batch (step 2 of the step loop, src/orchestrator/loop.ts; docs/task_samplers.md).
 // Groups are drawn (env by ratio, then the env's sampler: a fresh task, or a stored group to
 // replay) until they hold batch_size rollouts and run all at once, each env with its own algorithm
 // and sampling source: scoreRollout as each rollout finishes, scoreGroup once its group has. Then,
@@ -23,7 +23,7 @@ import { runRollout } from "../rollout/driver.ts";
 import { runEpisode } from "../rollout/episode.ts";
 import { failAsData } from "./hooks.ts";
 import type { Progress } from "./metrics/log.ts";
-import type { Draw, TaskSampler } from "./sampler.ts";
+import type { Draw, TaskSampler } from "./task_sampler.ts";
 import { algorithmOf, type TrainEnv } from "./setup.ts";
 
 /** What collecting a batch needs from the run. */

@@ -30,8 +30,8 @@ import { collectedMetrics, collectStep, warnFailures } from "./collect.ts";
 import { FailureWindow } from "./failures.ts";
 import { MetricsLog, Progress } from "./metrics/log.ts";
 import type { LivePolicy } from "../processes/live_policy.ts";
-import { samplingState } from "./sampler.ts";
-import { samplingMetrics } from "./metrics/task_sampling.ts";
+import { taskSamplerState } from "./task_sampler.ts";
+import { taskSamplerMetrics } from "./metrics/task_sampling.ts";
 import type { TrainEnv } from "./setup.ts";
 import type { TrainEval } from "./train_eval.ts";
 import { HubSync } from "./hub_sync.ts";
@@ -71,7 +71,7 @@ export async function runTrainLoop(o: LoopOptions): Promise<LoopResult> {
   const orch = config.orchestrator;
   const lag = Math.min(orch.max_async_level, orch.max_off_policy_steps);
   const envNames = o.envs.map((e) => e.resolved.name);
-  const { sampler, carried } = samplingState(o.envs, config.seed, config.max_steps);
+  const { sampler, carried } = taskSamplerState(o.envs, config.seed, config.max_steps);
   if (o.resume) carried.load(o.resume.carried, `the checkpoint of step ${o.resume.step}`);
   const progress = new Progress();
   const print = progress.around(o.print);
@@ -128,7 +128,7 @@ export async function runTrainLoop(o: LoopOptions): Promise<LoopResult> {
       const state: OrchestratorState = { format: 2, step, carried: carried.save() };
       const stepMetrics = {
         ...collectedMetrics(step, collected, envNames, rolloutSeconds),
-        ...samplingMetrics(step, collected, o.envs, sampler.pending),
+        ...taskSamplerMetrics(step, collected, o.envs, sampler.pending),
         "batch/rows": packed.rows.length,
         "batch/truncated_samples": packed.truncatedSamples,
         "batch/shared_tokens": packed.sharedTokens,

@@ -1,7 +1,7 @@
 // Everything the step loop needs per train env, built once at the start of `rlx train`: the env
 // (its definition loaded, args validated, train tasks loaded), its algorithm instance (built-in or
 // custom, `setup(ctx)` run with the policy, the tokenizer and a way to connect frozen endpoints),
-// its sampler and per-task statistics (src/sampling/), and its sampling client (the live policy,
+// its sampler and per-task statistics (src/task_samplers/), and its sampling client (the live policy,
 // or the frozen `sampling.source` endpoint).
 //
 // A train env with a `judge` block gets the judge's score as its reward (src/judges/judge.ts),
@@ -30,9 +30,9 @@ import type { ChatRenderer } from "../model/render.ts";
 import { keySite } from "../plugin.ts";
 import type { RolePlayer } from "../rollout/episode.ts";
 import type { Tokenizer } from "../model/tokenizer.ts";
-import type { Sampler } from "../sampling/base.ts";
-import { createSampler } from "../sampling/registry.ts";
-import { TaskStats } from "../sampling/stats.ts";
+import type { Sampler } from "../task_samplers/base.ts";
+import { createSampler } from "../task_samplers/registry.ts";
+import { TaskStats } from "../task_samplers/stats.ts";
 import { BarrierBook } from "./barriers.ts";
 import type { LivePolicy } from "../processes/live_policy.ts";
 

@@ -50,9 +50,9 @@ export const auditRecordSchema = z.looseObject({
    * teacher's ids and logprobs are in the step file, not repeated here). */
   distill_weights: numbers.optional(),
   distill_k: z.number().int().optional(),
-  /** True when the sample's group was stored and trained again (a replay buffer; docs/sampling.md). */
+  /** True when the sample's group was stored and trained again (a replay buffer; docs/task_samplers.md). */
   replayed: z.boolean().optional(),
-  /** The task's statistics when the batch was cut (src/sampling/stats.ts). */
+  /** The task's statistics when the batch was cut (src/task_samplers/stats.ts). */
   task_stats: z
     .strictObject({
       attempts: z.number().int(),

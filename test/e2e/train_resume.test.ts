@@ -8,7 +8,7 @@ import { expect, test } from "bun:test";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { createEnv, loadEnv } from "../../src/envs/index.ts";
-import { TaskSampler, uniformEnv } from "../../src/orchestrator/sampler.ts";
+import { TaskSampler, uniformEnv } from "../../src/orchestrator/task_sampler.ts";
 import {
   processesMentioning,
   readAudit,

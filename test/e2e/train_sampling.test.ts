@@ -1,4 +1,4 @@
-// Samplers in real `rlx train` runs (docs/sampling.md):
+// Samplers in real `rlx train` runs (docs/task_samplers.md):
 //   - the admission gate: with half the tasks giving every rollout the same reward, every step
 //     trains batch_size rollouts, all from groups whose rewards differ, and the gate's rejections
 //     are counted;

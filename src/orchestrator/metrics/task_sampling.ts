@@ -1,4 +1,4 @@
-// The sampling half of a step's metrics line (docs/run-directory.md, "Metrics"; docs/sampling.md):
+// The task samplers' part of a step's metrics line (docs/run-directory.md, "Metrics"; docs/task_samplers.md):
 // per env, what the admission gate and the replay buffer did while the batch was collected, the
 // sampler's own numbers (buffer size and age, the curriculum's target), and the pool: how many
 // tasks have statistics and how their last pass rates spread over PASS_RATE_BINS bins. Plus the
@@ -6,14 +6,14 @@
 // An env whose algorithm declares barriers adds `barrier/<env>/*`: sets scored, sets timed out,
 // members dropped by a timeout, rollouts still waiting.
 import type { Rollout } from "../../data/types.ts";
-import { hasSpread } from "../../sampling/base.ts";
-import { PASS_RATE_BINS } from "../../sampling/stats.ts";
+import { hasSpread } from "../../task_samplers/base.ts";
+import { PASS_RATE_BINS } from "../../task_samplers/stats.ts";
 import type { Collected } from "../collect.ts";
 import type { TrainEnv } from "../setup.ts";
 
 /** `sampling/<env>/...` keys, `sampling/signal_share` and `sampling/pending` (groups drawn ahead
  * and waiting for the next step) for step `step`'s collected batch. */
-export function samplingMetrics(
+export function taskSamplerMetrics(
   step: number,
   collected: Pick<Collected, "admission" | "groups">,
   envs: readonly TrainEnv[],

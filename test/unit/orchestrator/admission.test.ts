@@ -11,8 +11,8 @@ import { collectStep } from "../../../src/orchestrator/collect.ts";
 import { sampleGroups } from "../../../src/orchestrator/groups.ts";
 import { FailureWindow } from "../../../src/orchestrator/failures.ts";
 import { Progress } from "../../../src/orchestrator/metrics/log.ts";
-import { samplingMetrics } from "../../../src/orchestrator/metrics/task_sampling.ts";
-import { hasSpread } from "../../../src/sampling/base.ts";
+import { taskSamplerMetrics } from "../../../src/orchestrator/metrics/task_sampling.ts";
+import { hasSpread } from "../../../src/task_samplers/base.ts";
 import { LETTERS_ENV } from "../../e2e/train_helpers.ts";
 import { harness, Scripted } from "./collect_harness.ts";
 
@@ -117,7 +117,7 @@ test("replayed groups are never staler than max_age and keep the version that sa
       expect(rollout.policyVersion).toBeLessThan(step - 1);
       expect(rollout.policyVersion).toBeGreaterThanOrEqual(step - 1 - 2);
     }
-    const m = samplingMetrics(step, got, [train], sampler.pending);
+    const m = taskSamplerMetrics(step, got, [train], sampler.pending);
     expect(m["sampling/letters/buffer_size"]).toBeLessThanOrEqual(64);
     expect(m["sampling/letters/buffer_age"]).toBeLessThanOrEqual(2);
     expect(m["sampling/letters/replayed"]).toBe(got.admission.get("letters")!.replayed);

@@ -16,7 +16,7 @@ import type { Rollout } from "../../../src/data/types.ts";
 import { BarrierBook } from "../../../src/orchestrator/barriers.ts";
 import { sampleGroups } from "../../../src/orchestrator/groups.ts";
 import { Progress } from "../../../src/orchestrator/metrics/log.ts";
-import { samplingState } from "../../../src/orchestrator/sampler.ts";
+import { taskSamplerState } from "../../../src/orchestrator/task_sampler.ts";
 import { singleTurn } from "../../fixtures/rollouts.ts";
 import { LETTERS_ENV } from "../../e2e/train_helpers.ts";
 import { harness, Scripted } from "./collect_harness.ts";
@@ -177,7 +177,7 @@ describe("through the collect loop", () => {
     const run = await harness({ envFile, client, orchestrator: "batch_size = 4\ngroup_size = 2" });
     run.train.algorithm = algo;
     run.train.barriers = new BarrierBook(new Map([["", algo]]), () => "", 8);
-    return { ...samplingState([run.train], 0, 10), o: { ...run.o, envs: [run.train] } };
+    return { ...taskSamplerState([run.train], 0, 10), o: { ...run.o, envs: [run.train] } };
   };
 
   test("holds members across steps and a resumed run trains the ones that waited at the checkpoint", async () => {

@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { Grpo } from "../../../src/algorithms/grpo.ts";
 import { sampleGroups } from "../../../src/orchestrator/groups.ts";
 import { Progress } from "../../../src/orchestrator/metrics/log.ts";
-import { samplingState } from "../../../src/orchestrator/sampler.ts";
+import { taskSamplerState } from "../../../src/orchestrator/task_sampler.ts";
 import { LETTERS_ENV } from "../../e2e/train_helpers.ts";
 import { harness, Scripted } from "./collect_harness.ts";
 
@@ -41,7 +41,7 @@ test("a run's carried state holds draws, statistics, sampler and algorithm state
   const counting = new CountingGrpo(plain.train.algorithm.config as any);
   const run = await harness({ envFile, client, orchestrator });
   run.train.algorithm = counting;
-  const { sampler, carried } = samplingState([run.train], 0, 10);
+  const { sampler, carried } = taskSamplerState([run.train], 0, 10);
   const o = { ...run.o, envs: [run.train] };
   for (let step = 1; step <= 3; step++) await sampleGroups(step, o, sampler, new Progress());
   const saved = JSON.parse(JSON.stringify(carried.save()));
@@ -52,7 +52,7 @@ test("a run's carried state holds draws, statistics, sampler and algorithm state
   const again = await harness({ envFile, client, orchestrator });
   const restored = new CountingGrpo(plain.train.algorithm.config as any);
   again.train.algorithm = restored;
-  const resumed = samplingState([again.train], 0, 10);
+  const resumed = taskSamplerState([again.train], 0, 10);
   resumed.carried.load(saved, "test");
   expect(restored.scored).toBe(counting.scored);
   expect(JSON.parse(JSON.stringify(resumed.carried.save()))).toEqual(saved);

@@ -5,7 +5,7 @@
 import { expect, test } from "bun:test";
 import { CarriedState } from "../../../src/orchestrator/carried.ts";
 import { orchestratorState } from "../../../src/orchestrator/run.ts";
-import { TaskSampler, uniformEnv } from "../../../src/orchestrator/sampler.ts";
+import { TaskSampler, uniformEnv } from "../../../src/orchestrator/task_sampler.ts";
 
 const tasks = Array.from({ length: 9 }, (_, i) => ({ id: `t${i}`, prompt: [], answer: "" }));
 const envs = () => [

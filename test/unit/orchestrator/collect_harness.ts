@@ -18,7 +18,7 @@ import { ChatRenderer } from "../../../src/model/render.ts";
 import { Tokenizer } from "../../../src/model/tokenizer.ts";
 import { BarrierBook } from "../../../src/orchestrator/barriers.ts";
 import type { CollectContext } from "../../../src/orchestrator/groups.ts";
-import { samplingState } from "../../../src/orchestrator/sampler.ts";
+import { taskSamplerState } from "../../../src/orchestrator/task_sampler.ts";
 import { createEnvAlgorithms, createEnvSampler, rewardGate, type TrainEnv } from "../../../src/orchestrator/setup.ts";
 
 export const tokenizer = new Tokenizer(byteTokenizerJson(), byteTokenizerConfig(), byteGenerationConfig());
@@ -81,5 +81,5 @@ export async function harness(o: {
     ),
   };
   const ctx: CollectContext = { config, envs: [train], renderer: new ChatRenderer(tokenizer), warn: () => {} };
-  return { o: ctx, ...samplingState([train], config.seed, config.max_steps), train, dir };
+  return { o: ctx, ...taskSamplerState([train], config.seed, config.max_steps), train, dir };
 }

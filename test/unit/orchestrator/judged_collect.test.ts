@@ -14,7 +14,7 @@ import { FailureWindow } from "../../../src/orchestrator/failures.ts";
 import { judgeMetrics } from "../../../src/orchestrator/metrics/rollouts.ts";
 import { Progress } from "../../../src/orchestrator/metrics/log.ts";
 import type { LivePolicy } from "../../../src/processes/live_policy.ts";
-import { samplingState } from "../../../src/orchestrator/sampler.ts";
+import { taskSamplerState } from "../../../src/orchestrator/task_sampler.ts";
 import { setupTrainEnvs } from "../../../src/orchestrator/setup.ts";
 import { auditRecord } from "../../../src/rundir/audit.ts";
 import { LETTERS_ENV } from "../../e2e/train_helpers.ts";
@@ -50,7 +50,7 @@ async function judgedRun(reply: (call: number) => string, maxFailureRate: number
   const renderer = new ChatRenderer(tokenizer);
   const envs = await setupTrainEnvs({ config, source: toml, policy, tokenizer, renderer, info() {}, warn() {} });
   const o = { config, envs, renderer, warn: () => {} };
-  const { sampler } = samplingState(envs, config.seed, config.max_steps);
+  const { sampler } = taskSamplerState(envs, config.seed, config.max_steps);
   return collectStep(1, o, sampler, new Progress(), new FailureWindow(config.orchestrator.max_failure_rate));
 }
 

@@ -14,8 +14,8 @@ import { ConfigError } from "../../../src/errors.ts";
 import { Judge } from "../../../src/judges/judge.ts";
 import { judgePlugin } from "../../../src/judges/index.ts";
 import { checkPluginFile, type FactoryKind, loadPlugin, type ObjectKind } from "../../../src/plugin.ts";
-import { Sampler } from "../../../src/sampling/base.ts";
-import { samplerPlugin } from "../../../src/sampling/registry.ts";
+import { Sampler } from "../../../src/task_samplers/base.ts";
+import { samplerPlugin } from "../../../src/task_samplers/registry.ts";
 
 const EXAMPLES = join(import.meta.dir, "../../../examples");
 const SITE = { source: "run.toml", path: ["orchestrator", "train", "env", 1, "algo", "path"] };

@@ -54,7 +54,7 @@ export class Curriculum extends Uniform<CurriculumConfig> {
     return target + (target_end - target) * t;
   }
 
-  /** A task's sampling weight at `step`. */
+  /** A task's weight in the draw at `step`. */
   weight(task: Task, step: number): number {
     const c = this.config;
     const stat = this.ctx.stats.get(task.id);

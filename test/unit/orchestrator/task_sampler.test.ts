@@ -4,7 +4,13 @@ import { expect, test } from "bun:test";
 import { createHash } from "node:crypto";
 import type { Task } from "../../../src/envs/types.ts";
 import { CarriedState } from "../../../src/orchestrator/carried.ts";
-import { type Draw, ratioAt, type SamplerEnv, TaskSampler, uniformEnv } from "../../../src/orchestrator/sampler.ts";
+import {
+  type Draw,
+  ratioAt,
+  type SamplerEnv,
+  TaskSampler,
+  uniformEnv,
+} from "../../../src/orchestrator/task_sampler.ts";
 
 const tasks = (prefix: string, n: number): Task[] =>
   Array.from({ length: n }, (_, i) => ({ id: `${prefix}${i}`, prompt: [], answer: "" }));
@@ -17,7 +23,7 @@ const draw = (s: TaskSampler, n: number): Draw[] => Array.from({ length: n }, ()
 const key = (d: Draw) => `${d.groupId}:${d.task?.id}`;
 
 test("uniform samplers draw bit for bit what rlx drew before samplers were pluggable", () => {
-  // digest of 2000 draws by src/orchestrator/sampler.ts at commit 574e267 (seed 11, these envs)
+  // digest of 2000 draws by src/orchestrator/task_sampler.ts at commit 574e267 (seed 11, these envs)
   const draws = draw(sampler(11), 2000).map(key);
   expect(draws.slice(0, 8).join(",")).toBe("b/g0:b0,b/g1:b1,b/g2:b3,b/g3:b2,a/g4:a6,a/g5:a4,a/g6:a3,b/g7:b4");
   expect(createHash("sha256").update(draws.join("\n")).digest("hex")).toBe(

@@ -1,12 +1,12 @@
-// The run-level draw for training (docs/architecture.md §10, docs/sampling.md): which env the next
-// group comes from (weighted by `ratio`), then the env's own sampler (src/sampling/) says which of
+// The run-level draw for training (docs/architecture.md §10, docs/task_samplers.md): which env the next
+// group comes from (weighted by `ratio`), then the env's own sampler (src/task_samplers/) says which of
 // its tasks it gets, or which stored group is replayed in its place.
 //
 // Why built this way: a resumed run must draw exactly what the uninterrupted run would have, so
 // the run-level state is a 32-bit RNG state for the env choice, a group counter and the groups
 // pending from the last step (registered as "draws" in carried.ts), and each env sampler's state
 // is its own. With `uniform` samplers the draws are rlx's draws since its first sampler, bit for
-// bit (test/unit/orchestrator/sampler.test.ts).
+// bit (test/unit/orchestrator/task_sampler.test.ts).
 //
 // `ratio` is a share of rollouts, not of groups: an env with group_size 8 and one with 4 at equal
 // ratio get one group of the first per two of the second. With `ratio_end` an env's ratio follows
@@ -14,10 +14,10 @@
 import type { Rollout, Task } from "../data/types.ts";
 import { hashString } from "../envs/random.ts";
 import { RlxError } from "../errors.ts";
-import type { Sampler } from "../sampling/base.ts";
-import { TaskStats } from "../sampling/stats.ts";
-import { Uniform } from "../sampling/uniform.ts";
-import { nextRandom } from "../sampling/walk.ts";
+import type { Sampler } from "../task_samplers/base.ts";
+import { TaskStats } from "../task_samplers/stats.ts";
+import { Uniform } from "../task_samplers/uniform.ts";
+import { nextRandom } from "../task_samplers/walk.ts";
 import { CarriedState } from "./carried.ts";
 import type { TrainEnv } from "./setup.ts";
 
@@ -139,7 +139,7 @@ export class TaskSampler {
 }
 
 /** The run-level draw over the envs' samplers, and the registry of all state that outlives a step. */
-export function samplingState(
+export function taskSamplerState(
   envs: readonly TrainEnv[],
   seed: number,
   maxSteps: number,

@@ -1,8 +1,8 @@
 // Per-task statistics and the replay buffer: what they count, what they drop, and that their JSON
 // state restores them exactly.
 import { expect, test } from "bun:test";
-import { ReplayBuffer } from "../../../src/sampling/buffer.ts";
-import { TaskStats } from "../../../src/sampling/stats.ts";
+import { ReplayBuffer } from "../../../src/task_samplers/buffer.ts";
+import { TaskStats } from "../../../src/task_samplers/stats.ts";
 import { group } from "./helpers.ts";
 
 test("task statistics count finished rollouts, passes at pass_reward, the last group's rate and step", () => {

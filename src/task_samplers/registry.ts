@@ -4,7 +4,7 @@
 // src/config/resolve.ts asks this file to parse and check each env's sampler block.
 //
 // `type = "custom"` with `path = "./my_sampler.ts"` imports the user's file at run time; its
-// default export receives the kit below and returns the class (docs/sampling.md;
+// default export receives the kit below and returns the class (docs/task_samplers.md;
 // examples/samplers/least_seen.ts):
 //
 //   export default ({ Sampler, z }) =>
@@ -55,7 +55,7 @@ export type SamplerKit = typeof samplerKit;
 export const samplerPlugin: FactoryKind = {
   base: Sampler,
   kit: samplerKit,
-  shape: "export default ({ Sampler }) => class extends Sampler { next(step) { ... } } (docs/sampling.md)",
+  shape: "export default ({ Sampler }) => class extends Sampler { next(step) { ... } } (docs/task_samplers.md)",
 };
 
 /** Parses one sampler block by its `type` (built-ins whole; custom ones up to their own fields). */
@@ -64,7 +64,7 @@ export function parseSamplerConfig(block: Record<string, unknown>, site: PluginS
   if (!SAMPLER_TYPES.includes(type)) {
     throw new ConfigError(
       `${site.source}: ${keyPath([...site.path, "type"])}: unknown sampler type "${type}"; known types: ${SAMPLER_TYPES.join(", ")}`,
-      { fix: 'pick a known type, or type = "custom" with path = "./my_sampler.ts" (docs/sampling.md)' },
+      { fix: 'pick a known type, or type = "custom" with path = "./my_sampler.ts" (docs/task_samplers.md)' },
     );
   }
   const schema: z.ZodType = type === "custom" ? customSchema : BUILTIN_SAMPLERS[type as BuiltinSamplerType].schema;

@@ -2,7 +2,7 @@
 // later, prefer pass rates near a target that follows a schedule), its draws a pure function of
 // its seed, the statistics and its JSON state.
 import { expect, test } from "bun:test";
-import type { Curriculum } from "../../../src/sampling/curriculum.ts";
+import type { Curriculum } from "../../../src/task_samplers/curriculum.ts";
 import { group, samplerOf } from "./helpers.ts";
 
 const drawIds = (sampler: { next(step: number): unknown }, n: number, step = 1) =>

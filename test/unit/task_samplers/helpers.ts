@@ -1,10 +1,10 @@
 // Shared by the sampler tests: tasks, finished groups with given rewards and versions (the fields
 // samplers and task statistics read), and one env's sampler built as `rlx train` builds it.
 import type { Rollout, Task } from "../../../src/data/types.ts";
-import type { SamplerContext } from "../../../src/sampling/base.ts";
-import { parseSamplerConfig } from "../../../src/sampling/registry.ts";
-import { createSampler } from "../../../src/sampling/registry.ts";
-import { TaskStats } from "../../../src/sampling/stats.ts";
+import type { SamplerContext } from "../../../src/task_samplers/base.ts";
+import { parseSamplerConfig } from "../../../src/task_samplers/registry.ts";
+import { createSampler } from "../../../src/task_samplers/registry.ts";
+import { TaskStats } from "../../../src/task_samplers/stats.ts";
 
 export const tasks = (n: number): Task[] =>
   Array.from({ length: n }, (_, i) => ({ id: `t${i}`, prompt: [], answer: "" }));

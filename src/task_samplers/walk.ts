@@ -5,7 +5,7 @@
 // The walk is a permutation per epoch derived from (seed, env name, epoch) alone, so a cursor is
 // all a sampler needs to know where it is, and an env's task order does not depend on which other
 // envs the run has. These are rlx's draws since its first sampler: the uniform sampler must keep
-// them bit for bit (test/unit/sampling/uniform.test.ts holds them to a golden digest).
+// them bit for bit (test/unit/task_samplers/uniform.test.ts holds them to a golden digest).
 import { hashString } from "../envs/random.ts";
 import type { Task } from "../data/types.ts";
 
