@@ -151,8 +151,7 @@ export function loadSftConfig(path: string, overrides: readonly string[] = []): 
   const source = overrides.length ? `${path} (with --set)` : path;
   const parsed = sftConfigSchema.safeParse(raw);
   if (!parsed.success) {
-    const err = configError(parsed.error.issues, source);
-    throw new ConfigError(err.message.replaceAll("src/config/schema.ts", "src/sft/config.ts"), { fix: err.fix });
+    throw configError(parsed.error.issues, source, [], { schema: "src/sft/config.ts" });
   }
   checkEvalEnvs(parsed.data, source);
   checkStopBand(parsed.data, source);
