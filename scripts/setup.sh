@@ -3,8 +3,9 @@
 # npm dependencies (Bun comes from npm), libtorch + OpenMP OpenBLAS + gloo from Debian, the
 # native shim and dist/rlx. Idempotent and quick when everything is already there. apt is skipped
 # when $LIBTORCH or a Python PyTorch install provides libtorch (GPU nodes). `--test` (what
-# `npm test` runs) also installs what only the tests use: Chromium for the report's browser tests
-# and python3-protobuf for the TensorBoard reader, so the quickstart's install stays small.
+# `npm test` runs) also installs what only the tests use: Chromium for the report's browser tests,
+# python3-protobuf for the TensorBoard reader and python3-torch for the PyTorch references that
+# read rlx's model and adapter directories, so the quickstart's install stays small.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,7 +35,7 @@ else
   apt_install libtorch-dev libopenblas0-openmp libgloo-dev g++
 fi
 if [ "${1:-}" = "--test" ] && command -v apt-get >/dev/null; then
-  apt_install --no-install-recommends chromium python3-protobuf
+  apt_install --no-install-recommends chromium python3-protobuf python3-torch
 fi
 
 node_modules/.bin/bun build.ts

@@ -214,7 +214,7 @@ algo = { type = "opd", teacher = ${teacherRef} }
   expect(readFileSync(join(runDir, "logs/policy-0.log"), "utf8")).toContain("rlx serve: policy on");
 
   // nothing left running: the trainer and the policy server are gone (the teacher is the test's)
-  await until(() => processesMentioning(runDir).length === 0, 5000, "the run's children to exit");
+  await until(() => processesMentioning(runDir).length === 0, 30_000, "the run's children to exit");
 }, 120_000);
 
 test("configs/debug.toml trains from `rlx init` output: every step has rl tokens with non-zero credit", async () => {
@@ -243,5 +243,5 @@ test("configs/debug.toml trains from `rlx init` output: every step has rl tokens
     );
     expect(credited.length).toBeGreaterThan(0);
   }
-  await until(() => processesMentioning(runDir).length === 0, 5000, "the trainer to exit");
+  await until(() => processesMentioning(runDir).length === 0, 30_000, "the trainer to exit");
 }, 90_000);

@@ -39,11 +39,11 @@ test("max_async_level = 1: samples are at most one version behind the trainer, a
   expect(Math.min(...lag)).toBeGreaterThanOrEqual(0);
   expect(Math.max(...lag)).toBe(1);
   expect(Math.max(...offPolicyMax)).toBe(1);
-}, 60_000);
+}, 120_000);
 
 test("max_off_policy_steps = 0: every sample comes from the trainer's current weights", async () => {
   const { lag, offPolicyMax } = await trainedVersions("offpolicy0", "max_async_level = 2\nmax_off_policy_steps = 0");
   expect(lag.length).toBeGreaterThan(0);
   expect(new Set(lag)).toEqual(new Set([0]));
   expect(offPolicyMax).toEqual([0, 0, 0, 0, 0]);
-}, 60_000);
+}, 120_000);

@@ -76,7 +76,7 @@ name = "a"
     "a/g7/r1",
   ]);
   await run.done;
-  await until(() => processesMentioning(runDir).length === 0, 10_000, "no process of the run left", 50);
+  await until(() => processesMentioning(runDir).length === 0, 30_000, "no process of the run left", 50);
   const last = await rlx([...args, "--resume"]).done;
   expect(last.code).toBe(0);
 

@@ -55,7 +55,7 @@ test("Ctrl-C stops the trainer and the policy server, and exits 130", async () =
   const { code, err } = await run.done;
   expect(code).toBe(130);
   expect(err).toContain("SIGINT: stopping the run");
-  await until(() => leftovers().length === 0, 10_000, "every child to exit", 50);
+  await until(() => leftovers().length === 0, 30_000, "every child to exit", 50);
 }, 90_000);
 
 test("a SIGKILLed orchestrator leaves no trainer or policy server behind", async () => {
@@ -71,7 +71,7 @@ test("a SIGKILLed orchestrator leaves no trainer or policy server behind", async
   expect(leftovers().length).toBe(3);
   run.proc.kill("SIGKILL");
   await run.done;
-  await until(() => leftovers().length === 0, 10_000, "the children to notice their parent is gone", 50);
+  await until(() => leftovers().length === 0, 30_000, "the children to notice their parent is gone", 50);
 }, 90_000);
 
 test("a trainer that dies fails the run at once with its last lines; the policy server goes too", async () => {
@@ -90,7 +90,7 @@ test("a trainer that dies fails the run at once with its last lines; the policy 
   expect(err).toContain("error: the trainer process was killed by SIGKILL; its last lines:");
   expect(err).toContain("  | trainer: step 1 loss");
   expect(err).toContain(`fix: the whole log is ${join(runDir, "logs/trainer.log")}`);
-  await until(() => leftovers().length === 0, 10_000, "every child to exit", 50);
+  await until(() => leftovers().length === 0, 30_000, "every child to exit", 50);
 }, 90_000);
 
 test("a trainer that cannot start says why in the run's error", async () => {
@@ -101,5 +101,5 @@ test("a trainer that cannot start says why in the run's error", async () => {
   expect(err).toMatch(
     /the trainer process exited with code 1; its last lines:\n(.*\n)*.*device "cuda" asked for, but this libtorch has no CUDA/,
   );
-  await until(() => leftovers().length === 0, 10_000, "every child to exit", 50);
+  await until(() => leftovers().length === 0, 30_000, "every child to exit", 50);
 }, 60_000);

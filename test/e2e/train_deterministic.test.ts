@@ -61,7 +61,7 @@ name = "letters"
     await untilWhileRunning(killed, () => existsSync(manifest), 60_000, `checkpoint ${killAfterCheckpoint}`);
     killed.proc.kill("SIGKILL");
     await killed.done;
-    await until(() => processesMentioning(runDir).length === 0, 10_000, "no process of the run left", 50);
+    await until(() => processesMentioning(runDir).length === 0, 30_000, "no process of the run left", 50);
   }
   const { code, err } = await rlx(["train", path, ...(killAfterCheckpoint === undefined ? [] : ["--resume"])]).done;
   expect(err).not.toContain("error:");

@@ -50,7 +50,7 @@ test("published steps and checkpoints are PEFT adapters; the base is untouched; 
   await untilWhileRunning(first, () => existsSync(checkpoint2), 120_000, "checkpoint 2");
   first.proc.kill("SIGKILL");
   await first.done;
-  await until(() => processesMentioning(runDir).length === 0, 10_000, "no process of the run left", 50);
+  await until(() => processesMentioning(runDir).length === 0, 30_000, "no process of the run left", 50);
 
   const { code, err } = await rlx(["train", path, "--resume"]).done;
   expect(err).not.toContain("rror");

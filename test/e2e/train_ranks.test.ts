@@ -121,11 +121,16 @@ test("two trainer ranks and two policy servers train a debug run end to end", as
     expect(seen).toEqual([...seen].sort((a, b) => a - b));
   }
   expect(out).toContain("report: rlx report");
-  await until(() => leftovers().length === 0, 10_000, "every child to exit", 50);
-}, 60_000);
+  await until(() => leftovers().length === 0, 30_000, "every child to exit", 50);
+}, 180_000);
 
 test("a rank killed mid-step ends the run naming it; --resume restarts both ranks from the checkpoint", async () => {
-  const { path, runDir } = config("kill", freePort(2), "max_steps = 4\nckpt = { interval = 2 }");
+  // the timeout a dead rank must not wait for, set here: 600 s
+  const { path, runDir } = config(
+    "kill",
+    freePort(2),
+    "max_steps = 4\nckpt = { interval = 2 }\n[trainer.dist]\ntimeout_s = 600",
+  );
   // Rank 1 is frozen after step 2, so rank 0 goes into step 3 alone and waits at its first
   // collective; then rank 1 dies. Rank 0 fails at once too, but the run must name rank 1. Step 3's
   // file is written only once step 2 is published (max_async_level 0): one written ahead let rank 1
@@ -138,24 +143,24 @@ test("a rank killed mid-step ends the run naming it; --resume restarts both rank
   await untilWhileRunning(
     run,
     () => existsSync(rank1Log) && readFileSync(rank1Log, "utf8").includes("trainer rank 1: step 2 loss"),
-    30_000,
+    60_000,
     "rank 1's step-2 line",
     2,
   );
   const [rank1] = rankPids(runDir, 1);
   process.kill(rank1!, "SIGSTOP");
-  await untilWhileRunning(run, () => existsSync(join(runDir, "batches/step_3.bin")), 30_000, "step 3's file", 2);
+  await untilWhileRunning(run, () => existsSync(join(runDir, "batches/step_3.bin")), 60_000, "step 3's file", 2);
   await Bun.sleep(300);
   const killedAt = performance.now();
   process.kill(rank1!, "SIGKILL");
   const { code, err } = await run.done;
-  // at once, not after trainer.dist.timeout_s (600 s by default); 30 s leaves room for a loaded machine
-  expect(performance.now() - killedAt).toBeLessThan(30_000);
+  // at once, not after trainer.dist.timeout_s: a tenth of it leaves room for any load
+  expect(performance.now() - killedAt).toBeLessThan(60_000);
   expect(code).toBe(1);
   expect(err).toContain("error: the trainer-1 process (rank 1 of 2) was killed by SIGKILL; its last lines:");
   expect(err).toContain("  | trainer rank 1: step 2 loss");
   expect(err).toContain(`fix: the whole log is ${join(runDir, "logs/trainer-1.log")}`);
-  await until(() => leftovers().length === 0, 10_000, "every child to exit", 50);
+  await until(() => leftovers().length === 0, 30_000, "every child to exit", 50);
 
   // resume over a file store this time: a fresh store file per launch
   const resumed = await rlx(["train", path, ...sync, "--resume", "--set", 'trainer.dist.store="file"']).done;
@@ -171,11 +176,12 @@ test("a rank killed mid-step ends the run naming it; --resume restarts both rank
     expect(log.slice(log.lastIndexOf("loaded, training steps 3..4"))).toMatch(/step 3 loss[^]*step 4 loss/);
   }
   expect(readdirSync(join(runDir, "checkpoints")).sort()).toEqual(["step_2", "step_4"]);
-  await until(() => leftovers().length === 0, 10_000, "every child to exit", 50);
-}, 90_000);
+  await until(() => leftovers().length === 0, 30_000, "every child to exit", 50);
+}, 400_000);
 
 test("a rank that stops answering fails the run after trainer.dist.timeout_s, without a hang", async () => {
-  const { path, runDir } = config("stuck", freePort(2), "max_steps = 50\n[trainer.dist]\ntimeout_s = 6");
+  // 10 s: the ranks must also join within it, both starting beside two policy servers on a loaded machine
+  const { path, runDir } = config("stuck", freePort(2), "max_steps = 50\n[trainer.dist]\ntimeout_s = 10");
   const run = rlx(["train", path]);
   await untilWhileRunning(run, () => published(runDir, 1), 60_000, "step 1 to be published", 10);
   // four compute children share the cores: each trainer rank and policy server gets cores / 4 threads, at least 1
@@ -190,11 +196,14 @@ test("a rank that stops answering fails the run after trainer.dist.timeout_s, wi
   for (const pid of rankPids(runDir, 1)) process.kill(pid, "SIGSTOP");
   const { code, err } = await run.done;
   const seconds = (performance.now() - stoppedAt) / 1000;
+  // Rank 0 may have been waiting at its collective before the stop, by as much as rank 1 lagged
+  // behind it; after the timeout, the run's stop takes its grace periods (SIGTERM, then SIGKILL for
+  // the stopped rank). A hang would never end.
   expect(seconds).toBeGreaterThan(5);
-  expect(seconds).toBeLessThan(20);
+  expect(seconds).toBeLessThan(60);
   expect(code).toBe(1);
   expect(err).toContain("error: the trainer-0 process (rank 0 of 2) exited with code 1; its last lines:");
-  expect(err).toContain("did not reach the same call within timeout_ms = 6000");
+  expect(err).toContain("did not reach the same call within timeout_ms = 10000");
   // the stopped rank ignores SIGTERM; the grace period's SIGKILL ends it
-  await until(() => leftovers().length === 0, 10_000, "every child to exit", 50);
-}, 60_000);
+  await until(() => leftovers().length === 0, 30_000, "every child to exit", 50);
+}, 180_000);

@@ -31,7 +31,7 @@ async function killAndReap(run: Running, runDir: string, alsoTrainer: boolean): 
   run.proc.kill("SIGKILL");
   await run.done;
   // the trainer notices its parent is gone and exits by itself
-  await until(() => processesMentioning(runDir).length === 0, 10_000, "no process of the run left", 50);
+  await until(() => processesMentioning(runDir).length === 0, 30_000, "no process of the run left", 50);
 }
 
 test("a run killed three times and resumed trains every step and every drawn group exactly once", async () => {
@@ -90,7 +90,7 @@ ratio = 2
   const last = await rlx([...args, "--resume"]).done;
   stderr.push(last.err);
   expect(last.code).toBe(0);
-  await until(() => processesMentioning(runDir).length === 0, 10_000, "no process of the run left", 50);
+  await until(() => processesMentioning(runDir).length === 0, 30_000, "no process of the run left", 50);
   if (caughtPartial) expect(stderr.join("\n")).toMatch(/ignoring the partial checkpoint .*step_4\.tmp-\d+/);
 
   // every step once, in order, in the metrics and the audit

@@ -156,7 +156,7 @@ test("kill -9 after a checkpoint and --resume reproduce a curriculum, replay and
   await untilWhileRunning(run, () => existsSync(manifest), 90_000, "checkpoint 2");
   run.proc.kill("SIGKILL");
   await run.done;
-  await until(() => processesMentioning(killed.runDir).length === 0, 10_000, "no process of the run left", 50);
+  await until(() => processesMentioning(killed.runDir).length === 0, 30_000, "no process of the run left", 50);
   const resumed = await rlx(["train", killed.path, "--resume"]).done;
   expect(resumed.err).not.toContain("error:");
   expect(resumed.code).toBe(0);

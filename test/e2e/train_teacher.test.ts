@@ -115,7 +115,7 @@ test("the teacher goes down after step 1: opd's rollouts fail as data, letters k
     expect(row["errors/count"]).toBe(row["errors/opd"] ?? 0);
   }
   expect(rows.every((r) => typeof r["reward/letters"] === "number")).toBe(true);
-  await until(() => processesMentioning(runDir).length === 0, 10_000, "the run's children to exit", 50);
+  await until(() => processesMentioning(runDir).length === 0, 30_000, "the run's children to exit", 50);
 }, 90_000);
 
 test("past max_failure_rate the run aborts, naming the rate and the error", async () => {
@@ -126,5 +126,5 @@ test("past max_failure_rate the run aborts, naming the rate and the error", asyn
   expect(err).toMatch(
     /error: step 1: \d+ of the last \d+ rollouts failed \(\d+%, more than orchestrator.max_failure_rate = 0.2\); opd: scoreRollout failed: .*the teacher is down \(test\)/,
   );
-  await until(() => processesMentioning(runDir).length === 0, 10_000, "the run's children to exit", 50);
+  await until(() => processesMentioning(runDir).length === 0, 30_000, "the run's children to exit", 50);
 }, 60_000);

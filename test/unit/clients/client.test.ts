@@ -35,7 +35,8 @@ function completion(body: any, version = 3): Response {
 }
 
 const request = { promptIds: [1, 2, 3], maxTokens: 2, temperature: 1, topP: 1, topK: 0, stop: [] };
-const fast = { timeoutMs: 300, retries: 3, backoffMs: 5 };
+// the per-attempt timeout only ends attempts in the stall test, which sets its own
+const fast = { timeoutMs: 30_000, retries: 3, backoffMs: 5 };
 
 test("parses a vLLM-style completion with token ids and logprobs", async () => {
   let seen: any;
@@ -65,10 +66,10 @@ test("retries 5xx and 429 and recovers", async () => {
 test("a stalled server times out per attempt, then the retry succeeds", async () => {
   let calls = 0;
   const url = serve(async (body) => {
-    if (++calls === 1) await Bun.sleep(1000);
+    if (++calls === 1) await new Promise(() => {}); // never answers: only the timeout ends it
     return completion(body);
   });
-  const client = new OpenAIClient({ model: "m", baseUrls: [url], ...fast });
+  const client = new OpenAIClient({ model: "m", baseUrls: [url], ...fast, timeoutMs: 1000 });
   expect((await client.complete(request)).tokenIds).toEqual([4, 5]);
   expect(calls).toBe(2);
 });

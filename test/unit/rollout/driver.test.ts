@@ -234,7 +234,7 @@ describe("rollout driver", () => {
     const start = performance.now();
     const rollout = await roll(env, sevenTask, hanging, { timeoutMs: 50 });
     expect(rollout.error).toBe("rollout timed out (timeout 50 ms)");
-    expect(performance.now() - start).toBeLessThan(1000);
+    expect(performance.now() - start).toBeLessThan(10_000); // a hang never ends; load cannot reach this
   });
 
   test("a client returning mismatched logprobs is an error, not bad training data", async () => {
