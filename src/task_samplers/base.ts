@@ -1,6 +1,6 @@
-// The Sampler base class (docs/task_samplers.md): one instance per train env decides which of the env's
-// tasks the next group gets, whether a finished group enters the batch, and which stored groups
-// are trained again. The run-level draw (which env, by `ratio`) stays in
+// The Sampler base class, a task sampler (docs/task_samplers.md): one instance per train env
+// decides which of the env's tasks the next group gets, whether a finished group enters the batch,
+// and which stored groups are trained again. The run-level draw (which env, by `ratio`) stays in
 // src/orchestrator/task_sampler.ts; the orchestrator runs the groups, keeps the per-task statistics
 // (stats.ts) and calls the hooks below, in this order, for each draw of its env:
 //

@@ -1,4 +1,4 @@
-// The sampler registry: config `type` -> class, the config schema of every type, the rules every
+// The task sampler registry: config `type` -> class, the config schema of every type, the rules every
 // sampler block obeys, and the custom-sampler loader. Like the algorithm registry
 // (src/algorithms/registry.ts): each built-in is one file and one line of BUILTIN_SAMPLERS, and
 // src/config/resolve.ts asks this file to parse and check each env's sampler block.
