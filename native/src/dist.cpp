@@ -93,7 +93,7 @@ RLX_API int rlx_dist_available(const char* backend) {
   })
 }
 
-RLX_API void* rlx_dist_create(const char* backend, const char* store, const char* address, int port, int rank, int world_size,
+RLX_API rlx_group* rlx_dist_create(const char* backend, const char* store, const char* address, int port, int rank, int world_size,
                               int64_t timeout_ms) {
   RLX_TRY(nullptr, {
     require(backend && store && address, "backend, store and address must not be null");
@@ -140,7 +140,7 @@ RLX_API void* rlx_dist_create(const char* backend, const char* store, const char
                                " ms?): " + message_of(std::current_exception()));
     }
     register_handle(g.get(), Kind::Group);
-    return static_cast<void*>(g.release());
+    return reinterpret_cast<rlx_group*>(g.release());
 #else
     return nullptr;  // unreachable: backend_built() is false without c10d
 #endif
@@ -149,7 +149,7 @@ RLX_API void* rlx_dist_create(const char* backend, const char* store, const char
 
 #if defined(RLX_C10D)
 
-RLX_API int rlx_dist_free(void* group) {
+RLX_API int rlx_dist_free(rlx_group* group) {
   RLX_TRY(-1, {
     auto* g = get<Group>(group, Kind::Group);  // a failed group can still be freed
     unregister_handle(g, Kind::Group);
@@ -162,11 +162,11 @@ RLX_API int rlx_dist_free(void* group) {
 
 // The collectives' entry points too: dist_ops.cpp compiles to nothing in this build.
 
-RLX_API int rlx_dist_free(void* group) { RLX_TRY(-1, { get<void>(group, Kind::Group); return 0; }) }
-RLX_API int rlx_dist_allreduce_grads(void* group, void*, int64_t) { RLX_TRY(-1, { get<void>(group, Kind::Group); return 0; }) }
-RLX_API int rlx_dist_allreduce(void* group, void*, int, int64_t, int) { RLX_TRY(-1, { get<void>(group, Kind::Group); return 0; }) }
-RLX_API int rlx_dist_broadcast_params(void* group, void*, int) { RLX_TRY(-1, { get<void>(group, Kind::Group); return 0; }) }
-RLX_API int rlx_dist_verify_params(void* group, void*) { RLX_TRY(-1, { get<void>(group, Kind::Group); return 0; }) }
-RLX_API int rlx_dist_barrier(void* group) { RLX_TRY(-1, { get<void>(group, Kind::Group); return 0; }) }
+RLX_API int rlx_dist_free(rlx_group* group) { RLX_TRY(-1, { get<void>(group, Kind::Group); return 0; }) }
+RLX_API int rlx_dist_allreduce_grads(rlx_group* group, rlx_model*, int64_t) { RLX_TRY(-1, { get<void>(group, Kind::Group); return 0; }) }
+RLX_API int rlx_dist_allreduce(rlx_group* group, void*, int, int64_t, int) { RLX_TRY(-1, { get<void>(group, Kind::Group); return 0; }) }
+RLX_API int rlx_dist_broadcast_params(rlx_group* group, rlx_model*, int) { RLX_TRY(-1, { get<void>(group, Kind::Group); return 0; }) }
+RLX_API int rlx_dist_verify_params(rlx_group* group, rlx_model*) { RLX_TRY(-1, { get<void>(group, Kind::Group); return 0; }) }
+RLX_API int rlx_dist_barrier(rlx_group* group) { RLX_TRY(-1, { get<void>(group, Kind::Group); return 0; }) }
 
 #endif

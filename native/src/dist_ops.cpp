@@ -94,7 +94,7 @@ at::Tensor digest(const at::Tensor& p) {
 
 using namespace rlx;
 
-RLX_API int rlx_dist_allreduce_grads(void* group, void* model, int64_t bucket_bytes) {
+RLX_API int rlx_dist_allreduce_grads(rlx_group* group, rlx_model* model, int64_t bucket_bytes) {
   RLX_TRY(-1, {
     auto& g = get_group(group);
     auto& m = get_model(model);
@@ -137,7 +137,7 @@ RLX_API int rlx_dist_allreduce_grads(void* group, void* model, int64_t bucket_by
   })
 }
 
-RLX_API int rlx_dist_allreduce(void* group, void* data, int dtype, int64_t n, int op) {
+RLX_API int rlx_dist_allreduce(rlx_group* group, void* data, int dtype, int64_t n, int op) {
   RLX_TRY(-1, {
     auto& g = get_group(group);
     require(data != nullptr || n == 0, "data is null");
@@ -157,7 +157,7 @@ RLX_API int rlx_dist_allreduce(void* group, void* data, int dtype, int64_t n, in
   })
 }
 
-RLX_API int rlx_dist_broadcast_params(void* group, void* model, int root) {
+RLX_API int rlx_dist_broadcast_params(rlx_group* group, rlx_model* model, int root) {
   RLX_TRY(-1, {
     auto& g = get_group(group);
     auto& m = get_model(model);
@@ -197,7 +197,7 @@ RLX_API int rlx_dist_broadcast_params(void* group, void* model, int root) {
   })
 }
 
-RLX_API int rlx_dist_verify_params(void* group, void* model) {
+RLX_API int rlx_dist_verify_params(rlx_group* group, rlx_model* model) {
   RLX_TRY(-1, {
     auto& g = get_group(group);
     auto& m = get_model(model);
@@ -223,7 +223,7 @@ RLX_API int rlx_dist_verify_params(void* group, void* model) {
   })
 }
 
-RLX_API int rlx_dist_barrier(void* group) {
+RLX_API int rlx_dist_barrier(rlx_group* group) {
   RLX_TRY(-1, {
     auto& g = get_group(group);
     std::vector<c10::intrusive_ptr<c10d::Work>> works{launch(g, "barrier", [&] { return g.pg->barrier(); })};

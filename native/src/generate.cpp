@@ -49,7 +49,7 @@ Model& model_of(Generator& g) {
 
 using namespace rlx;
 
-RLX_API void* rlx_gen_create(void* model, int slots, int capacity) {
+RLX_API rlx_gen* rlx_gen_create(rlx_model* model, int slots, int capacity) {
   RLX_TRY(nullptr, {
     auto& m = get_model(model);
     require(slots >= 1 && capacity >= 2, "a generator needs slots >= 1 and capacity >= 2");
@@ -66,11 +66,11 @@ RLX_API void* rlx_gen_create(void* model, int slots, int capacity) {
     g->seqs.resize(slots);
     for (int i = 0; i < slots; ++i) g->seqs[i].row = i;
     register_handle(g.get(), Kind::Generator);
-    return static_cast<void*>(g.release());
+    return reinterpret_cast<rlx_gen*>(g.release());
   })
 }
 
-RLX_API int rlx_gen_free(void* gen) {
+RLX_API int rlx_gen_free(rlx_gen* gen) {
   RLX_TRY(-1, {
     auto* g = &get_gen(gen);
     unregister_handle(g, Kind::Generator);
@@ -81,7 +81,7 @@ RLX_API int rlx_gen_free(void* gen) {
 
 // Rebinding keeps the cache and every sequence: only what the cache layout and the meaning of
 // its contents depend on must match (RoPE is applied before K is cached, so rope_theta and its scaling too).
-RLX_API int rlx_gen_set_model(void* gen, void* model) {
+RLX_API int rlx_gen_set_model(rlx_gen* gen, rlx_model* model) {
   RLX_TRY(-1, {
     auto& g = get_gen(gen);
     auto& next = get_model(model);
@@ -109,14 +109,14 @@ RLX_API int rlx_gen_set_model(void* gen, void* model) {
   })
 }
 
-RLX_API int rlx_gen_free_slots(void* gen) {
+RLX_API int rlx_gen_free_slots(rlx_gen* gen) {
   RLX_TRY(-1, {
     auto& g = get_gen(gen);
     return static_cast<int>(std::count_if(g.seqs.begin(), g.seqs.end(), [](const Sequence& s) { return !s.active; }));
   })
 }
 
-RLX_API int rlx_gen_add(void* gen, int n, const int32_t* prompt_ids, const int32_t* prompt_lengths, const double* sampling,
+RLX_API int rlx_gen_add(rlx_gen* gen, int n, const int32_t* prompt_ids, const int32_t* prompt_lengths, const double* sampling,
                         const int32_t* stop_ids, const int32_t* stop_counts, int32_t* out_slots, int32_t* out_tokens,
                         float* out_logprobs, int32_t* out_finish) {
   RLX_TRY(-1, {
@@ -213,7 +213,7 @@ RLX_API int rlx_gen_add(void* gen, int n, const int32_t* prompt_ids, const int32
   })
 }
 
-RLX_API int rlx_gen_step(void* gen, int32_t* out_slots, int32_t* out_tokens, float* out_logprobs, int32_t* out_finish, int n_out) {
+RLX_API int rlx_gen_step(rlx_gen* gen, int32_t* out_slots, int32_t* out_tokens, float* out_logprobs, int32_t* out_finish, int n_out) {
   RLX_TRY(-1, {
     auto& g = get_gen(gen);
     auto& m = model_of(g);
@@ -245,7 +245,7 @@ RLX_API int rlx_gen_step(void* gen, int32_t* out_slots, int32_t* out_tokens, flo
   })
 }
 
-RLX_API int rlx_gen_remove(void* gen, int slot) {
+RLX_API int rlx_gen_remove(rlx_gen* gen, int slot) {
   RLX_TRY(-1, {
     auto& g = get_gen(gen);
     require(slot >= 0 && slot < g.cache.slots && g.seqs[slot].active, "slot " + std::to_string(slot) + " holds no running sequence");
@@ -254,7 +254,7 @@ RLX_API int rlx_gen_remove(void* gen, int slot) {
   })
 }
 
-RLX_API int rlx_gen_top_logprobs(void* gen, int n, int k, int32_t* out_ids, float* out_logprobs, int32_t* out_ranks) {
+RLX_API int rlx_gen_top_logprobs(rlx_gen* gen, int n, int k, int32_t* out_ids, float* out_logprobs, int32_t* out_ranks) {
   RLX_TRY(-1, {
     auto& g = get_gen(gen);
     const int64_t reported = g.last_logp.defined() ? g.last_logp.size(0) : 0;
@@ -281,7 +281,7 @@ RLX_API int rlx_gen_top_logprobs(void* gen, int n, int k, int32_t* out_ids, floa
   })
 }
 
-RLX_API int rlx_gen_set_option(void* gen, const char* name, double value) {
+RLX_API int rlx_gen_set_option(rlx_gen* gen, const char* name, double value) {
   RLX_TRY(-1, {
     auto& g = get_gen(gen);
     require(name != nullptr, "rlx_gen_set_option: name is null");
@@ -293,7 +293,7 @@ RLX_API int rlx_gen_set_option(void* gen, const char* name, double value) {
   })
 }
 
-RLX_API int rlx_gen_cache_stats(void* gen, int64_t* out, int n_out) {
+RLX_API int rlx_gen_cache_stats(rlx_gen* gen, int64_t* out, int n_out) {
   RLX_TRY(-1, {
     auto& g = get_gen(gen);
     require(out && n_out == RLX_GEN_STATS_LEN, "rlx_gen_cache_stats: out must hold RLX_GEN_STATS_LEN (3) values");

@@ -84,7 +84,7 @@ at::Tensor project(const Model& m, const Layer& L, LoraTarget target, const at::
 
 using namespace rlx;
 
-RLX_API int rlx_model_lora_add(void* model, int rank, double alpha, double dropout, const char* targets, uint64_t seed) {
+RLX_API int rlx_model_lora_add(rlx_model* model, int rank, double alpha, double dropout, const char* targets, uint64_t seed) {
   RLX_TRY(-1, {
     auto& m = get_model(model);
     require(m.lora.rank == 0, "this model already has LoRA adapters (rlx_model_lora_add is called once per model)");
@@ -133,7 +133,7 @@ RLX_API int rlx_model_lora_add(void* model, int rank, double alpha, double dropo
   })
 }
 
-RLX_API const char* rlx_model_lora_params(void* model) {
+RLX_API const char* rlx_model_lora_params(rlx_model* model) {
   RLX_TRY(nullptr, {
     auto& m = get_model(model);
     return m.lora.rank ? m.lora.json.c_str() : "[]";

@@ -287,7 +287,7 @@ static void copy_out(const at::Tensor& t, const char* name, void* out, int dtype
 
 using rlx::require;
 
-RLX_API void* rlx_model_create(const char* config_json, int dtype, const char* device, uint64_t seed) {
+RLX_API rlx_model* rlx_model_create(const char* config_json, int dtype, const char* device, uint64_t seed) {
   RLX_TRY(nullptr, {
     require(config_json != nullptr, "rlx_model_create: config_json is null");
     auto cfg = rlx::parse_model_config(config_json);
@@ -297,11 +297,11 @@ RLX_API void* rlx_model_create(const char* config_json, int dtype, const char* d
     require(!dev.is_cuda() || at::hasCUDA(), "device \"" + dev.str() + "\" asked for, but this libtorch has no CUDA");
     auto model = rlx::build_model(cfg, dt, dev, seed);
     rlx::register_handle(model.get(), rlx::Kind::Model);
-    return static_cast<void*>(model.release());
+    return reinterpret_cast<rlx_model*>(model.release());
   })
 }
 
-RLX_API int rlx_model_free(void* model) {
+RLX_API int rlx_model_free(rlx_model* model) {
   RLX_TRY(-1, {
     auto* m = rlx::get<rlx::Model>(model, rlx::Kind::Model);
     rlx::unregister_handle(m, rlx::Kind::Model);
@@ -310,11 +310,11 @@ RLX_API int rlx_model_free(void* model) {
   })
 }
 
-RLX_API const char* rlx_model_params(void* model) {
+RLX_API const char* rlx_model_params(rlx_model* model) {
   RLX_TRY(nullptr, { return rlx::get_model(model).params_json.c_str(); })
 }
 
-RLX_API int rlx_model_set_param(void* model, const char* name, const void* data, int dtype, const int64_t* shape, int ndim) {
+RLX_API int rlx_model_set_param(rlx_model* model, const char* name, const void* data, int dtype, const int64_t* shape, int ndim) {
   RLX_TRY(-1, {
     auto& m = rlx::get_model(model);
     auto& p = rlx::find_param(m, name);
@@ -330,7 +330,7 @@ RLX_API int rlx_model_set_param(void* model, const char* name, const void* data,
   })
 }
 
-RLX_API int rlx_model_get_param(void* model, const char* name, void* out, int dtype, int64_t nbytes) {
+RLX_API int rlx_model_get_param(rlx_model* model, const char* name, void* out, int dtype, int64_t nbytes) {
   RLX_TRY(-1, {
     auto& m = rlx::get_model(model);
     rlx::copy_out(rlx::find_param(m, name), name, out, dtype, nbytes);
@@ -338,7 +338,7 @@ RLX_API int rlx_model_get_param(void* model, const char* name, void* out, int dt
   })
 }
 
-RLX_API int rlx_model_get_merged_param(void* model, const char* name, void* out, int dtype, int64_t nbytes) {
+RLX_API int rlx_model_get_merged_param(rlx_model* model, const char* name, void* out, int dtype, int64_t nbytes) {
   RLX_TRY(-1, {
     auto& m = rlx::get_model(model);
     auto& p = rlx::find_param(m, name);
@@ -349,7 +349,7 @@ RLX_API int rlx_model_get_merged_param(void* model, const char* name, void* out,
   })
 }
 
-RLX_API int rlx_model_get_grad(void* model, const char* name, void* out, int dtype, int64_t nbytes) {
+RLX_API int rlx_model_get_grad(rlx_model* model, const char* name, void* out, int dtype, int64_t nbytes) {
   RLX_TRY(-1, {
     auto& m = rlx::get_model(model);
     auto& p = rlx::find_param(m, name);
@@ -358,7 +358,7 @@ RLX_API int rlx_model_get_grad(void* model, const char* name, void* out, int dty
   })
 }
 
-RLX_API int rlx_model_zero_grad(void* model) {
+RLX_API int rlx_model_zero_grad(rlx_model* model) {
   RLX_TRY(-1, {
     auto& m = rlx::get_model(model);
     for (auto& [name, p] : m.params) p.mutable_grad().reset();
@@ -368,7 +368,7 @@ RLX_API int rlx_model_zero_grad(void* model) {
   })
 }
 
-RLX_API int rlx_model_set_option(void* model, const char* name, double value) {
+RLX_API int rlx_model_set_option(rlx_model* model, const char* name, double value) {
   RLX_TRY(-1, {
     auto& m = rlx::get_model(model);
     require(name != nullptr, "rlx_model_set_option: name is null");

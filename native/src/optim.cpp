@@ -41,7 +41,7 @@ int64_t state_bytes(const Optimizer& o) {
 
 using namespace rlx;
 
-RLX_API void* rlx_optim_create(void* model, double beta1, double beta2, double eps, double weight_decay) {
+RLX_API rlx_optim* rlx_optim_create(rlx_model* model, double beta1, double beta2, double eps, double weight_decay) {
   RLX_TRY(nullptr, {
     auto& m = get_model(model);
     require(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1, "AdamW betas must be in [0, 1)");
@@ -56,11 +56,11 @@ RLX_API void* rlx_optim_create(void* model, double beta1, double beta2, double e
       o->exp_avg_sq.push_back(at::zeros_like(p, p.options().dtype(o->state_dtype)));
     }
     register_handle(o.get(), Kind::Optimizer);
-    return static_cast<void*>(o.release());
+    return reinterpret_cast<rlx_optim*>(o.release());
   })
 }
 
-RLX_API int rlx_optim_free(void* optim) {
+RLX_API int rlx_optim_free(rlx_optim* optim) {
   RLX_TRY(-1, {
     auto* o = &get_optim(optim);
     unregister_handle(o, Kind::Optimizer);
@@ -69,14 +69,14 @@ RLX_API int rlx_optim_free(void* optim) {
   })
 }
 
-RLX_API int rlx_optim_zero_grad(void* optim) {
+RLX_API int rlx_optim_zero_grad(rlx_optim* optim) {
   RLX_TRY(-1, {
     zero_grads(get_optim(optim));
     return 0;
   })
 }
 
-RLX_API int rlx_optim_step(void* optim, double lr, double max_grad_norm, double* out, int n_out) {
+RLX_API int rlx_optim_step(rlx_optim* optim, double lr, double max_grad_norm, double* out, int n_out) {
   RLX_TRY(-1, {
     auto& o = get_optim(optim);
     require(out != nullptr && n_out == RLX_OPTIM_OUT_LEN, "rlx_optim_step: out must hold RLX_OPTIM_OUT_LEN doubles");
@@ -119,11 +119,11 @@ RLX_API int rlx_optim_step(void* optim, double lr, double max_grad_norm, double*
   })
 }
 
-RLX_API int64_t rlx_optim_state_size(void* optim) {
+RLX_API int64_t rlx_optim_state_size(rlx_optim* optim) {
   RLX_TRY(-1, { return state_bytes(get_optim(optim)); })
 }
 
-RLX_API int rlx_optim_state_save(void* optim, void* out, int64_t nbytes) {
+RLX_API int rlx_optim_state_save(rlx_optim* optim, void* out, int64_t nbytes) {
   RLX_TRY(-1, {
     auto& o = get_optim(optim);
     require(out != nullptr && nbytes == state_bytes(o),
@@ -148,7 +148,7 @@ RLX_API int rlx_optim_state_save(void* optim, void* out, int64_t nbytes) {
   })
 }
 
-RLX_API int rlx_optim_state_load(void* optim, const void* data, int64_t nbytes) {
+RLX_API int rlx_optim_state_load(rlx_optim* optim, const void* data, int64_t nbytes) {
   RLX_TRY(-1, {
     auto& o = get_optim(optim);
     require(data != nullptr && nbytes == state_bytes(o),

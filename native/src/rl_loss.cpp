@@ -1,4 +1,4 @@
-// The rl component of the loss (docs/architecture.md §6): the loss config's parsing, the
+// The rl component of the loss (docs/architecture.md §6): the loss settings' checks, the
 // per-token loss of each [trainer.loss] type (DPPO+KL, IPO and the importance-sampling types) and
 // the sequence and constant reductions' per-token factors. Split from train.cpp so the step's
 // two-pass driver and the components' math each stay one file.
@@ -6,34 +6,27 @@
 
 namespace rlx {
 
-// n: how many doubles the caller sent: RLX_LOSS_CONFIG_LEN (the ABI 3 calls) or RLX_LOSS_CONFIG_LEN_EXT.
-LossSettings parse_settings(const double* cfg, int n) {
-  require(cfg != nullptr, "loss_config is null (RLX_LOSS_CONFIG_LEN doubles)");
-  require(n == RLX_LOSS_CONFIG_LEN || n == RLX_LOSS_CONFIG_LEN_EXT || n == RLX_LOSS_CONFIG_LEN_DISTILL,
-          "loss_config must hold RLX_LOSS_CONFIG_LEN (7), RLX_LOSS_CONFIG_LEN_EXT (15) or RLX_LOSS_CONFIG_LEN_DISTILL (16) doubles, got " +
-              std::to_string(n));
-  LossSettings s{cfg[RLX_LOSS_N_RL], cfg[RLX_LOSS_N_CE], cfg[RLX_LOSS_N_REF_KL], cfg[RLX_LOSS_MASK_LOW],
-                 cfg[RLX_LOSS_MASK_HIGH], cfg[RLX_LOSS_ADV_TAU], cfg[RLX_LOSS_KL_TAU]};
+// The caller's rlx_loss, checked.
+LossSettings parse_settings(const rlx_loss& l) {
+  LossSettings s{l.n_rl, l.n_ce, l.n_ref_kl, l.mask_low, l.mask_high, l.adv_tau, l.kl_tau};
   require(s.n_rl >= 1 && s.n_ce >= 1 && s.n_ref >= 1,
           "loss denominators N_rl, N_ce, N_ref_kl must be >= 1 (max(1, member count over the whole step))");
   require(s.mask_low >= 0 && s.mask_high >= 0 && s.adv_tau >= 0 && s.kl_tau >= 0,
           "dppo_mask_low, dppo_mask_high, adv_tau and kl_tau must be >= 0");
-  if (n == RLX_LOSS_CONFIG_LEN) return s;
-  s.type = static_cast<int>(cfg[RLX_LOSS_TYPE]), s.reduction = static_cast<int>(cfg[RLX_LOSS_REDUCTION]);
-  s.n_rl_seq = cfg[RLX_LOSS_N_RL_SEQUENCES], s.constant = cfg[RLX_LOSS_CONSTANT];
-  s.ipo_threshold = cfg[RLX_LOSS_IPO_THRESHOLD], s.is_low = cfg[RLX_LOSS_IS_LOW], s.is_high = cfg[RLX_LOSS_IS_HIGH];
-  s.is_cap = cfg[RLX_LOSS_IS_CAP];
-  require(s.type >= RLX_RL_DPPO_KL && s.type <= RLX_RL_SEQ_MIS && s.type == cfg[RLX_LOSS_TYPE],
-          "loss type " + c10::str(cfg[RLX_LOSS_TYPE]) + " is not one of RLX_RL_* (0..6)");
-  require(s.reduction >= RLX_REDUCE_TOKEN && s.reduction <= RLX_REDUCE_CONSTANT && s.reduction == cfg[RLX_LOSS_REDUCTION],
-          "loss reduction " + c10::str(cfg[RLX_LOSS_REDUCTION]) + " is not one of RLX_REDUCE_* (0..2)");
+  s.type = static_cast<int>(l.type), s.reduction = static_cast<int>(l.reduction);
+  s.n_rl_seq = l.n_rl_sequences, s.constant = l.constant;
+  s.ipo_threshold = l.ipo_threshold, s.is_low = l.is_low, s.is_high = l.is_high, s.is_cap = l.is_cap;
+  require(l.type >= RLX_RL_DPPO_KL && l.type <= RLX_RL_SEQ_MIS,
+          "loss type " + std::to_string(l.type) + " is not one of RLX_RL_* (0..6)");
+  require(l.reduction >= RLX_REDUCE_TOKEN && l.reduction <= RLX_REDUCE_CONSTANT,
+          "loss reduction " + std::to_string(l.reduction) + " is not one of RLX_REDUCE_* (0..2)");
   require(s.n_rl_seq >= 1, "N_rl_sequences must be >= 1 (max(1, sequences with an rl member over the whole step))");
   require(s.constant > 0, "the constant reduction's divisor must be > 0");
   require(s.ipo_threshold >= 0, "ipo_threshold must be >= 0");
   require(s.is_low > 0 && s.is_high >= s.is_low && s.is_cap > 0, "importance-sampling bounds need 0 < is_low <= is_high and is_cap > 0");
-  if (n == RLX_LOSS_CONFIG_LEN_EXT) return s;
-  s.n_distill = cfg[RLX_LOSS_N_DISTILL], s.has_n_distill = true;
-  require(s.n_distill >= 1, "N_distill must be >= 1 (max(1, distill member count over the whole step))");
+  s.n_distill = l.n_distill == 0 ? 1 : l.n_distill, s.has_n_distill = l.n_distill != 0;
+  require(l.n_distill == 0 || l.n_distill >= 1,
+          "N_distill must be >= 1 (max(1, distill member count over the whole step)), or 0 without distill members");
   return s;
 }
 

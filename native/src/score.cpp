@@ -121,7 +121,7 @@ int score_packed(void* model, int64_t total, const int32_t* token_ids, const int
 
 using namespace rlx;
 
-RLX_API int rlx_score(void* model, int64_t total, const int32_t* token_ids, const int32_t* lengths, int n,
+RLX_API int rlx_score(rlx_model* model, int64_t total, const int32_t* token_ids, const int32_t* lengths, int n,
                       const float* temperatures, int64_t row_tokens, float* out_logprobs, float* out_entropy) {
   RLX_TRY(-1, {
     return score_packed(model, total, token_ids, lengths, n, temperatures, row_tokens,
@@ -129,7 +129,7 @@ RLX_API int rlx_score(void* model, int64_t total, const int32_t* token_ids, cons
   })
 }
 
-RLX_API int rlx_score_top(void* model, int64_t total, const int32_t* token_ids, const int32_t* lengths, int n,
+RLX_API int rlx_score_top(rlx_model* model, int64_t total, const int32_t* token_ids, const int32_t* lengths, int n,
                           const float* temperatures, int64_t row_tokens, int k, float* out_logprobs, int32_t* out_ranks,
                           int32_t* out_top_ids, float* out_top_logprobs) {
   RLX_TRY(-1, {

@@ -10,7 +10,7 @@ enum Field : int64_t {
   F_ENTROPY, F_ENTROPY_COUNT, F_MASKED_LOW, F_MASKED_HIGH, F_REF_MASKED, F_REF_KL, F_NLL, F_TOKENS,
   F_DISTILL_SUM, F_DISTILL_COUNT, F_COUNT
 };
-static_assert(F_TOKENS + 1 == RLX_METRICS_FIELDS && F_COUNT == RLX_METRICS_FIELDS_DISTILL,
+static_assert(F_TOKENS == RLX_M_TOKENS && F_COUNT == RLX_METRICS_FIELDS,
               "rlx.h metric layout and step_loss.cpp disagree");
 
 at::Tensor float_stream(const float* p, int64_t T, const at::TensorOptions& to) {
@@ -98,7 +98,7 @@ LossOutput compute_loss(const at::Tensor& lp, const Streams& s, const LossSettin
   at::Tensor l_distill = at::zeros_like(lpd);
   if (d.present()) {
     require(cfg.has_n_distill || !d.member.any().item<bool>(),
-            "distill members need N_distill: pass RLX_LOSS_CONFIG_LEN_DISTILL (16) loss_config doubles");
+            "distill members need N_distill: rlx_loss.n_distill is 0");
     l_distill = distill_divergence(sb, d) * d.w;
     per_token = per_token + l_distill / cfg.n_distill;
   }
@@ -134,13 +134,12 @@ LossOutput compute_loss(const at::Tensor& lp, const Streams& s, const LossSettin
 }
 
 
-void write_metrics(const LossOutput& out, const Streams& s, int n_envs, int64_t fields, double* metrics, int64_t n_metrics) {
-  const int64_t want = fields * (1 + static_cast<int64_t>(n_envs));
-  const char* name = fields == RLX_METRICS_FIELDS ? "RLX_METRICS_FIELDS" : "RLX_METRICS_FIELDS_DISTILL";
-  require(metrics != nullptr && n_metrics == want, std::string("metrics buffer must hold ") + name + " * (1 + n_envs) = " +
+void write_metrics(const LossOutput& out, const Streams& s, int n_envs, double* metrics, int64_t n_metrics) {
+  const int64_t fields = RLX_METRICS_FIELDS, want = fields * (1 + static_cast<int64_t>(n_envs));
+  require(metrics != nullptr && n_metrics == want, "metrics buffer must hold RLX_METRICS_FIELDS * (1 + n_envs) = " +
                                                        std::to_string(want) + " doubles, got " + std::to_string(n_metrics));
   at::NoGradGuard no_grad;
-  auto per_token = out.per_token_T_F.narrow(1, 0, fields);
+  const auto& per_token = out.per_token_T_F;
   auto blocks = at::zeros({1 + n_envs, fields}, per_token.options());
   blocks[0] = per_token.sum(0);
   blocks[0][F_LOSS] = out.loss.detach();

@@ -36,7 +36,6 @@ LossOutput compute_loss(const at::Tensor& lp, const Streams& s, const LossSettin
                         const std::vector<int64_t>& lengths, const DistillStreams& d = {}, const at::Tensor& sb = {});
 
 // Block 0: the whole row; block 1+e: tokens of env e (tokens with a negative env are in block 0 only).
-// fields: the caller's block width, RLX_METRICS_FIELDS (ABI 4 calls) or RLX_METRICS_FIELDS_DISTILL.
-void write_metrics(const LossOutput& out, const Streams& s, int n_envs, int64_t fields, double* metrics, int64_t n_metrics);
+void write_metrics(const LossOutput& out, const Streams& s, int n_envs, double* metrics, int64_t n_metrics);
 
 }  // namespace rlx

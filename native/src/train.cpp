@@ -20,18 +20,19 @@
 // recomputed chunk with autograd.
 //
 // The loss itself, over the logprobs of pass 1, is step_loss.cpp.
+#include "abi.h"
 #include "model.h"
 #include "step_loss.h"
 
 namespace rlx {
 namespace {
 
-std::vector<int64_t> sample_lengths_of(const int32_t* lengths, int n_samples, int64_t T) {
+std::vector<int64_t> sample_lengths_of(const int32_t* lengths, int64_t n_samples, int64_t T) {
   require(T >= 1, "a packed row needs at least one token, got T = " + std::to_string(T));
   require(lengths != nullptr && n_samples >= 1, "sample_lengths is null or n_samples < 1");
   std::vector<int64_t> out(lengths, lengths + n_samples);
   int64_t sum = 0;
-  for (int i = 0; i < n_samples; ++i) {
+  for (int64_t i = 0; i < n_samples; ++i) {
     require(out[i] >= 1, "sample_lengths[" + std::to_string(i) + "] = " + std::to_string(out[i]) + " must be >= 1");
     sum += out[i];
   }
@@ -39,7 +40,7 @@ std::vector<int64_t> sample_lengths_of(const int32_t* lengths, int n_samples, in
   return out;
 }
 
-// The shared-prefix layout (rlx.h, rlx_train_step_shared): empty when no sample has a parent.
+// The shared-prefix layout (rlx.h, rlx_batch.sample_parents): empty when no sample has a parent.
 std::vector<int64_t> sample_parents_of(const int32_t* parents, const std::vector<int64_t>& lengths) {
   if (!parents) return {};
   std::vector<int64_t> out(parents, parents + lengths.size());
@@ -53,6 +54,17 @@ std::vector<int64_t> sample_parents_of(const int32_t* parents, const std::vector
     any = true;
   }
   return any ? out : std::vector<int64_t>{};
+}
+
+// The batch's counts that the streams take as int: n_envs and distill_k.
+int n_envs_of(const rlx_batch& b) {
+  require(b.n_envs >= 0 && b.n_envs <= INT32_MAX, "n_envs = " + std::to_string(b.n_envs) + " must be >= 0");
+  return static_cast<int>(b.n_envs);
+}
+
+int distill_k_of(const rlx_batch& b) {
+  require(b.distill_k >= 0 && b.distill_k <= INT32_MAX, "distill_k = " + std::to_string(b.distill_k) + " must be >= 0");
+  return static_cast<int>(b.distill_k);
 }
 
 at::Tensor valid_tokens(const std::vector<int64_t>& lengths, int64_t T, at::Device device) {
@@ -141,26 +153,27 @@ void lm_head_backward(Model& m, const at::Tensor& hidden_leaf, const at::Tensor&
 
 }  // namespace
 
-int train_step_any(void* model, int64_t T, const int32_t* token_ids, const int32_t* sample_lengths, int n_samples,
-                   const uint8_t* loss_mask, const float* advantages, const float* inference_logprobs,
-                   const float* temperatures, const float* ref_logprobs, const float* rl_weights, const float* ce_weights,
-                   const float* ref_kl_weights, const float* distill_weights, const float* distill_betas, int distill_k,
-                   const int32_t* distill_ids, const float* distill_logprobs, const int32_t* env_index, int n_envs,
-                   const double* loss_config, int n_loss_config, double* metrics, int64_t n_metrics, int64_t fields,
-                   const int32_t* sample_parents) {
+}  // namespace rlx
+
+using namespace rlx;
+
+RLX_API int rlx_train_step(rlx_model* model, const rlx_batch* batch, const rlx_loss* loss, double* metrics, int64_t n_metrics) {
   RLX_TRY(-1, {
     auto& m = get_model(model);
-    auto lengths = sample_lengths_of(sample_lengths, n_samples, T);
-    auto parents = sample_parents_of(sample_parents, lengths);
-    auto settings = parse_settings(loss_config, n_loss_config);
-    require(temperatures != nullptr, "temperatures are required");
+    const auto b = batch_of(batch);
+    const auto settings = parse_settings(loss_of(loss));
+    const int64_t T = b.n_tokens;
+    const int n_envs = n_envs_of(b);
+    auto lengths = sample_lengths_of(b.sample_lengths, b.n_samples, T);
+    auto parents = sample_parents_of(b.sample_parents, lengths);
+    require(b.temperatures != nullptr, "temperatures are required");
     auto cd = m.compute_dtype();
-    auto ids = token_tensor(m, token_ids, T, "token_ids");
+    auto ids = token_tensor(m, b.token_ids, T, "token_ids");
     auto valid = valid_tokens(lengths, T, m.device);
-    auto s = make_streams({loss_mask, advantages, inference_logprobs, temperatures, ref_logprobs, rl_weights, ce_weights,
-                           ref_kl_weights, env_index, n_envs}, T, valid, cd);
-    auto d = make_distill({distill_weights, distill_betas, distill_k, distill_ids, distill_logprobs}, T, m.cfg.vocab_size, valid, cd);
-    require(fields == RLX_METRICS_FIELDS_DISTILL || !d.present(), "distill streams need the ABI 6 (_distill) calls");
+    auto s = make_streams({b.loss_mask, b.advantages, b.inference_logprobs, b.temperatures, b.ref_logprobs, b.rl_weights,
+                           b.ce_weights, b.ref_kl_weights, b.env_index, n_envs}, T, valid, cd);
+    auto d = make_distill({b.distill_weights, b.distill_betas, distill_k_of(b), b.distill_ids, b.distill_logprobs}, T,
+                          m.cfg.vocab_size, valid, cd);
 
     AutocastScope autocast(m);
     TrainingScope training(m);
@@ -187,7 +200,7 @@ int train_step_any(void* model, int64_t T, const int32_t* token_ids, const int32
     auto entropy = at::cat({head, ent_shift});
     if (sb.defined()) sb.requires_grad_(true);
     auto out = compute_loss(lp, s, settings, entropy, lengths, d, sb);
-    write_metrics(out, s, n_envs, fields, metrics, n_metrics);
+    write_metrics(out, s, n_envs, metrics, n_metrics);
     if (!std::isfinite(out.loss.item<double>())) {
       *m.nonfinite_loss = true;  // the optimizer skips this step; no backward through NaN
       return 0;
@@ -204,26 +217,25 @@ int train_step_any(void* model, int64_t T, const int32_t* token_ids, const int32
   })
 }
 
-int loss_eval_any(int64_t T, const double* logprobs, const int32_t* sample_lengths, int n_samples, const uint8_t* loss_mask,
-                  const float* advantages, const float* inference_logprobs, const float* ref_logprobs,
-                  const float* rl_weights, const float* ce_weights, const float* ref_kl_weights,
-                  const float* distill_weights, const float* distill_betas, int distill_k, const int32_t* distill_ids,
-                  const float* distill_logprobs, int64_t vocab, const double* student_logits, const int32_t* env_index,
-                  int n_envs, const double* loss_config, int n_loss_config, double* metrics, int64_t n_metrics,
-                  double* grad_out, double* grad_logits_out, int64_t fields) {
+RLX_API int rlx_loss_eval(const rlx_batch* batch, const rlx_loss* loss, const double* logprobs, int64_t vocab,
+                          const double* student_logits, double* metrics, int64_t n_metrics, double* grad_out,
+                          double* grad_logits_out) {
   RLX_TRY(-1, {
+    const auto b = batch_of(batch);
+    const auto settings = parse_settings(loss_of(loss));
+    const int64_t T = b.n_tokens;
+    const int n_envs = n_envs_of(b);
     require(T >= 0 && logprobs != nullptr, "rlx_loss_eval: logprobs is null or T < 0");
-    auto settings = parse_settings(loss_config, n_loss_config);
-    auto lengths = sample_lengths ? sample_lengths_of(sample_lengths, n_samples, T) : std::vector<int64_t>{T};
+    auto lengths = b.sample_lengths ? sample_lengths_of(b.sample_lengths, b.n_samples, T) : std::vector<int64_t>{T};
     auto valid = at::ones({T}, at::kBool);
-    auto s = make_streams({loss_mask, advantages, inference_logprobs, nullptr, ref_logprobs, rl_weights, ce_weights,
-                           ref_kl_weights, env_index, n_envs}, T, valid, at::kDouble);
-    auto d = make_distill({distill_weights, distill_betas, distill_k, distill_ids, distill_logprobs}, T, vocab, valid, at::kDouble);
-    require(fields == RLX_METRICS_FIELDS_DISTILL || !d.present(), "distill streams need the ABI 6 (_distill) calls");
+    auto s = make_streams({b.loss_mask, b.advantages, b.inference_logprobs, nullptr, b.ref_logprobs, b.rl_weights,
+                           b.ce_weights, b.ref_kl_weights, b.env_index, n_envs}, T, valid, at::kDouble);
+    auto d = make_distill({b.distill_weights, b.distill_betas, distill_k_of(b), b.distill_ids, b.distill_logprobs}, T, vocab,
+                          valid, at::kDouble);
     auto lp = at::from_blob(const_cast<double*>(logprobs), {T}, at::kDouble).clone().requires_grad_(true);
     at::Tensor logits, sb;
     if (d.present()) {
-      require(vocab >= 1, "rlx_loss_eval_distill: vocab must be >= 1");
+      require(vocab >= 1, "rlx_loss_eval: vocab must be >= 1");
       require(student_logits || !d.member.any().item<bool>(), "student_logits are required when a token is a distill member");
       logits = student_logits ? at::from_blob(const_cast<double*>(student_logits), {T, vocab}, at::kDouble).clone()
                               : at::zeros({T, vocab}, at::kDouble);
@@ -231,7 +243,7 @@ int loss_eval_any(int64_t T, const double* logprobs, const int32_t* sample_lengt
       sb = student_buckets(logits, d.ids, d.slot);
     }
     auto out = compute_loss(lp, s, settings, at::Tensor(), lengths, d, sb);
-    write_metrics(out, s, n_envs, fields, metrics, n_metrics);
+    write_metrics(out, s, n_envs, metrics, n_metrics);
     if (grad_out || grad_logits_out) {
       auto g = d.present() ? torch::autograd::grad({out.loss}, {lp, logits}, {}, c10::nullopt, false, true)
                            : torch::autograd::grad({out.loss}, {lp});
@@ -246,47 +258,3 @@ int loss_eval_any(int64_t T, const double* logprobs, const int32_t* sample_lengt
   })
 }
 
-}  // namespace rlx
-
-using namespace rlx;
-
-RLX_API int rlx_train_step_distill(void* model, int64_t T, const int32_t* token_ids, const int32_t* sample_lengths,
-                                   int n_samples, const uint8_t* loss_mask, const float* advantages,
-                                   const float* inference_logprobs, const float* temperatures, const float* ref_logprobs,
-                                   const float* rl_weights, const float* ce_weights, const float* ref_kl_weights,
-                                   const float* distill_weights, const float* distill_betas, int distill_k,
-                                   const int32_t* distill_ids, const float* distill_logprobs, const int32_t* env_index,
-                                   int n_envs, const double* loss_config, int n_loss_config, double* metrics, int64_t n_metrics) {
-  return train_step_any(model, T, token_ids, sample_lengths, n_samples, loss_mask, advantages, inference_logprobs, temperatures,
-                        ref_logprobs, rl_weights, ce_weights, ref_kl_weights, distill_weights, distill_betas, distill_k,
-                        distill_ids, distill_logprobs, env_index, n_envs, loss_config, n_loss_config, metrics, n_metrics,
-                        RLX_METRICS_FIELDS_DISTILL);
-}
-
-RLX_API int rlx_train_step_shared(void* model, int64_t T, const int32_t* token_ids, const int32_t* sample_lengths,
-                                  const int32_t* sample_parents, int n_samples, const uint8_t* loss_mask,
-                                  const float* advantages, const float* inference_logprobs, const float* temperatures,
-                                  const float* ref_logprobs, const float* rl_weights, const float* ce_weights,
-                                  const float* ref_kl_weights, const float* distill_weights, const float* distill_betas,
-                                  int distill_k, const int32_t* distill_ids, const float* distill_logprobs,
-                                  const int32_t* env_index, int n_envs, const double* loss_config, int n_loss_config,
-                                  double* metrics, int64_t n_metrics) {
-  return train_step_any(model, T, token_ids, sample_lengths, n_samples, loss_mask, advantages, inference_logprobs, temperatures,
-                        ref_logprobs, rl_weights, ce_weights, ref_kl_weights, distill_weights, distill_betas, distill_k,
-                        distill_ids, distill_logprobs, env_index, n_envs, loss_config, n_loss_config, metrics, n_metrics,
-                        RLX_METRICS_FIELDS_DISTILL, sample_parents);
-}
-
-RLX_API int rlx_loss_eval_distill(int64_t T, const double* logprobs, const int32_t* sample_lengths, int n_samples,
-                                  const uint8_t* loss_mask, const float* advantages, const float* inference_logprobs,
-                                  const float* ref_logprobs, const float* rl_weights, const float* ce_weights,
-                                  const float* ref_kl_weights, const float* distill_weights, const float* distill_betas,
-                                  int distill_k, const int32_t* distill_ids, const float* distill_logprobs, int64_t vocab,
-                                  const double* student_logits, const int32_t* env_index, int n_envs,
-                                  const double* loss_config, int n_loss_config, double* metrics, int64_t n_metrics,
-                                  double* grad_out, double* grad_logits_out) {
-  return loss_eval_any(T, logprobs, sample_lengths, n_samples, loss_mask, advantages, inference_logprobs, ref_logprobs,
-                       rl_weights, ce_weights, ref_kl_weights, distill_weights, distill_betas, distill_k, distill_ids,
-                       distill_logprobs, vocab, student_logits, env_index, n_envs, loss_config, n_loss_config, metrics,
-                       n_metrics, grad_out, grad_logits_out, RLX_METRICS_FIELDS_DISTILL);
-}

@@ -15,7 +15,7 @@
 //   - With `sharePrefixes`, samples that begin with the same weightless tokens (a group's prompt,
 //     an env's system prompt) are packed as those tokens once plus each sample's own tokens after
 //     them, the row's sampleParents pointing each at the shared segment (prefix_share.ts chooses;
-//     rlx.h rlx_train_step_shared computes it). A unit of shared samples is never split over rows.
+//     rlx.h rlx_batch.sample_parents computes it). A unit of shared samples is never split over rows.
 //   - The step's token counts per component (the global denominators' numerators) are counted over
 //     the packed rows, after truncation, as the trainer sees them: a sample's first token has no
 //     prediction and belongs to no component.

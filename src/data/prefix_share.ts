@@ -1,4 +1,4 @@
-// Which samples of a step share a prefix in their packed row (pack.ts; rlx.h rlx_train_step_shared).
+// Which samples of a step share a prefix in their packed row (pack.ts; rlx.h rlx_batch.sample_parents).
 // A group's samples share their whole prompt, and an env's samples its system prompt and tool
 // schema; packed whole, every copy is computed again. A unit here is a set of samples plus P, the
 // number of leading tokens they all have: the row holds those P tokens once, then each member's

@@ -9,7 +9,7 @@ export interface TrainRow {
   /** Lengths of the packed samples, summing to T. */
   sampleLengths: Int32Array;
   /** Per sample: the earlier sample of the row whose tokens it continues (a shared prefix), or -1
-   * (rlx.h rlx_train_step_shared). Absent: none shared. */
+   * (rlx.h rlx_batch.sample_parents). Absent: none shared. */
   sampleParents?: Int32Array;
   lossMask: Uint8Array;
   advantages: Float32Array;

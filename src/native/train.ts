@@ -1,9 +1,10 @@
-// Typed wrappers for training: one packed micro-batch through the shim's train step (the ABI 7
-// _shared call: the four loss components over a row that may share prefixes), the same loss over
-// given logprobs and logits (lossEval, for exact tests), and the AdamW optimizer with its state.
-// The metric layout mirrors rlx.h's RLX_M_* block (RLX_METRICS_FIELDS_DISTILL wide).
+// Typed wrappers for training: one packed micro-batch through the shim's train step (the four loss
+// components over a row that may share prefixes, passed as rlx.h's rlx_batch and rlx_loss structs
+// packed by abi_layout.ts), the same loss over given logprobs and logits (lossEval, for exact
+// tests), and the AdamW optimizer with its state. The metric layout mirrors rlx.h's RLX_M_* block.
 import type { Pointer } from "bun:ffi";
 import { NativeError } from "../errors.ts";
+import { BATCH_FIELDS, LOSS_FIELDS, packStruct } from "./abi_layout.ts";
 import { check, native } from "./ffi.ts";
 import { RL_LOSS_TYPES, RL_REDUCTIONS, type RlLossType, type RlReduction } from "../data/loss_types.ts";
 import type { NativeModel } from "./model.ts";
@@ -63,26 +64,62 @@ export interface StepResult {
   envs: StepMetrics[];
 }
 
-/** RLX_LOSS_CONFIG_LEN_DISTILL doubles in rlx.h's RLX_LOSS_* order. */
-function lossConfig(s: LossSettings): Float64Array {
-  return Float64Array.from([
-    s.nRl,
-    s.nCe,
-    s.nRefKl,
-    s.dppoMaskLow ?? 0.2,
-    s.dppoMaskHigh ?? 0.2,
-    s.advTau ?? 1.0,
-    s.klTau ?? 1e-3,
-    RL_LOSS_TYPES.indexOf(s.type ?? "dppo_kl"),
-    RL_REDUCTIONS.indexOf(s.reduction ?? "token"),
-    s.nRlSequences ?? 1,
-    s.constant ?? 1,
-    s.ipoThreshold ?? 0.1,
-    s.isLow ?? 0.5,
-    s.isHigh ?? 5.0,
-    s.isCap ?? 2.0,
-    s.nDistill ?? 1,
-  ]);
+/** rlx.h's rlx_loss, with the schema's defaults for what the settings leave out. */
+export function lossStruct(s: LossSettings): Uint8Array {
+  return packStruct(LOSS_FIELDS, {
+    type: RL_LOSS_TYPES.indexOf(s.type ?? "dppo_kl"),
+    reduction: RL_REDUCTIONS.indexOf(s.reduction ?? "token"),
+    n_rl: s.nRl,
+    n_ce: s.nCe,
+    n_ref_kl: s.nRefKl,
+    n_distill: s.nDistill ?? 1,
+    n_rl_sequences: s.nRlSequences ?? 1,
+    constant: s.constant ?? 1,
+    mask_low: s.dppoMaskLow ?? 0.2,
+    mask_high: s.dppoMaskHigh ?? 0.2,
+    adv_tau: s.advTau ?? 1.0,
+    kl_tau: s.klTau ?? 1e-3,
+    ipo_threshold: s.ipoThreshold ?? 0.1,
+    is_low: s.isLow ?? 0.5,
+    is_high: s.isHigh ?? 5.0,
+    is_cap: s.isCap ?? 2.0,
+  });
+}
+
+/** The row's streams as rlx.h's rlx_batch values (the arrays stay referenced by `row`). */
+function batchValues(row: OptionalStreams & Partial<TrainRow>, T: number, nEnvs: number) {
+  return {
+    n_tokens: T,
+    n_samples: row.sampleLengths?.length ?? 0,
+    n_envs: nEnvs,
+    distill_k: row.distillK ?? 0,
+    token_ids: row.tokenIds,
+    sample_lengths: row.sampleLengths,
+    sample_parents: row.sampleParents,
+    loss_mask: row.lossMask,
+    advantages: row.advantages,
+    inference_logprobs: row.inferenceLogprobs,
+    temperatures: row.temperatures,
+    ref_logprobs: row.refLogprobs,
+    rl_weights: row.rlWeights,
+    ce_weights: row.ceWeights,
+    ref_kl_weights: row.refKlWeights,
+    distill_weights: row.distillWeights,
+    distill_betas: row.distillBetas,
+    distill_ids: row.distillIds,
+    distill_logprobs: row.distillLogprobs,
+    env_index: row.envIndex,
+  };
+}
+
+/** rlx.h's rlx_batch for a row; `bytes` (tests only) packs a struct of another size. */
+export function batchStruct(
+  row: OptionalStreams & Partial<TrainRow>,
+  T: number,
+  nEnvs: number,
+  bytes?: number,
+): Uint8Array {
+  return packStruct(BATCH_FIELDS, batchValues(row, T, nEnvs), bytes);
 }
 
 function metricsOf(buf: Float64Array, nEnvs: number): StepResult {
@@ -140,38 +177,8 @@ export function trainStep(model: NativeModel, row: TrainRow, loss: LossSettings,
   const T = checkRow(row);
   if (row.envIndex === undefined && nEnvs !== 0) throw new NativeError("nEnvs > 0 needs envIndex");
   const out = new Float64Array(METRIC_FIELDS.length * (1 + nEnvs));
-  const config = lossConfig(loss);
   const lib = native();
-  check(
-    lib,
-    lib.rlx_train_step_shared(
-      model.handle,
-      T,
-      row.tokenIds,
-      row.sampleLengths,
-      row.sampleParents ?? null,
-      row.sampleLengths.length,
-      row.lossMask,
-      row.advantages,
-      row.inferenceLogprobs,
-      row.temperatures,
-      row.refLogprobs ?? null,
-      row.rlWeights ?? null,
-      row.ceWeights ?? null,
-      row.refKlWeights ?? null,
-      row.distillWeights ?? null,
-      row.distillBetas ?? null,
-      row.distillK ?? 0,
-      row.distillIds ?? null,
-      row.distillLogprobs ?? null,
-      row.envIndex ?? null,
-      nEnvs,
-      config,
-      config.length,
-      out,
-      out.length,
-    ),
-  );
+  check(lib, lib.rlx_train_step(model.handle, batchStruct(row, T, nEnvs), lossStruct(loss), out, out.length));
   return metricsOf(out, nEnvs);
 }
 
@@ -199,33 +206,17 @@ export function lossEval(
   const out = new Float64Array(METRIC_FIELDS.length * (1 + nEnvs));
   const grad = new Float64Array(T);
   const gradLogits = new Float64Array(T * vocab);
-  const config = lossConfig(loss);
   const lib = native();
+  const batch = batchStruct({ ...row, tokenIds: undefined, temperatures: undefined }, T, nEnvs);
+  const studentLogits = row.studentLogits ?? null;
   check(
     lib,
-    lib.rlx_loss_eval_distill(
-      T,
+    lib.rlx_loss_eval(
+      batch,
+      lossStruct(loss),
       row.logprobs,
-      row.sampleLengths ?? null,
-      row.sampleLengths?.length ?? 0,
-      row.lossMask,
-      row.advantages,
-      row.inferenceLogprobs,
-      row.refLogprobs ?? null,
-      row.rlWeights ?? null,
-      row.ceWeights ?? null,
-      row.refKlWeights ?? null,
-      row.distillWeights ?? null,
-      row.distillBetas ?? null,
-      row.distillK ?? 0,
-      row.distillIds ?? null,
-      row.distillLogprobs ?? null,
       vocab,
-      row.studentLogits ?? null,
-      row.envIndex ?? null,
-      nEnvs,
-      config,
-      config.length,
+      studentLogits,
       out,
       out.length,
       grad,

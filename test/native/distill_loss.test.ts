@@ -1,11 +1,11 @@
-// The distill component (ABI 6, docs/architecture.md §6) on float64 vectors through
-// rlx_loss_eval_distill: a hand-computed case (loss and dL/dlogits), every divergence against a
-// reference written here from the formulas, dL/dlogits against central differences, k =
-// vocabulary equal to the exact KL / JSD within 1e-6, empty slots and the tail floor, weights and
-// the global count, no distill stream bit-identical to the ABI 4 call, and the errors.
+// The distill component (docs/architecture.md §6) on float64 vectors through rlx_loss_eval: a
+// hand-computed case (loss and dL/dlogits), every divergence against a reference written here from
+// the formulas, dL/dlogits against central differences, k = vocabulary equal to the exact KL / JSD
+// within 1e-6, empty slots and the tail floor, weights and the global count, a call with every
+// distill field left empty bit-identical to lossEval without them, and the errors.
 import { describe, expect, test } from "bun:test";
 import { loadNative, native } from "../../src/native/ffi.ts";
-import { lossEval, type LossEvalRow } from "../../src/native/train.ts";
+import { batchStruct, lossEval, lossStruct, type LossEvalRow } from "../../src/native/train.ts";
 
 await loadNative();
 
@@ -163,7 +163,7 @@ describe("the distill divergence", () => {
     expect(out.gradLogits.every(Number.isFinite)).toBe(true);
   });
 
-  test("no distill stream: bit-identical to the ABI 4 call; distill streams with no member add exactly 0", () => {
+  test("no distill field: bit-identical to a raw call leaving them empty; streams with no member add exactly 0", () => {
     const lp = Float64Array.from([-0.5, -1.0, -0.2, -1.5]);
     const base = {
       logprobs: lp,
@@ -173,14 +173,15 @@ describe("the distill divergence", () => {
     };
     const settings = { nRl: 3, nCe: 1, nRefKl: 1, klTau: 0.01 };
     const v5 = lossEval(base, settings);
-    const metrics = new Float64Array(17);
+    const metrics = new Float64Array(19);
     const grad = new Float64Array(4);
-    const cfg = Float64Array.from([3, 1, 1, 0.2, 0.2, 1, 0.01, 0, 0, 1, 1, 0.1, 0.5, 5, 2]);
+    // rlx_batch with only the rl streams, rlx_loss with n_distill 0: the call without distill.
+    const batch = batchStruct({ lossMask: base.lossMask, advantages: base.advantages, inferenceLogprobs: base.inferenceLogprobs }, 4, 0); // prettier-ignore
     const lib = native();
-    const rc = lib.rlx_loss_eval_ext(4, lp, null, 0, base.lossMask, base.advantages, base.inferenceLogprobs, null, null, null, null, null, 0, cfg, 15, metrics, 17, grad); // prettier-ignore
+    const rc = lib.rlx_loss_eval(batch, lossStruct({ ...settings, nDistill: 0 }), lp, 0, null, metrics, 19, grad, null);
     expect(rc).toBe(0);
     expect(Array.from(grad)).toEqual(Array.from(v5.grad));
-    expect(Array.from(metrics)).toEqual(Array.from(Object.values(v5.all)).slice(0, 17));
+    expect(Array.from(metrics).slice(0, 17)).toEqual(Array.from(Object.values(v5.all)).slice(0, 17));
     const idle = lossEval(
       {
         ...base,
@@ -213,15 +214,14 @@ describe("errors name the stream, the token and the fix", () => {
     );
   });
 
-  test("members with k = 0, or without N_distill in the loss config", () => {
+  test("members with k = 0, or without N_distill in the loss settings", () => {
     const r = row([tok], 2);
     expect(() => lossEval({ ...r, distillK: 0, distillIds: undefined, distillLogprobs: undefined }, s)).toThrow(
       /distill weights are set but distill_k is 0/,
     );
-    const cfg = Float64Array.from([1, 1, 1, 0.2, 0.2, 1, 1e-3, 0, 0, 1, 1, 0.1, 0.5, 5, 2]);
     const metrics = new Float64Array(19);
     const lib = native();
-    const rc = lib.rlx_loss_eval_distill(1, r.logprobs, null, 0, r.lossMask, r.advantages, r.inferenceLogprobs, null, r.rlWeights!, null, null, r.distillWeights!, r.distillBetas!, 2, r.distillIds!, r.distillLogprobs!, 4, r.studentLogits!, null, 0, cfg, 15, metrics, 19, null, null); // prettier-ignore
+    const rc = lib.rlx_loss_eval(batchStruct({ ...r, distillK: 2 }, 1, 0), lossStruct({ ...s, nDistill: 0 }), r.logprobs, 4, r.studentLogits!, metrics, 19, null, null); // prettier-ignore
     expect(rc).toBe(-1);
     expect(String(lib.rlx_last_error())).toMatch(/distill members need N_distill/);
   });

@@ -1,7 +1,7 @@
-// The distill component through the model's train step (ABI 6, docs/architecture.md §6) on a tiny
+// The distill component through the model's train step (docs/architecture.md §6) on a tiny
 // float64 transformer: every parameter's gradient against central differences (forward, reverse
 // and JSD tokens, empty slots, beside ce), k = vocabulary equal to the exact KL of the student's
-// full distribution within 1e-6, a step without distill streams bit-identical to the ABI 4 call,
+// full distribution within 1e-6, a step without distill streams bit-identical to a raw call without them,
 // and the step's gradient the same whether packStep puts the samples in one row or one per row
 // (packed vs unpacked; balance.ts's rank split through sliceRow too). Two Gloo ranks are in
 // dist.test.ts (its batch has distill samples).
@@ -11,7 +11,7 @@ import { native } from "../../src/native/ffi.ts";
 import type { NativeModel } from "../../src/native/model.ts";
 import { scoreTop } from "../../src/native/score_top.ts";
 import { type PackedRow, packStep } from "../../src/data/pack.ts";
-import { type LossSettings, METRIC_FIELDS, trainStep } from "../../src/native/train.ts";
+import { batchStruct, type LossSettings, lossStruct, METRIC_FIELDS, trainStep } from "../../src/native/train.ts";
 import { splitRow } from "../../src/trainer/balance.ts";
 import { denominatorsOf } from "../../src/trainer/step.ts";
 import { f64, maxRelDiff, readGrads, rng, TINY, TINY_FULL, tinyModel } from "./tiny_model.ts";
@@ -164,7 +164,7 @@ describe("the distill component through the model (float64)", () => {
     }
   });
 
-  test("without distill streams the step is bit-identical to the ABI 4 call (loss, metrics, gradients)", async () => {
+  test("without distill streams the step is bit-identical to a raw call with N_distill 0 (loss, metrics, gradients)", async () => {
     using model = await tinyModel({ dtype: "f32", config: TINY_FULL, sharpen: 4, seed: 9 });
     const r = rng(10);
     const plain = [ceSample(r, 0, 9), { ...ceSample(r, 1, 7), lossMask: [0, 0, 1, 1, 1, 1, 1] }].map((s) => ({
@@ -177,16 +177,17 @@ describe("the distill component through the model (float64)", () => {
     const v5 = stepGrads(model, [row], settings);
     const metrics5 = train(model, row, settings).all;
     model.zeroGrad();
-    const cfg = Float64Array.from([settings.nRl, settings.nCe, 1, 0.2, 0.2, 1, 0.01, 0, 0, 1, 1, 0.1, 0.5, 5, 2]);
-    const metrics4 = new Float64Array(17);
+    const loss = { nRl: settings.nRl, nCe: settings.nCe, nRefKl: 1, klTau: 0.01, nDistill: 0 };
+    const metrics4 = new Float64Array(19);
     const lib = native();
     const T = row.tokenIds.length;
-    const rc = lib.rlx_train_step_ext(model.handle, T, row.tokenIds, row.sampleLengths, row.sampleLengths.length, row.lossMask, row.advantages, row.inferenceLogprobs, row.temperatures, null, row.rlWeights ?? null, row.ceWeights ?? null, null, null, 0, cfg, 15, metrics4, 17); // prettier-ignore
+    const plainRow = { tokenIds: row.tokenIds, sampleLengths: row.sampleLengths, lossMask: row.lossMask, advantages: row.advantages, inferenceLogprobs: row.inferenceLogprobs, temperatures: row.temperatures, rlWeights: row.rlWeights, ceWeights: row.ceWeights }; // prettier-ignore
+    const rc = lib.rlx_train_step(model.handle, batchStruct(plainRow, T, 0), lossStruct(loss), metrics4, 19);
     expect(rc).toBe(0);
     const grads4 = readGrads(model);
     model.zeroGrad();
     expect(maxRelDiff(grads4, v5.grads)).toBe(0);
-    expect(Array.from(metrics4)).toEqual(METRIC_FIELDS.slice(0, 17).map((f) => metrics5[f]));
+    expect(Array.from(metrics4).slice(0, 17)).toEqual(METRIC_FIELDS.slice(0, 17).map((f) => metrics5[f]));
     expect(metrics5.distillSum).toBe(0);
     expect(metrics5.distillCount).toBe(0);
   });

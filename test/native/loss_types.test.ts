@@ -1,13 +1,13 @@
 // The rl component's loss types and reductions ([trainer.loss] type / reduction, docs/architecture.md
-// §6) on hand-computed float64 vectors through rlx_loss_eval_ext: loss and dL/dlp of every type
+// §6) on hand-computed float64 vectors through rlx_loss_eval: loss and dL/dlp of every type
 // under every reduction against a reference written here from the formulas; the masking types
 // give a token with ratio 1e6 (or one that overflows a double) a finite loss and exactly zero
-// gradient while DPPO+KL keeps its KL term's gradient, bit-identical to the ABI 3 call; sequence
+// gradient while DPPO+KL keeps its KL term's gradient, bit-identical to the settings' defaults; sequence
 // masking drops the whole sample.
 import { describe, expect, test } from "bun:test";
 import { native, loadNative } from "../../src/native/ffi.ts";
 import { RL_LOSS_TYPES, RL_REDUCTIONS, type RlLossType, type RlReduction } from "../../src/data/loss_types.ts";
-import { lossEval, type LossEvalRow, type LossSettings } from "../../src/native/train.ts";
+import { batchStruct, lossEval, lossStruct, type LossEvalRow, type LossSettings } from "../../src/native/train.ts";
 
 await loadNative();
 
@@ -134,34 +134,18 @@ describe("a token with ratio 1e6", () => {
     expect(out.all.maskedLow + out.all.maskedHigh).toBe(3); // the first sample's three members
   });
 
-  test("dppo_kl keeps the KL term's gradient on it, bit-identical to the ABI 3 call", () => {
+  test("dppo_kl keeps the KL term's gradient on it, bit-identical to the defaults' type and reduction", () => {
     const adv = ADV.map((a, t) => (t === 2 ? 1 : a)); // A > 0 and dp > 0.2: masked high
     const row = evalRow(lp, ilp, adv);
     const out = lossEval(row, settings("dppo_kl", "token"));
     const lr = lp[2]! - fr(ilp[2]!);
     expect(Math.abs(out.grad[2]! - (2 * S.klTau * lr) / 5)).toBeLessThan(1e-17);
-    // The 7-field rlx_loss_eval of ABI 3 on the same row.
-    const cfg = Float64Array.from([5, 1, 1, 0.2, 0.2, S.advTau, S.klTau]);
-    const metrics = new Float64Array(17); // RLX_METRICS_FIELDS: the ABI 3 and 4 calls keep 17-wide blocks
+    // The same row through the raw call, rlx_loss leaving type and reduction 0 (DPPO+KL, token mean).
+    const loss = { nRl: 5, nCe: 1, nRefKl: 1, advTau: S.advTau, klTau: S.klTau };
+    const metrics = new Float64Array(19); // RLX_METRICS_FIELDS
     const grad = new Float64Array(LP.length);
     const lib = native();
-    const rc = lib.rlx_loss_eval(
-      LP.length,
-      row.logprobs,
-      row.lossMask,
-      row.advantages,
-      row.inferenceLogprobs,
-      null,
-      null,
-      null,
-      null,
-      null,
-      0,
-      cfg,
-      metrics,
-      metrics.length,
-      grad,
-    );
+    const rc = lib.rlx_loss_eval(batchStruct(row, LP.length, 0), lossStruct(loss), row.logprobs, 0, null, metrics, metrics.length, grad, null); // prettier-ignore
     expect(rc).toBe(0);
     expect(Array.from(grad)).toEqual(Array.from(out.grad));
     expect(metrics[0]).toBe(out.all.loss);

@@ -1,4 +1,4 @@
-// The shared-prefix row (rlx.h rlx_train_step_shared): samples that share a prompt, packed as the
+// The shared-prefix row (rlx.h rlx_batch.sample_parents): samples that share a prompt, packed as the
 // prompt once plus one continuation per sample, give the loss, the member counts and the gradient
 // of the same samples packed whole, in float64 (1e-10) and float32 (1e-5), with every loss
 // component, continuations of equal and unequal lengths, two prefixes and a lone sample in one row.

@@ -1,0 +1,54 @@
+// The struct ABI (rlx.h, rlx_batch and rlx_loss): reading a caller's struct by its size field, and
+// rlx_abi_layout, the offsets this shim was compiled with, which test/native/abi.test.ts compares
+// with src/native/abi_layout.ts field by field.
+#include "abi.h"
+
+#include <cstddef>
+
+namespace rlx {
+namespace {
+
+template <typename S>
+S read_struct(const S* in, const char* name) {
+  require(in != nullptr, std::string(name) + " is null");
+  const int64_t known = static_cast<int64_t>(sizeof(S));
+  require(in->size >= known, std::string(name) + " is " + std::to_string(in->size) + " bytes but this shim's is " +
+                                 std::to_string(known) + " bytes: the caller was built against an older rlx.h");
+  S out;
+  std::memcpy(&out, in, sizeof(S));
+  return out;
+}
+
+}  // namespace
+
+rlx_batch batch_of(const rlx_batch* in) { return read_struct(in, "rlx_batch"); }
+rlx_loss loss_of(const rlx_loss* in) { return read_struct(in, "rlx_loss"); }
+
+}  // namespace rlx
+
+#define RLX_FIELD(S, f) "\"" #f "\":" + std::to_string(offsetof(S, f))
+
+RLX_API const char* rlx_abi_layout(void) {
+  RLX_TRY(nullptr, {
+    static const std::string json =
+        std::string("{\"rlx_batch\":{\"size\":") + std::to_string(sizeof(rlx_batch)) + ",\"fields\":{" +
+        RLX_FIELD(rlx_batch, size) + "," + RLX_FIELD(rlx_batch, n_tokens) + "," + RLX_FIELD(rlx_batch, n_samples) + "," +
+        RLX_FIELD(rlx_batch, n_envs) + "," + RLX_FIELD(rlx_batch, distill_k) + "," + RLX_FIELD(rlx_batch, token_ids) + "," +
+        RLX_FIELD(rlx_batch, sample_lengths) + "," + RLX_FIELD(rlx_batch, sample_parents) + "," +
+        RLX_FIELD(rlx_batch, loss_mask) + "," + RLX_FIELD(rlx_batch, advantages) + "," +
+        RLX_FIELD(rlx_batch, inference_logprobs) + "," + RLX_FIELD(rlx_batch, temperatures) + "," +
+        RLX_FIELD(rlx_batch, ref_logprobs) + "," + RLX_FIELD(rlx_batch, rl_weights) + "," +
+        RLX_FIELD(rlx_batch, ce_weights) + "," + RLX_FIELD(rlx_batch, ref_kl_weights) + "," +
+        RLX_FIELD(rlx_batch, distill_weights) + "," + RLX_FIELD(rlx_batch, distill_betas) + "," +
+        RLX_FIELD(rlx_batch, distill_ids) + "," + RLX_FIELD(rlx_batch, distill_logprobs) + "," +
+        RLX_FIELD(rlx_batch, env_index) + "}},\"rlx_loss\":{\"size\":" + std::to_string(sizeof(rlx_loss)) +
+        ",\"fields\":{" + RLX_FIELD(rlx_loss, size) + "," + RLX_FIELD(rlx_loss, type) + "," +
+        RLX_FIELD(rlx_loss, reduction) + "," + RLX_FIELD(rlx_loss, n_rl) + "," + RLX_FIELD(rlx_loss, n_ce) + "," +
+        RLX_FIELD(rlx_loss, n_ref_kl) + "," + RLX_FIELD(rlx_loss, n_distill) + "," +
+        RLX_FIELD(rlx_loss, n_rl_sequences) + "," + RLX_FIELD(rlx_loss, constant) + "," +
+        RLX_FIELD(rlx_loss, mask_low) + "," + RLX_FIELD(rlx_loss, mask_high) + "," + RLX_FIELD(rlx_loss, adv_tau) + "," +
+        RLX_FIELD(rlx_loss, kl_tau) + "," + RLX_FIELD(rlx_loss, ipo_threshold) + "," + RLX_FIELD(rlx_loss, is_low) +
+        "," + RLX_FIELD(rlx_loss, is_high) + "," + RLX_FIELD(rlx_loss, is_cap) + "}}}";
+    return json.c_str();
+  })
+}
