@@ -1,4 +1,4 @@
-// The distill loss component (docs/architecture.md §6, ABI 6): per member token, a divergence
+// The distill loss component (docs/architecture.md §6): per member token, a divergence
 // between a target distribution given as k token ids with their logprobs (a teacher's top-k; the
 // rest of its mass is one tail bucket) and the student's temperature-1 distribution over the same
 // k + 1 buckets (the k ids, then everything else). train.cpp feeds it the student's bucket

@@ -1,4 +1,4 @@
-// Top-N of the tempered distribution, computed in the shim (ABI 4): rlx_score_top's logprobs are
+// Top-N of the tempered distribution, computed in the shim: rlx_score_top's logprobs are
 // bit-identical to rlx_score's, its top-k and ranks equal the whole distribution sorted on the
 // host, and the generator's top-k of each sampled step is the distribution scoring gives for the
 // same prefix at the same temperature, with the sampled token's reported logprob among them.
