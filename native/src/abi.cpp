@@ -10,10 +10,10 @@ namespace {
 
 template <typename S>
 S read_struct(const S* in, const char* name) {
-  require(in != nullptr, std::string(name) + " is null");
+  require(in != nullptr, c10::str(name, " is null"));
   const int64_t known = static_cast<int64_t>(sizeof(S));
-  require(in->size >= known, std::string(name) + " is " + std::to_string(in->size) + " bytes but this shim's is " +
-                                 std::to_string(known) + " bytes: the caller was built against an older rlx.h");
+  require(in->size >= known, c10::str(name, " is ", in->size, " bytes but this shim's is ", known,
+                                      " bytes: the caller was built against an older rlx.h"));
   S out;
   std::memcpy(&out, in, sizeof(S));
   return out;
