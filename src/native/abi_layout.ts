@@ -82,7 +82,7 @@ const EMPTY = new Float64Array(1);
 export function packStruct<F extends FieldList>(
   fields: F,
   values: StructValues<F>,
-  bytes = fields.length * 8,
+  bytes = fields.length * FIELD_BYTES,
 ): Uint8Array {
   const out = new Uint8Array(bytes);
   const view = new DataView(out.buffer);
