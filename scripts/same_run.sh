@@ -12,30 +12,12 @@
 #   diff /tmp/before/digests.txt /tmp/after/digests.txt && diff /tmp/before/metrics.txt /tmp/after/metrics.txt
 # About 10 s on 2 cores.
 set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
 RLX=$(realpath "$1"); OUT=$(realpath -m "$2")
 rm -rf "$OUT"; mkdir -p "$OUT"; cd "$OUT"
 "$RLX" init --preset tiny --out model --seed 0 >/dev/null
-cat > letters.ts <<'TS'
-export default {
-  id: "letters",
-  description: "reward = share of lowercase letters in the reply",
-  create() {
-    return {
-      tools: [],
-      maxTurns: 1,
-      async load(split) {
-        return Array.from({ length: 30 }, (_, i) => ({ id: split + "-" + i, prompt: [{ role: "user", content: "Write some letters, " + i + "." }], answer: "", solution: "abc" }));
-      },
-      reward(_task, rollout) {
-        const last = rollout.messages.at(-1);
-        const text = last && last.role === "assistant" ? last.content : "";
-        const letters = [...text].filter((c) => c >= "a" && c <= "z").length;
-        return { reward: text.length ? letters / text.length : 0, metrics: {} };
-      },
-    };
-  },
-};
-TS
+# the dense-reward letters env the e2e tests use (its one home: test/e2e/train_helpers.ts)
+sed -n '/^export const LETTERS_ENV = `/,/^`;/p' "$ROOT/test/e2e/train_helpers.ts" | sed '1d;$d' >letters.ts
 cat > run.toml <<TOML
 output_dir = "$OUT/run"
 max_steps = 4
