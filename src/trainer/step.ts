@@ -23,7 +23,8 @@ import { stepCounts } from "../data/pack.ts";
 export type { MetricSums, RowResult };
 
 /** The rl loss settings (config `trainer.loss`); ref_kl's 0.2 / 1e-3 are fixed. Absent optional
- * fields take the schema's defaults (DPPO + KL, token mean). */
+ * fields take the schema's defaults (DPPO + KL, token mean), filled in where the settings become
+ * rlx.h's rlx_loss (lossStruct in src/native/train.ts). */
 export interface LossSettings {
   type?: RlLossType;
   reduction?: RlReduction;
@@ -164,17 +165,17 @@ export function nativeLearner(model: NativeModel, optimizer: NativeOptimizer): L
         nRefKl: n.refKl,
         nDistill: n.distill,
         nRlSequences: n.rlSequences,
-        type: loss.type ?? "dppo_kl",
-        reduction: loss.reduction ?? "token",
-        constant: loss.constant ?? 1,
+        type: loss.type,
+        reduction: loss.reduction,
+        constant: loss.constant,
         dppoMaskLow: loss.dppo_mask_low,
         dppoMaskHigh: loss.dppo_mask_high,
         advTau: loss.adv_tau,
         klTau: loss.kl_tau,
-        ipoThreshold: loss.ipo_threshold ?? 0.1,
-        isLow: loss.is_low ?? 0.5,
-        isHigh: loss.is_high ?? 5.0,
-        isCap: loss.is_cap ?? 2.0,
+        ipoThreshold: loss.ipo_threshold,
+        isLow: loss.is_low,
+        isHigh: loss.is_high,
+        isCap: loss.is_cap,
       };
       return trainNativeRow(model, row, settings, numEnvs);
     },
