@@ -22,7 +22,7 @@
 extern "C" {
 #endif
 
-#define RLX_ABI_VERSION 8
+#define RLX_ABI_VERSION 9
 
 /* Opaque handles: a model, its AdamW optimizer, a generator over a model, a c10d process group. */
 typedef struct rlx_model rlx_model;
@@ -97,8 +97,7 @@ int rlx_model_get_merged_param(rlx_model* model, const char* name, void* out, in
  * the fields it knows: a longer struct (a newer caller) is accepted, a shorter one is an error
  * naming both sizes. Every field is 8 bytes (no padding). Fields are appended, never inserted;
  * the next ones are planned as
- *   rlx_batch: the shard group and the layers a step gathers (sharded training), then the
- *              context-parallel chunk (its offset in the full row, the full length, its group);
+ *   rlx_batch: the context-parallel chunk (its offset in the full row, the full length, its group);
  *   rlx_loss:  a per-sample loss table (each sample's loss code and its parameters). */
 typedef struct rlx_batch {
   int64_t size;                  /* sizeof(rlx_batch) of the caller */
@@ -122,6 +121,9 @@ typedef struct rlx_batch {
   const int32_t* distill_ids;    /* [T * distill_k] the target's top ids, -1 = empty slot */
   const float* distill_logprobs; /* [T * distill_k] their logprobs; the rest of the mass is a tail */
   const int32_t* env_index;      /* [T] or NULL: each token's env, -1 = none */
+  rlx_group* shard_group;        /* the group the model was sharded over (rlx_model_shard), else NULL */
+  int64_t activation_checkpointing; /* 1: keep each layer's input, recompute the layer in the
+                                     * backward (always so for a model sharded "full") */
 } rlx_batch;
 /* sample_parents (docs/architecture.md §4): each sample's earlier sample whose tokens it continues,
  * or -1. A continuation attends to all of its parent and causally to itself, its positions go on
@@ -269,6 +271,34 @@ int rlx_score_top(rlx_model* model, int64_t total, const int32_t* token_ids, con
                   int32_t* out_top_ids, float* out_top_logprobs);
 
 /* ---- distributed (data-parallel trainer ranks over c10d) --------------------------------- */
+/* Sharded training (docs/scaling.md, "Sharded training"). A unit (the embedding, one layer, the
+ * final norm with an untied LM head) is flattened as stored and padded to a multiple of the world
+ * size; rank r keeps elements [r * chunk, (r + 1) * chunk) of each: its slices.
+ *   RLX_SHARD_OPTIMIZER: whole parameters and gradients on every rank; rlx_optim_step
+ *     reduce-scatters the gradients, updates this rank's slices (AdamW state for them only) and
+ *     all-gathers them into the parameters. Full fine-tuning only.
+ *   RLX_SHARD_FULL: only the slices stay. rlx_train_step gathers each unit just before it
+ *     computes and frees it after, recomputing every layer in the backward, and reduce-scatters
+ *     the gradients into the slices'. With LoRA the frozen base is sliced, the adapters stay whole
+ *     (their gradients need rlx_dist_allreduce_grads). The model can no longer generate or score;
+ *     rlx_model_get_param becomes collective (every rank, the same names in the same order).
+ * Shard right after loading, before rlx_optim_create (which then updates the slices); the group
+ * must outlive the model, and the optimizer must be freed before the model. Every train step and
+ * optimizer step is collective. */
+#define RLX_SHARD_NONE 0
+#define RLX_SHARD_OPTIMIZER 1
+#define RLX_SHARD_FULL 2
+int rlx_model_shard(rlx_model* model, rlx_group* group, int mode);
+/* JSON {"mode", "rank", "world", "dtype", "units": [{"name", "numel", "chunk", "params": [{"name",
+ * "offset", "shape"}]}]}: where every parameter lies in its unit's flat. */
+const char* rlx_model_shard_layout(rlx_model* model);
+/* This rank's slice of unit `unit` ([chunk] in the model's dtype): read into data (write 0) or
+ * written from it (write 1). A checkpoint's weights, a rank's own. */
+int rlx_model_shard_local(rlx_model* model, int unit, void* data, int64_t nbytes, int write);
+/* RLX_SHARD_OPTIMIZER: all-gathers the slices into the whole parameters (after writing slices);
+ * RLX_SHARD_FULL: nothing. Collective. */
+int rlx_model_shard_gather(rlx_model* model);
+
 /* Whether this shim has the backend ("gloo" or "nccl"): 1 yes, 0 no. */
 int rlx_dist_available(const char* backend);
 /* A process group of world_size ranks joined by a c10d store: "tcp" (address = host, rank 0 serves

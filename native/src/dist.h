@@ -64,6 +64,24 @@ inline std::string message_of(std::exception_ptr error) {
   }
 }
 
+// The group behind a handle; one that failed earlier is refused (dist_ops.cpp).
+Group& get_group(void* handle);
+
+// Waits for every launched piece of one call; the first error marks the group failed and is
+// rethrown naming this rank and the call (dist_ops.cpp).
+void wait_all(Group& g, const std::string& what, std::vector<c10::intrusive_ptr<c10d::Work>>& works);
+
+// Launching can fail too (a broken pair): the same message and the same failed state.
+template <typename Launch>
+c10::intrusive_ptr<c10d::Work> launch(Group& g, const std::string& what, Launch&& fn) {
+  try {
+    return fn();
+  } catch (...) {
+    g.failure = who(g) + ": " + what + " failed: " + message_of(std::current_exception());
+    throw std::runtime_error(g.failure);
+  }
+}
+
 }  // namespace rlx
 
 #endif  // RLX_C10D

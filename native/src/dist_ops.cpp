@@ -14,7 +14,6 @@
 #if defined(RLX_C10D)
 
 namespace rlx {
-namespace {
 
 Group& get_group(void* handle) {
   auto& g = *get<Group>(handle, Kind::Group);
@@ -40,16 +39,7 @@ void wait_all(Group& g, const std::string& what, std::vector<c10::intrusive_ptr<
                            std::to_string(g.timeout_ms) + "; see that rank's log)");
 }
 
-// Launching can fail too (a broken pair): the same message and the same failed state.
-template <typename Launch>
-c10::intrusive_ptr<c10d::Work> launch(Group& g, const std::string& what, Launch&& fn) {
-  try {
-    return fn();
-  } catch (...) {
-    g.failure = who(g) + ": " + what + " failed: " + message_of(std::current_exception());
-    throw std::runtime_error(g.failure);
-  }
-}
+namespace {
 
 c10d::ReduceOp reduce_op(int op) {
   switch (op) {
@@ -160,7 +150,7 @@ RLX_API int rlx_dist_allreduce(rlx_group* group, void* data, int dtype, int64_t 
 RLX_API int rlx_dist_broadcast_params(rlx_group* group, rlx_model* model, int root) {
   RLX_TRY(-1, {
     auto& g = get_group(group);
-    auto& m = get_model(model);
+    auto& m = whole_model(model, "rlx_dist_broadcast_params");
     require(root >= 0 && root < g.world, "root must be in 0.." + std::to_string(g.world - 1) + ", got " + std::to_string(root));
     at::NoGradGuard no_grad;
     // As raw bytes: bit-exact for every parameter dtype, and every backend supports uint8. The base
@@ -200,7 +190,7 @@ RLX_API int rlx_dist_broadcast_params(rlx_group* group, rlx_model* model, int ro
 RLX_API int rlx_dist_verify_params(rlx_group* group, rlx_model* model) {
   RLX_TRY(-1, {
     auto& g = get_group(group);
-    auto& m = get_model(model);
+    auto& m = whole_model(model, "rlx_dist_verify_params");
     at::NoGradGuard no_grad;
     std::vector<at::Tensor> digests;
     std::vector<std::string> names;

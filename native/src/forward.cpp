@@ -135,77 +135,83 @@ static at::Tensor attend_causal(const Model& m, const at::Tensor& q, const at::T
 
 static int64_t parent_of(const std::vector<int64_t>& parents, size_t i) { return parents.empty() ? -1 : parents[i]; }
 
-at::Tensor forward_packed(Model& m, const at::Tensor& token_ids, const at::Tensor& positions,
-                          const std::vector<int64_t>& sample_lengths, const KVWrite* kv, const std::vector<int64_t>& parents) {
-  const int64_t T = token_ids.size(0);
+RowPlan plan_row(Model& m, const at::Tensor& positions, const std::vector<int64_t>& sample_lengths, const KVWrite* kv,
+                 const std::vector<int64_t>& parents) {
   TORCH_CHECK(parents.empty() || (!kv && parents.size() == sample_lengths.size()), "forward_packed: bad parents");
+  RowPlan row;
+  row.lengths = sample_lengths, row.parents = parents, row.kv = kv;
   auto past_of = [&](size_t i) { return kv ? kv->past_of(i) : 0; };
-  std::vector<int64_t> starts;  // each sample's first token in the row
   int64_t longest = 0;
   for (size_t i = 0, at = 0; i < sample_lengths.size(); at += sample_lengths[i++]) {
-    starts.push_back(static_cast<int64_t>(at));
+    row.starts.push_back(static_cast<int64_t>(at));
     const int64_t p = parent_of(parents, i);
     longest = std::max(longest, sample_lengths[i] + (p >= 0 ? sample_lengths[p] : 0) + past_of(i));
   }
-  auto [cos, sin] = rope_rows(m, positions, longest);
+  std::tie(row.cos, row.sin) = rope_rows(m, positions, longest);
   // Runs of consecutive samples of equal length and the same parent, none continuing cached
   // tokens (each of those attends to its own slot's): [first sample, end sample).
-  std::vector<std::pair<size_t, size_t>> runs;
   for (size_t i = 0, j; i < sample_lengths.size(); i = j) {
     for (j = i + 1; j < sample_lengths.size() && sample_lengths[j] == sample_lengths[i] &&
                     parent_of(parents, j) == parent_of(parents, i) && past_of(i) == 0 && past_of(j) == 0;)
       ++j;
-    runs.emplace_back(i, j);
+    row.runs.emplace_back(i, j);
   }
-  std::vector<at::Tensor> run_slots;  // cache slots of each run's samples, for the K/V writes
-  // Each run's query tokens as cache rows (slot, position), for the short prefill's cache attention.
-  std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> run_rows(runs.size());
+  row.run_rows.resize(row.runs.size());
   if (kv)
-    for (size_t r = 0; r < runs.size(); ++r) {
-      auto [i, j] = runs[r];
-      run_slots.push_back(at::tensor(std::vector<int64_t>(kv->slots.begin() + i, kv->slots.begin() + j), at::kLong).to(m.device));
+    for (size_t r = 0; r < row.runs.size(); ++r) {
+      auto [i, j] = row.runs[r];
+      row.run_slots.push_back(
+          at::tensor(std::vector<int64_t>(kv->slots.begin() + i, kv->slots.begin() + j), at::kLong).to(m.device));
       for (size_t s = i; s < j; ++s)
         for (int64_t t = 0; t < sample_lengths[s]; ++t)
-          run_rows[r].first.push_back(kv->slots[s]), run_rows[r].second.push_back(past_of(s) + t);
+          row.run_rows[r].first.push_back(kv->slots[s]), row.run_rows[r].second.push_back(past_of(s) + t);
     }
-  auto x = at::embedding(m.embed, token_ids);  // [T, hidden]
-  for (size_t l = 0; l < m.layers.size(); ++l) {
-    const Layer& L = m.layers[l];
-    auto [q, k, v] = project_qkv(m, L, rms_norm(m, x, L.input_norm), cos, sin);
-    std::vector<at::Tensor> outs;
-    for (size_t r = 0; r < runs.size(); ++r) {
-      const int64_t n = sample_lengths[runs[r].first], count = static_cast<int64_t>(runs[r].second - runs[r].first);
-      const int64_t start = starts[runs[r].first], p = parent_of(parents, runs[r].first);
-      const bool whole = runs.size() == 1;
-      auto qs = whole ? q : q.narrow(0, start, count * n);
-      auto ks = whole ? k : k.narrow(0, start, count * n), vs = whole ? v : v.narrow(0, start, count * n);
-      const int64_t past = past_of(runs[r].first);
-      if (kv) {
-        at::NoGradGuard no_grad;
-        const int64_t G = ks.size(1), D = ks.size(2);
-        auto& kc = kv->cache->k[l];
-        auto& vc = kv->cache->v[l];
-        kc.narrow(2, past, n).index_copy_(0, run_slots[r], ks.view({count, n, G, D}).permute({0, 2, 1, 3}).to(kc.scalar_type()));
-        vc.narrow(2, past, n).index_copy_(0, run_slots[r], vs.view({count, n, G, D}).permute({0, 2, 1, 3}).to(vc.scalar_type()));
-      }
-      if (kv && n <= kCachePrefill && m.fused_attention && cache_attention_cpu_applies(qs, kv->cache->k[l])) {
-        const auto& [slots, positions] = run_rows[r];
-        outs.push_back(cache_attention_cpu(qs, kv->cache->k[l], kv->cache->v[l], positions, slots));
-      } else if (past > 0) {  // [P, G, D] views of the slot's cached K/V
-        const int64_t slot = kv->slots[runs[r].first];
-        auto cached = [&](const at::Tensor& c) { return c[slot].narrow(1, 0, past).permute({1, 0, 2}).to(qs.scalar_type()); };
-        outs.push_back(attend_causal(m, qs, ks, vs, count, cached(kv->cache->k[l]), cached(kv->cache->v[l])));
-      } else if (p < 0)
-        outs.push_back(attend_causal(m, qs, ks, vs, count));
-      else
-        outs.push_back(attend_causal(m, qs, ks, vs, count, k.narrow(0, starts[p], sample_lengths[p]),
-                                     v.narrow(0, starts[p], sample_lengths[p])));
+  return row;
+}
+
+at::Tensor layer_packed(Model& m, const Layer& L, size_t l, const at::Tensor& x, const RowPlan& row) {
+  const KVWrite* kv = row.kv;
+  auto [q, k, v] = project_qkv(m, L, rms_norm(m, x, L.input_norm), row.cos, row.sin);
+  std::vector<at::Tensor> outs;
+  for (size_t r = 0; r < row.runs.size(); ++r) {
+    const int64_t n = row.lengths[row.runs[r].first], count = static_cast<int64_t>(row.runs[r].second - row.runs[r].first);
+    const int64_t start = row.starts[row.runs[r].first], p = parent_of(row.parents, row.runs[r].first);
+    const bool whole = row.runs.size() == 1;
+    auto qs = whole ? q : q.narrow(0, start, count * n);
+    auto ks = whole ? k : k.narrow(0, start, count * n), vs = whole ? v : v.narrow(0, start, count * n);
+    const int64_t past = kv ? kv->past_of(row.runs[r].first) : 0;
+    if (kv) {
+      at::NoGradGuard no_grad;
+      const int64_t G = ks.size(1), D = ks.size(2);
+      auto& kc = kv->cache->k[l];
+      auto& vc = kv->cache->v[l];
+      kc.narrow(2, past, n).index_copy_(0, row.run_slots[r], ks.view({count, n, G, D}).permute({0, 2, 1, 3}).to(kc.scalar_type()));
+      vc.narrow(2, past, n).index_copy_(0, row.run_slots[r], vs.view({count, n, G, D}).permute({0, 2, 1, 3}).to(vc.scalar_type()));
     }
-    auto attn = outs.size() == 1 ? outs[0] : at::cat(outs, 0);
-    x = x + project(m, L, kLoraO, attn, L.o_proj);
-    x = x + mlp(m, L, x);
+    if (kv && n <= kCachePrefill && m.fused_attention && cache_attention_cpu_applies(qs, kv->cache->k[l])) {
+      const auto& [slots, positions] = row.run_rows[r];
+      outs.push_back(cache_attention_cpu(qs, kv->cache->k[l], kv->cache->v[l], positions, slots));
+    } else if (past > 0) {  // [P, G, D] views of the slot's cached K/V
+      const int64_t slot = kv->slots[row.runs[r].first];
+      auto cached = [&](const at::Tensor& c) { return c[slot].narrow(1, 0, past).permute({1, 0, 2}).to(qs.scalar_type()); };
+      outs.push_back(attend_causal(m, qs, ks, vs, count, cached(kv->cache->k[l]), cached(kv->cache->v[l])));
+    } else if (p < 0)
+      outs.push_back(attend_causal(m, qs, ks, vs, count));
+    else
+      outs.push_back(attend_causal(m, qs, ks, vs, count, k.narrow(0, row.starts[p], row.lengths[p]),
+                                   v.narrow(0, row.starts[p], row.lengths[p])));
   }
-  TORCH_CHECK(x.size(0) == T, "packed forward lost tokens");
+  auto attn = outs.size() == 1 ? outs[0] : at::cat(outs, 0);
+  auto h = x + project(m, L, kLoraO, attn, L.o_proj);
+  return h + mlp(m, L, h);
+}
+
+at::Tensor forward_packed(Model& m, const at::Tensor& token_ids, const at::Tensor& positions,
+                          const std::vector<int64_t>& sample_lengths, const KVWrite* kv, const std::vector<int64_t>& parents) {
+  auto row = plan_row(m, positions, sample_lengths, kv, parents);
+  auto x = at::embedding(m.embed, token_ids);  // [T, hidden]
+  for (size_t l = 0; l < m.layers.size(); ++l) x = layer_packed(m, m.layers[l], l, x, row);
+  TORCH_CHECK(x.size(0) == token_ids.size(0), "packed forward lost tokens");
   return rms_norm(m, x, m.final_norm);
 }
 

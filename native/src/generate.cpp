@@ -51,7 +51,7 @@ using namespace rlx;
 
 RLX_API rlx_gen* rlx_gen_create(rlx_model* model, int slots, int capacity) {
   RLX_TRY(nullptr, {
-    auto& m = get_model(model);
+    auto& m = whole_model(model, "rlx_gen_create");
     require(slots >= 1 && capacity >= 2, "a generator needs slots >= 1 and capacity >= 2");
     c10::InferenceMode inference;
     auto g = std::make_unique<Generator>();
@@ -84,7 +84,7 @@ RLX_API int rlx_gen_free(rlx_gen* gen) {
 RLX_API int rlx_gen_set_model(rlx_gen* gen, rlx_model* model) {
   RLX_TRY(-1, {
     auto& g = get_gen(gen);
-    auto& next = get_model(model);
+    auto& next = whole_model(model, "rlx_gen_set_model");
     auto& now = model_of(g);
     const auto same = [&](const char* field, int64_t a, int64_t b) {
       require(a == b, std::string("rlx_gen_set_model: the new model has ") + field + " = " + std::to_string(b) +

@@ -86,7 +86,7 @@ using namespace rlx;
 
 RLX_API int rlx_model_lora_add(rlx_model* model, int rank, double alpha, double dropout, const char* targets, uint64_t seed) {
   RLX_TRY(-1, {
-    auto& m = get_model(model);
+    auto& m = whole_model(model, "rlx_model_lora_add");
     require(m.lora.rank == 0, "this model already has LoRA adapters (rlx_model_lora_add is called once per model)");
     require(rank >= 1, "LoRA rank must be >= 1, got " + std::to_string(rank));
     require(alpha > 0 && std::isfinite(alpha), "LoRA alpha must be a positive number");

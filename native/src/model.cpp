@@ -1,6 +1,6 @@
 // The model object behind the ABI: the flat config parser, parameter creation with HF names,
 // parameter and gradient copies in and out, per-model options. The math is in forward.cpp.
-#include "model.h"
+#include "shard.h"
 
 #include <map>
 #include <sstream>
@@ -316,7 +316,7 @@ RLX_API const char* rlx_model_params(rlx_model* model) {
 
 RLX_API int rlx_model_set_param(rlx_model* model, const char* name, const void* data, int dtype, const int64_t* shape, int ndim) {
   RLX_TRY(-1, {
-    auto& m = rlx::get_model(model);
+    auto& m = rlx::whole_model(model, "rlx_model_set_param");
     auto& p = rlx::find_param(m, name);
     auto dt = rlx::dtype_from_code(dtype);
     require(data != nullptr, std::string("rlx_model_set_param: data for \"") + name + "\" is null");
@@ -333,6 +333,11 @@ RLX_API int rlx_model_set_param(rlx_model* model, const char* name, const void* 
 RLX_API int rlx_model_get_param(rlx_model* model, const char* name, void* out, int dtype, int64_t nbytes) {
   RLX_TRY(-1, {
     auto& m = rlx::get_model(model);
+    if (rlx::is_sliced(m) && !m.lora.index.count(name ? name : "")) {
+      require(name != nullptr, "parameter name is null");
+      rlx::copy_out(rlx::gather_param(m, name), name, out, dtype, nbytes);  // collective
+      return 0;
+    }
     rlx::copy_out(rlx::find_param(m, name), name, out, dtype, nbytes);
     return 0;
   })
@@ -340,7 +345,7 @@ RLX_API int rlx_model_get_param(rlx_model* model, const char* name, void* out, i
 
 RLX_API int rlx_model_get_merged_param(rlx_model* model, const char* name, void* out, int dtype, int64_t nbytes) {
   RLX_TRY(-1, {
-    auto& m = rlx::get_model(model);
+    auto& m = rlx::whole_model(model, "rlx_model_get_merged_param");
     auto& p = rlx::find_param(m, name);
     require(!m.lora.index.count(name), std::string("\"") + name + "\" is an adapter tensor, not a base parameter");
     auto merged = rlx::merged_weight(m, name);
@@ -351,7 +356,7 @@ RLX_API int rlx_model_get_merged_param(rlx_model* model, const char* name, void*
 
 RLX_API int rlx_model_get_grad(rlx_model* model, const char* name, void* out, int dtype, int64_t nbytes) {
   RLX_TRY(-1, {
-    auto& m = rlx::get_model(model);
+    auto& m = rlx::whole_model(model, "rlx_model_get_grad");
     auto& p = rlx::find_param(m, name);
     rlx::copy_out(p.grad().defined() ? p.grad() : at::zeros_like(p), name, out, dtype, nbytes);
     return 0;
@@ -361,8 +366,11 @@ RLX_API int rlx_model_get_grad(rlx_model* model, const char* name, void* out, in
 RLX_API int rlx_model_zero_grad(rlx_model* model) {
   RLX_TRY(-1, {
     auto& m = rlx::get_model(model);
-    for (auto& [name, p] : m.params) p.mutable_grad().reset();
+    for (auto& [name, p] : m.params)
+      if (p.defined()) p.mutable_grad().reset();
     for (auto& [name, p] : m.lora.params) p.mutable_grad().reset();
+    if (m.shards)
+      for (auto& u : m.shards->units) u.local.mutable_grad().reset();
     *m.nonfinite_loss = false;
     return 0;
   })

@@ -68,6 +68,8 @@ struct KVCache {
   int64_t slots = 0, capacity = 0;
 };
 
+struct Shards;  // shard.h
+
 struct Model {
   ModelConfig cfg;
   at::ScalarType dtype = at::kFloat;
@@ -90,6 +92,8 @@ struct Model {
   Lora lora;
   // True inside a train step's forward (LoRA dropout applies only there).
   bool training = false;
+  // Set by rlx_model_shard: the layout and this rank's slices (shard.h); null when whole.
+  std::shared_ptr<Shards> shards;
 
   // What the optimizer updates and the gradient all-reduce sums: the adapters when LoRA is on.
   const std::vector<std::pair<std::string, at::Tensor>>& trainable() const { return lora.rank ? lora.params : params; }
@@ -112,6 +116,8 @@ struct Model {
 };
 
 Model& get_model(void* handle);
+// get_model for a call that needs the whole weights: a model sharded "full" is refused, naming `what`.
+Model& whole_model(void* handle, const char* what);
 at::ScalarType dtype_from_code(int code);
 
 // Enables bf16 autocast for the model's device type while alive, if the model asks for it.
@@ -158,6 +164,25 @@ struct KVWrite {
   std::vector<int64_t> past;
   int64_t past_of(size_t s) const { return past.empty() ? 0 : past[s]; }
 };
+
+// A packed row's attention plan, made once and read by every layer: each sample's first token,
+// runs of consecutive samples of equal length and parent that attend as one batched block, the
+// rotary rows of every token, and where K/V are written.
+struct RowPlan {
+  std::vector<int64_t> lengths, parents, starts;
+  std::vector<std::pair<size_t, size_t>> runs;  // [first sample, end sample)
+  const KVWrite* kv = nullptr;
+  std::vector<at::Tensor> run_slots;  // cache slots of each run's samples
+  // Each run's query tokens as cache rows (slot, position), for the short prefill's cache attention.
+  std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> run_rows;
+  at::Tensor cos, sin;
+};
+RowPlan plan_row(Model& m, const at::Tensor& positions, const std::vector<int64_t>& sample_lengths, const KVWrite* kv,
+                 const std::vector<int64_t>& parents);
+
+// Layer l of a packed row, with parameters L (the model's own, or a gathered shard's): x [T, hidden]
+// -> [T, hidden]. forward_packed is the embedding, this for every layer, and the final norm.
+at::Tensor layer_packed(Model& m, const Layer& L, size_t l, const at::Tensor& x, const RowPlan& row);
 
 // Hidden states after the final norm, [T, hidden], for one packed row: token_ids and positions
 // are [T] int64 on the model's device; sample_lengths sum to T. Attention never crosses samples,

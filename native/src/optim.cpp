@@ -5,7 +5,13 @@
 // freeing the model first leaves it valid rather than dangling. Moments are kept in float32 for
 // low-precision parameters (float64 for float64 models) and bf16/f16 parameters are updated in
 // float32 and rounded once, so small updates are not lost to bf16 rounding of the moments.
-#include "model.h"
+//
+// On a sharded model (shard.h) the parameters are this rank's slices: the squared norm and the
+// non-finite mark are summed over the ranks, so clipping and skipping decide alike everywhere, and
+// AdamW, elementwise, updates each slice exactly as it would the whole. In "optimizer" mode the
+// whole gradients are reduce-scattered into the slices first and the updated slices all-gathered
+// into the whole parameters after.
+#include "shard.h"
 
 namespace rlx {
 namespace {
@@ -16,12 +22,17 @@ struct Optimizer {
   int64_t step = 0;
   at::ScalarType state_dtype = at::kFloat;
   std::shared_ptr<bool> nonfinite_loss;
+  Model* sharded = nullptr;  // the model whose slices these are (freed after this optimizer)
 };
+
+bool optimizer_mode(const Optimizer& o) { return o.sharded && o.sharded->shards->mode == ShardMode::Optimizer; }
 
 Optimizer& get_optim(void* handle) { return *get<Optimizer>(handle, Kind::Optimizer); }
 
 void zero_grads(Optimizer& o) {
   for (auto& p : o.params) p.mutable_grad().reset();
+  if (optimizer_mode(o))
+    for (auto& [name, p] : o.sharded->params) p.mutable_grad().reset();
   *o.nonfinite_loss = false;
 }
 
@@ -50,7 +61,14 @@ RLX_API rlx_optim* rlx_optim_create(rlx_model* model, double beta1, double beta2
     o->beta1 = beta1, o->beta2 = beta2, o->eps = eps, o->weight_decay = weight_decay;
     o->state_dtype = m.dtype == at::kDouble ? at::kDouble : at::kFloat;
     o->nonfinite_loss = m.nonfinite_loss;
-    for (auto& [name, p] : m.trainable()) {
+    std::vector<at::Tensor> params;
+    if (m.shards && !m.shards->frozen) {
+      o->sharded = &m;
+      for (auto& u : m.shards->units) params.push_back(u.local);
+    } else {
+      for (auto& [name, p] : m.trainable()) params.push_back(p);
+    }
+    for (auto& p : params) {
       o->params.push_back(p);
       o->exp_avg.push_back(at::zeros_like(p, p.options().dtype(o->state_dtype)));
       o->exp_avg_sq.push_back(at::zeros_like(p, p.options().dtype(o->state_dtype)));
@@ -82,10 +100,15 @@ RLX_API int rlx_optim_step(rlx_optim* optim, double lr, double max_grad_norm, do
     require(out != nullptr && n_out == RLX_OPTIM_OUT_LEN, "rlx_optim_step: out must hold RLX_OPTIM_OUT_LEN doubles");
     require(lr >= 0 && std::isfinite(lr), "learning rate must be finite and >= 0");
     at::NoGradGuard no_grad;
+    if (optimizer_mode(o)) slices_from_grads(*o.sharded);
     std::vector<at::Tensor> norms;
     for (auto& p : o.params)
       if (p.grad().defined()) norms.push_back(at::linalg_vector_norm(p.grad(), 2, {}, false, at::kDouble));
     double grad_norm = norms.empty() ? 0.0 : at::stack(norms).norm().item<double>();
+    if (o.sharded) {
+      grad_norm = std::sqrt(all_sum(*o.sharded, grad_norm * grad_norm));
+      if (all_sum(*o.sharded, *o.nonfinite_loss ? 1.0 : 0.0) > 0) *o.nonfinite_loss = true;
+    }
     out[RLX_OPTIM_GRAD_NORM] = grad_norm;
     if (!std::isfinite(grad_norm) || *o.nonfinite_loss) {
       out[RLX_OPTIM_SKIPPED] = 1;
@@ -112,6 +135,7 @@ RLX_API int rlx_optim_step(rlx_optim* optim, double lr, double max_grad_norm, do
       w.mul_(1 - lr * o.weight_decay).addcdiv_(m, denom, -lr / bias1);
       if (!exact) p.copy_(w);
     }
+    if (optimizer_mode(o)) params_from_slices(*o.sharded);
     out[RLX_OPTIM_SKIPPED] = 0;
     out[RLX_OPTIM_STEP] = static_cast<double>(o.step);
     zero_grads(o);

@@ -77,7 +77,7 @@ void write_row(const RowScores& r, const std::vector<int64_t>& row, int64_t row_
 
 int score_packed(void* model, int64_t total, const int32_t* token_ids, const int32_t* lengths, int n,
                  const float* temperatures, int64_t row_tokens, const ScoreOutputs& o) {
-  auto& m = get_model(model);
+  auto& m = whole_model(model, "rlx_score");
   require(n >= 1 && lengths && o.logprobs, "rlx_score: n must be >= 1 and lengths, out_logprobs non-null");
   require(o.k >= 0 && o.k <= m.cfg.vocab_size,
           "rlx_score_top: k = " + std::to_string(o.k) + " must be in 0..vocab_size (" + std::to_string(m.cfg.vocab_size) + ")");

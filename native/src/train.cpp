@@ -23,6 +23,7 @@
 #include "abi.h"
 #include "model.h"
 #include "step_loss.h"
+#include "trunk.h"
 
 namespace rlx {
 namespace {
@@ -60,6 +61,16 @@ std::vector<int64_t> sample_parents_of(const int32_t* parents, const std::vector
 int n_envs_of(const rlx_batch& b) {
   require(b.n_envs >= 0 && b.n_envs <= INT32_MAX, "n_envs = " + std::to_string(b.n_envs) + " must be >= 0");
   return static_cast<int>(b.n_envs);
+}
+
+// The batch names the group a sharded model's slices are spread over, or none for a whole model.
+void check_shard_group(const Model& m, const rlx_batch& b) {
+  if (!m.shards) {
+    require(b.shard_group == nullptr, "rlx_batch.shard_group is set but the model is not sharded (rlx_model_shard)");
+    return;
+  }
+  require(b.shard_group == m.shards->group,
+          "rlx_batch.shard_group must be the group the model was sharded over (rlx_model_shard)");
 }
 
 int distill_k_of(const rlx_batch& b) {
@@ -175,9 +186,14 @@ RLX_API int rlx_train_step(rlx_model* model, const rlx_batch* batch, const rlx_l
     auto d = make_distill({b.distill_weights, b.distill_betas, distill_k_of(b), b.distill_ids, b.distill_logprobs}, T,
                           m.cfg.vocab_size, valid, cd);
 
+    check_shard_group(m, b);
+    require(b.activation_checkpointing == 0 || b.activation_checkpointing == 1,
+            "rlx_batch.activation_checkpointing must be 0 or 1, got " + std::to_string(b.activation_checkpointing));
+
     AutocastScope autocast(m);
     TrainingScope training(m);
-    auto hidden = forward_packed(m, ids, packed_positions(m, lengths, parents), lengths, nullptr, parents);
+    Trunk trunk(m, b.activation_checkpointing == 1);
+    auto hidden = trunk.forward(ids, packed_positions(m, lengths, parents), lengths, parents);
     // Token t is predicted from hidden state t-1 (within its sample; t = 0 and sample starts are not valid).
     auto hidden_leaf = hidden.detach().narrow(0, 0, T - 1).requires_grad_(true);
     auto labels = ids.narrow(0, 1, T - 1), temps = s.temps.narrow(0, 1, T - 1);
@@ -203,6 +219,7 @@ RLX_API int rlx_train_step(rlx_model* model, const rlx_batch* batch, const rlx_l
     write_metrics(out, s, n_envs, metrics, n_metrics);
     if (!std::isfinite(out.loss.item<double>())) {
       *m.nonfinite_loss = true;  // the optimizer skips this step; no backward through NaN
+      if (trunk.sliced()) trunk.backward(at::zeros_like(hidden));  // the other ranks' gathers need this one's
       return 0;
     }
     if (d.present()) {
@@ -212,7 +229,10 @@ RLX_API int rlx_train_step(rlx_model* model, const rlx_batch* batch, const rlx_l
       auto grad_lp = torch::autograd::grad({out.loss}, {lp})[0].narrow(0, 1, T - 1);
       lm_head_backward(m, hidden_leaf, labels, temps, grad_lp);
     }
-    if (hidden_leaf.grad().defined()) hidden.narrow(0, 0, T - 1).backward(hidden_leaf.grad());
+    if (hidden_leaf.grad().defined())
+      trunk.backward(at::cat({hidden_leaf.grad(), at::zeros({1, hidden.size(1)}, hidden_leaf.grad().options())}));
+    else if (trunk.sliced())
+      trunk.backward(at::zeros_like(hidden));
     return 0;
   })
 }

@@ -29,6 +29,8 @@ export const BATCH_FIELDS = [
   ["distill_ids", "ptr"],
   ["distill_logprobs", "ptr"],
   ["env_index", "ptr"],
+  ["shard_group", "ptr"],
+  ["activation_checkpointing", "i64"],
 ] as const satisfies FieldList;
 
 export const LOSS_FIELDS = [
@@ -68,7 +70,8 @@ export function layoutOf(fields: FieldList): StructLayout {
 
 type NameOf<F extends FieldList> = Exclude<F[number][0], "size">;
 type PointerTarget = Int32Array | Uint8Array | Float32Array | Float64Array;
-/** A value per field (its size is written by the packer): numbers, or the arrays pointers point at. */
+/** A value per field (its size is written by the packer): numbers, or the arrays pointers point at
+ * (a pointer field given a number takes it as the address: a shim handle). */
 export type StructValues<F extends FieldList> = { [K in NameOf<F>]?: number | PointerTarget | null };
 
 // Where an empty array points: bun:ffi takes no address of a zero-length view, and NULL would mean
@@ -91,8 +94,9 @@ export function packStruct<F extends FieldList>(
     if (at + FIELD_BYTES > bytes) return;
     const value = name === "size" ? bytes : (values as Record<string, number | PointerTarget | null | undefined>)[name];
     if (kind === "ptr") {
-      const target = value as PointerTarget | null | undefined;
-      const address = target ? ptr(target.length > 0 ? target : EMPTY) : 0;
+      // an array is pointed at; a number is an address already (a shim handle)
+      const target = value as PointerTarget | number | null | undefined;
+      const address = typeof target === "number" ? target : target ? ptr(target.length > 0 ? target : EMPTY) : 0;
       view.setBigUint64(at, BigInt(address), true);
     } else if (kind === "i64") view.setBigInt64(at, BigInt((value as number | undefined) ?? 0), true);
     else view.setFloat64(at, (value as number | undefined) ?? 0, true);

@@ -13,7 +13,7 @@
 import type { Pointer } from "bun:ffi";
 import { NativeError } from "../errors.ts";
 import { check, loadNative, native } from "./ffi.ts";
-import { cstr, type NativeModel } from "./model.ts";
+import { cstr, type NativeModel, SHARD_MODE_CODE, type ShardMode } from "./model.ts";
 
 export type DistBackend = "gloo" | "nccl";
 
@@ -121,6 +121,13 @@ export class ProcessGroup {
       native().rlx_dist_verify_params(this.handle, model.handle),
       "load the same weights on every rank, or broadcastParams from rank 0",
     );
+  }
+
+  /** Cuts the model into slices over this group (rlx.h, "Sharded training"): right after
+   * loading, before its optimizer is created. Every later train and optimizer step is collective. */
+  shard(model: NativeModel, mode: Exclude<ShardMode, "none">): void {
+    this.#call(native().rlx_model_shard(model.handle, this.handle, SHARD_MODE_CODE[mode]), "shard right after loading");
+    model.shardGroup = this.handle;
   }
 
   barrier(): void {

@@ -106,6 +106,19 @@ export function shimConfigJson(config: ShimModelConfig): string {
   return JSON.stringify(flat);
 }
 
+/** trainer.shard: how a trainer rank's weights, gradients and AdamW state are spread over the ranks. */
+export type ShardMode = "none" | "optimizer" | "full";
+export const SHARD_MODE_CODE: Record<Exclude<ShardMode, "none">, number> = { optimizer: 1, full: 2 };
+
+/** rlx_model_shard_layout: each unit's flat (numel, per-rank chunk) and where its parameters lie in it. */
+export interface ShardLayout {
+  mode: Exclude<ShardMode, "none">;
+  rank: number;
+  world: number;
+  dtype: string;
+  units: { name: string; numel: number; chunk: number; params: { name: string; offset: number; shape: number[] }[] }[];
+}
+
 export class NativeModel {
   #handle: Pointer | null;
   readonly config: ShimModelConfig;
@@ -114,6 +127,10 @@ export class NativeModel {
   #params: ParamInfo[] | null = null;
   #loraParams: ParamInfo[] | null = null;
   #lora: LoraSpec | null = null;
+  /** Set by ProcessGroup.shard: the group every train step names (rlx_batch.shard_group). */
+  shardGroup: Pointer | null = null;
+  /** trainer.activation_checkpointing: each layer recomputed in the backward (always so with "full"). */
+  activationCheckpointing = false;
 
   private constructor(handle: Pointer, config: ShimModelConfig, dtype: DType, device: string) {
     this.#handle = handle;
@@ -232,6 +249,28 @@ export class NativeModel {
 
   zeroGrad(): void {
     check(this.lib, this.lib.rlx_model_zero_grad(this.handle));
+  }
+
+  /** Where every parameter lies in its unit and this rank's slice of each (a sharded model only). */
+  shardLayout(): ShardLayout {
+    return JSON.parse(String(check(this.lib, this.lib.rlx_model_shard_layout(this.handle)))) as ShardLayout;
+  }
+
+  /** This rank's slice of unit `unit`, as raw bytes of the model's dtype. */
+  readSlice(unit: number): Uint8Array {
+    const out = new Uint8Array(this.shardLayout().units[unit]!.chunk * DTYPE_BYTES[this.dtype]);
+    check(this.lib, this.lib.rlx_model_shard_local(this.handle, unit, out, out.byteLength, 0));
+    return out;
+  }
+
+  /** Overwrites this rank's slice of unit `unit`; then gatherSlices() (collective) for "optimizer". */
+  writeSlice(unit: number, data: Uint8Array): void {
+    check(this.lib, this.lib.rlx_model_shard_local(this.handle, unit, data, data.byteLength, 1));
+  }
+
+  /** "optimizer": the slices all-gathered into the whole parameters; "full": nothing. Collective. */
+  gatherSlices(): void {
+    check(this.lib, this.lib.rlx_model_shard_gather(this.handle));
   }
 
   setOption(name: ModelOption, value: number | boolean): void {

@@ -58,6 +58,10 @@ export const symbols = {
   rlx_dist_broadcast_params: { args: [ptr, ptr, i32], returns: i32 },
   rlx_dist_verify_params: { args: [ptr, ptr], returns: i32 },
   rlx_dist_barrier: { args: [ptr], returns: i32 },
+  rlx_model_shard: { args: [ptr, ptr, i32], returns: i32 },
+  rlx_model_shard_layout: { args: [ptr], returns: cstring },
+  rlx_model_shard_local: { args: [ptr, i32, ptr, i64, i32], returns: i32 },
+  rlx_model_shard_gather: { args: [ptr], returns: i32 },
 } as const;
 
-export const ABI_VERSION = 8;
+export const ABI_VERSION = 9;

@@ -87,7 +87,7 @@ export function lossStruct(s: LossSettings): Uint8Array {
 }
 
 /** The row's streams as rlx.h's rlx_batch values (the arrays stay referenced by `row`). */
-function batchValues(row: OptionalStreams & Partial<TrainRow>, T: number, nEnvs: number) {
+function batchValues(row: OptionalStreams & Partial<TrainRow>, T: number, nEnvs: number, model?: NativeModel) {
   return {
     n_tokens: T,
     n_samples: row.sampleLengths?.length ?? 0,
@@ -109,6 +109,8 @@ function batchValues(row: OptionalStreams & Partial<TrainRow>, T: number, nEnvs:
     distill_ids: row.distillIds,
     distill_logprobs: row.distillLogprobs,
     env_index: row.envIndex,
+    shard_group: model?.shardGroup ?? 0,
+    activation_checkpointing: model?.activationCheckpointing ? 1 : 0,
   };
 }
 
@@ -178,7 +180,7 @@ export function trainStep(model: NativeModel, row: TrainRow, loss: LossSettings,
   if (row.envIndex === undefined && nEnvs !== 0) throw new NativeError("nEnvs > 0 needs envIndex");
   const out = new Float64Array(METRIC_FIELDS.length * (1 + nEnvs));
   const lib = native();
-  check(lib, lib.rlx_train_step(model.handle, batchStruct(row, T, nEnvs), lossStruct(loss), out, out.length));
+  check(lib, lib.rlx_train_step(model.handle, packStruct(BATCH_FIELDS, batchValues(row, T, nEnvs, model)), lossStruct(loss), out, out.length));
   return metricsOf(out, nEnvs);
 }
 

@@ -8,12 +8,15 @@
 //   2. forward + backward of its rows, gradients accumulating locally;
 //   3. in the Learner's optimizer step: the gradient all-reduce (a SUM: with global denominators
 //      that is the single-rank gradient), then clipping and AdamW, identical on every rank, so the
-//      weights stay identical without a broadcast;
+//      weights stay identical without a broadcast. A sharded model (trainer.shard) has no
+//      all-reduce here: its gradients reach the slices by reduce-scatter inside the shim (the
+//      train step's for "full", the optimizer step's for "optimizer"), except LoRA adapters,
+//      which stay whole;
 //   4. the metric sums all-reduced too, so every rank (rank 0 logs) reports the whole step.
 //
 // The hook point is the Learner (src/trainer/step.ts): wrapping its optimizerStep keeps the step
 // driver unaware of ranks, and the pure-TS and native policies alike get the same all-reduce.
-import type { NativeModel } from "../native/model.ts";
+import type { NativeModel, ShardMode } from "../native/model.ts";
 import { RlxError } from "../errors.ts";
 import { type BalanceOptions, balanceStep, type CostModel } from "./balance.ts";
 import type { PackedRow, PackedStep } from "../data/pack.ts";
@@ -42,6 +45,8 @@ export interface DataParallel {
   cost: CostModel;
   balance?: BalanceOptions;
   bucketBytes?: number;
+  /** trainer.shard (default "none"). */
+  shard?: ShardMode;
 }
 
 /** This rank's rows of a step: the same plan on every rank, its own share of it. */
@@ -77,7 +82,7 @@ export function allReducingLearner(learner: Learner, dp: DataParallel): Learner 
   return {
     trainRow: (row, numEnvs, n, loss) => learner.trainRow(row, numEnvs, n, loss),
     optimizerStep(lr, maxGradNorm) {
-      dp.group.allreduceGrads(dp.model, dp.bucketBytes);
+      if ((dp.shard ?? "none") === "none" || dp.model.lora) dp.group.allreduceGrads(dp.model, dp.bucketBytes);
       return learner.optimizerStep(lr, maxGradNorm);
     },
   };
