@@ -271,6 +271,31 @@ int rlx_score_top(rlx_model* model, int64_t total, const int32_t* token_ids, con
                   int32_t* out_top_ids, float* out_top_logprobs);
 
 /* ---- distributed (data-parallel trainer ranks over c10d) --------------------------------- */
+
+/* Whether this shim has the backend ("gloo" or "nccl"): 1 yes, 0 no. */
+int rlx_dist_available(const char* backend);
+/* A process group of world_size ranks joined by a c10d store: "tcp" (address = host, rank 0 serves
+ * on port) or "file" (a path every rank sees, fresh). timeout_ms bounds the rendezvous and every
+ * collective: a rank that dies or never arrives is an error naming it, never a hang, and the group
+ * then refuses further calls. A backend not compiled in is an error saying so. */
+rlx_group* rlx_dist_create(const char* backend, const char* store, const char* address, int port, int rank, int world_size,
+                           int64_t timeout_ms);
+int rlx_dist_free(rlx_group* group);
+/* Sums every parameter's gradient over the ranks in place (SUM: losses are divided by global
+ * counts), in buckets of about bucket_bytes (<= 0: 25 MiB); a non-finite-loss mark spreads to all. */
+int rlx_dist_allreduce_grads(rlx_group* group, rlx_model* model, int64_t bucket_bytes);
+#define RLX_I64 4 /* int64: rlx_dist_allreduce only */
+#define RLX_DIST_SUM 0
+#define RLX_DIST_MIN 1
+#define RLX_DIST_MAX 2
+/* Reduces n values (RLX_F32, RLX_F64 or RLX_I64) in place over the ranks with RLX_DIST_*. */
+int rlx_dist_allreduce(rlx_group* group, void* data, int dtype, int64_t n, int op);
+/* Copies root's parameters to every rank (bit-exact, any dtype). */
+int rlx_dist_broadcast_params(rlx_group* group, rlx_model* model, int root);
+/* 0 when every rank holds bit-identical parameters, else an error naming how many differ and one. */
+int rlx_dist_verify_params(rlx_group* group, rlx_model* model);
+int rlx_dist_barrier(rlx_group* group);
+
 /* Sharded training (docs/scaling.md, "Sharded training"). A unit (the embedding, one layer, the
  * final norm with an untied LM head) is flattened as stored and padded to a multiple of the world
  * size; rank r keeps elements [r * chunk, (r + 1) * chunk) of each: its slices.
@@ -298,30 +323,6 @@ int rlx_model_shard_local(rlx_model* model, int unit, void* data, int64_t nbytes
 /* RLX_SHARD_OPTIMIZER: all-gathers the slices into the whole parameters (after writing slices);
  * RLX_SHARD_FULL: nothing. Collective. */
 int rlx_model_shard_gather(rlx_model* model);
-
-/* Whether this shim has the backend ("gloo" or "nccl"): 1 yes, 0 no. */
-int rlx_dist_available(const char* backend);
-/* A process group of world_size ranks joined by a c10d store: "tcp" (address = host, rank 0 serves
- * on port) or "file" (a path every rank sees, fresh). timeout_ms bounds the rendezvous and every
- * collective: a rank that dies or never arrives is an error naming it, never a hang, and the group
- * then refuses further calls. A backend not compiled in is an error saying so. */
-rlx_group* rlx_dist_create(const char* backend, const char* store, const char* address, int port, int rank, int world_size,
-                           int64_t timeout_ms);
-int rlx_dist_free(rlx_group* group);
-/* Sums every parameter's gradient over the ranks in place (SUM: losses are divided by global
- * counts), in buckets of about bucket_bytes (<= 0: 25 MiB); a non-finite-loss mark spreads to all. */
-int rlx_dist_allreduce_grads(rlx_group* group, rlx_model* model, int64_t bucket_bytes);
-#define RLX_I64 4 /* int64: rlx_dist_allreduce only */
-#define RLX_DIST_SUM 0
-#define RLX_DIST_MIN 1
-#define RLX_DIST_MAX 2
-/* Reduces n values (RLX_F32, RLX_F64 or RLX_I64) in place over the ranks with RLX_DIST_*. */
-int rlx_dist_allreduce(rlx_group* group, void* data, int dtype, int64_t n, int op);
-/* Copies root's parameters to every rank (bit-exact, any dtype). */
-int rlx_dist_broadcast_params(rlx_group* group, rlx_model* model, int root);
-/* 0 when every rank holds bit-identical parameters, else an error naming how many differ and one. */
-int rlx_dist_verify_params(rlx_group* group, rlx_model* model);
-int rlx_dist_barrier(rlx_group* group);
 
 #ifdef __cplusplus
 }

@@ -81,6 +81,17 @@ function checkSamplerBlock(sampler: SamplerConfig, site: PluginSite, orch: RawCo
   checkPluginFile(sampler.path, keySite(site, "path"));
 }
 
+/** shard = "optimizer" shards AdamW state of full fine-tuning; LoRA adapters' is a few MB. */
+function checkShard(config: RawConfig, source: string): void {
+  if (config.trainer.shard === "optimizer" && config.model.lora)
+    throw new ConfigError(`${source}: trainer.shard: "optimizer" shards the AdamW state of full fine-tuning`, {
+      fix: 'with [model.lora] use shard = "full" (the frozen base is sliced, the adapters stay whole) or "none"',
+    });  if (config.trainer.shard === "full" && config.model.lora?.merged)
+    throw new ConfigError(`${source}: model.lora.merged: a trainer sharded "full" has no whole base weights to merge into`, {
+      fix: 'set trainer.shard = "none" to publish merged weights, or drop merged (the adapters are published)',
+    });
+}
+
 /** What `deterministic = true` needs: no step overlaps another, and one CPU process computes each side. */
 function checkDeterministic(config: RawConfig, source: string): void {
   if (!config.deterministic) return;
@@ -151,6 +162,7 @@ export function resolveConfig(config: RawConfig, source: string): Resolution {
   const warnings: string[] = [];
   const orch = config.orchestrator;
   checkDeterministic(config, source);
+  checkShard(config, source);
   checkEngine(config, source);
   const run = runView(config);
   const defaultAlgo = parseAlgoConfig(orch.algo, { source, path: ["orchestrator", "algo"] });

@@ -129,6 +129,13 @@ export const configSchema = z.strictObject({
       share_cores: z.boolean().default(true),
       /** Data-parallel trainer ranks (c10d); `rlx train --nproc N` sets it. docs/scaling.md. */
       world_size: positiveInt.default(1),
+      /** What the ranks split (docs/scaling.md, "Sharded training"): "none", every rank a whole
+       * replica; "optimizer" (ZeRO-1), the AdamW state and float32 masters; "full" (ZeRO-3),
+       * weights, gradients and AdamW state, each layer gathered while it computes. */
+      shard: z.enum(["none", "optimizer", "full"]).default("none"),
+      /** Keep each layer's input and recompute the layer in the backward: less activation memory
+       * for about a third more compute. Always on with shard = "full". */
+      activation_checkpointing: z.boolean().default(false),
       /** How the ranks meet (only read when world_size > 1). */
       dist: z
         .strictObject({

@@ -25,7 +25,8 @@
 // passes the gradient all-reduce, so rank 0 cannot delete it under another rank. The AdamW state
 // is identical on every rank (same summed gradient, same update), so rank 0's checkpoint restores
 // them all.
-import { existsSync, mkdirSync } from "node:fs";
+import { existsSync, mkdirSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { ResolvedConfig } from "../config/resolve.ts";
 import { RlxError } from "../errors.ts";
@@ -39,7 +40,7 @@ import { costModelOf } from "./balance.ts";
 import { batchPath } from "../rundir/paths.ts";
 import { readStepBatch } from "../rundir/step_file.ts";
 import { isCheckpointStep, readCheckpoint } from "../rundir/checkpoint.ts";
-import { checkpoint, publishStep, type Trained } from "./publish.ts";
+import { checkpoint, followPublish, publishStep, type Trained } from "./publish.ts";
 import { trainStepOnRank } from "./ranks.ts";
 import { learningRate } from "./schedule.ts";
 import { nativeLearner, type Learner, trainStep } from "./step.ts";
@@ -105,6 +106,14 @@ async function joinGroup(opts: TrainerOptions, rank: number): Promise<ProcessGro
   });
 }
 
+/** The one-rank group a sharded trainer of world_size 1 slices over (a file store of its own). */
+async function soloGroup(t: ResolvedConfig["trainer"]): Promise<ProcessGroup> {
+  const path = join(tmpdir(), `rlx-trainer-${process.pid}.store`);
+  rmSync(path, { force: true });
+  const backend = t.dist.backend === "auto" ? (t.device.startsWith("cuda") ? "nccl" : "gloo") : t.dist.backend;
+  return ProcessGroup.create({ rank: 0, worldSize: 1, store: { type: "file", path }, backend });
+}
+
 /** Throws unless every rank restored the same optimizer state (weights: verifyParams). */
 function verifyOptimizerState(group: ProcessGroup, image: Uint8Array): void {
   const digest = BigInt64Array.of(BigInt.asIntN(64, BigInt(Bun.hash(image))));
@@ -140,7 +149,7 @@ export async function runTrainer(opts: TrainerOptions): Promise<void> {
   const onGpu = t.device.startsWith("cuda");
   const who = t.world_size > 1 ? `trainer rank ${rank}` : "trainer";
   // join first: a rank that cannot reach the others fails before the slow model load
-  using group = t.world_size > 1 ? await joinGroup(opts, rank) : null;
+  using group = t.world_size > 1 ? await joinGroup(opts, rank) : t.shard !== "none" ? await soloGroup(t) : null;
   if (lead) mkdirSync(join(runDir, "weights"), { recursive: true });
 
   // float32 masters for full fine-tuning; with [model.lora] the frozen base stays in model.dtype
@@ -151,6 +160,12 @@ export async function runTrainer(opts: TrainerOptions): Promise<void> {
   // seed on every rank gives every rank the same initial adapters
   ensureLora(model, config.model.lora, config.seed, "config.resolved.toml");
   if (t.precision === "bf16-autocast") model.setOption("autocast_bf16", true);
+  if (group) group.verifyParams(model); // the whole weights, before any rank keeps only its slices
+  if (t.shard !== "none") {
+    if (restored) throw new RlxError("resuming a sharded run is not built yet", { fix: "resume with trainer.shard = \"none\"" });
+    group!.shard(model, t.shard);
+  }
+  model.activationCheckpointing = t.activation_checkpointing;
   const [beta1, beta2] = t.optim.betas;
   using optimizer = NativeOptimizer.create(model, {
     beta1,
@@ -159,13 +174,10 @@ export async function runTrainer(opts: TrainerOptions): Promise<void> {
     weightDecay: t.optim.weight_decay,
   });
   if (restored) optimizer.loadState(restored.optimizerState());
-  if (group) {
-    group.verifyParams(model);
-    if (restored) verifyOptimizerState(group, optimizer.saveState());
-  }
+  if (group && restored) verifyOptimizerState(group, optimizer.saveState());
   const cores = CoreShare.fromEnv("trainer");
   const learner = cores ? sharingCores(nativeLearner(model, optimizer), cores) : nativeLearner(model, optimizer);
-  const dp = group ? { group, model, cost: costModelOf(model.config) } : null;
+  const dp = group ? { group, model, cost: costModelOf(model.config), shard: t.shard } : null;
   log(
     `${who}: ${sourceDir} loaded, training steps ${startStep}..${config.max_steps}${group ? ` (${group.worldSize} ranks, ${group.backend})` : ""}`,
   );
@@ -207,6 +219,7 @@ export async function runTrainer(opts: TrainerOptions): Promise<void> {
         Object.assign(result.metrics, { "memory/peak_gib": memory.peak, "memory/reserved_gib": memory.reserved });
       }
       if (!lead) {
+        if (t.shard === "full") followPublish(model, config); // the gathers rank 0's publishing runs
         log(
           `${who}: step ${step} loss ${result.metrics.loss?.toFixed(4)} micro_batches ${result.metrics.micro_batches} ${((performance.now() - trainStart) / 1000).toFixed(2)}s`,
         );

@@ -70,6 +70,15 @@ export function publishStep(
   return published;
 }
 
+/** On a rank other than 0 of a model sharded "full": the collective gathers of rank 0's
+ * publishing (saveModel reads every parameter, in the order writeSafetensorsDir writes them: by
+ * name), each gathered and dropped. LoRA publishes the whole adapters and needs none. */
+export function followPublish(model: NativeModel, config: ResolvedConfig): void {
+  if (model.lora) return;
+  const names = model.params().map((p) => p.name);
+  for (const name of names.sort()) model.getParam(name, config.model.dtype);
+}
+
 /** Writes `checkpoints/step_N/` for a trained step (and prunes to ckpt.keep). */
 export function checkpoint(t: Trained): string {
   return diskWrite(`writing the checkpoint ${checkpointDir(t.runDir, t.step)}`, () =>

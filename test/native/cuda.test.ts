@@ -8,7 +8,9 @@
 //   - the fused SDPA path agrees with the hand-written attention;
 //   - a shared-prefix row (SDPA with an explicit mask) gives the whole samples' loss and gradients,
 //     and a tool episode's next turn from kept K/V gives a full prefill's tokens and logprobs;
-//   - the caching allocator's peak is reported, and NCCL runs a one-rank all-reduce.
+//   - the caching allocator's peak is reported, and NCCL runs a one-rank all-reduce;
+//   - a step sharded "full" over a one-rank NCCL group (_allgather_base, _reduce_scatter_base)
+//     updates the weights as the whole model on the CPU does.
 import { describe, expect, test } from "bun:test";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -17,11 +19,11 @@ import { distAvailable, ProcessGroup } from "../../src/native/dist.ts";
 import { generate, NativeGenerator, score } from "../../src/native/generate.ts";
 import type { NativeModel } from "../../src/native/model.ts";
 import { deviceMemory, runtimeInfo } from "../../src/native/runtime.ts";
-import { trainStep } from "../../src/native/train.ts";
+import { NativeOptimizer, trainStep } from "../../src/native/train.ts";
 import { stepCounts } from "../../src/data/pack.ts";
 import { distStep, LOSS } from "./fixtures/dist_batch.ts";
 import { group, shareRow } from "./fixtures/shared_rows.ts";
-import { maxRelDiff, pack, readGrads, rng, TINY_FULL, tinyModel } from "./tiny_model.ts";
+import { maxRelDiff, pack, readGrads, readParams, rng, TINY_FULL, tinyModel } from "./tiny_model.ts";
 
 const cuda = (await runtimeInfo()).cuda;
 const PROMPTS = [
@@ -138,5 +140,21 @@ describe.skipIf(!cuda)("on a CUDA device", () => {
     const values = Float32Array.of(1, 2, 3);
     group.allreduce(values, "sum");
     expect([...values]).toEqual([1, 2, 3]);
+  });
+
+  test.skipIf(!cuda)("a step sharded \"full\" over a one-rank NCCL group gives the CPU's updated weights", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "rlx-nccl-shard-"));
+    const store = { type: "file" as const, path: join(dir, "store") };
+    using group = await ProcessGroup.create({ rank: 0, worldSize: 1, store, backend: "nccl" });
+    const updated = async (device: string, shard: boolean) => {
+      using model = await tinyModel({ seed: 3, device, config: TINY_FULL });
+      if (shard) group.shard(model, "full");
+      using optimizer = NativeOptimizer.create(model);
+      for (const row of distStep().rows) trainStep(model, row, { ...LOSS, nRl: 50, nCe: 20, nRefKl: 20, nDistill: 20 });
+      optimizer.step(1e-3, 1.0);
+      return readParams(model);
+    };
+    const [cpu, gpu] = [await updated("cpu", false), await updated("cuda", true)];
+    expect(maxRelDiff(gpu, cpu)).toBeLessThan(1e-4);
   });
 });
