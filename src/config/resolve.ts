@@ -86,10 +86,14 @@ function checkShard(config: RawConfig, source: string): void {
   if (config.trainer.shard === "optimizer" && config.model.lora)
     throw new ConfigError(`${source}: trainer.shard: "optimizer" shards the AdamW state of full fine-tuning`, {
       fix: 'with [model.lora] use shard = "full" (the frozen base is sliced, the adapters stay whole) or "none"',
-    });  if (config.trainer.shard === "full" && config.model.lora?.merged)
-    throw new ConfigError(`${source}: model.lora.merged: a trainer sharded "full" has no whole base weights to merge into`, {
-      fix: 'set trainer.shard = "none" to publish merged weights, or drop merged (the adapters are published)',
     });
+  if (config.trainer.shard === "full" && config.model.lora?.merged)
+    throw new ConfigError(
+      `${source}: model.lora.merged: a trainer sharded "full" has no whole base weights to merge into`,
+      {
+        fix: 'set trainer.shard = "none" to publish merged weights, or drop merged (the adapters are published)',
+      },
+    );
 }
 
 /** What `deterministic = true` needs: no step overlaps another, and one CPU process computes each side. */

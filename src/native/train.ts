@@ -180,7 +180,16 @@ export function trainStep(model: NativeModel, row: TrainRow, loss: LossSettings,
   if (row.envIndex === undefined && nEnvs !== 0) throw new NativeError("nEnvs > 0 needs envIndex");
   const out = new Float64Array(METRIC_FIELDS.length * (1 + nEnvs));
   const lib = native();
-  check(lib, lib.rlx_train_step(model.handle, packStruct(BATCH_FIELDS, batchValues(row, T, nEnvs, model)), lossStruct(loss), out, out.length));
+  check(
+    lib,
+    lib.rlx_train_step(
+      model.handle,
+      packStruct(BATCH_FIELDS, batchValues(row, T, nEnvs, model)),
+      lossStruct(loss),
+      out,
+      out.length,
+    ),
+  );
   return metricsOf(out, nEnvs);
 }
 

@@ -162,7 +162,8 @@ export async function runTrainer(opts: TrainerOptions): Promise<void> {
   if (t.precision === "bf16-autocast") model.setOption("autocast_bf16", true);
   if (group) group.verifyParams(model); // the whole weights, before any rank keeps only its slices
   if (t.shard !== "none") {
-    if (restored) throw new RlxError("resuming a sharded run is not built yet", { fix: "resume with trainer.shard = \"none\"" });
+    if (restored)
+      throw new RlxError("resuming a sharded run is not built yet", { fix: 'resume with trainer.shard = "none"' });
     group!.shard(model, t.shard);
   }
   model.activationCheckpointing = t.activation_checkpointing;

@@ -142,7 +142,7 @@ describe.skipIf(!cuda)("on a CUDA device", () => {
     expect([...values]).toEqual([1, 2, 3]);
   });
 
-  test.skipIf(!cuda)("a step sharded \"full\" over a one-rank NCCL group gives the CPU's updated weights", async () => {
+  test.skipIf(!cuda)('a step sharded "full" over a one-rank NCCL group gives the CPU\'s updated weights', async () => {
     const dir = mkdtempSync(join(tmpdir(), "rlx-nccl-shard-"));
     const store = { type: "file" as const, path: join(dir, "store") };
     using group = await ProcessGroup.create({ rank: 0, worldSize: 1, store, backend: "nccl" });

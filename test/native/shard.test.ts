@@ -102,7 +102,9 @@ function maxRel(a: Record<string, number[]> | Map<string, Float64Array>, b: type
 }
 
 const MATRIX: [number, ShardMode, boolean][] = [1, 2, 4].flatMap((w) =>
-  (["none", "optimizer", "full"] as const).flatMap((s) => [false, true].map((c): [number, ShardMode, boolean] => [w, s, c])),
+  (["none", "optimizer", "full"] as const).flatMap((s) =>
+    [false, true].map((c): [number, ShardMode, boolean] => [w, s, c]),
+  ),
 );
 
 describe.skipIf(!gloo)("sharded training equals one replicated rank (float64)", async () => {
