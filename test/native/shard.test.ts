@@ -10,6 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { distAvailable } from "../../src/native/dist.ts";
 import type { ShardLayout, ShardMode } from "../../src/native/model.ts";
+import { STEP_OPTIONS } from "./fixtures/dist_batch.ts";
 import { runShardRank, type ShardRankArgs, type ShardRankOutput } from "./fixtures/shard_rank.ts";
 
 const FIXTURE = join(import.meta.dir, "fixtures/shard_rank.ts");
@@ -18,7 +19,12 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 const gloo = await distAvailable("gloo");
 let runs = 0;
 
-async function run(worldSize: number, shard: ShardMode, checkpointing = false): Promise<ShardRankOutput[]> {
+async function run(
+  worldSize: number,
+  shard: ShardMode,
+  checkpointing = false,
+  more: Partial<ShardRankArgs> = {},
+): Promise<ShardRankOutput[]> {
   const id = `${runs++}`;
   const store = { type: "file" as const, path: join(dir, `store-${id}`) };
   const args = (rank: number): ShardRankArgs => ({
@@ -28,6 +34,7 @@ async function run(worldSize: number, shard: ShardMode, checkpointing = false): 
     shard,
     checkpointing,
     out: join(dir, `out-${id}-${rank}.json`),
+    ...more,
   });
   if (worldSize === 1) await runShardRank(args(0));
   else {
@@ -124,4 +131,39 @@ describe.skipIf(!gloo)("sharded training equals one replicated rank (float64)", 
       expect(maxRel(state, adamState([base!], names))).toBeLessThan(1e-10);
     }, 120_000);
   }
+});
+
+/**
+ * Float32: how far a sharded rank's weights after one step are from one replicated rank's beyond
+ * what rounding allows (<= 0: within). The sharded gradient sums the same terms in another order
+ * (per unit, over the ranks), so it differs from the replicated one by rounding, at most 1e-5 of
+ * each parameter's largest gradient entry (the bound test/native/dist.test.ts measures for the
+ * all-reduce). AdamW's first step moves a weight by lr * g / (|g| + eps) (clipping scales g by
+ * c <= 1), whose derivative is at most lr / (|g| + eps): a gradient near 0 turns a rounding-sized
+ * |dg| into up to lr * |dg| / eps. So each weight may differ by lr * dg / (|g| + eps), plus the
+ * float32 rounding of the update (2 ulps of lr) and of the stored weight (2 ulps).
+ */
+function adamBoundExcess(sharded: Record<string, number[]>, single: ShardRankOutput, lr: number): number {
+  const eps = 1e-8;
+  let worst = -Infinity;
+  for (const [name, p] of Object.entries(single.params)) {
+    const g = single.grads![name]!;
+    const dg = 1e-5 * Math.max(...g.map(Math.abs));
+    for (let i = 0; i < p.length; i++) {
+      const rounding = 2 * Math.max(Math.abs(p[i]!), 1e-30) * 2 ** -23 + 2 * lr * 2 ** -23;
+      const allowed = (lr * dg) / (Math.abs(g[i]!) + eps) + rounding;
+      worst = Math.max(worst, Math.abs(sharded[name]![i]! - p[i]!) - allowed);
+    }
+  }
+  return worst;
+}
+
+describe.skipIf(!gloo)("sharded training in float32, one step", () => {
+  for (const shard of ["optimizer", "full"] as const)
+    test(`2 ranks, shard "${shard}": the weights within the rounding bound of one replicated rank's`, async () => {
+      const [single] = await run(1, "none", false, { dtype: "f32", steps: 1 });
+      const outs = await run(2, shard, false, { dtype: "f32", steps: 1 });
+      for (const out of outs) expect(adamBoundExcess(out.params, single!, STEP_OPTIONS.lr)).toBeLessThanOrEqual(0);
+      expect(outs[1]!.params).toEqual(outs[0]!.params); // every rank holds the same gathered weights
+    }, 120_000);
 });
