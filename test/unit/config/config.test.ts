@@ -222,6 +222,18 @@ const BAD: [string, string | null, string[], string[]][] = [
     [],
     ["trainer.world_size", "deterministic = true needs 1"],
   ],
+  [
+    "optimizer sharding of LoRA adapters",
+    `${BASE}[trainer]\nworld_size = 2\nshard = "optimizer"\n${env()}`,
+    ["--set", "model.lora.rank=8"],
+    ['trainer.shard: "optimizer" shards the AdamW state of full fine-tuning', 'shard = "full"'],
+  ],
+  [
+    "merged LoRA weights from a fully sharded trainer",
+    `${BASE}[trainer]\nshard = "full"\n${env()}`,
+    ["--set", "model.lora.rank=8", "--set", "model.lora.merged=true"],
+    ["model.lora.merged", 'sharded "full" has no whole base weights'],
+  ],
 ];
 
 describe("malformed configs: one clear message with the key path, exit 1, no stack trace", () => {
