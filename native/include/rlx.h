@@ -72,8 +72,9 @@ int rlx_model_get_grad(rlx_model* model, const char* name, void* out, int dtype,
 /* Drops every accumulated gradient (and a pending non-finite-loss mark). */
 int rlx_model_zero_grad(rlx_model* model);
 /* Options (docs/architecture.md §7): "autocast_bf16" 0|1 (default 0), "logits_chunk" tokens per
- * LM-head chunk (0 = auto), "fused_attention" 0|1 (default 1), "cpu_linear" 0|1 (default 1). An
- * unknown name or value is an error. */
+ * LM-head chunk (0 = auto), "fused_attention" 0|1 (default 1), "cpu_linear" 0|1 (default 1),
+ * "shard_prefetch" 0|1 (default 1: a model sharded "full" gathers the next unit while it computes
+ * one). An unknown name or value is an error. */
 int rlx_model_set_option(rlx_model* model, const char* name, double value);
 /* Adds LoRA adapters (docs/lora.md; PEFT's LoRA Linear, A kaiming-uniform from seed, B zeros) to
  * the comma-separated PEFT modules `targets` of every layer, in float32 (float64 for float64

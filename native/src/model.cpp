@@ -388,11 +388,12 @@ RLX_API int rlx_model_set_option(rlx_model* model, const char* name, double valu
     if (key == "autocast_bf16") m.autocast_bf16 = flag();
     else if (key == "fused_attention") m.fused_attention = flag();
     else if (key == "cpu_linear") m.cpu_linear = flag();
+    else if (key == "shard_prefetch") m.shard_prefetch = flag();
     else if (key == "logits_chunk") {
       require(value >= 0 && value == std::floor(value), "model option \"logits_chunk\" is an integer >= 0 (0 = auto)");
       m.logits_chunk = static_cast<int64_t>(value);
     } else {
-      throw rlx::ArgError("unknown model option \"" + key + "\" (autocast_bf16, fused_attention, cpu_linear, logits_chunk)");
+      throw rlx::ArgError("unknown model option \"" + key + "\" (autocast_bf16, fused_attention, cpu_linear, logits_chunk, shard_prefetch)");
     }
     return 0;
   })

@@ -85,6 +85,7 @@ struct Model {
   bool autocast_bf16 = false;
   bool fused_attention = true;  // SDPA on torch >= 2; the CPU attention kernels (attention_cpu.cpp)
   bool cpu_linear = true;       // few-row products on the CPU through linear_cpu.cpp
+  bool shard_prefetch = true;   // a sliced model starts the next unit's gather before computing (trunk.cpp)
   int64_t logits_chunk = 0;  // tokens per LM-head chunk; 0 = auto (see chunk_tokens)
   // Set by a train step whose loss was not finite; the optimizer skips its next update.
   std::shared_ptr<bool> nonfinite_loss = std::make_shared<bool>(false);

@@ -8,6 +8,16 @@ Trunk::Trunk(Model& m, bool recompute)
 
 Trunk::~Trunk() { release_head(); }
 
+// The unit gathered: the one started ahead for it, else gathered now.
+Gathered Trunk::take(PendingGather& next, size_t unit, bool trains) {
+  return next.started() ? next.wait() : PendingGather(m_, unit, trains).wait();
+}
+
+// Starts the unit's gather now, to overlap the computation until take() (shard_prefetch).
+void Trunk::ahead(PendingGather& next, size_t unit, bool trains) {
+  if (m_.shard_prefetch) next = PendingGather(m_, unit, trains);
+}
+
 void Trunk::release_head() {
   if (!sliced_) return;
   m_.final_norm = m_.lm_head = m_.embed = at::Tensor();
@@ -49,23 +59,23 @@ at::Tensor Trunk::forward(const at::Tensor& ids, const at::Tensor& positions, co
     return rms_norm(m_, x, m_.final_norm);
   }
   const auto& units = m_.shards->units;  // embed, layer.0 .. layer.L-1, head
-  PendingGather next(m_, 0, false);
+  PendingGather next;
   {
-    auto g = next.wait();
-    next = PendingGather(m_, 1, n_layers == 0 && trains_base_);  // layer.0, or the head
+    auto g = take(next, 0, false);
+    ahead(next, 1, n_layers == 0 && trains_base_);  // layer.0, or the head
     model_view(m_, units[0], g, false);
     x = at::embedding(m_.embed, ids);
     m_.embed = at::Tensor();
   }
   for (size_t l = 0; l < n_layers; ++l) {
-    auto g = next.wait();
-    next = PendingGather(m_, l + 2, l + 1 == n_layers && trains_base_);  // the last one is the head
+    auto g = take(next, l + 1, false);
+    ahead(next, l + 2, l + 1 == n_layers && trains_base_);  // after the last layer: the head
     auto L = layer_view(m_, units[l + 1], g, false);
     save_rng();
     inputs_.push_back(x);
     x = layer_packed(m_, L, l, x, row_);
   }
-  head_ = next.wait();
+  head_ = take(next, units.size() - 1, trains_base_);
   model_view(m_, units.back(), head_, trains_base_);
   if (m_.cfg.tie_word_embeddings) {  // the LM head is the embedding, gathered again for its gradient
     embed_ = PendingGather(m_, 0, trains_base_).wait();
@@ -96,15 +106,16 @@ void Trunk::backward(const at::Tensor& grad_hidden) {
     return;
   }
   const auto& units = m_.shards->units;
-  PendingGather next(m_, n_layers, trains_base_);  // the last layer's unit
+  PendingGather next;
+  ahead(next, n_layers, trains_base_);  // the last layer's unit
   if (trains_base_) {
     reduce_scatter_add(m_, units.size() - 1, head_.grad);
     if (embed_.grad.defined()) reduce_scatter_add(m_, 0, embed_.grad);  // the tied LM head's part
   }
   release_head();
   for (size_t l = n_layers; l-- > 0;) {
-    auto gathered = next.wait();
-    if (l > 0) next = PendingGather(m_, l, trains_base_);
+    auto gathered = take(next, l + 1, trains_base_);
+    if (l > 0) ahead(next, l, trains_base_);
     auto L = layer_view(m_, units[l + 1], gathered, trains_base_);
     restore_rng(l);
     g = through(inputs_[l], [&](const at::Tensor& x) { return layer_packed(m_, L, l, x, row_); }, g);

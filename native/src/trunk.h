@@ -35,6 +35,8 @@ class Trunk {
   void save_rng();
   void restore_rng(size_t layer);
   void release_head();
+  Gathered take(PendingGather& next, size_t unit, bool trains);
+  void ahead(PendingGather& next, size_t unit, bool trains);
 
   Model& m_;
   bool recompute_, sliced_, trains_base_;

@@ -59,7 +59,7 @@ export interface ParamInfo {
   shape: number[];
 }
 
-export type ModelOption = "autocast_bf16" | "logits_chunk" | "fused_attention" | "cpu_linear";
+export type ModelOption = "autocast_bf16" | "logits_chunk" | "fused_attention" | "cpu_linear" | "shard_prefetch";
 
 /** LoRA adapters: W x + (alpha / rank) B A dropout(x) on each target projection of every layer. */
 export interface LoraSpec {

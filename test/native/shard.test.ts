@@ -131,6 +131,11 @@ describe.skipIf(!gloo)("sharded training equals one replicated rank (float64)", 
       expect(maxRel(state, adamState([base!], names))).toBeLessThan(1e-10);
     }, 120_000);
   }
+  test('2 ranks, shard "full" without gathering ahead (shard_prefetch 0): the same weights', async () => {
+    const [base] = await replicated();
+    for (const out of await run(2, "full", false, { prefetch: false }))
+      expect(maxRel(out.params, base!.params)).toBeLessThan(1e-10);
+  }, 120_000);
 });
 
 /**
