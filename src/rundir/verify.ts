@@ -6,7 +6,7 @@
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { checkModelDir } from "../model/integrity.ts";
-import { checkCheckpoint } from "./checkpoint.ts";
+import { checkCheckpoint, PARTIAL_CHECKPOINT } from "./checkpoint.ts";
 import { metricsPath } from "./paths.ts";
 import { readStepBatch } from "./step_file.ts";
 
@@ -28,7 +28,8 @@ export function checkRunDir(runDir: string): CheckedItem[] {
     items.push({ path, status: partial ? "partial" : problems.length ? "damaged" : "ok", problems });
 
   for (const name of entries(join(runDir, "checkpoints"))) {
-    if (/\.tmp-\d+$/.test(name)) add(`checkpoints/${name}`, ["a checkpoint being written when the run stopped"], true);
+    if (PARTIAL_CHECKPOINT.test(name))
+      add(`checkpoints/${name}`, ["a checkpoint being written when the run stopped"], true);
     else add(`checkpoints/${name}`, checkCheckpoint(join(runDir, "checkpoints", name)));
   }
   for (const name of entries(join(runDir, "weights"))) {
