@@ -11,8 +11,10 @@
 // piece is a CheckpointError naming the file and tensor, on every rank.
 //
 // restoreWholeCheckpoint(dir, model, optimizer?) reads one into an unsharded model (export, or
-// shard "none"): not collective; it assembles one whole tensor at a time, so it holds the model
-// once plus one tensor, and the whole AdamW image when an optimizer is given.
+// shard "none"; the weights convert to the model's dtype): not collective; it assembles one whole
+// tensor at a time, so it holds the model once plus one tensor, and the whole AdamW image when an
+// optimizer is given (whose state dtype must then be the checkpoint's: float64 for a float64
+// model, else float32).
 import { join } from "node:path";
 import type { NativeModel } from "../native/model.ts";
 import type { NativeOptimizer } from "../native/train.ts";
@@ -114,11 +116,14 @@ class Pieces {
   }
 }
 
-/** Refuses a checkpoint whose layout is not this model's (another architecture or dtype). */
+/**
+ * Refuses a checkpoint whose layout is not this model's (another architecture), or, restoring
+ * slices (`units` given: they are copied raw), whose dtype is not the model's.
+ */
 function checkFits(dir: string, shards: ShardsFile, model: NativeModel, units: ShardsFile["units"] | null): void {
   const problems = checkShardsLayout(shards);
-  if (shards.dtype !== model.dtype) problems.push(`its weights are ${shards.dtype}, the model is ${model.dtype}`);
   if (units) {
+    if (shards.dtype !== model.dtype) problems.push(`its weights are ${shards.dtype}, the model is ${model.dtype}`);
     const same = (a: ShardsFile["units"][number], b: typeof a) =>
       a.name === b.name && a.numel === b.numel && JSON.stringify(a.params) === JSON.stringify(b.params);
     if (units.length !== shards.units.length || units.some((unit, u) => !same(unit, shards.units[u]!)))

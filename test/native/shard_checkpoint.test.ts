@@ -3,7 +3,8 @@
 // ranks ("full"; "optimizer" 2 -> 1; unsharded 2 -> 1; and 1 -> 2) and trained 2 more steps: the weights and
 // the AdamW state equal an uninterrupted 4-step run within 1e-10 relative. A byte flipped in one
 // rank file is refused naming the file and the tensor, by readCheckpoint (every rank, before
-// training), by the restore itself (which then leaves the model as it was) and by `rlx check`.
+// training), by the restore itself (which then leaves the model as it was) and by `rlx check`; a
+// rank failing its part of the write fails every rank's, leaving no checkpoint.
 import { afterAll, describe, expect, test } from "bun:test";
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -14,8 +15,8 @@ import type { ShardMode } from "../../src/native/model.ts";
 import { NativeOptimizer } from "../../src/native/train.ts";
 import { CheckpointError, latestCheckpoint, openCheckpoint, readCheckpoint } from "../../src/rundir/checkpoint.ts";
 import { checkpointDir } from "../../src/rundir/paths.ts";
-import { readShardsFile, weightsFile } from "../../src/rundir/shard_format.ts";
-import { restoreShardedCheckpoint } from "../../src/rundir/shard_restore.ts";
+import { checkShards, readShardsFile, SHARDS_FILE, weightsFile } from "../../src/rundir/shard_format.ts";
+import { restoreShardedCheckpoint, restoreWholeCheckpoint } from "../../src/rundir/shard_restore.ts";
 import { checkRunDir } from "../../src/rundir/verify.ts";
 import { runShardRank, type ShardRankArgs, type ShardRankOutput } from "./fixtures/shard_rank.ts";
 import { adamState, maxRel } from "./fixtures/shard_state.ts";
@@ -68,10 +69,10 @@ async function outputs(worldSize: number, shard: ShardMode, extra: Extra): Promi
 }
 
 /** A 2-step run of `world` ranks that writes its checkpoint into a fresh run directory. */
-async function checkpointed(world: number, shard: ShardMode): Promise<string> {
+async function checkpointed(world: number, shard: ShardMode): Promise<{ runDir: string; outs: ShardRankOutput[] }> {
   const runDir = join(dir, `run-${runs}`);
-  await outputs(world, shard, { steps: 2, checkpoint: { runDir, step: 2, sourceDir } });
-  return runDir;
+  const outs = await outputs(world, shard, { steps: 2, checkpoint: { runDir, step: 2, sourceDir } });
+  return { runDir, outs };
 }
 
 function expectSame(outs: ShardRankOutput[], reference: ShardRankOutput[]): void {
@@ -86,10 +87,11 @@ describe.skipIf(!gloo)("sharded checkpoints", () => {
   let reference: ShardRankOutput[];
   let fullRun: string;
   let ckpt: string;
+  let atStep2: ShardRankOutput[];
 
   test("2 ranks write one: shards, small files, manifest", async () => {
     reference = await outputs(2, "full", { steps: 4 });
-    fullRun = await checkpointed(2, "full");
+    ({ runDir: fullRun, outs: atStep2 } = await checkpointed(2, "full"));
     ckpt = checkpointDir(fullRun, 2);
     expect(readdirSync(join(fullRun, "checkpoints"))).toEqual(["step_2"]);
     expect(readdirSync(join(ckpt, "trainer/shards")).sort()).toEqual([
@@ -120,13 +122,20 @@ describe.skipIf(!gloo)("sharded checkpoints", () => {
     }, 60_000);
   }
 
+  test("into an unsharded float32 model (an export): the step-2 weights", async () => {
+    using model = await tinyModel({ seed: 0, dtype: "f32" });
+    restoreWholeCheckpoint(ckpt, model);
+    const params = Object.fromEntries([...readParams(model)].map(([k, v]) => [k, Array.from(v)]));
+    expect(maxRel(params, atStep2[0]!.params)).toBeLessThan(1e-6);
+  });
+
   test('"optimizer" on 2 ranks, resumed on 1', async () => {
-    const runDir = await checkpointed(2, "optimizer");
+    const { runDir } = await checkpointed(2, "optimizer");
     expectSame(await outputs(1, "optimizer", { steps: 2, resume: checkpointDir(runDir, 2) }), reference);
   }, 60_000);
 
   test('1 rank, resumed on 2 ("full")', async () => {
-    const runDir = await checkpointed(1, "full");
+    const { runDir } = await checkpointed(1, "full");
     expectSame(await outputs(2, "full", { steps: 2, resume: checkpointDir(runDir, 2) }), reference);
   }, 60_000);
 
@@ -190,4 +199,24 @@ describe.skipIf(!gloo)("sharded checkpoints", () => {
     expect(existsSync(join(damagedRun, "checkpoints/step_3.tmp-shards"))).toBe(false);
     expect(warnings.join("\n")).toContain(tensor.name);
   }, 60_000);
+
+  test("a rank failing to write fails every rank's write and leaves nothing", async () => {
+    const runDir = join(dir, "failing");
+    // rank 0 cannot finish: the model directory has no config.json
+    const failed = await run(2, "full", { steps: 1, checkpoint: { runDir, step: 1, sourceDir: join(dir, "nowhere") } });
+    expect(typeof failed).toBe("string");
+    expect(failed as string).toContain("config.json: not found");
+    expect(failed as string).toContain("rank 0 failed finishing");
+    expect(readdirSync(join(runDir, "checkpoints"))).toEqual([]);
+  }, 60_000);
+
+  test("shards.json whose ranges do not cover a unit exactly is refused", () => {
+    const edited = join(dir, "edited");
+    cpSync(ckpt, edited, { recursive: true });
+    const shards = readShardsFile(edited);
+    shards.ranks[1]!.ranges[2]![0] += 1;
+    writeFileSync(join(edited, SHARDS_FILE), JSON.stringify(shards));
+    expect(checkShards(edited).join("; ")).toContain(`rank 1's range of unit ${shards.units[2]!.name}`);
+    expect(() => readCheckpoint(edited)).toThrow(/trainer\/shards.json: checksum mismatch/);
+  });
 });
