@@ -1,6 +1,7 @@
 // `rlx check RUN_DIR`: every file of a run directory that rlx would trust later, checked offline
 // against what was recorded when it was written: each checkpoint against its manifest (sizes and
-// CRC-32s, naming the damaged tensor), each published or saved model directory against its
+// CRC-32s, naming the damaged tensor; a sharded one's shards.json too: its ranges, and each
+// tensor's piece in each rank file), each published or saved model directory against its
 // checksums.json, each step file against the CRC in its preamble, and metrics.jsonl line by line.
 // Nothing is changed; a damaged item is reported with what --resume would do about it.
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
