@@ -166,6 +166,17 @@ describe.skipIf(!gloo)("sharded checkpoints", () => {
     const item = checkRunDir(damagedRun).find((i) => i.path === "checkpoints/step_2")!;
     expect(item.status).toBe("damaged");
     for (const part of named) expect(item.problems.join("; ")).toContain(part);
+    for (const [runDir, code] of [
+      [fullRun, 0],
+      [damagedRun, 1],
+    ] as const) {
+      const cli = Bun.spawn([process.execPath, join(import.meta.dir, "../../src/main.ts"), "check", runDir], {
+        stdout: "pipe",
+      });
+      const out = await new Response(cli.stdout).text();
+      expect(await cli.exited).toBe(code);
+      if (code) for (const part of named) expect(out).toContain(part);
+    }
     const failed = await run(2, "full", { steps: 2, resume: damaged });
     expect(typeof failed).toBe("string");
     for (const part of named) expect(failed as string).toContain(part);
