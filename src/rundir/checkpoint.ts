@@ -17,6 +17,11 @@
 // start ignores (with a warning) and deletes. The manifest's sizes and checksums are checked on
 // load, so a checkpoint damaged after the fact (truncated, or bytes flipped in place) is refused,
 // naming the file and tensor, instead of loading wrong; --resume then takes the one before it.
+//
+// A sharded run (trainer.shard "optimizer" or "full") has no rank holding the whole weights or
+// AdamW state: every rank writes its slices into trainer/shards/ and trainer/shards.json says how
+// they fit (shard_checkpoint.ts writes it, shard_format.ts checks it, shard_restore.ts reads it
+// back on any number of ranks). Its trainer/model/ holds config.json and the tokenizer files only.
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join, relative } from "node:path";
 import { RlxError } from "../errors.ts";
@@ -26,11 +31,15 @@ import { verifyChecksums } from "../model/integrity.ts";
 import type { NativeModel } from "../native/model.ts";
 import type { NativeOptimizer } from "../native/train.ts";
 import { checkpointDir, checkpointsDir, metricsPath, writeFileAtomic } from "./paths.ts";
+import { checkShards, optimizerFile, readShardsFile, SHARDS_FILE, weightsFile } from "./shard_format.ts";
 
 /** 2: sizes and CRC-32s; 1 (still read): sizes only. */
 const FORMAT = 2;
 
 export class CheckpointError extends RlxError {}
+
+/** A checkpoint directory a killed writer left: `step_N.tmp-<pid>`, or a sharded one's `step_N.tmp-shards`. */
+export const PARTIAL_CHECKPOINT = /\.tmp-(?:\d+|shards)$/;
 
 interface Manifest {
   format: number;
@@ -92,15 +101,7 @@ export function writeCheckpoint(runDir: string, step: number, contents: Checkpoi
       "orchestrator.json": { bytes: state.byteLength, crc32: hex(crc32(state)) },
     };
     for (const [file, sum] of Object.entries(saved.checksums)) files[`trainer/model/${file}`] = sum;
-    for (const file of listFiles(tmp)) files[file] ??= checksumFile(join(tmp, file));
-    const manifest: Manifest = {
-      format: FORMAT,
-      step,
-      created: new Date().toISOString(),
-      algorithm: CHECKSUM_ALGORITHM,
-      files,
-    };
-    writeFileSync(join(tmp, "manifest.json"), JSON.stringify(manifest, null, 1));
+    writeManifest(tmp, step, files);
     rmSync(final, { recursive: true, force: true });
     renameSync(tmp, final);
   } catch (err) {
@@ -109,6 +110,23 @@ export function writeCheckpoint(runDir: string, step: number, contents: Checkpoi
   }
   pruneCheckpoints(runDir, contents.keep);
   return final;
+}
+
+/**
+ * Writes `dir`/manifest.json, the last file of a checkpoint: `known` checksums (of files whose
+ * bytes were hashed as they were written) and every other file of `dir`, read back.
+ */
+export function writeManifest(dir: string, step: number, known: Checksums): void {
+  const files: Checksums = { ...known };
+  for (const file of listFiles(dir)) files[file] ??= checksumFile(join(dir, file));
+  const manifest: Manifest = {
+    format: FORMAT,
+    step,
+    created: new Date().toISOString(),
+    algorithm: CHECKSUM_ALGORITHM,
+    files,
+  };
+  writeFileSync(join(dir, "manifest.json"), JSON.stringify(manifest, null, 1));
 }
 
 function completeSteps(runDir: string): number[] {
@@ -144,13 +162,29 @@ export function checkCheckpoint(dir: string): string[] {
     manifest.format === 1
       ? checkSizes(dir, manifest.files as Record<string, number>)
       : verifyChecksums(dir, manifest.files as Checksums);
-  for (const required of ["orchestrator.json", "trainer/optimizer.bin"]) {
+  const sharded = SHARDS_FILE in manifest.files;
+  for (const required of ["orchestrator.json", sharded ? SHARDS_FILE : "trainer/optimizer.bin"]) {
     if (!(required in manifest.files)) problems.push(`${required} is not in the manifest`);
   }
+  if (sharded) problems.push(...checkShardedFiles(dir, manifest.files, problems));
   // full weights (config.json) or, with [model.lora], the adapter (adapter_config.json)
   if (!("trainer/model/config.json" in manifest.files) && !("trainer/model/adapter_config.json" in manifest.files))
     problems.push("trainer/model/config.json is not in the manifest");
   return problems;
+}
+
+/** A sharded checkpoint's rank files: each in the manifest, and the tensors of a damaged one named. */
+function checkShardedFiles(dir: string, files: Manifest["files"], problems: readonly string[]): string[] {
+  const out: string[] = [];
+  try {
+    for (const { rank } of readShardsFile(dir).ranks)
+      for (const file of [weightsFile(rank), optimizerFile(rank)])
+        if (!(file in files)) out.push(`${file} is not in the manifest`);
+  } catch {
+    // checkShards reports an unreadable shards.json
+  }
+  const damaged = new Set(problems.map((problem) => problem.split(/[: ]/, 1)[0]!));
+  return [...out, ...checkShards(dir, damaged)];
 }
 
 /** Format 1 manifests (before checksums): each file's size only. */
@@ -176,7 +210,7 @@ export function latestCheckpoint(
   const dir = checkpointsDir(runDir);
   if (!existsSync(dir)) return undefined;
   for (const name of readdirSync(dir)) {
-    if (/\.tmp-\d+$/.test(name)) {
+    if (PARTIAL_CHECKPOINT.test(name)) {
       warn(`ignoring the partial checkpoint ${join(dir, name)} (the run was stopped while writing it); deleting it`);
       rmSync(join(dir, name), { recursive: true, force: true });
     }
@@ -194,7 +228,11 @@ export function latestCheckpoint(
 export interface LoadedCheckpoint {
   step: number;
   dir: string;
+  /** Weights, config.json and tokenizer files; a sharded checkpoint's has no weights. */
   modelDir: string;
+  /** A sharded checkpoint: the path of its shards.json; restore it with shard_restore.ts. */
+  sharded?: string;
+  /** The whole AdamW state image (not in a sharded checkpoint: shard_restore.ts builds each rank's). */
   optimizerState(): Uint8Array;
   orchestratorState: unknown;
 }
@@ -213,11 +251,19 @@ export function readCheckpoint(dir: string): LoadedCheckpoint {
 /** Reads a checkpoint directory that checkCheckpoint (or latestCheckpoint) has just found whole. */
 export function openCheckpoint(dir: string): LoadedCheckpoint {
   const manifest = JSON.parse(readFileSync(join(dir, "manifest.json"), "utf8")) as Manifest;
+  const sharded = SHARDS_FILE in manifest.files ? join(dir, SHARDS_FILE) : undefined;
   return {
     step: manifest.step,
     dir,
     modelDir: join(dir, "trainer/model"),
-    optimizerState: () => new Uint8Array(readFileSync(join(dir, "trainer/optimizer.bin"))),
+    ...(sharded ? { sharded } : {}),
+    optimizerState: () => {
+      if (sharded)
+        throw new CheckpointError(`${dir} is sharded: it has no whole optimizer state`, {
+          fix: "restore it with restoreShardedCheckpoint (src/rundir/shard_restore.ts)",
+        });
+      return new Uint8Array(readFileSync(join(dir, "trainer/optimizer.bin")));
+    },
     orchestratorState: JSON.parse(readFileSync(join(dir, "orchestrator.json"), "utf8")) as unknown,
   };
 }

@@ -1,12 +1,13 @@
 // `rlx check RUN_DIR`: every file of a run directory that rlx would trust later, checked offline
 // against what was recorded when it was written: each checkpoint against its manifest (sizes and
-// CRC-32s, naming the damaged tensor), each published or saved model directory against its
+// CRC-32s, naming the damaged tensor; a sharded one's shards.json too: its ranges, and each
+// tensor's piece in each rank file), each published or saved model directory against its
 // checksums.json, each step file against the CRC in its preamble, and metrics.jsonl line by line.
 // Nothing is changed; a damaged item is reported with what --resume would do about it.
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { checkModelDir } from "../model/integrity.ts";
-import { checkCheckpoint } from "./checkpoint.ts";
+import { checkCheckpoint, PARTIAL_CHECKPOINT } from "./checkpoint.ts";
 import { metricsPath } from "./paths.ts";
 import { readStepBatch } from "./step_file.ts";
 
@@ -28,7 +29,8 @@ export function checkRunDir(runDir: string): CheckedItem[] {
     items.push({ path, status: partial ? "partial" : problems.length ? "damaged" : "ok", problems });
 
   for (const name of entries(join(runDir, "checkpoints"))) {
-    if (/\.tmp-\d+$/.test(name)) add(`checkpoints/${name}`, ["a checkpoint being written when the run stopped"], true);
+    if (PARTIAL_CHECKPOINT.test(name))
+      add(`checkpoints/${name}`, ["a checkpoint being written when the run stopped"], true);
     else add(`checkpoints/${name}`, checkCheckpoint(join(runDir, "checkpoints", name)));
   }
   for (const name of entries(join(runDir, "weights"))) {

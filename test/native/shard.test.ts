@@ -9,9 +9,10 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { distAvailable } from "../../src/native/dist.ts";
-import type { ShardLayout, ShardMode } from "../../src/native/model.ts";
+import type { ShardMode } from "../../src/native/model.ts";
 import { STEP_OPTIONS } from "./fixtures/dist_batch.ts";
 import { runShardRank, type ShardRankArgs, type ShardRankOutput } from "./fixtures/shard_rank.ts";
+import { adamState, maxRel } from "./fixtures/shard_state.ts";
 
 const FIXTURE = join(import.meta.dir, "fixtures/shard_rank.ts");
 const dir = mkdtempSync(join(tmpdir(), "rlx-shard-"));
@@ -48,64 +49,6 @@ async function run(
       if ((await proc.exited) !== 0) throw new Error(`a rank failed:\n${await new Response(proc.stderr).text()}`);
   }
   return Array.from({ length: worldSize }, (_, rank) => JSON.parse(readFileSync(args(rank).out, "utf8")));
-}
-
-/** AdamW's exp_avg and exp_avg_sq per parameter name, from one whole image (shim order: trainable
- * parameters) or from every rank's image of its slices put back together by the layout. */
-function adamState(outs: ShardRankOutput[], names: string[]): Map<string, Float64Array> {
-  const tensors = (image: number[]) => {
-    const bytes = Uint8Array.from(image);
-    const view = new DataView(bytes.buffer);
-    const count = Number(view.getBigInt64(16, true));
-    const out: Float64Array[] = [];
-    let at = 32;
-    for (let i = 0; i < count; i++) {
-      const n = Number(view.getBigInt64(at, true));
-      at += 8;
-      out.push(new Float64Array(bytes.buffer.slice(at, at + 16 * n)));
-      at += 16 * n;
-    }
-    return out; // each: exp_avg then exp_avg_sq
-  };
-  const state = new Map<string, Float64Array>();
-  const layout = outs[0]!.layout as ShardLayout | null;
-  if (!layout) {
-    tensors(outs[0]!.optimizer).forEach((t, i) => state.set(names[i]!, t));
-    return state;
-  }
-  const perRank = outs.map((o) => tensors(o.optimizer));
-  layout.units.forEach((unit, u) => {
-    const whole = (half: 0 | 1) => {
-      const flat = new Float64Array(unit.chunk * outs.length);
-      perRank.forEach((t, r) => flat.set(t[u]!.subarray(half * unit.chunk, (half + 1) * unit.chunk), r * unit.chunk));
-      return flat;
-    };
-    const [m, v] = [whole(0), whole(1)];
-    for (const p of unit.params) {
-      const n = p.shape.reduce((a, b) => a * b, 1);
-      const both = new Float64Array(2 * n);
-      both.set(m.subarray(p.offset, p.offset + n));
-      both.set(v.subarray(p.offset, p.offset + n), n);
-      state.set(p.name, both);
-    }
-  });
-  return state;
-}
-
-function maxRel(a: Record<string, number[]> | Map<string, Float64Array>, b: typeof a): number {
-  const get = (x: typeof a, k: string) => (x instanceof Map ? x.get(k)! : x[k]!);
-  const keys = a instanceof Map ? [...a.keys()] : Object.keys(a);
-  let diff = 0;
-  let scale = 1e-30;
-  for (const k of keys) {
-    const [x, y] = [get(a, k), get(b, k)];
-    expect(y, k).toBeDefined();
-    for (let i = 0; i < x.length; i++) {
-      diff = Math.max(diff, Math.abs(x[i]! - y[i]!));
-      scale = Math.max(scale, Math.abs(y[i]!));
-    }
-  }
-  return diff / scale;
 }
 
 const MATRIX: [number, ShardMode, boolean][] = [1, 2, 4].flatMap((w) =>
