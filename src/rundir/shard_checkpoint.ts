@@ -9,8 +9,9 @@
 //   2. every rank writes trainer/shards/rank_R.{weights,optimizer}.bin and a small rank_R.json
 //      with their CRC-32s (computed from the bytes as written, not read back);
 //   3. rank 0 merges those into trainer/shards.json, writes orchestrator.json, trainer/model/
-//      (config.json and the tokenizer files), manifest.json last, and renames the directory to
-//      `step_N/`, then prunes to `keep`.
+//      (the step's published weights, hard-linked: whole, in the published dtype, for the policy
+//      of a resumed run; or config.json and the tokenizer files only), manifest.json last, and
+//      renames the directory to `step_N/`, then prunes to `keep`.
 // Each step ends with an agreement (an allreduce of "did this rank fail"), so a rank that fails
 // (disk full) makes every rank throw instead of leaving the others waiting out the timeout. A kill
 // at any moment leaves either the whole `step_N/` or the tmp directory, which the next start
@@ -19,8 +20,10 @@ import {
   closeSync,
   copyFileSync,
   existsSync,
+  linkSync,
   mkdirSync,
   openSync,
+  readdirSync,
   readFileSync,
   renameSync,
   rmSync,
@@ -35,7 +38,7 @@ import { TOKENIZER_FILES } from "../model/dir_files.ts";
 import type { NativeModel } from "../native/model.ts";
 import type { NativeOptimizer } from "../native/train.ts";
 import { CheckpointError, pruneCheckpoints, writeManifest } from "./checkpoint.ts";
-import { checkpointDir } from "./paths.ts";
+import { checkpointDir, PUBLISHED_MARKER } from "./paths.ts";
 import {
   DTYPE_BYTES as BYTES,
   fileOffsets,
@@ -69,6 +72,10 @@ export interface ShardedCheckpointContents {
   orchestratorState: unknown;
   /** Complete checkpoints kept after this one is written. */
   keep: number;
+  /** The step's published weights (`weights/step_N/`, rank 0's), linked into trainer/model/: what a
+   * resumed run's policy starts from (the trainer restores the slices). Absent: config.json and
+   * the tokenizer files only. */
+  publishedDir?: string;
 }
 
 /** What a rank reports to rank 0 through trainer/shards/rank_R.json. */
@@ -226,8 +233,23 @@ function finish(tmp: string, step: number, contents: ShardedCheckpointContents):
   });
   writeFileSync(join(tmp, SHARDS_FILE), JSON.stringify(shards));
   writeFileSync(join(tmp, "orchestrator.json"), JSON.stringify(contents.orchestratorState));
-  writeModelFiles(join(tmp, "trainer/model"), contents.sourceDir, model);
+  if (contents.publishedDir) linkPublished(contents.publishedDir, join(tmp, "trainer/model"));
+  else writeModelFiles(join(tmp, "trainer/model"), contents.sourceDir, model);
   writeManifest(tmp, step, Object.assign({}, ...reports.map((r) => r.files)) as Checksums);
+}
+
+/** trainer/model/: the published directory's files as hard links (a copy where the filesystem
+ * has none), so pruning weights/ later leaves them here; the marker is the publisher's own. */
+function linkPublished(from: string, dir: string): void {
+  mkdirSync(dir, { recursive: true });
+  for (const name of readdirSync(from)) {
+    if (name === PUBLISHED_MARKER) continue;
+    try {
+      linkSync(join(from, name), join(dir, name));
+    } catch {
+      copyFileSync(join(from, name), join(dir, name));
+    }
+  }
 }
 
 /** trainer/model/: config.json and the tokenizer files of the run's model, no weights. */

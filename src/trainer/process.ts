@@ -39,8 +39,10 @@ import { NativeOptimizer } from "../native/train.ts";
 import { costModelOf } from "./balance.ts";
 import { batchPath } from "../rundir/paths.ts";
 import { readStepBatch } from "../rundir/step_file.ts";
-import { isCheckpointStep, readCheckpoint } from "../rundir/checkpoint.ts";
-import { checkpoint, followPublish, publishStep, type Trained } from "./publish.ts";
+import { isCheckpointStep, type LoadedCheckpoint, readCheckpoint } from "../rundir/checkpoint.ts";
+import { restoreShardedCheckpoint, restoreWholeCheckpoint } from "../rundir/shard_restore.ts";
+import type { NativeModel } from "../native/model.ts";
+import { checkpoint, followStep, publishStep, shardedCheckpoints, type Trained } from "./publish.ts";
 import { trainStepOnRank } from "./ranks.ts";
 import { learningRate } from "./schedule.ts";
 import { nativeLearner, type Learner, trainStep } from "./step.ts";
@@ -106,6 +108,31 @@ async function joinGroup(opts: TrainerOptions, rank: number): Promise<ProcessGro
   });
 }
 
+/**
+ * Restores a checkpoint's training state into the loaded (and, with trainer.shard, sharded) model
+ * and its optimizer. A sharded checkpoint reshards to this run's ranks and mode (every rank reads
+ * only the pieces of its own slices; collective); a whole one loads the same AdamW image on every
+ * rank, checked identical.
+ */
+function restore(
+  restored: LoadedCheckpoint,
+  model: NativeModel,
+  optimizer: NativeOptimizer,
+  group: ProcessGroup | null,
+) {
+  if (restored.sharded) {
+    if (model.shardGroup) restoreShardedCheckpoint(restored.dir, model, optimizer, group!);
+    else restoreWholeCheckpoint(restored.dir, model, optimizer);
+    return;
+  }
+  if (model.shardGroup && !model.lora)
+    throw new RlxError(`${restored.dir} was written by an unsharded trainer; this run shards (trainer.shard)`, {
+      fix: 'resume it with trainer.shard = "none"; its next checkpoint can then be resumed sharded',
+    });
+  optimizer.loadState(restored.optimizerState());
+  if (group) verifyOptimizerState(group, optimizer.saveState());
+}
+
 /** The one-rank group a sharded trainer of world_size 1 slices over (a file store of its own). */
 async function soloGroup(t: ResolvedConfig["trainer"]): Promise<ProcessGroup> {
   const path = join(tmpdir(), `rlx-trainer-${process.pid}.store`);
@@ -141,7 +168,8 @@ export async function runTrainer(opts: TrainerOptions): Promise<void> {
   const { runDir, config } = opts;
   const log = opts.log ?? ((line: string) => console.log(line));
   const restored = opts.resumeFrom ? readCheckpoint(opts.resumeFrom) : undefined;
-  const sourceDir = restored?.modelDir ?? config.model.path;
+  // a sharded checkpoint's weights are its ranks' slices, restored once the model is sharded
+  const sourceDir = restored && !restored.sharded ? restored.modelDir : config.model.path;
   const startStep = (restored?.step ?? 0) + 1;
   const t = config.trainer;
   const rank = opts.rank ?? 0;
@@ -161,11 +189,7 @@ export async function runTrainer(opts: TrainerOptions): Promise<void> {
   ensureLora(model, config.model.lora, config.seed, "config.resolved.toml");
   if (t.precision === "bf16-autocast") model.setOption("autocast_bf16", true);
   if (group) group.verifyParams(model); // the whole weights, before any rank keeps only its slices
-  if (t.shard !== "none") {
-    if (restored)
-      throw new RlxError("resuming a sharded run is not built yet", { fix: 'resume with trainer.shard = "none"' });
-    group!.shard(model, t.shard);
-  }
+  if (t.shard !== "none") group!.shard(model, t.shard);
   model.activationCheckpointing = t.activation_checkpointing;
   const [beta1, beta2] = t.optim.betas;
   using optimizer = NativeOptimizer.create(model, {
@@ -174,13 +198,14 @@ export async function runTrainer(opts: TrainerOptions): Promise<void> {
     eps: t.optim.eps,
     weightDecay: t.optim.weight_decay,
   });
-  if (restored) optimizer.loadState(restored.optimizerState());
-  if (group && restored) verifyOptimizerState(group, optimizer.saveState());
+  if (restored) restore(restored, model, optimizer, group);
   const cores = CoreShare.fromEnv("trainer");
   const learner = cores ? sharingCores(nativeLearner(model, optimizer), cores) : nativeLearner(model, optimizer);
   const dp = group ? { group, model, cost: costModelOf(model.config), shard: t.shard } : null;
+  const loaded = restored?.sharded ? `${restored.dir} (its shards)` : sourceDir;
+  const sharding = t.shard === "none" ? "" : `, shard ${t.shard}`;
   log(
-    `${who}: ${sourceDir} loaded, training steps ${startStep}..${config.max_steps}${group ? ` (${group.worldSize} ranks, ${group.backend})` : ""}`,
+    `${who}: ${loaded} loaded, training steps ${startStep}..${config.max_steps}${group ? ` (${group.worldSize} rank${group.worldSize > 1 ? "s" : ""}, ${group.backend}${sharding})` : ""}`,
   );
 
   // SIGTERM (a scheduler's pre-emption, or rlx train stopping): its handler runs between steps,
@@ -195,8 +220,11 @@ export async function runTrainer(opts: TrainerOptions): Promise<void> {
       const waitStart = performance.now();
       const file = batchPath(runDir, step);
       if (!(await waitForFile(file, opts, stop.signal))) {
-        if (lead && last && config.ckpt.on_sigterm && !isCheckpointStep(last.step, config))
-          log(`${who}: SIGTERM: wrote the checkpoint of step ${last.step}: ${checkpoint(last)}`);
+        // a sharded checkpoint is collective, and the ranks see SIGTERM at different moments (one
+        // may be inside the next step's collectives): the last whole checkpoint stands
+        const due = lead && last && config.ckpt.on_sigterm && !isCheckpointStep(last.step, config);
+        if (due && !shardedCheckpoints(last!))
+          log(`${who}: SIGTERM: wrote the checkpoint of step ${last!.step}: ${checkpoint(last!)}`);
         else log(`${who}: SIGTERM: stopping`);
         return;
       }
@@ -219,8 +247,18 @@ export async function runTrainer(opts: TrainerOptions): Promise<void> {
         const memory = await deviceMemory(t.device, true);
         Object.assign(result.metrics, { "memory/peak_gib": memory.peak, "memory/reserved_gib": memory.reserved });
       }
+      const trained: Trained = {
+        group,
+        runDir,
+        config,
+        step,
+        model,
+        optimizer,
+        sourceDir: config.model.path,
+        state: batch.state,
+      };
       if (!lead) {
-        if (t.shard === "full") followPublish(model, config); // the gathers rank 0's publishing runs
+        followStep(trained);
         log(
           `${who}: step ${step} loss ${result.metrics.loss?.toFixed(4)} micro_batches ${result.metrics.micro_batches} ${((performance.now() - trainStart) / 1000).toFixed(2)}s`,
         );
@@ -230,7 +268,7 @@ export async function runTrainer(opts: TrainerOptions): Promise<void> {
       if (batch.state === undefined) throw new RlxError(`${file} has no orchestrator state`);
       // config.json and the tokenizer files come from the run's model: the checkpoint the weights
       // were restored from is pruned once ckpt.keep newer ones exist
-      last = { runDir, config, step, model, optimizer, sourceDir: config.model.path, state: batch.state };
+      last = trained;
       const marker = publishStep(
         last,
         { step, orchestrator: batch.metrics ?? {}, metrics: result.metrics, perEnv: result.perEnv },

@@ -13,7 +13,9 @@ import type { ResolvedConfig } from "../config/resolve.ts";
 import { saveModel } from "../model/hf.ts";
 import type { NativeModel } from "../native/model.ts";
 import type { NativeOptimizer } from "../native/train.ts";
+import type { ProcessGroup } from "../native/dist.ts";
 import { isCheckpointStep, writeCheckpoint } from "../rundir/checkpoint.ts";
+import { writeShardedCheckpoint } from "../rundir/shard_checkpoint.ts";
 import {
   batchPath,
   checkpointDir,
@@ -25,6 +27,9 @@ import {
 } from "../rundir/paths.ts";
 
 export interface Trained {
+  /** The ranks' group (absent: one unsharded trainer). A model sharded without LoRA writes its
+   * checkpoints collectively, every rank its slices (src/rundir/shard_checkpoint.ts). */
+  group?: ProcessGroup | null;
   runDir: string;
   config: ResolvedConfig;
   step: number;
@@ -73,15 +78,40 @@ export function publishStep(
 /** On a rank other than 0 of a model sharded "full": the collective gathers of rank 0's
  * publishing (saveModel reads every parameter, in the order writeSafetensorsDir writes them: by
  * name), each gathered and dropped. LoRA publishes the whole adapters and needs none. */
-export function followPublish(model: NativeModel, config: ResolvedConfig): void {
+function followPublish(model: NativeModel, config: ResolvedConfig): void {
   if (model.lora) return;
   const names = model.params().map((p) => p.name);
   for (const name of names.sort()) model.getParam(name, config.model.dtype);
 }
 
-/** Writes `checkpoints/step_N/` for a trained step (and prunes to ckpt.keep). */
+/** Whether every rank writes its slices into the checkpoint (a model sharded without LoRA; with
+ * LoRA the adapters and their AdamW state are whole on every rank, and rank 0 writes them). */
+export const shardedCheckpoints = (t: Trained): boolean => !!t.group && t.model.shardGroup !== null && !t.model.lora;
+
+/** On a rank other than 0: its part in rank 0's publishing of the step (the gathers of a
+ * "full" model's weights) and in a due sharded checkpoint, in the order rank 0 runs them. */
+export function followStep(t: Trained): void {
+  if (t.config.trainer.shard === "full") followPublish(t.model, t.config);
+  if (isCheckpointStep(t.step, t.config) && shardedCheckpoints(t)) checkpoint(t);
+}
+
+/** Writes `checkpoints/step_N/` for a trained step (and prunes to ckpt.keep); with sharded
+ * checkpoints every rank calls it. */
 export function checkpoint(t: Trained): string {
-  return diskWrite(`writing the checkpoint ${checkpointDir(t.runDir, t.step)}`, () =>
+  const what = `writing the checkpoint ${checkpointDir(t.runDir, t.step)}`;
+  if (shardedCheckpoints(t))
+    return diskWrite(what, () =>
+      writeShardedCheckpoint(t.runDir, t.step, {
+        model: t.model,
+        optimizer: t.optimizer,
+        group: t.group!,
+        sourceDir: t.sourceDir,
+        orchestratorState: t.state,
+        keep: t.config.ckpt.keep,
+        publishedDir: weightsDir(t.runDir, t.step),
+      }),
+    );
+  return diskWrite(what, () =>
     writeCheckpoint(t.runDir, t.step, {
       model: t.model,
       optimizer: t.optimizer,

@@ -207,3 +207,43 @@ test("a rank that stops answering fails the run after trainer.dist.timeout_s, wi
   // the stopped rank ignores SIGTERM; the grace period's SIGKILL ends it
   await until(() => leftovers().length === 0, 30_000, "every child to exit", 50);
 }, 180_000);
+
+test('trainer.shard = "full": two ranks train, publish and checkpoint; a rank killed ends the run naming it; --resume continues on one rank', async () => {
+  const { path, runDir } = config("full", freePort(2), "max_steps = 4\nckpt = { interval = 2 }");
+  const sets = ["--set", "orchestrator.max_async_level=0", "--set", 'trainer.shard="full"'];
+  const run = rlx(["train", path, ...sets]);
+  await untilWhileRunning(run, () => published(runDir, 2), 60_000, "step 2 to be published", 2);
+  await untilWhileRunning(run, () => existsSync(join(runDir, "batches/step_3.bin")), 60_000, "step 3's file", 2);
+  const [rank1] = rankPids(runDir, 1);
+  process.kill(rank1!, "SIGKILL");
+  const { code, err } = await run.done;
+  expect(code).toBe(1);
+  expect(err).toContain("error: the trainer-1 process (rank 1 of 2) was killed by SIGKILL");
+  await until(() => leftovers().length === 0, 30_000, "every child to exit", 50);
+  for (const rank of [0, 1])
+    expect(readFileSync(join(runDir, `logs/trainer-${rank}.log`), "utf8")).toContain(
+      `${ws.model} loaded, training steps 1..4 (2 ranks, gloo, shard full)`,
+    );
+  // every rank wrote its slices into checkpoint 2; the published weights are whole
+  const shards = readdirSync(join(runDir, "checkpoints/step_2/trainer/shards")).sort();
+  expect(shards).toEqual(["rank_0.optimizer.bin", "rank_0.weights.bin", "rank_1.optimizer.bin", "rank_1.weights.bin"]);
+  expect(readdirSync(join(runDir, "weights/step_2"))).toContain("model.safetensors");
+  // and holds them, linked: what a resumed run's policy starts from
+  expect(readdirSync(join(runDir, "checkpoints/step_2/trainer/model"))).toContain("model.safetensors");
+
+  // one rank now: the two ranks' slices reshard into one
+  const resumed = await rlx(["train", path, ...sets, "--resume", "--set", "trainer.world_size=1"]).done;
+  expect(resumed.err).not.toContain("error");
+  expect(resumed.code).toBe(0);
+  expect(readMetrics(runDir).map((m) => m.step)).toEqual([1, 2, 3, 4]);
+  const log = readFileSync(join(runDir, "logs/trainer.log"), "utf8");
+  expect(log).toContain(
+    `${join(runDir, "checkpoints/step_2")} (its shards) loaded, training steps 3..4 (1 rank, gloo, shard full)`,
+  );
+  expect(log.slice(log.lastIndexOf("training steps 3..4"))).toMatch(/step 3 loss[^]*step 4 loss/);
+  expect(readdirSync(join(runDir, "checkpoints/step_4/trainer/shards")).sort()).toEqual([
+    "rank_0.optimizer.bin",
+    "rank_0.weights.bin",
+  ]);
+  await until(() => leftovers().length === 0, 30_000, "every child to exit", 50);
+}, 400_000);
