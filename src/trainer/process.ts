@@ -42,7 +42,7 @@ import { readStepBatch } from "../rundir/step_file.ts";
 import { isCheckpointStep, type LoadedCheckpoint, readCheckpoint } from "../rundir/checkpoint.ts";
 import { restoreShardedCheckpoint, restoreWholeCheckpoint } from "../rundir/shard_restore.ts";
 import type { NativeModel } from "../native/model.ts";
-import { checkpoint, followStep, publishStep, shardedCheckpoints, type Trained } from "./publish.ts";
+import { checkpoint, followStep, publishStep, type Trained } from "./publish.ts";
 import { trainStepOnRank } from "./ranks.ts";
 import { learningRate } from "./schedule.ts";
 import { nativeLearner, type Learner, trainStep } from "./step.ts";
@@ -133,6 +133,14 @@ function restore(
   if (group) verifyOptimizerState(group, optimizer.saveState());
 }
 
+/** True when every rank found the step file, false when any was stopped (collective: a rank
+ * that found it waits here for the others' answer rather than entering the step alone). */
+function agreeToGo(group: ProcessGroup, present: boolean): boolean {
+  const stopped = BigInt64Array.of(present ? 0n : 1n);
+  group.allreduce(stopped, "max");
+  return stopped[0] === 0n;
+}
+
 /** The one-rank group a sharded trainer of world_size 1 slices over (a file store of its own). */
 async function soloGroup(t: ResolvedConfig["trainer"]): Promise<ProcessGroup> {
   const path = join(tmpdir(), `rlx-trainer-${process.pid}.store`);
@@ -215,15 +223,18 @@ export async function runTrainer(opts: TrainerOptions): Promise<void> {
   const onTerm = () => stop.abort();
   process.on("SIGTERM", onTerm);
   let last: Trained | undefined;
+  // Sharded checkpoints are collective, and the ranks see a SIGTERM at different moments: before
+  // each step they agree whether to go on, so all stop (and checkpoint) together or none does.
+  const collective = !!group && group.worldSize > 1 && t.shard !== "none" && !config.model.lora;
   try {
     for (let step = startStep; step <= config.max_steps; step++) {
       const waitStart = performance.now();
       const file = batchPath(runDir, step);
-      if (!(await waitForFile(file, opts, stop.signal))) {
-        // a sharded checkpoint is collective, and the ranks see SIGTERM at different moments (one
-        // may be inside the next step's collectives): the last whole checkpoint stands
-        const due = lead && last && config.ckpt.on_sigterm && !isCheckpointStep(last.step, config);
-        if (due && !shardedCheckpoints(last!))
+      const present = await waitForFile(file, opts, stop.signal);
+      if (!(collective ? agreeToGo(group!, present) : present)) {
+        // rank 0 writes a whole checkpoint; a sharded one every rank, together
+        const due = last && config.ckpt.on_sigterm && !isCheckpointStep(last.step, config);
+        if (due && (lead || collective))
           log(`${who}: SIGTERM: wrote the checkpoint of step ${last!.step}: ${checkpoint(last!)}`);
         else log(`${who}: SIGTERM: stopping`);
         return;
@@ -254,9 +265,12 @@ export async function runTrainer(opts: TrainerOptions): Promise<void> {
         step,
         model,
         optimizer,
+        // config.json and the tokenizer files come from the run's model: the checkpoint the weights
+        // were restored from is pruned once ckpt.keep newer ones exist
         sourceDir: config.model.path,
         state: batch.state,
       };
+      last = trained;
       if (!lead) {
         followStep(trained);
         log(
@@ -266,9 +280,6 @@ export async function runTrainer(opts: TrainerOptions): Promise<void> {
       }
 
       if (batch.state === undefined) throw new RlxError(`${file} has no orchestrator state`);
-      // config.json and the tokenizer files come from the run's model: the checkpoint the weights
-      // were restored from is pruned once ckpt.keep newer ones exist
-      last = trained;
       const marker = publishStep(
         last,
         { step, orchestrator: batch.metrics ?? {}, metrics: result.metrics, perEnv: result.perEnv },

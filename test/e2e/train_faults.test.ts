@@ -47,32 +47,36 @@ const published = (runDir: string) =>
 const checkpoints = (runDir: string) =>
   existsSync(join(runDir, "checkpoints")) ? readdirSync(join(runDir, "checkpoints")).sort() : [];
 
-test("SIGTERM checkpoints the last finished step; --resume continues from it", async () => {
-  // 40 steps: SIGTERM comes after step 3, and on an idle machine 8 steps were over before it landed
-  // (the last step is always checkpointed, so the SIGTERM had nothing left to write)
-  const { path, runDir } = writeConfig(ws, "sigterm", body(40, 0));
-  const args = ["train", path, "--inference", "in-process"];
-  const run = rlx(args);
-  await untilWhileRunning(run, () => published(runDir).includes(3), 120_000, "step 3 published");
-  run.proc.kill("SIGTERM");
-  const stopped = await run.done;
-  expect(stopped.code).toBe(143);
-  await until(() => processesMentioning(runDir).length === 0, 30_000, "no process of the run left", 50);
-  // with ckpt.interval = 0 nothing but the SIGTERM wrote a checkpoint: it is of the last step published
-  const last = Math.max(...published(runDir));
-  expect(checkpoints(runDir)).toEqual([`step_${last}`]);
-  expect(readFileSync(join(runDir, "logs/trainer.log"), "utf8")).toContain(
-    `SIGTERM: wrote the checkpoint of step ${last}`,
-  );
+for (const shard of ["none", "full"] as const) {
+  // "full": two ranks, each writing its slices; they agree at each step whether to go on
+  const ranks = shard === "full" ? ["--set", "trainer.world_size=2", "--set", 'trainer.shard="full"'] : [];
+  const trainerLog = shard === "full" ? "logs/trainer-0.log" : "logs/trainer.log";
+  test(`SIGTERM checkpoints the last finished step; --resume continues from it (shard ${shard})`, async () => {
+    // 40 steps: SIGTERM comes after step 3, and on an idle machine 8 steps were over before it landed
+    // (the last step is always checkpointed, so the SIGTERM had nothing left to write)
+    const { path, runDir } = writeConfig(ws, `sigterm-${shard}`, body(40, 0));
+    const args = ["train", path, "--inference", "in-process", ...ranks];
+    const run = rlx(args);
+    await untilWhileRunning(run, () => published(runDir).includes(3), 120_000, "step 3 published");
+    run.proc.kill("SIGTERM");
+    const stopped = await run.done;
+    expect(stopped.code).toBe(143);
+    await until(() => processesMentioning(runDir).length === 0, 30_000, "no process of the run left", 50);
+    // with ckpt.interval = 0 nothing but the SIGTERM wrote a checkpoint: it is of the last step published
+    const last = Math.max(...published(runDir));
+    expect(checkpoints(runDir)).toEqual([`step_${last}`]);
+    expect(readFileSync(join(runDir, trainerLog), "utf8")).toContain(`SIGTERM: wrote the checkpoint of step ${last}`);
 
-  const resumed = await rlx([...args, "--resume"]).done;
-  expect(resumed.code).toBe(0);
-  expect(readFileSync(join(runDir, "logs/trainer.log"), "utf8")).toContain(
-    `checkpoints/step_${last}/trainer/model loaded, training steps ${last + 1}..40`,
-  );
-  expect(last).toBeLessThan(40);
-  expect(readMetrics(runDir).map((row) => row.step)).toEqual(Array.from({ length: 40 }, (_, i) => i + 1));
-}, 300_000);
+    const resumed = await rlx([...args, "--resume"]).done;
+    expect(resumed.code).toBe(0);
+    const loaded = shard === "full" ? " (its shards)" : "/trainer/model";
+    expect(readFileSync(join(runDir, trainerLog), "utf8")).toContain(
+      `checkpoints/step_${last}${loaded} loaded, training steps ${last + 1}..40`,
+    );
+    expect(last).toBeLessThan(40);
+    expect(readMetrics(runDir).map((row) => row.step)).toEqual(Array.from({ length: 40 }, (_, i) => i + 1));
+  }, 300_000);
+}
 
 test("the trainer SIGKILLed mid-step stops the run naming it; --resume continues", async () => {
   const { path, runDir } = writeConfig(ws, "oom", body(4, 2));
