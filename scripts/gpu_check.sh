@@ -2,9 +2,11 @@
 # The GPU check (docs/gpu.md), for a GPU node with a Python PyTorch (CUDA), g++ and no Node, Bun or
 # network, in about 5 minutes: Bun and the npm dependencies come from .gpu/ (scripts/gpu_pack.sh
 # made it); the shim is built against python3's torch; `rlx doctor` and the native tests run on
-# it (test/native/cuda.test.ts included); then bench/gpu.ts measures on the qwen3-0.6b preset.
+# it (test/native/cuda.test.ts included: a "full" sharded step over NCCL among them); then
+# bench/gpu.ts measures on the qwen3-0.6b preset, and bench/dist_step.ts a "full" sharded step
+# there (with and without the next layer's gather overlapping the compute, and its peak memory).
 # Everything it prints and writes lands in $OUT (default .gpu/out): doctor.json, native_tests.txt,
-# gpu_check.json, gpu_check.txt.
+# gpu_check.json, gpu_check.txt, shard_step.txt.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-.gpu/out}
@@ -35,4 +37,6 @@ step "native tests (CUDA ones included)"
 step "benchmarks: trainer against PyTorch eager, decode, generation vs scoring"
 RLX_BENCH_PYTHON=$(command -v python3) "$BUN" bench/gpu.ts --device cuda --preset qwen3-0.6b --tokens 16384 \
   --batches 1,64,256 --json "$OUT/gpu_check.json" | tee "$OUT/gpu_check.txt"
+step "sharded training: a \"full\" step on one NCCL rank with and without gathering ahead, its peak memory"
+"$BUN" bench/dist_step.ts --device cuda --shard full --preset qwen3-0.6b --samples 16 --steps 3 | tee "$OUT/shard_step.txt"
 step "done"

@@ -5,6 +5,7 @@
 import type { Pointer } from "bun:ffi";
 import { NativeError } from "../errors.ts";
 import { check, loadNative, native, type Rlx } from "./ffi.ts";
+import { type DType, DTYPE_BYTES } from "../data/dtypes.ts";
 
 /** The normalized flat config the shim reads (src/model/config.ts builds it from config.json). */
 export interface ShimModelConfig {
@@ -48,11 +49,10 @@ export interface YarnRopeScaling {
 
 export type ShimRopeScaling = Llama3RopeScaling | YarnRopeScaling;
 
-export type DType = "f32" | "bf16" | "f16" | "f64";
+export { type DType, DTYPE_BYTES };
 
 /** rlx.h dtype codes (RLX_F32 ...). */
 export const DTYPE_CODE: Record<DType, number> = { f32: 0, bf16: 1, f16: 2, f64: 3 };
-export const DTYPE_BYTES: Record<DType, number> = { f32: 4, bf16: 2, f16: 2, f64: 8 };
 
 export interface ParamInfo {
   name: string;

@@ -40,7 +40,6 @@ import type { NativeOptimizer } from "../native/train.ts";
 import { CheckpointError, pruneCheckpoints, writeManifest } from "./checkpoint.ts";
 import { checkpointDir, PUBLISHED_MARKER } from "./paths.ts";
 import {
-  DTYPE_BYTES as BYTES,
   fileOffsets,
   newShardsFile,
   OPTIMIZER_HEADER_BYTES,
@@ -53,6 +52,7 @@ import {
   type ShardUnit,
   weightsFile,
 } from "./shard_format.ts";
+import { DTYPE_BYTES as BYTES } from "../data/dtypes.ts";
 
 /** What the checkpoint protocol needs of a ProcessGroup (src/native/dist.ts): pass the group itself. */
 export interface ShardGroup {

@@ -16,7 +16,7 @@
 import { closeSync, existsSync, openSync, readFileSync, readSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { crc32, hex } from "../model/checksums.ts";
-import type { DType } from "../native/model.ts";
+import { type DType, DTYPE_BYTES } from "../data/dtypes.ts";
 
 export const SHARDS_FILE = "trainer/shards.json";
 export const SHARDS_DIR = "trainer/shards";
@@ -24,8 +24,6 @@ export const weightsFile = (rank: number) => `${SHARDS_DIR}/rank_${rank}.weights
 export const optimizerFile = (rank: number) => `${SHARDS_DIR}/rank_${rank}.optimizer.bin`;
 export const OPTIMIZER_HEADER_BYTES = 32;
 const FORMAT = 1;
-/** Bytes per element (src/native/model.ts's DTYPE_BYTES, kept here so `rlx check` loads no native code). */
-export const DTYPE_BYTES: Record<DType, number> = { f32: 4, bf16: 2, f16: 2, f64: 8 };
 const BLOCK = 16 << 20;
 
 export interface ShardTensor {

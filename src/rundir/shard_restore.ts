@@ -22,7 +22,6 @@ import { CheckpointError } from "./checkpoint.ts";
 import {
   checkShards,
   checkShardsLayout,
-  DTYPE_BYTES,
   fileOffsets,
   numelOf,
   OPTIMIZER_HEADER_BYTES,
@@ -34,6 +33,7 @@ import {
   type ShardTensor,
 } from "./shard_format.ts";
 import type { ShardGroup } from "./shard_checkpoint.ts";
+import { DTYPE_BYTES } from "../data/dtypes.ts";
 
 const BLOCK = 16 << 20;
 const FIX =
