@@ -88,6 +88,8 @@ RLX_API int rlx_dist_allreduce_grads(rlx_group* group, rlx_model* model, int64_t
   RLX_TRY(-1, {
     auto& g = get_group(group);
     auto& m = get_model(model);
+    require(!m.shards || m.lora.rank, "the model is sharded: its gradients reach the slices by reduce-scatter (in the "
+                                      "train step for \"full\", the optimizer step for \"optimizer\"), not by this all-reduce");
     require(m.device.type() == g.device.type(), "the model is on " + m.device.str() + " but this " + g.backend +
                                                     " group reduces on " + g.device.str());
     at::NoGradGuard no_grad;

@@ -15,6 +15,7 @@
 // tensor at a time, so it holds the model once plus one tensor, and the whole AdamW image when an
 // optimizer is given (whose state dtype must then be the checkpoint's: float64 for a float64
 // model, else float32).
+import { closeSync, openSync, readSync } from "node:fs";
 import { join } from "node:path";
 import type { NativeModel } from "../native/model.ts";
 import type { NativeOptimizer } from "../native/train.ts";
@@ -249,4 +250,65 @@ export function restoreWholeCheckpoint(dir: string, model: NativeModel, optimize
     pieces.close();
   }
   if (optimizer && image) optimizer.loadState(image);
+}
+
+/**
+ * The AdamW state of an unsharded checkpoint (`trainer/optimizer.bin`: one entry per parameter, in
+ * the model's order) cut to this rank's slices of a sharded model, loaded into its optimizer: so a
+ * run that outgrew one replica resumes sharded. Each rank reads from the file only its own ranges
+ * (the file's CRC-32 was checked by readCheckpoint). Not collective.
+ */
+export function restoreWholeOptimizer(file: string, model: NativeModel, optimizer: NativeOptimizer): void {
+  const fd = openSync(file, "r");
+  try {
+    const read = (at: number, n: number) => {
+      const out = new Uint8Array(n);
+      if (readSync(fd, out, 0, n, at) !== n)
+        throw new CheckpointError(`${file} ends before byte ${at + n}`, { fix: FIX });
+      return out;
+    };
+    const header = read(0, OPTIMIZER_HEADER_BYTES);
+    const head = new DataView(header.buffer);
+    const code = head.getBigInt64(24, true);
+    const sb = code === STATE_CODE.f64 ? 8 : 4;
+    const params = model.params();
+    if (Number(head.getBigInt64(16, true)) !== params.length)
+      throw new CheckpointError(
+        `${file} holds the AdamW state of ${head.getBigInt64(16, true)} tensors, the model has ${params.length}`,
+        { fix: FIX },
+      );
+    const start = new Map<string, number>(); // where each parameter's exp_avg begins
+    let cursor = OPTIMIZER_HEADER_BYTES;
+    for (const p of params) {
+      const n = Number(new DataView(read(cursor, 8).buffer).getBigInt64(0, true));
+      if (n !== numelOf(p.shape))
+        throw new CheckpointError(`${file}: ${p.name} has ${n} elements of state, the model's ${numelOf(p.shape)}`, {
+          fix: FIX,
+        });
+      start.set(p.name, cursor + 8);
+      cursor += 8 + 2 * n * sb;
+    }
+    const layout = model.shardLayout();
+    const image = new Uint8Array(OPTIMIZER_HEADER_BYTES + layout.units.reduce((n, u) => n + 8 + 2 * u.chunk * sb, 0));
+    image.set(header);
+    const view = new DataView(image.buffer);
+    view.setBigInt64(16, BigInt(layout.units.length), true);
+    let at = OPTIMIZER_HEADER_BYTES;
+    for (const unit of layout.units) {
+      view.setBigInt64(at, BigInt(unit.chunk), true);
+      const [lo, hi] = rankRange(unit, layout.rank);
+      for (const t of unit.params) {
+        const n = numelOf(t.shape);
+        const [a, b] = [Math.max(lo, t.offset), Math.min(hi, t.offset + n)];
+        for (const half of b > a ? [0, 1] : []) {
+          const from = start.get(t.name)! + (half * n + a - t.offset) * sb;
+          image.set(read(from, (b - a) * sb), at + 8 + (half * unit.chunk + a - lo) * sb);
+        }
+      }
+      at += 8 + 2 * unit.chunk * sb;
+    }
+    optimizer.loadState(image);
+  } finally {
+    closeSync(fd);
+  }
 }

@@ -40,7 +40,7 @@ import { costModelOf } from "./balance.ts";
 import { batchPath } from "../rundir/paths.ts";
 import { readStepBatch } from "../rundir/step_file.ts";
 import { isCheckpointStep, type LoadedCheckpoint, readCheckpoint } from "../rundir/checkpoint.ts";
-import { restoreShardedCheckpoint, restoreWholeCheckpoint } from "../rundir/shard_restore.ts";
+import { restoreShardedCheckpoint, restoreWholeCheckpoint, restoreWholeOptimizer } from "../rundir/shard_restore.ts";
 import type { NativeModel } from "../native/model.ts";
 import { checkpoint, followStep, publishStep, type Trained } from "./publish.ts";
 import { trainStepOnRank } from "./ranks.ts";
@@ -112,7 +112,7 @@ async function joinGroup(opts: TrainerOptions, rank: number): Promise<ProcessGro
  * Restores a checkpoint's training state into the loaded (and, with trainer.shard, sharded) model
  * and its optimizer. A sharded checkpoint reshards to this run's ranks and mode (every rank reads
  * only the pieces of its own slices; collective); a whole one loads the same AdamW image on every
- * rank, checked identical.
+ * rank, checked identical, or each rank's part of it into a sharded model.
  */
 function restore(
   restored: LoadedCheckpoint,
@@ -125,10 +125,11 @@ function restore(
     else restoreWholeCheckpoint(restored.dir, model, optimizer);
     return;
   }
-  if (model.shardGroup && !model.lora)
-    throw new RlxError(`${restored.dir} was written by an unsharded trainer; this run shards (trainer.shard)`, {
-      fix: 'resume it with trainer.shard = "none"; its next checkpoint can then be resumed sharded',
-    });
+  if (model.shardGroup && !model.lora) {
+    // an unsharded checkpoint, resumed sharded: the weights came whole from it, the AdamW state is cut
+    restoreWholeOptimizer(join(restored.dir, "trainer/optimizer.bin"), model, optimizer);
+    return;
+  }
   optimizer.loadState(restored.optimizerState());
   if (group) verifyOptimizerState(group, optimizer.saveState());
 }

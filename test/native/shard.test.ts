@@ -8,9 +8,12 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { distAvailable } from "../../src/native/dist.ts";
+import { distAvailable, ProcessGroup } from "../../src/native/dist.ts";
+import { NativeGenerator, score } from "../../src/native/generate.ts";
+import { trainStep } from "../../src/native/train.ts";
 import type { ShardMode } from "../../src/native/model.ts";
-import { STEP_OPTIONS } from "./fixtures/dist_batch.ts";
+import { distStep, LOSS, STEP_OPTIONS } from "./fixtures/dist_batch.ts";
+import { f32, tinyModel } from "./tiny_model.ts";
 import { runShardRank, type ShardRankArgs, type ShardRankOutput } from "./fixtures/shard_rank.ts";
 import { adamState, maxRel } from "./fixtures/shard_state.ts";
 
@@ -114,4 +117,31 @@ describe.skipIf(!gloo)("sharded training in float32, one step", () => {
       for (const out of outs) expect(adamBoundExcess(out.params, single!, STEP_OPTIONS.lr)).toBeLessThanOrEqual(0);
       expect(outs[1]!.params).toEqual(outs[0]!.params); // every rank holds the same gathered weights
     }, 120_000);
+});
+
+describe.skipIf(!gloo)("a sharded model's errors", () => {
+  test("what a sliced model cannot do is refused by name; the step must name its group", async () => {
+    using group = await ProcessGroup.create({
+      rank: 0,
+      worldSize: 1,
+      store: { type: "file", path: join(dir, "errors-store") },
+    });
+    using model = await tinyModel({ seed: 3 });
+    group.shard(model, "full");
+    expect(() => group.shard(model, "full")).toThrow("the model is sharded already");
+    expect(() => NativeGenerator.create(model, { slots: 1, capacity: 8 })).toThrow(
+      'rlx_gen_create: the model is sharded "full" and holds only its slices',
+    );
+    expect(() => score(model, [[1, 2, 3]])).toThrow('rlx_score: the model is sharded "full"');
+    const name = "model.norm.weight";
+    expect(() => model.setParam(name, new Float32Array(32), "f32", [32])).toThrow("rlx_model_set_param");
+    expect(() => group.allreduceGrads(model)).toThrow("its gradients reach the slices by reduce-scatter");
+    // a gathered parameter is the whole one: the norm starts at ones
+    expect([...f32(model.getParam(name))]).toEqual(Array(32).fill(1));
+    const row = distStep().rows[0]!;
+    model.shardGroup = null; // a batch that does not name the group
+    expect(() => trainStep(model, row, { ...LOSS, nRl: 1, nCe: 1, nRefKl: 1 }, 2)).toThrow(
+      "rlx_batch.shard_group must be the group the model was sharded over",
+    );
+  });
 });

@@ -33,7 +33,7 @@ writeFileSync(join(sourceDir, "config.json"), JSON.stringify(hfConfigObject(conf
 writeFileSync(join(sourceDir, "tokenizer_config.json"), "{}");
 let runs = 0;
 
-type Extra = Pick<ShardRankArgs, "steps" | "resume" | "checkpoint">;
+type Extra = Pick<ShardRankArgs, "steps" | "resume" | "checkpoint" | "resumeWhole">;
 
 /** Every rank's output, or the ranks' stderr when one fails. */
 async function run(worldSize: number, shard: ShardMode, extra: Extra): Promise<ShardRankOutput[] | string> {
@@ -132,6 +132,15 @@ describe.skipIf(!gloo)("sharded checkpoints", () => {
   test('"optimizer" on 2 ranks, resumed on 1', async () => {
     const { runDir } = await checkpointed(2, "optimizer");
     expectSame(await outputs(1, "optimizer", { steps: 2, resume: checkpointDir(runDir, 2) }), reference);
+  }, 60_000);
+
+  test('an unsharded run\'s state resumed on 2 ranks ("full"): its AdamW image cut to the slices', async () => {
+    const [whole] = await outputs(1, "none", { steps: 2 });
+    const optimizer = join(dir, "whole-optimizer.bin");
+    writeFileSync(optimizer, Uint8Array.from(whole!.optimizer));
+    const output = join(dir, "whole-output.json");
+    writeFileSync(output, JSON.stringify(whole));
+    expectSame(await outputs(2, "full", { steps: 2, resumeWhole: { output, optimizer } }), reference);
   }, 60_000);
 
   test('1 rank, resumed on 2 ("full")', async () => {
