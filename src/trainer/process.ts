@@ -25,6 +25,12 @@
 // passes the gradient all-reduce, so rank 0 cannot delete it under another rank. The AdamW state
 // is identical on every rank (same summed gradient, same update), so rank 0's checkpoint restores
 // them all.
+//
+// Sharded ranks (trainer.shard, docs/scaling.md): the model is sharded right after loading (a
+// one-rank group when world_size is 1), so each rank keeps its slices. Publishing a "full" model
+// gathers it tensor by tensor, every rank taking part (publish.ts followStep); checkpoints are
+// written by every rank together, each its slices, and the ranks agree before each step whether to
+// go on, so a SIGTERM stops and checkpoints them at the same step.
 import { existsSync, mkdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
