@@ -129,6 +129,13 @@ RLX_API int rlx_model_lora_add(rlx_model* model, int rank, double alpha, double 
       p.mutable_grad().reset();
       p.set_requires_grad(false);
     }
+    // Dropout draws from the device's default generator, which libtorch seeds at random per process:
+    // seeded here, a run's masks follow from its seed (and activation checkpointing replays them).
+    if (dropout > 0) {
+      auto dropout_gen = at::globalContext().defaultGenerator(m.device);
+      std::lock_guard<std::mutex> lock(dropout_gen.mutex());
+      dropout_gen.set_current_seed(seed);
+    }
     return 0;
   })
 }

@@ -37,7 +37,7 @@ void Trunk::restore_rng(size_t layer) {
   if (rng_.empty()) return;
   auto gen = at::globalContext().defaultGenerator(m_.device);
   std::lock_guard<std::mutex> lock(gen.mutex());
-  gen.set_state(rng_[layer]);
+  gen.set_state(layer < rng_.size() ? rng_[layer] : rng_after_);
 }
 
 at::Tensor Trunk::forward(const at::Tensor& ids, const at::Tensor& positions, const std::vector<int64_t>& lengths,
@@ -89,6 +89,17 @@ at::Tensor Trunk::forward(const at::Tensor& ids, const at::Tensor& positions, co
 void Trunk::backward(const at::Tensor& grad_hidden) {
   if (!recompute_) return hidden_.backward(grad_hidden);
   const size_t n_layers = m_.layers.size();
+  // the recomputation replays the forward's draws; the generator then goes on from where the
+  // forward left it, as without recomputation (the next step draws new masks)
+  if (!rng_.empty()) {
+    auto gen = at::globalContext().defaultGenerator(m_.device);
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    rng_after_ = gen.get_state();
+  }
+  struct Resume {
+    Trunk& t;
+    ~Resume() { t.restore_rng(t.rng_.size()); }
+  } resume{*this};
   auto through = [&](const at::Tensor& input, const std::function<at::Tensor(const at::Tensor&)>& fn, const at::Tensor& g) {
     auto leaf = input.detach().requires_grad_(true);
     fn(leaf).backward(g);

@@ -43,6 +43,7 @@ class Trunk {
   RowPlan row_;
   at::Tensor ids_, hidden_, last_;
   std::vector<at::Tensor> inputs_, rng_;
+  at::Tensor rng_after_;  // the generator's state after the forward
   Gathered head_, embed_;  // a sliced model's gathered head (and embedding, when tied to the LM head)
 };
 
