@@ -50,6 +50,8 @@ export interface PlanRow {
   runtime: number;
   /** runtime + the largest moment's sum. */
   total: number;
+  /** runtime + the largest moment of the step itself (without loading). */
+  stepTotal: number;
   peakAt: Moment;
 }
 
@@ -177,6 +179,7 @@ export function planRow(input: PlanInput, shard: PlanShard, checkpointing: boole
   }
 
   const [peakAt, peak] = (Object.entries(m.moments) as [Moment, number][]).reduce((a, b) => (b[1] > a[1] ? b : a));
+  const step = Math.max(...Object.entries(m.moments).map(([k, v]) => (k === "load" ? 0 : v)));
   const transient = m.transients.reduce((a, b) => (b.bytes > a.bytes ? b : a));
   const runtime = RUNTIME_BYTES[device];
   return {
@@ -189,6 +192,7 @@ export function planRow(input: PlanInput, shard: PlanShard, checkpointing: boole
     transient,
     runtime,
     total: runtime + peak,
+    stepTotal: runtime + step,
     peakAt,
   };
 }

@@ -61,5 +61,11 @@ export function planTable(report: PlanReport): string {
       .map((cell, i) => (numeric.has(i) ? cell.padStart(widths[i]!) : cell.padEnd(widths[i]!)))
       .join("  ")
       .trimEnd();
-  return [...head, "", line(columns), ...cells.map(line)].join("\n");
+  const loads = report.rows
+    .filter((r) => r.peakAt === "load")
+    .map((r) => `${r.shard}: the step alone needs ${gib(r.stepTotal)} GiB`);
+  const notes = loads.length
+    ? [`peak at load: every rank loads the whole float32 model before it shards it; ${loads.join(", ")}`]
+    : [];
+  return [...head, "", line(columns), ...cells.map(line), ...notes].join("\n");
 }
