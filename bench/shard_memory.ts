@@ -38,7 +38,7 @@ import type { ShardMode } from "../src/native/model.ts";
 import { NativeOptimizer } from "../src/native/train.ts";
 import { costModelOf } from "../src/trainer/balance.ts";
 import { trainStepOnRank } from "../src/trainer/ranks.ts";
-import { nativeLearner } from "../src/trainer/step.ts";
+import { nativeLearner, trainStep } from "../src/trainer/step.ts";
 import { flag } from "./_reference.ts";
 import { collectiveBytes, type UnitSizes } from "./_shard_traffic.ts";
 
@@ -85,12 +85,17 @@ function sample(id: number, n: number, vocab: number): TrainingSample {
 async function child(a: ChildArgs): Promise<RankResult> {
   using model = await loadModel(a.dir, { dtype: "f32" });
   const afterLoadGib = status("VmHWM") / GIB;
-  using group = await ProcessGroup.create({ rank: a.rank, worldSize: a.world, store: { type: "file", path: a.store } });
-  if (a.mode !== "none") group.shard(model, a.mode);
+  // one replicated rank runs as the trainer runs it, without a group: through a group its
+  // gradient all-reduce would hold a flat copy of every gradient (4 bytes a parameter)
+  using group =
+    a.world > 1 || a.mode !== "none"
+      ? await ProcessGroup.create({ rank: a.rank, worldSize: a.world, store: { type: "file", path: a.store } })
+      : null;
+  if (group && a.mode !== "none") group.shard(model, a.mode);
   model.activationCheckpointing = a.checkpointing;
   using optimizer = NativeOptimizer.create(model);
   const learner = nativeLearner(model, optimizer);
-  const dp = { group, model, cost: costModelOf(model.config), shard: a.mode };
+  const dp = group && { group, model, cost: costModelOf(model.config), shard: a.mode };
   const vocab = model.config.vocab_size;
   const step = packStep(
     Array.from({ length: a.world }, (_, i) => sample(i, a.seqLen, vocab)),
@@ -101,7 +106,9 @@ async function child(a: ChildArgs): Promise<RankResult> {
   const stepS: number[] = [];
   for (let s = 0; s < a.steps; s++) {
     const start = performance.now();
-    trainStepOnRank(dp, learner, step, { lr: 1e-5, maxGradNorm: 1, loss });
+    const opts = { lr: 1e-5, maxGradNorm: 1, loss };
+    if (dp) trainStepOnRank(dp, learner, step, opts);
+    else trainStep(learner, step, opts);
     stepS.push((performance.now() - start) / 1000);
   }
   const units: UnitSizes =

@@ -12,7 +12,8 @@
 //              model: the gathered head unit, and the tied embedding, each with a gradient buffer);
 //   backward:  a layer's backward, its gradients and the ones after it, the inputs before it;
 //   optimizer: every gradient and the AdamW temporaries of its largest tensor ("optimizer" mode:
-//              the whole gradient of one unit being reduce-scattered, and the slices' gradients).
+//              the whole gradient of one unit being reduce-scattered, and the slices' gradients;
+//              replicated ranks: the all-reduce's flat copy of every gradient).
 import type { ShimModelConfig } from "../model/config.ts";
 import {
   type AttentionKind,
@@ -113,6 +114,9 @@ export function planRow(input: PlanInput, shard: PlanShard, checkpointing: boole
   // AdamW's temporaries on its largest tensor (the clipped gradient, sqrt(v), the denominator):
   // a whole parameter, or in "optimizer" mode the embedding's slice
   const adamTemporaries = shard === "optimizer" ? (3 * F32 * padded(u.embed, N)) / N : 3 * F32 * largestTensor;
+  // replicated ranks sum their gradients in buckets that are all in flight at once
+  // (native/src/dist_ops.cpp rlx_dist_allreduce_grads): a flat float32 copy of every gradient
+  const allReduce = shard === "none" && N > 1 ? F32 * P : 0;
   const headGrad = F32 * (u.head + (shape.tie_word_embeddings ? u.embed : 0));
   const m: Moments =
     shard === "full"
@@ -125,6 +129,7 @@ export function planRow(input: PlanInput, shard: PlanShard, checkpointing: boole
             ...(shard === "optimizer"
               ? [{ name: "a unit's whole gradient (reduce-scatter)", bytes: F32 * padded(u.embed, N) }]
               : []),
+            ...(allReduce ? [{ name: "gradient all-reduce buckets", bytes: allReduce }] : []),
           ],
           moments: {
             load,
@@ -143,7 +148,7 @@ export function planRow(input: PlanInput, shard: PlanShard, checkpointing: boole
               gradients +
               (shard === "optimizer"
                 ? (F32 * P) / N + Math.max(F32 * padded(u.embed, N), adamTemporaries)
-                : adamTemporaries),
+                : Math.max(adamTemporaries, allReduce)),
           },
         };
 
