@@ -26,7 +26,7 @@
 // machine's MemAvailable falls below `--floor-gib`, rather than pushing other work into the OOM
 // killer. `--out` writes the results as one JSON object (experiments/results/shard_memory/).
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { cpus, loadavg, tmpdir, totalmem } from "node:os";
 import { join } from "node:path";
 import { packStep } from "../src/data/pack.ts";
 import type { TrainingSample } from "../src/data/types.ts";
@@ -293,7 +293,17 @@ try {
       `activations at ${longSeqLen} tokens (${longLayers} layers): off ${off.activationGib.toFixed(2)} GiB, on ${on.activationGib.toFixed(2)} GiB: ${(off.activationGib / on.activationGib).toFixed(2)}x less`,
     );
   console.log(`${preset}, float32 masters, Gloo, ${seqLen} tokens a rank:\n  ${lines.join("\n  ")}`);
-  if (outFile) writeFileSync(outFile, JSON.stringify({ preset, seqLen, longSeqLen, longLayers, runs }, null, 2) + "\n");
+  if (outFile) {
+    const machine = {
+      cpu: cpus()[0]?.model,
+      cores: cpus().length,
+      memTotalGib: totalmem() / GIB,
+      loadAverage: loadavg(),
+      threadsPerRank: process.env.RLX_THREADS ?? "all",
+    };
+    const row = { date: new Date().toISOString(), command: process.argv.slice(1).join(" "), machine };
+    writeFileSync(outFile, JSON.stringify({ ...row, preset, seqLen, longSeqLen, longLayers, runs }, null, 2) + "\n");
+  }
 } finally {
   rmSync(root, { recursive: true, force: true });
 }

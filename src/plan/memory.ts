@@ -16,6 +16,7 @@
 //              replicated ranks: the all-reduce's flat copy of every gradient).
 import type { ShimModelConfig } from "../model/config.ts";
 import {
+  attentionBytes,
   type AttentionKind,
   headActivationBytes,
   layerActivationBytes,
@@ -84,8 +85,27 @@ export function unitsOf(shape: ShimModelConfig) {
 /** A unit padded to a multiple of the world size (its flat, gathered whole). */
 const padded = (numel: number, ranks: number) => Math.ceil(numel / ranks) * ranks;
 
+/** Bytes in blocks under glibc's mmap threshold (32 MiB, src/native/ffi.ts), which the CPU
+ * allocator's heap serves and keeps, and in larger ones, mapped and unmapped whole. */
+interface Bytes {
+  small: number;
+  large: number;
+}
+const MMAP_THRESHOLD = 32 * 2 ** 20;
+const NONE: Bytes = { small: 0, large: 0 };
+/** `bytes` held in tensors of `tensorBytes` each. */
+const part = (bytes: number, tensorBytes: number): Bytes =>
+  tensorBytes < MMAP_THRESHOLD ? { small: bytes, large: 0 } : { small: 0, large: bytes };
+const sum = (...parts: Bytes[]): Bytes => ({
+  small: parts.reduce((a, p) => a + p.small, 0),
+  large: parts.reduce((a, p) => a + p.large, 0),
+});
+const total = (b: Bytes) => b.small + b.large;
+/** The alternative that holds more (two exclusive states of one moment). */
+const larger = (...alternatives: Bytes[]) => alternatives.reduce((a, b) => (total(b) > total(a) ? b : a));
+
 interface Moments {
-  moments: Record<Moment, number>;
+  moments: Record<Moment, Bytes>;
   activations: number;
   transients: { name: string; bytes: number }[];
 }
@@ -94,97 +114,138 @@ export function planRow(input: PlanInput, shard: PlanShard, checkpointing: boole
   const { shape, seqLen: T, ranks: N, device } = input;
   const u = unitsOf(shape);
   const P = u.params;
+  const H = shape.hidden_size;
+  const I = shape.intermediate_size;
   const recompute = checkpointing || shard === "full";
-  const layerAct = layerActivationBytes(shape, T, input.attention);
-  const layerInput = F32 * T * shape.hidden_size;
+  const attention = attentionBytes(shape, T, input.attention);
+  const layerInput = F32 * T * H;
   const head = headActivationBytes(shape, T);
   const chunk = lmChunkBytes(shape, device);
-  const back = layerBackwardBytes(shape, T, input.attention);
-  const kept = recompute ? u.layers * layerInput : u.layers * layerAct;
-  const largestTensor = Math.max(u.embed, shape.hidden_size * shape.intermediate_size);
-  const file = device === "cpu" ? input.fileBytesPerParam * P : 0;
-  const load = F32 * P + file;
+  const E = F32 * u.embed; // the embedding (and an untied lm_head): one tensor
+  const layers = F32 * u.layers * u.layer;
+  const headRest = F32 * u.head - (shape.tie_word_embeddings ? 0 : E); // the final norm
+  const lmHead = shape.tie_word_embeddings ? 0 : E;
+  // one layer's autograd activations: [T, intermediate]-sized tensors and attention's blocks
+  const layerAct = [
+    part(layerActivationBytes(shape, T, input.attention) - attention, F32 * T * I),
+    part(attention, F32 * shape.num_attention_heads * Math.min(T, 256) * T),
+  ];
+  const back = part(layerBackwardBytes(shape, T, input.attention), F32 * T * I);
+  const kept = recompute
+    ? [part(u.layers * layerInput, layerInput)]
+    : layerAct.map((a) => ({ small: u.layers * a.small, large: u.layers * a.large }));
+  const file = device === "cpu" ? part(input.fileBytesPerParam * P, 2 ** 40) : NONE;
+  // whole tensors as loaded: the embedding and lm_head, each layer's joint gate_up buffer at most
+  const whole = (bytesPerElement: number, layerTensor: number) => [
+    part((bytesPerElement / F32) * (E + lmHead + headRest), E),
+    part((bytesPerElement / F32) * layers, layerTensor),
+  ];
+  const load = sum(...whole(F32, F32 * 2 * I * H), file);
 
   const weights = shard === "full" ? (F32 * P) / N : F32 * P;
   // AdamW's two moments, whole or a slice; "optimizer" mode also keeps a float32 master slice
   const optimizer = shard === "none" ? 2 * F32 * P : shard === "full" ? (2 * F32 * P) / N : (3 * F32 * P) / N;
   const gradients = shard === "full" ? (F32 * P) / N : F32 * P;
-  const state = weights + optimizer;
-  // the LM head's weight gradient: the tied embedding's or the untied lm_head's, whole
+  // this rank's slices of every unit: `copies` tensors of [chunk] each
+  const slices = (copies: number) => [
+    part((copies * (E + lmHead + headRest)) / N, E / N),
+    part((copies * layers) / N, (F32 * u.layer) / N),
+  ];
+  const state =
+    shard === "full"
+      ? sum(...slices(3))
+      : sum(...whole(F32, F32 * 2 * I * H), ...(shard === "optimizer" ? slices(3) : whole(2 * F32, F32 * I * H)));
+  const grads = shard === "full" ? sum(...slices(1)) : sum(...whole(F32, F32 * I * H));
+  const largestTensor = Math.max(E, F32 * I * H);
   // AdamW's temporaries on its largest tensor (the clipped gradient, sqrt(v), the denominator):
   // a whole parameter, or in "optimizer" mode the embedding's slice
-  const adamTemporaries = shard === "optimizer" ? (3 * F32 * padded(u.embed, N)) / N : 3 * F32 * largestTensor;
+  const adamTemporaries =
+    shard === "none" ? part(3 * largestTensor, largestTensor) : part((3 * F32 * padded(u.embed, N)) / N, E / N);
   // replicated ranks sum their gradients in buckets that are all in flight at once
-  // (native/src/dist_ops.cpp rlx_dist_allreduce_grads): a flat float32 copy of every gradient
-  const allReduce = shard === "none" && N > 1 ? F32 * P : 0;
-  const headGrad = F32 * (u.head + (shape.tie_word_embeddings ? u.embed : 0));
+  // (native/src/dist_ops.cpp rlx_dist_allreduce_grads): a flat float32 copy of every gradient, in
+  // 25 MiB buckets but for a larger tensor, which is a bucket alone
+  const allReduce = shard === "none" && N > 1 ? sum(part(layers + headRest, 25 * 2 ** 20), part(E + lmHead, E)) : NONE;
+  // the LM head's weight gradient: the tied embedding's or the untied lm_head's, whole
+  const headGrad = part(E + headRest, E);
+  const unitGrad = part(F32 * padded(u.embed, N), F32 * padded(u.embed, N));
   const m: Moments =
     shard === "full"
       ? fullMoments()
       : {
-          activations: kept + head,
+          activations: total(sum(...kept)) + head,
           transients: [
             { name: "LM head chunk", bytes: chunk },
-            { name: "AdamW temporaries", bytes: adamTemporaries },
+            { name: "AdamW temporaries", bytes: total(adamTemporaries) },
             ...(shard === "optimizer"
-              ? [{ name: "a unit's whole gradient (reduce-scatter)", bytes: F32 * padded(u.embed, N) }]
+              ? [{ name: "a unit's whole gradient (reduce-scatter)", bytes: total(unitGrad) }]
               : []),
-            ...(allReduce ? [{ name: "gradient all-reduce buckets", bytes: allReduce }] : []),
+            ...(N > 1 && shard === "none" ? [{ name: "gradient all-reduce buckets", bytes: total(allReduce) }] : []),
           ],
           moments: {
             load,
-            "lm head": state + kept + head + chunk + headGrad,
+            "lm head": sum(state, ...kept, part(head, layerInput), part(chunk, chunk / 4), headGrad),
             // the last layer's backward (every activation still kept) or, recomputing, the first
             // layer's (every layer's gradient there): the two ends of a linear trade
-            backward:
-              state +
-              back +
-              Math.max(
-                kept + headGrad + F32 * u.layer,
-                recompute ? layerInput + layerAct + F32 * u.layers * u.layer + headGrad : 0,
-              ),
+            backward: larger(
+              sum(state, back, ...kept, headGrad, part(F32 * u.layer, F32 * I * H)),
+              recompute
+                ? sum(state, back, part(layerInput, layerInput), ...layerAct, part(layers, F32 * I * H), headGrad)
+                : NONE,
+            ),
             optimizer:
-              state +
-              gradients +
-              (shard === "optimizer"
-                ? (F32 * P) / N + Math.max(F32 * padded(u.embed, N), adamTemporaries)
-                : Math.max(adamTemporaries, allReduce)),
+              shard === "optimizer"
+                ? sum(state, grads, ...slices(1), larger(unitGrad, adamTemporaries))
+                : sum(state, grads, larger(adamTemporaries, allReduce)),
           },
         };
 
   function fullMoments(): Moments {
-    const gl = F32 * padded(u.layer, N);
-    const ge = F32 * padded(u.embed, N);
-    const gh = F32 * padded(u.head, N);
-    const tiedHead = shape.tie_word_embeddings ? 2 * ge : 0; // gathered embedding + its gradient buffer
-    const slices = (F32 * P) / N;
+    const gathered = (numel: number, copies: number) => part(copies * F32 * padded(numel, N), F32 * padded(numel, N));
+    const tiedHead = shape.tie_word_embeddings ? gathered(u.embed, 2) : NONE; // the embedding + its gradient buffer
     return {
-      activations: kept + head,
+      activations: total(sum(...kept)) + head,
       transients: [
         { name: "LM head chunk", bytes: chunk },
-        { name: "two gathered layers with gradient buffers", bytes: 4 * gl },
-        ...(shape.tie_word_embeddings
-          ? [{ name: "gathered tied embedding + its gradient", bytes: tiedHead + 2 * gh }]
-          : [{ name: "gathered head + its gradient", bytes: 2 * gh }]),
-        { name: "embedding's whole gradient", bytes: ge },
-        { name: "AdamW temporaries", bytes: (3 * ge) / N },
+        { name: "two gathered layers with gradient buffers", bytes: total(gathered(u.layer, 4)) },
+        {
+          name: shape.tie_word_embeddings ? "gathered tied embedding + its gradient" : "gathered head + its gradient",
+          bytes: total(sum(tiedHead, gathered(u.head, 2))),
+        },
+        { name: "embedding's whole gradient", bytes: total(gathered(u.embed, 1)) },
+        { name: "AdamW temporaries", bytes: total(adamTemporaries) },
       ],
       moments: {
         load,
         // the head unit (and the tied embedding) gathered with gradient buffers through the LM
         // head's passes and the reduce-scatters after them, the last layer's gather in flight
-        "lm head": state + kept + head + 2 * gh + tiedHead + Math.max(chunk, 2 * gl),
-        backward: Math.max(
-          state + slices + kept + 4 * gl + layerAct + back,
-          state + slices + ge + layerInput, // the embedding's backward: its whole gradient
+        "lm head": sum(
+          state,
+          ...kept,
+          part(head, layerInput),
+          gathered(u.head, 2),
+          tiedHead,
+          // Gloo gathers into a flat buffer of its own and copies out: the tied embedding's gather
+          // holds one more embedding meanwhile
+          larger(part(chunk, chunk / 4), gathered(u.layer, 2), shape.tie_word_embeddings ? gathered(u.embed, 1) : NONE),
         ),
-        optimizer: state + slices + (3 * ge) / N,
+        backward: larger(
+          sum(state, grads, ...kept, gathered(u.layer, 4), ...layerAct, back),
+          sum(state, grads, gathered(u.embed, 1), part(layerInput, layerInput)), // the embedding's backward
+        ),
+        optimizer: sum(state, grads, adamTemporaries),
       },
     };
   }
 
-  const [peakAt, peak] = (Object.entries(m.moments) as [Moment, number][]).reduce((a, b) => (b[1] > a[1] ? b : a));
-  const step = Math.max(...Object.entries(m.moments).map(([k, v]) => (k === "load" ? 0 : v)));
+  // On a CPU, blocks under 32 MiB come from the heap, which keeps what it once held (src/native/
+  // ffi.ts sets glibc's mallopt so): the resident peak is the heap's largest moment plus the
+  // largest moment of the big (mmapped) tensors, not the largest moment of their sum.
+  const entries = Object.entries(m.moments) as [Moment, Bytes][];
+  const peakOf = (list: [Moment, Bytes][]) =>
+    device === "cpu"
+      ? Math.max(...list.map(([, b]) => b.small)) + Math.max(...list.map(([, b]) => b.large))
+      : Math.max(...list.map(([, b]) => total(b)));
+  const [peakAt] = entries.reduce((a, b) => (total(b[1]) > total(a[1]) ? b : a));
   const transient = m.transients.reduce((a, b) => (b.bytes > a.bytes ? b : a));
   const runtime = RUNTIME_BYTES[device];
   return {
@@ -196,8 +257,8 @@ export function planRow(input: PlanInput, shard: PlanShard, checkpointing: boole
     activations: m.activations,
     transient,
     runtime,
-    total: runtime + peak,
-    stepTotal: runtime + step,
+    total: runtime + peakOf(entries),
+    stepTotal: runtime + peakOf(entries.filter(([k]) => k !== "load")),
     peakAt,
   };
 }
