@@ -59,9 +59,14 @@ export interface PlanRow {
 
 const F32 = 4;
 
-/** Runtime memory besides tensors: measured on the CPU (bench/shard_memory.ts, a rank before
- * its model is loaded); on a GPU the CUDA context, cuBLAS workspace and NCCL buffers, estimated. */
-export const RUNTIME_BYTES: Record<PlanDevice, number> = { cpu: 0.25 * 2 ** 30, cuda: 1.5 * 2 ** 30 };
+/** Runtime memory besides tensors: on a CPU measured (bench/shard_memory.ts: a rank's resident set
+ * before its first step less its weights and AdamW state, 0.2-0.43 GiB); on a GPU the CUDA
+ * context, cuBLAS workspace and NCCL buffers, estimated. */
+export const RUNTIME_BYTES: Record<PlanDevice, number> = { cpu: 0.3 * 2 ** 30, cuda: 1.5 * 2 ** 30 };
+
+/** glibc's heap holds blocks of many sizes side by side: its resident set runs over the live
+ * bytes in it. Measured on the CPU rows of experiments/results/shard_memory/ (about 10%). */
+const HEAP_FRAGMENTATION = 1.1;
 
 /** Parameters per unit of the shard layout (shard.h): the embedding, each layer, the head. */
 export function unitsOf(shape: ShimModelConfig) {
@@ -194,7 +199,9 @@ export function planRow(input: PlanInput, shard: PlanShard, checkpointing: boole
             ),
             optimizer:
               shard === "optimizer"
-                ? sum(state, grads, ...slices(1), larger(unitGrad, adamTemporaries))
+                ? // a unit's gradient being reduce-scattered, AdamW on the slices, or a unit being
+                  // gathered back into the parameters (whole, and Gloo's flat buffer beside it)
+                  sum(state, grads, ...slices(1), larger(unitGrad, adamTemporaries, sum(unitGrad, unitGrad)))
                 : sum(state, grads, larger(adamTemporaries, allReduce)),
           },
         };
@@ -246,7 +253,8 @@ export function planRow(input: PlanInput, shard: PlanShard, checkpointing: boole
   const freedAtShard = device === "cpu" && shard === "full" ? m.moments.load.small : 0;
   const peakOf = (list: [Moment, Bytes][]) =>
     device === "cpu"
-      ? freedAtShard + Math.max(...list.map(([, b]) => b.small)) + Math.max(...list.map(([, b]) => b.large))
+      ? HEAP_FRAGMENTATION * (freedAtShard + Math.max(...list.map(([, b]) => b.small))) +
+        Math.max(...list.map(([, b]) => b.large))
       : Math.max(...list.map(([, b]) => total(b)));
   const [peakAt] = entries.reduce((a, b) => (total(b[1]) > total(a[1]) ? b : a));
   const transient = m.transients.reduce((a, b) => (b.bytes > a.bytes ? b : a));
