@@ -19,8 +19,9 @@
 // on, on the preset's widths with `--long-layers` layers (the whole model's activations at 4096
 // tokens without checkpointing do not fit in a small machine's memory). Without checkpointing the
 // replicated 2048-token baseline of the whole qwen3-0.6b shape needs ~23 GiB, so the baseline
-// recomputes too: the ratios then measure what sharding saves. The activation part of a run is its
-// peak minus its resident set before the first step minus its gradients (4 bytes a parameter).
+// recomputes too: the ratios then measure what sharding saves. The activation part of a run is the
+// high-water mark of its forward and backward (the kernel's, reset before each step) minus its
+// resident set before the first step minus its gradients (4 bytes a parameter).
 //
 // On a shared machine every rank of a run is killed (and the run reported as such) when the
 // machine's MemAvailable falls below `--floor-gib`, rather than pushing other work into the OOM
@@ -38,7 +39,7 @@ import type { ShardMode } from "../src/native/model.ts";
 import { NativeOptimizer } from "../src/native/train.ts";
 import { costModelOf } from "../src/trainer/balance.ts";
 import { trainStepOnRank } from "../src/trainer/ranks.ts";
-import { nativeLearner, trainStep } from "../src/trainer/step.ts";
+import { type Learner, nativeLearner, trainStep } from "../src/trainer/step.ts";
 import { flag } from "./_reference.ts";
 import { collectiveBytes, type UnitSizes } from "./_shard_traffic.ts";
 
@@ -64,6 +65,8 @@ export interface RankResult {
   afterLoadGib: number;
   beforeStepsRssGib: number;
   peakGib: number;
+  /** The high-water mark of the steps' forward and backward (without the optimizer step). */
+  trainPeakGib: number;
   stepS: number[];
   units: UnitSizes;
 }
@@ -94,7 +97,19 @@ async function child(a: ChildArgs): Promise<RankResult> {
   if (group && a.mode !== "none") group.shard(model, a.mode);
   model.activationCheckpointing = a.checkpointing;
   using optimizer = NativeOptimizer.create(model);
-  const learner = nativeLearner(model, optimizer);
+  // the forward and backward's own high-water mark: the kernel's is reset (clear_refs 5) before
+  // each step and read after the rows trained, before the optimizer step
+  let peakGib = 0;
+  let trainPeakGib = 0;
+  const native = nativeLearner(model, optimizer);
+  const learner: Learner = {
+    trainRow(...args) {
+      const out = native.trainRow(...args);
+      trainPeakGib = Math.max(trainPeakGib, status("VmHWM") / GIB);
+      return out;
+    },
+    optimizerStep: (lr, maxGradNorm) => native.optimizerStep(lr, maxGradNorm),
+  };
   const dp = group && { group, model, cost: costModelOf(model.config), shard: a.mode };
   const vocab = model.config.vocab_size;
   const step = packStep(
@@ -105,6 +120,8 @@ async function child(a: ChildArgs): Promise<RankResult> {
   const beforeStepsRssGib = status("VmRSS") / GIB;
   const stepS: number[] = [];
   for (let s = 0; s < a.steps; s++) {
+    peakGib = Math.max(peakGib, status("VmHWM") / GIB);
+    writeFileSync("/proc/self/clear_refs", "5");
     const start = performance.now();
     const opts = { lr: 1e-5, maxGradNorm: 1, loss };
     if (dp) trainStepOnRank(dp, learner, step, opts);
@@ -116,7 +133,8 @@ async function child(a: ChildArgs): Promise<RankResult> {
       ? { embed: 0, layers: [], head: 0, tied: model.config.tie_word_embeddings }
       : unitSizes(model.shardLayout().units, model.config.tie_word_embeddings);
   const params = model.params().reduce((n, p) => n + p.shape.reduce((x, y) => x * y, 1), 0);
-  return { rank: a.rank, params, afterLoadGib, beforeStepsRssGib, peakGib: status("VmHWM") / GIB, stepS, units };
+  peakGib = Math.max(peakGib, status("VmHWM") / GIB);
+  return { rank: a.rank, params, afterLoadGib, beforeStepsRssGib, peakGib, trainPeakGib, stepS, units };
 }
 
 function unitSizes(units: { name: string; chunk: number }[], tied: boolean): UnitSizes {
@@ -259,7 +277,7 @@ try {
     }
     const peakGib = Math.max(...ranks.map((r) => r.peakGib));
     const r0 = ranks[0]!;
-    const activationGib = r0.peakGib - r0.beforeStepsRssGib - (4 * r0.params) / spec.world / GIB;
+    const activationGib = r0.trainPeakGib - r0.beforeStepsRssGib - (4 * r0.params) / spec.world / GIB;
     runs[spec.name] = {
       ...spec,
       params: r0.params,
