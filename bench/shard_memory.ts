@@ -13,13 +13,15 @@
 //
 // The configurations: "replicated" (one rank, trainer.shard "none", activation checkpointing on),
 // "full" (2 ranks; it always recomputes), "optimizer" (2 ranks, checkpointing on; whole weights and
-// gradients on every rank make it ~10.5 GiB a rank, so by default it runs as "optimizer_small"
+// gradients on every rank make it ~11 GiB a rank, so by default it runs as "optimizer_small"
 // against "replicated_small", both on `--small-layers` layers, 2 steps), and the activation
 // comparison "act_off" / "act_on": one replicated rank at `--long-seq-len` with checkpointing off and
 // on, on the preset's widths with `--long-layers` layers (the whole model's activations at 4096
 // tokens without checkpointing do not fit in a small machine's memory). Without checkpointing the
-// replicated 2048-token baseline of the whole qwen3-0.6b shape needs ~23 GiB, so the baseline
-// recomputes too: the ratios then measure what sharding saves. The activation part of a run is the
+// replicated 2048-token baseline of the whole qwen3-0.6b shape needs ~19 GiB (`rlx plan`), so the
+// baseline recomputes too: the ratios then measure what sharding saves. One replicated rank runs
+// without a group, as the trainer does: through one, the gradient all-reduce would hold a flat copy
+// of every gradient. The activation part of a run is the
 // high-water mark of its forward and backward (the kernel's, reset before each step) minus its
 // resident set before the first step minus its gradients (4 bytes a parameter).
 //
