@@ -45,7 +45,7 @@ test("--model and --seq-len plan without a config: five rows, --json in bytes", 
 });
 
 test("the table names every column and says whether each row fits", () => {
-  const { code, out } = rlx(["--model", "qwen3-0.6b", "--ranks", "2", "--device-memory", "8"]);
+  const { code, out } = rlx(["--model", "qwen3-0.6b", "--ranks", "2", "--device-memory", "10"]);
   expect(code).toBe(0);
   for (const column of ["shard", "ckpt", "weights", "grads", "optimizer", "activations", "largest transient", "total"])
     expect(out).toContain(column);
