@@ -14,6 +14,9 @@
 //   optimizer: every gradient and the AdamW temporaries of its largest tensor ("optimizer" mode:
 //              the whole gradient of one unit being reduce-scattered, and the slices' gradients;
 //              replicated ranks: the all-reduce's flat copy of every gradient).
+// On a GPU the total is the largest moment. On a CPU, glibc's heap (blocks under 32 MiB) keeps
+// what it held, so the heap's largest moment and the mapped tensors' largest moment add up; the
+// CPU terms were checked against bench/shard_memory.ts (test/unit/plan/measured.test.ts).
 import type { ShimModelConfig } from "../model/config.ts";
 import {
   attentionBytes,
