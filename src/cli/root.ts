@@ -20,6 +20,7 @@ export const root = defineCommand({
     report: () => import("./report.ts").then((m) => m.default),
     doctor: () => import("./doctor.ts").then((m) => m.default),
     check: () => import("./check.ts").then((m) => m.default),
+    plan: () => import("./plan.ts").then((m) => m.default),
     push: () => import("./push.ts").then((m) => m.default),
   },
 });

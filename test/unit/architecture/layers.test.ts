@@ -16,7 +16,7 @@ const LAYERS: string[][] = [
   ["native"],
   ["model"],
   ["clients", "engine", "envs", "judges"],
-  ["algorithms", "hub", "rollout", "rundir", "serve", "task_samplers"],
+  ["algorithms", "hub", "plan", "rollout", "rundir", "serve", "task_samplers"],
   ["config"],
   ["processes"],
   ["orchestrator", "trainer", "sft", "eval", "report"],
