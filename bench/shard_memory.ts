@@ -11,7 +11,8 @@
 //       [--only replicated,full,optimizer,...]
 //       [--floor-gib 2] [--out FILE.json]
 //
-// The configurations: "replicated" (one rank, trainer.shard "none", activation checkpointing on),
+// The configurations: "replicated" (one rank, trainer.shard "none", activation checkpointing on;
+// "replicated_whole" the same without checkpointing, the trainer's default, run with --only),
 // "full" (2 ranks; it always recomputes), "optimizer" (2 ranks, checkpointing on; whole weights and
 // gradients on every rank make it ~11 GiB a rank, so by default it runs as "optimizer_small"
 // against "replicated_small", both on `--small-layers` layers, 2 steps), and the activation
@@ -177,6 +178,8 @@ const presetConfig = getPreset(preset).config;
 const fullLayers = presetConfig.shim.num_hidden_layers;
 const specs: RunSpec[] = [
   { name: "replicated", mode: "none", world: 1, checkpointing: true, seqLen, steps, layers: fullLayers },
+  // the trainer's default: no checkpointing (~19 GiB for the whole qwen3-0.6b shape at 2048 tokens)
+  { name: "replicated_whole", mode: "none", world: 1, checkpointing: false, seqLen, steps, layers: fullLayers },
   { name: "optimizer", mode: "optimizer", world: 2, checkpointing: true, seqLen, steps, layers: fullLayers },
   { name: "full", mode: "full", world: 2, checkpointing: true, seqLen, steps, layers: fullLayers },
   { name: "replicated_small", mode: "none", world: 1, checkpointing: true, seqLen, steps: 2, layers: smallLayers },
@@ -202,10 +205,11 @@ const specs: RunSpec[] = [
 ];
 const only = flag("only", "");
 // "optimizer" on the whole shape needs ~10.5 GiB a rank (float32 weights and gradients whole on
-// each): it runs only when asked for; by default it runs on `--small-layers` layers.
+// each): it runs only when asked for; by default it runs on `--small-layers` layers. So does
+// "replicated_whole" (~19 GiB).
 const chosen = only
   ? specs.filter((s) => only.split(",").includes(s.name))
-  : specs.filter((s) => s.name !== "optimizer");
+  : specs.filter((s) => s.name !== "optimizer" && s.name !== "replicated_whole");
 
 async function modelDir(root: string, layers: number): Promise<string> {
   const dir = join(root, `model-${layers}`);
