@@ -237,7 +237,11 @@ export async function runTrainer(opts: TrainerOptions): Promise<void> {
     for (let step = startStep; step <= config.max_steps; step++) {
       const waitStart = performance.now();
       const file = batchPath(runDir, step);
-      const present = await waitForFile(file, opts, stop.signal);
+      // a SIGTERM stops at this boundary even when the next step's file is already there: one turn
+      // of the event loop lets its handler run (a step is synchronous, and a present file is not
+      // waited for)
+      await Bun.sleep(0);
+      const present = (await waitForFile(file, opts, stop.signal)) && !stop.signal.aborted;
       if (!(collective ? agreeToGo(group!, present) : present)) {
         // rank 0 writes a whole checkpoint; a sharded one every rank, together
         const due = last && config.ckpt.on_sigterm && !isCheckpointStep(last.step, config);
