@@ -48,7 +48,7 @@ import { readStepBatch } from "../rundir/step_file.ts";
 import { isCheckpointStep, type LoadedCheckpoint, readCheckpoint } from "../rundir/checkpoint.ts";
 import { restoreShardedCheckpoint, restoreWholeCheckpoint, restoreWholeOptimizer } from "../rundir/shard_restore.ts";
 import type { NativeModel } from "../native/model.ts";
-import { checkpoint, followStep, publishStep, type Trained } from "./publish.ts";
+import { checkpoint, followStep, publishStep, type Trained, writesShards } from "./publish.ts";
 import { trainStepOnRank } from "./ranks.ts";
 import { learningRate } from "./schedule.ts";
 import { nativeLearner, type Learner, trainStep } from "./step.ts";
@@ -94,6 +94,11 @@ async function waitForFile(path: string, opts: TrainerOptions, stop: AbortSignal
   return true;
 }
 
+/** trainer.dist.backend, "auto" resolved: NCCL on a cuda device, Gloo on cpu. */
+function backendOf(t: ResolvedConfig["trainer"]): "gloo" | "nccl" {
+  return t.dist.backend === "auto" ? (t.device.startsWith("cuda") ? "nccl" : "gloo") : t.dist.backend;
+}
+
 /** Joins the ranks' group: blocks until all have joined, or throws after trainer.dist.timeout_s. */
 async function joinGroup(opts: TrainerOptions, rank: number): Promise<ProcessGroup> {
   const t = opts.config.trainer;
@@ -104,7 +109,7 @@ async function joinGroup(opts: TrainerOptions, rank: number): Promise<ProcessGro
     );
   if (!Number.isInteger(rank) || rank < 0 || rank >= t.world_size)
     throw new RlxError(`rank ${rank} is not in 0..${t.world_size - 1} (trainer.world_size ${t.world_size})`);
-  const backend = t.dist.backend === "auto" ? (t.device.startsWith("cuda") ? "nccl" : "gloo") : t.dist.backend;
+  const backend = backendOf(t);
   return ProcessGroup.create({
     rank,
     worldSize: t.world_size,
@@ -152,7 +157,7 @@ function agreeToGo(group: ProcessGroup, present: boolean): boolean {
 async function soloGroup(t: ResolvedConfig["trainer"]): Promise<ProcessGroup> {
   const path = join(tmpdir(), `rlx-trainer-${process.pid}.store`);
   rmSync(path, { force: true });
-  const backend = t.dist.backend === "auto" ? (t.device.startsWith("cuda") ? "nccl" : "gloo") : t.dist.backend;
+  const backend = backendOf(t);
   return ProcessGroup.create({ rank: 0, worldSize: 1, store: { type: "file", path }, backend });
 }
 
@@ -232,7 +237,7 @@ export async function runTrainer(opts: TrainerOptions): Promise<void> {
   let last: Trained | undefined;
   // Sharded checkpoints are collective, and the ranks see a SIGTERM at different moments: before
   // each step they agree whether to go on, so all stop (and checkpoint) together or none does.
-  const collective = !!group && group.worldSize > 1 && t.shard !== "none" && !config.model.lora;
+  const collective = !!group && group.worldSize > 1 && writesShards(model, group);
   try {
     for (let step = startStep; step <= config.max_steps; step++) {
       const waitStart = performance.now();

@@ -86,20 +86,21 @@ function followPublish(model: NativeModel, config: ResolvedConfig): void {
 
 /** Whether every rank writes its slices into the checkpoint (a model sharded without LoRA; with
  * LoRA the adapters and their AdamW state are whole on every rank, and rank 0 writes them). */
-export const shardedCheckpoints = (t: Trained): boolean => !!t.group && t.model.shardGroup !== null && !t.model.lora;
+export const writesShards = (model: NativeModel, group: ProcessGroup | null | undefined): boolean =>
+  !!group && model.shardGroup !== null && !model.lora;
 
 /** On a rank other than 0: its part in rank 0's publishing of the step (the gathers of a
  * "full" model's weights) and in a due sharded checkpoint, in the order rank 0 runs them. */
 export function followStep(t: Trained): void {
   if (t.config.trainer.shard === "full") followPublish(t.model, t.config);
-  if (isCheckpointStep(t.step, t.config) && shardedCheckpoints(t)) checkpoint(t);
+  if (isCheckpointStep(t.step, t.config) && writesShards(t.model, t.group)) checkpoint(t);
 }
 
 /** Writes `checkpoints/step_N/` for a trained step (and prunes to ckpt.keep); with sharded
  * checkpoints every rank calls it. */
 export function checkpoint(t: Trained): string {
   const what = `writing the checkpoint ${checkpointDir(t.runDir, t.step)}`;
-  if (shardedCheckpoints(t))
+  if (writesShards(t.model, t.group))
     return diskWrite(what, () =>
       writeShardedCheckpoint(t.runDir, t.step, {
         model: t.model,

@@ -5,7 +5,7 @@
 // checkpointing on and off, "optimizer" and "full", on 1 rank (in this process) and on 2 and 4
 // ranks (one process each, Gloo over a FileStore): the whole matrix, about 25 s.
 import { afterAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { distAvailable, ProcessGroup } from "../../src/native/dist.ts";
@@ -14,10 +14,9 @@ import { trainStep } from "../../src/native/train.ts";
 import type { ShardMode } from "../../src/native/model.ts";
 import { distStep, LOSS, STEP_OPTIONS } from "./fixtures/dist_batch.ts";
 import { f32, tinyModel } from "./tiny_model.ts";
-import { runShardRank, type ShardRankArgs, type ShardRankOutput } from "./fixtures/shard_rank.ts";
+import { runRanks, type ShardRankArgs, type ShardRankOutput } from "./fixtures/shard_rank.ts";
 import { adamState, maxRel } from "./fixtures/shard_state.ts";
 
-const FIXTURE = join(import.meta.dir, "fixtures/shard_rank.ts");
 const dir = mkdtempSync(join(tmpdir(), "rlx-shard-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 const gloo = await distAvailable("gloo");
@@ -31,28 +30,11 @@ async function run(
 ): Promise<ShardRankOutput[]> {
   const id = `${runs++}`;
   const store = { type: "file" as const, path: join(dir, `store-${id}`) };
-  const args = (rank: number): ShardRankArgs => ({
-    rank,
-    worldSize,
-    store,
-    shard,
-    checkpointing,
-    out: join(dir, `out-${id}-${rank}.json`),
-    ...more,
-  });
   // LoRA dropout draws from the process's generator: a run of its own starts it where the others do
-  if (worldSize === 1 && more.loraDropout === undefined) await runShardRank(args(0));
-  else {
-    const procs = Array.from({ length: worldSize }, (_, rank) =>
-      Bun.spawn([process.execPath, FIXTURE, JSON.stringify(args(rank))], {
-        env: { ...process.env, RLX_THREADS: "1" },
-        stderr: "pipe",
-      }),
-    );
-    for (const proc of procs)
-      if ((await proc.exited) !== 0) throw new Error(`a rank failed:\n${await new Response(proc.stderr).text()}`);
-  }
-  return Array.from({ length: worldSize }, (_, rank) => JSON.parse(readFileSync(args(rank).out, "utf8")));
+  const inProcess = more.loraDropout === undefined;
+  const outs = await runRanks(dir, id, { worldSize, store, shard, checkpointing, ...more }, inProcess);
+  if (typeof outs === "string") throw new Error(`a rank failed:\n${outs}`);
+  return outs;
 }
 
 const MATRIX: [number, ShardMode, boolean][] = [1, 2, 4].flatMap((w) =>

@@ -18,11 +18,10 @@ import { checkpointDir } from "../../src/rundir/paths.ts";
 import { checkShards, readShardsFile, SHARDS_FILE, weightsFile } from "../../src/rundir/shard_format.ts";
 import { restoreShardedCheckpoint, restoreWholeCheckpoint } from "../../src/rundir/shard_restore.ts";
 import { checkRunDir } from "../../src/rundir/verify.ts";
-import { runShardRank, type ShardRankArgs, type ShardRankOutput } from "./fixtures/shard_rank.ts";
+import { runRanks, type ShardRankArgs, type ShardRankOutput } from "./fixtures/shard_rank.ts";
 import { adamState, maxRel } from "./fixtures/shard_state.ts";
 import { readParams, TINY, tinyModel } from "./tiny_model.ts";
 
-const FIXTURE = join(import.meta.dir, "fixtures/shard_rank.ts");
 const dir = mkdtempSync(join(tmpdir(), "rlx-shard-ckpt-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 const gloo = await distAvailable("gloo");
@@ -39,27 +38,7 @@ type Extra = Pick<ShardRankArgs, "steps" | "resume" | "checkpoint" | "resumeWhol
 async function run(worldSize: number, shard: ShardMode, extra: Extra): Promise<ShardRankOutput[] | string> {
   const id = `${runs++}`;
   const store = { type: "file" as const, path: join(dir, `store-${id}`) };
-  const args = (rank: number): ShardRankArgs => ({
-    rank,
-    worldSize,
-    store,
-    shard,
-    ...extra,
-    out: join(dir, `out-${id}-${rank}.json`),
-  });
-  if (worldSize === 1) await runShardRank(args(0));
-  else {
-    const procs = Array.from({ length: worldSize }, (_, rank) =>
-      Bun.spawn([process.execPath, FIXTURE, JSON.stringify(args(rank))], {
-        env: { ...process.env, RLX_THREADS: "1" },
-        stderr: "pipe",
-      }),
-    );
-    const codes = await Promise.all(procs.map((proc) => proc.exited));
-    if (codes.some((code) => code !== 0))
-      return (await Promise.all(procs.map((proc) => new Response(proc.stderr).text()))).join("\n");
-  }
-  return Array.from({ length: worldSize }, (_, rank) => JSON.parse(readFileSync(args(rank).out, "utf8")));
+  return runRanks(dir, id, { worldSize, store, shard, ...extra }, true);
 }
 
 async function outputs(worldSize: number, shard: ShardMode, extra: Extra): Promise<ShardRankOutput[]> {
