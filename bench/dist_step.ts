@@ -32,8 +32,9 @@ import type { TrainingSample } from "../src/data/types.ts";
 import { trainStepOnRank } from "../src/trainer/ranks.ts";
 import { nativeLearner, trainStep } from "../src/trainer/step.ts";
 import { flag, median, printTable } from "./_reference.ts";
+import { rlLoss } from "../src/data/loss_types.ts";
 
-const LOSS = { dppo_mask_low: 0.2, dppo_mask_high: 0.2, adv_tau: 1, kl_tau: 1e-3 };
+const LOSS = rlLoss();
 const SEQ_LEN = 1024;
 
 function batch(samples: number, vocab: number) {
@@ -78,7 +79,7 @@ async function worker(args: {
   using optimizer = NativeOptimizer.create(model);
   const learner = nativeLearner(model, optimizer);
   const step = batch(args.samples, config.vocab_size);
-  const opts = { lr: 1e-4, maxGradNorm: 1, loss: LOSS };
+  const opts = { lr: 1e-4, maxGradNorm: 1, losses: [LOSS] };
   const dp = group ? { group, model, cost: costModelOf(config), shard: args.shard } : null;
   const seconds: number[] = [];
   for (let s = 0; s <= args.steps; s++) {

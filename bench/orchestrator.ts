@@ -45,10 +45,11 @@ import { type PackedStep, packStep } from "../src/data/pack.ts";
 import type { Rollout, Segment } from "../src/data/types.ts";
 import { denominatorsOf, nativeLearner, type Learner, trainStep } from "../src/trainer/step.ts";
 import { flag, median, printTable } from "./_reference.ts";
+import { rlLoss } from "../src/data/loss_types.ts";
 
 const GROUPS = 32;
 const GROUP_SIZE = 8;
-const LOSS = { dppo_mask_low: 0.2, dppo_mask_high: 0.2, adv_tau: 1, kl_tau: 1e-3 };
+const LOSS = rlLoss();
 /** Chat-template scaffold around a message body (`<|im_start|>role\n` ... `<|im_end|>\n`). */
 const HEAD = 3;
 const TAIL = 2;
@@ -233,9 +234,9 @@ function trainerRound(policy: Learner, packed: PackedStep, trainRows: number): n
   let rowsMs = 0;
   let optimMs = 0;
   const timed: Learner = {
-    trainRow(row, numEnvs, n, loss) {
+    trainRow(row, numEnvs, n, losses) {
       const t0 = performance.now();
-      const result = policy.trainRow(row, numEnvs, n, loss);
+      const result = policy.trainRow(row, numEnvs, n, losses);
       rowsMs += performance.now() - t0;
       return result;
     },
@@ -250,7 +251,7 @@ function trainerRound(policy: Learner, packed: PackedStep, trainRows: number): n
   const result = trainStep(
     timed,
     { ...packed, rows },
-    { lr: 1e-6, maxGradNorm: 1, loss: LOSS, denominators: denominatorsOf(packed.rows) },
+    { lr: 1e-6, maxGradNorm: 1, losses: [LOSS], denominators: denominatorsOf(packed.rows) },
   );
   if (!Number.isFinite(result.metrics.loss)) throw new Error(`trainer loss is not finite (${result.metrics.loss})`);
   const all = packed.rows.reduce((n, r) => n + r.tokenIds.length, 0);

@@ -45,6 +45,7 @@ import { trainStepOnRank } from "../src/trainer/ranks.ts";
 import { type Learner, nativeLearner, trainStep } from "../src/trainer/step.ts";
 import { flag } from "./_reference.ts";
 import { collectiveBytes, type UnitSizes } from "./_shard_traffic.ts";
+import { rlLoss } from "../src/data/loss_types.ts";
 
 const GIB = 2 ** 30;
 const status = (key: string) =>
@@ -119,14 +120,14 @@ async function child(a: ChildArgs): Promise<RankResult> {
     Array.from({ length: a.world }, (_, i) => sample(i, a.seqLen, vocab)),
     { seqLen: a.seqLen },
   );
-  const loss = { dppo_mask_low: 0.2, dppo_mask_high: 0.2, adv_tau: 1, kl_tau: 1e-3 };
+  const losses = [rlLoss()];
   const beforeStepsRssGib = status("VmRSS") / GIB;
   const stepS: number[] = [];
   for (let s = 0; s < a.steps; s++) {
     peakGib = Math.max(peakGib, status("VmHWM") / GIB);
     writeFileSync("/proc/self/clear_refs", "5");
     const start = performance.now();
-    const opts = { lr: 1e-5, maxGradNorm: 1, loss };
+    const opts = { lr: 1e-5, maxGradNorm: 1, losses };
     if (dp) trainStepOnRank(dp, learner, step, opts);
     else trainStep(learner, step, opts);
     stepS.push((performance.now() - start) / 1000);

@@ -19,6 +19,7 @@
 //   - The step's token counts per component (the global denominators' numerators) are counted over
 //     the packed rows, after truncation, as the trainer sees them: a sample's first token has no
 //     prediction and belongs to no component.
+import type { RlLoss } from "./loss_types.ts";
 import type { TrainRow } from "./train_row.ts";
 import { type ShareUnit, shareUnits } from "./prefix_share.ts";
 import type { TrainingSample } from "./types.ts";
@@ -75,6 +76,9 @@ export interface PackedStep {
   /** Tokens not computed again because samples share a prefix (0 without sharePrefixes). */
   sharedTokens: number;
   truncatedSamples: number;
+  /** The rl losses the rows' sampleLosses index (each env's, docs/architecture.md §6). Absent (a
+   * step file written before per-env losses): the trainer's [trainer.loss] for every sample. */
+  losses?: RlLoss[];
 }
 
 export interface PackOptions {

@@ -11,6 +11,9 @@ export interface TrainRow {
   /** Per sample: the earlier sample of the row whose tokens it continues (a shared prefix), or -1
    * (rlx.h rlx_batch.sample_parents). Absent: none shared. */
   sampleParents?: Int32Array;
+  /** Per sample: its rl loss, an index into the step's loss table (PackedStep.losses; rlx.h
+   * rlx_batch.sample_losses). Absent: every sample uses entry 0. */
+  sampleLosses?: Int32Array;
   lossMask: Uint8Array;
   advantages: Float32Array;
   inferenceLogprobs: Float32Array;

@@ -1,4 +1,4 @@
-// The bytes of rlx.h's input structs, rlx_batch and rlx_loss. bun:ffi has no struct type, so each
+// The bytes of rlx.h's input structs, rlx_batch, rlx_loss and its table's rlx_rl_loss. bun:ffi has no struct type, so each
 // struct is packed here by hand from one field list in rlx.h's order: every field is 8 bytes (an
 // int64, a double or a pointer), the first one the struct's size. test/native/abi.test.ts compares
 // these lists with the shim's own rlx_abi_layout(), field by field.
@@ -31,6 +31,7 @@ export const BATCH_FIELDS = [
   ["env_index", "ptr"],
   ["shard_group", "ptr"],
   ["activation_checkpointing", "i64"],
+  ["sample_losses", "ptr"],
 ] as const satisfies FieldList;
 
 export const LOSS_FIELDS = [
@@ -51,6 +52,28 @@ export const LOSS_FIELDS = [
   ["is_low", "f64"],
   ["is_high", "f64"],
   ["is_cap", "f64"],
+  ["clip_low", "f64"],
+  ["clip_high", "f64"],
+  ["n_losses", "i64"],
+  ["losses", "ptr"],
+] as const satisfies FieldList;
+
+/** One entry of rlx_loss.losses: the settings of one rl loss (as rlx_loss's own). */
+export const RL_LOSS_FIELDS = [
+  ["size", "i64"],
+  ["type", "i64"],
+  ["reduction", "i64"],
+  ["constant", "f64"],
+  ["mask_low", "f64"],
+  ["mask_high", "f64"],
+  ["adv_tau", "f64"],
+  ["kl_tau", "f64"],
+  ["ipo_threshold", "f64"],
+  ["is_low", "f64"],
+  ["is_high", "f64"],
+  ["is_cap", "f64"],
+  ["clip_low", "f64"],
+  ["clip_high", "f64"],
 ] as const satisfies FieldList;
 
 const FIELD_BYTES = 8;

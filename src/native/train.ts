@@ -4,13 +4,13 @@
 // tests), and the AdamW optimizer with its state. The metric layout mirrors rlx.h's RLX_M_* block.
 import type { Pointer } from "bun:ffi";
 import { NativeError } from "../errors.ts";
-import { BATCH_FIELDS, LOSS_FIELDS, packStruct } from "./abi_layout.ts";
+import { BATCH_FIELDS, LOSS_FIELDS, packStruct, RL_LOSS_FIELDS } from "./abi_layout.ts";
 import { check, native } from "./ffi.ts";
-import { RL_LOSS_TYPES, RL_REDUCTIONS, type RlLossType, type RlReduction } from "../data/loss_types.ts";
+import { RL_LOSS_TYPES, RL_REDUCTIONS, rlLoss, type RlLoss } from "../data/loss_types.ts";
 import type { NativeModel } from "./model.ts";
 import type { TrainRow } from "../data/train_row.ts";
 
-/** Global denominators (max(1, member count) over the whole step) and the rl loss settings. */
+/** Global denominators (max(1, member count) over the whole step) and the step's rl loss table. */
 export interface LossSettings {
   nRl: number;
   nCe: number;
@@ -19,18 +19,9 @@ export interface LossSettings {
   nDistill?: number;
   /** max(1, samples with an rl member over the whole step): the sequence and constant reductions. */
   nRlSequences?: number;
-  type?: RlLossType;
-  reduction?: RlReduction;
-  /** The constant reduction's divisor per sample. */
-  constant?: number;
-  dppoMaskLow?: number;
-  dppoMaskHigh?: number;
-  advTau?: number;
-  klTau?: number;
-  ipoThreshold?: number;
-  isLow?: number;
-  isHigh?: number;
-  isCap?: number;
+  /** The rl losses row.sampleLosses indexes (absent: one, the defaults: DPPO + KL, token mean).
+   * Entry 0 travels in rlx_loss's own fields, the rest as its rlx_rl_loss table. */
+  losses?: readonly RlLoss[];
 }
 
 /** RLX_M_* in rlx.h order: sums over tokens, so blocks of several micro-batches add. */
@@ -54,6 +45,8 @@ export const METRIC_FIELDS = [
   "tokens",
   "distillSum",
   "distillCount",
+  "clippedLow",
+  "clippedHigh",
 ] as const;
 export type MetricField = (typeof METRIC_FIELDS)[number];
 export type StepMetrics = Record<MetricField, number>;
@@ -64,26 +57,48 @@ export interface StepResult {
   envs: StepMetrics[];
 }
 
-/** rlx.h's rlx_loss, with the schema's defaults for what the settings leave out. */
-export function lossStruct(s: LossSettings): Uint8Array {
-  return packStruct(LOSS_FIELDS, {
-    type: RL_LOSS_TYPES.indexOf(s.type ?? "dppo_kl"),
-    reduction: RL_REDUCTIONS.indexOf(s.reduction ?? "token"),
+/** One rl loss's fields, as rlx_loss holds entry 0 and rlx_rl_loss the others. */
+function rlLossValues(l: RlLoss) {
+  return {
+    type: RL_LOSS_TYPES.indexOf(l.type),
+    reduction: RL_REDUCTIONS.indexOf(l.reduction),
+    constant: l.constant,
+    mask_low: l.dppo_mask_low,
+    mask_high: l.dppo_mask_high,
+    adv_tau: l.adv_tau,
+    kl_tau: l.kl_tau,
+    ipo_threshold: l.ipo_threshold,
+    is_low: l.is_low,
+    is_high: l.is_high,
+    is_cap: l.is_cap,
+    clip_low: l.clip_low,
+    clip_high: l.clip_high,
+  };
+}
+
+/** rlx.h's rlx_loss values: the denominators, entry 0 of the loss table in its own fields and the
+ * other entries packed as rlx_rl_loss structs (the bytes stay referenced by the values). */
+export function lossValues(s: LossSettings) {
+  const [first = rlLoss(), ...rest] = s.losses ?? [];
+  const table = new Uint8Array(rest.length * RL_LOSS_FIELDS.length * 8);
+  rest.forEach((l, i) => table.set(packStruct(RL_LOSS_FIELDS, rlLossValues(l)), i * RL_LOSS_FIELDS.length * 8));
+  return {
+    ...rlLossValues(first),
     n_rl: s.nRl,
     n_ce: s.nCe,
     n_ref_kl: s.nRefKl,
     n_distill: s.nDistill ?? 1,
     n_rl_sequences: s.nRlSequences ?? 1,
-    constant: s.constant ?? 1,
-    mask_low: s.dppoMaskLow ?? 0.2,
-    mask_high: s.dppoMaskHigh ?? 0.2,
-    adv_tau: s.advTau ?? 1.0,
-    kl_tau: s.klTau ?? 1e-3,
-    ipo_threshold: s.ipoThreshold ?? 0.1,
-    is_low: s.isLow ?? 0.5,
-    is_high: s.isHigh ?? 5.0,
-    is_cap: s.isCap ?? 2.0,
-  });
+    n_losses: rest.length,
+    losses: rest.length ? table : null,
+  };
+}
+
+/** rlx.h's rlx_loss; `bytes` (tests only) packs a struct of another size. The struct's bytes hold
+ * the table its pointer points at, so the table lives as long as they do (through the call). */
+export function lossStruct(s: LossSettings, bytes?: number): Uint8Array {
+  const values = lossValues(s);
+  return Object.assign(packStruct(LOSS_FIELDS, values, bytes), { table: values.losses });
 }
 
 /** The row's streams as rlx.h's rlx_batch values (the arrays stay referenced by `row`). */
@@ -109,6 +124,7 @@ function batchValues(row: OptionalStreams & Partial<TrainRow>, T: number, nEnvs:
     distill_ids: row.distillIds,
     distill_logprobs: row.distillLogprobs,
     env_index: row.envIndex,
+    sample_losses: row.sampleLosses,
     shard_group: model?.shardGroup ?? 0,
     activation_checkpointing: model?.activationCheckpointing ? 1 : 0,
   };
@@ -146,6 +162,9 @@ function checkRow(row: TrainRow): number {
   const parents = row.sampleParents?.length;
   if (parents !== undefined && parents !== row.sampleLengths.length)
     throw new NativeError(`sampleParents has ${parents} entries but the row has ${row.sampleLengths.length} samples`);
+  const codes = row.sampleLosses?.length;
+  if (codes !== undefined && codes !== row.sampleLengths.length)
+    throw new NativeError(`sampleLosses has ${codes} entries but the row has ${row.sampleLengths.length} samples`);
   return T;
 }
 

@@ -43,6 +43,7 @@ import { type BandRecord, BandWatch } from "./band.ts";
 import { checkRunDir, dataFingerprint, RUN_FILES, type SftState, sftState } from "./resume.ts";
 import { tokenizeConversationSamples } from "./tokens.ts";
 import { nativeLearner, trainStep } from "../trainer/step.ts";
+import { rlLoss } from "../data/loss_types.ts";
 
 export interface SftSummary {
   steps: number;
@@ -254,7 +255,7 @@ export async function runSft(config: SftConfig, options: SftOptions = {}): Promi
       const result = trainStep(learner, packed, {
         lr,
         maxGradNorm: optim.max_norm,
-        loss: { dppo_mask_low: 0.2, dppo_mask_high: 0.2, adv_tau: 1, kl_tau: 1e-3 },
+        losses: [rlLoss()],
       });
       const m = result.metrics;
       tokens += packed.tokens;

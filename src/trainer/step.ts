@@ -17,27 +17,10 @@ import {
   trainStep as trainNativeRow,
 } from "../native/train.ts";
 import type { ComponentCounts, PackedRow, PackedStep } from "../data/pack.ts";
-import type { RlLossType, RlReduction } from "../data/loss_types.ts";
+import type { RlLoss } from "../data/loss_types.ts";
 import { stepCounts } from "../data/pack.ts";
 
 export type { MetricSums, RowResult };
-
-/** The rl loss settings (config `trainer.loss`); ref_kl's 0.2 / 1e-3 are fixed. Absent optional
- * fields take the schema's defaults (DPPO + KL, token mean), filled in where the settings become
- * rlx.h's rlx_loss (lossStruct in src/native/train.ts). */
-export interface LossSettings {
-  type?: RlLossType;
-  reduction?: RlReduction;
-  constant?: number;
-  dppo_mask_low: number;
-  dppo_mask_high: number;
-  adv_tau: number;
-  kl_tau: number;
-  ipo_threshold?: number;
-  is_low?: number;
-  is_high?: number;
-  is_cap?: number;
-}
 
 /** N_x = max(1, member count over the whole step). */
 export type Denominators = ComponentCounts;
@@ -50,9 +33,10 @@ export interface OptimizerResult {
 
 /** The model being trained and its optimizer, as one optimizer step uses them. */
 export interface Learner {
-  /** Forward + backward of one packed row; gradients accumulate across calls. Metric sums come
-   * back for the whole row (`all`) and per env index (`envs`, numEnvs blocks). */
-  trainRow(row: PackedRow, numEnvs: number, denominators: Denominators, loss: LossSettings): RowResult;
+  /** Forward + backward of one packed row; gradients accumulate across calls. `losses` is the
+   * step's rl loss table (row.sampleLosses indexes it; absent: entry 0 for every sample). Metric
+   * sums come back for the whole row (`all`) and per env index (`envs`, numEnvs blocks). */
+  trainRow(row: PackedRow, numEnvs: number, denominators: Denominators, losses: readonly RlLoss[]): RowResult;
   /** Clips the global grad norm, applies the update, zeroes the gradients. */
   optimizerStep(lr: number, maxGradNorm: number): OptimizerResult;
 }
@@ -60,7 +44,8 @@ export interface Learner {
 export interface StepOptions {
   lr: number;
   maxGradNorm: number;
-  loss: LossSettings;
+  /** The step's rl loss table (PackedStep.losses, or [trainer.loss] for a step file without one). */
+  losses: readonly RlLoss[];
   /** The whole step's denominators when `step.rows` is only part of it (a data-parallel rank's
    * share, all-reduced before the first row: src/trainer/ranks.ts); absent, counted over step.rows. */
   denominators?: Denominators;
@@ -135,7 +120,7 @@ export function trainStep(learner: Learner, step: PackedStep, opts: StepOptions)
   const all = zeroSums();
   const perEnv = step.envs.map(zeroSums);
   for (const row of step.rows) {
-    const result = learner.trainRow(row, step.envs.length, denominators, opts.loss);
+    const result = learner.trainRow(row, step.envs.length, denominators, opts.losses);
     addInto(all, result.all);
     result.envs.forEach((sums, e) => addInto(perEnv[e]!, sums));
   }
@@ -158,24 +143,14 @@ export function trainStep(learner: Learner, step: PackedStep, opts: StepOptions)
 /** The Learner over the native shim: a model and its AdamW optimizer (src/native/). */
 export function nativeLearner(model: NativeModel, optimizer: NativeOptimizer): Learner {
   return {
-    trainRow(row, numEnvs, n, loss) {
+    trainRow(row, numEnvs, n, losses) {
       const settings = {
         nRl: n.rl,
         nCe: n.ce,
         nRefKl: n.refKl,
         nDistill: n.distill,
         nRlSequences: n.rlSequences,
-        type: loss.type,
-        reduction: loss.reduction,
-        constant: loss.constant,
-        dppoMaskLow: loss.dppo_mask_low,
-        dppoMaskHigh: loss.dppo_mask_high,
-        advTau: loss.adv_tau,
-        klTau: loss.kl_tau,
-        ipoThreshold: loss.ipo_threshold,
-        isLow: loss.is_low,
-        isHigh: loss.is_high,
-        isCap: loss.is_cap,
+        losses,
       };
       return trainNativeRow(model, row, settings, numEnvs);
     },

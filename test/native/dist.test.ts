@@ -16,9 +16,10 @@ import { join } from "node:path";
 import { distAvailable, ProcessGroup } from "../../src/native/dist.ts";
 import { NativeOptimizer, trainStep as trainRow } from "../../src/native/train.ts";
 import { dummyRow } from "../../src/trainer/balance.ts";
-import { type LossSettings, nativeLearner, trainStep, type StepResult } from "../../src/trainer/step.ts";
-import { distStep, STEP_OPTIONS } from "./fixtures/dist_batch.ts";
+import { nativeLearner, trainStep, type StepResult } from "../../src/trainer/step.ts";
+import { distStep, LOSS, STEP_OPTIONS } from "./fixtures/dist_batch.ts";
 import { DIST_LORA, readGrads, readLoraGrads, readLoraParams, readParams, tinyModel } from "./tiny_model.ts";
+import { type RlLoss, rlLoss } from "../../src/data/loss_types.ts";
 
 const FIXTURE = join(import.meta.dir, "fixtures/dist_rank.ts");
 const dir = mkdtempSync(join(tmpdir(), "rlx-dist-"));
@@ -116,7 +117,7 @@ function maxAbsDiff(a: Record<string, number[]>, b: Map<string, Float64Array>): 
   return worst;
 }
 
-async function singleRank(loss: LossSettings = STEP_OPTIONS.loss) {
+async function singleRank(loss: RlLoss = LOSS) {
   using model = await tinyModel({ seed: 3 });
   const initial = readParams(model);
   using optimizer = NativeOptimizer.create(model);
@@ -128,7 +129,7 @@ async function singleRank(loss: LossSettings = STEP_OPTIONS.loss) {
       optimizerStep: (lr, clip) => ((grads = readGrads(model)), inner.optimizerStep(lr, clip)),
     },
     distStep(),
-    { ...STEP_OPTIONS, loss },
+    { ...STEP_OPTIONS, losses: [loss] },
   );
   return { initial, grads, params: readParams(model), metrics: result.metrics };
 }
@@ -215,7 +216,7 @@ describe.skipIf(!gloo)("two Gloo ranks", () => {
     ["constant", "seq_tis"],
   ] as const)
     test(`the ${reduction} reduction (${type}): two ranks' gradient equals the single-rank one`, async () => {
-      const loss = { ...STEP_OPTIONS.loss, type, reduction, constant: 13 };
+      const loss = rlLoss({ type, reduction, constant: 13 });
       const store = { type: "file", path: join(dir, `store-${reduction}`) };
       const outs = [0, 1].map((rank) => join(dir, `${reduction}-rank${rank}.json`));
       const { procs } = await startRanks(

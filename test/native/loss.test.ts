@@ -5,6 +5,7 @@ import { describe, expect, test } from "bun:test";
 import { NativeError } from "../../src/errors.ts";
 import { loadNative } from "../../src/native/ffi.ts";
 import { lossEval, type LossEvalRow, type LossSettings } from "../../src/native/train.ts";
+import { rlLoss } from "../../src/data/loss_types.ts";
 
 await loadNative();
 
@@ -99,7 +100,10 @@ describe("rl component (DPPO + KL)", () => {
     const cfg = { low: 0.9, high: 0.9, advTau: 0.5, klTau: 0.1 };
     const ref = rlReference(cfg);
     expect(ref.kept.slice(0, 5)).toEqual([true, true, true, true, true]);
-    const r = lossEval(rlRow(), { ...N1, dppoMaskLow: 0.9, dppoMaskHigh: 0.9, advTau: 0.5, klTau: 0.1 });
+    const r = lossEval(rlRow(), {
+      ...N1,
+      losses: [rlLoss({ dppo_mask_low: 0.9, dppo_mask_high: 0.9, adv_tau: 0.5, kl_tau: 0.1 })],
+    });
     expect(r.all.loss).toBeCloseTo(ref.loss, 13);
     for (let t = 0; t < 6; t++) expect(r.grad[t]!).toBeCloseTo(ref.grad[t]!, 13);
     expect(r.all.maskedHigh + r.all.maskedLow).toBe(0);

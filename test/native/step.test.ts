@@ -22,9 +22,10 @@ import { packStep } from "../../src/data/pack.ts";
 import { filterZeroAdvantage, rolloutToSamples } from "../../src/algorithms/samples.ts";
 import type { Rollout, TrainingSample } from "../../src/data/types.ts";
 import { RL_REDUCTIONS } from "../../src/data/loss_types.ts";
-import { type LossSettings, nativeLearner, type Learner, type StepResult, trainStep } from "../../src/trainer/step.ts";
+import { nativeLearner, type Learner, type StepResult, trainStep } from "../../src/trainer/step.ts";
 import { DEFAULT_LOSS, makeRollout } from "../fixtures/rollouts.ts";
 import { readGrads, readParams, rng, tinyModel } from "./tiny_model.ts";
+import { type RlLoss, rlLoss } from "../../src/data/loss_types.ts";
 
 const VOCAB = 64;
 const UNIFORM_LP = -Math.log(VOCAB);
@@ -74,7 +75,7 @@ function gradientOf(
   m: NativeModel,
   samples: TrainingSample[],
   seqLen = 256,
-  loss: LossSettings = DEFAULT_LOSS,
+  loss: RlLoss = DEFAULT_LOSS,
   sharePrefixes = false,
 ): { grads: Map<string, Float64Array>; result: StepResult } {
   const inner = nativeLearner(m, undefined as unknown as NativeOptimizer);
@@ -90,7 +91,7 @@ function gradientOf(
   const result = trainStep(capture, packStep(structuredClone(samples), { seqLen, sharePrefixes }), {
     lr: 0,
     maxGradNorm: 0,
-    loss,
+    losses: [loss],
   });
   return { grads, result };
 }
@@ -154,7 +155,7 @@ describe("global denominators through the native step", () => {
     expect(Object.keys(one.result.perEnv).sort()).toEqual(["forth", "math"]);
   });
 
-  for (const loss of [DEFAULT_LOSS, { ...DEFAULT_LOSS, type: "seq_mis", reduction: "sequence", is_cap: 1.02 } as const])
+  for (const loss of [DEFAULT_LOSS, rlLoss({ type: "seq_mis", reduction: "sequence", is_cap: 1.02 })])
     test(`a group's shared prompt packed once gives the gradient of the whole samples (${loss.type ?? "dppo_kl"}, ${loss.reduction ?? "token"})`, async () => {
       const rand = rng(3);
       const prompt = Array.from({ length: 24 }, () => Math.floor(rand() * VOCAB));
@@ -210,7 +211,7 @@ test("the custom RLOO example trains one AdamW step end to end", async () => {
   const { metrics } = trainStep(nativeLearner(m, optimizer), packStep(kept, { seqLen: 64 }), {
     lr: 1e-3,
     maxGradNorm: 1,
-    loss: DEFAULT_LOSS,
+    losses: [DEFAULT_LOSS],
   });
   expect(metrics["count/rl"]).toBe(4 * 7);
   expect(Number.isFinite(metrics.loss)).toBe(true);

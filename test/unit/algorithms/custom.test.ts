@@ -56,7 +56,7 @@ describe("the RLOO example", () => {
     const { metrics } = trainStep(policy, packStep(kept, { seqLen: 32 }), {
       lr: 0.5,
       maxGradNorm: 1,
-      loss: DEFAULT_LOSS,
+      losses: [DEFAULT_LOSS],
     });
     expect(metrics["count/rl"]).toBe(16);
     expect(metrics.grad_norm).toBeGreaterThan(0);

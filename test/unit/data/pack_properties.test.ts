@@ -91,7 +91,7 @@ test("the step's loss and gradient do not depend on the packing", () => {
         const result = trainStep(policy, packStep(samples, { seqLen: rowLen }), {
           lr: 0.1,
           maxGradNorm: 0,
-          loss: DEFAULT_LOSS,
+          losses: [DEFAULT_LOSS],
         });
         return { loss: result.metrics.loss!, grad: policy.lastGrad };
       };
@@ -172,7 +172,7 @@ test("shared prefixes: each sample is its prefix then its own tokens, the step's
       sharedSamples += prefixes;
       const lossOf = (step: typeof shared) => {
         const policy = new UnigramPolicy(VOCAB, 3);
-        const result = trainStep(policy, step, { lr: 0.1, maxGradNorm: 0, loss: DEFAULT_LOSS });
+        const result = trainStep(policy, step, { lr: 0.1, maxGradNorm: 0, losses: [DEFAULT_LOSS] });
         return { loss: result.metrics.loss!, grad: policy.lastGrad };
       };
       const a = lossOf(shared);

@@ -9,7 +9,7 @@ import { denominatorsOf, trainStep } from "../../../src/trainer/step.ts";
 import { DEFAULT_LOSS, rng, UnigramPolicy } from "../../fixtures/rollouts.ts";
 
 const VOCAB = 16;
-const OPTS = { lr: 0.1, maxGradNorm: 0, loss: DEFAULT_LOSS };
+const OPTS = { lr: 0.1, maxGradNorm: 0, losses: [DEFAULT_LOSS] };
 
 /** A random sample: `prompt` context tokens, `actions` action tokens with random advantages and
  * inference logprobs near the model's (so the trust-region masks rarely fire). */
