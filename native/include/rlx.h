@@ -22,7 +22,7 @@
 extern "C" {
 #endif
 
-#define RLX_ABI_VERSION 9
+#define RLX_ABI_VERSION 10
 
 /* Opaque handles: a model, its AdamW optimizer, a generator over a model, a c10d process group. */
 typedef struct rlx_model rlx_model;
@@ -97,9 +97,8 @@ int rlx_model_get_merged_param(rlx_model* model, const char* name, void* out, in
  * Inputs are structs whose first field is their size as the caller compiled it. The shim reads
  * the fields it knows: a longer struct (a newer caller) is accepted, a shorter one is an error
  * naming both sizes. Every field is 8 bytes (no padding). Fields are appended, never inserted;
- * the next ones are planned as
- *   rlx_batch: the context-parallel chunk (its offset in the full row, the full length, its group);
- *   rlx_loss:  a per-sample loss table (each sample's loss code and its parameters). */
+ * the next one is planned as
+ *   rlx_batch: the context-parallel chunk (its offset in the full row, the full length, its group). */
 typedef struct rlx_batch {
   int64_t size;                  /* sizeof(rlx_batch) of the caller */
   int64_t n_tokens;              /* T */
@@ -125,6 +124,8 @@ typedef struct rlx_batch {
   rlx_group* shard_group;        /* the group the model was sharded over (rlx_model_shard), else NULL */
   int64_t activation_checkpointing; /* 1: keep each layer's input, recompute the layer in the
                                      * backward (always so for a model sharded "full") */
+  const int32_t* sample_losses;  /* [n_samples] or NULL (all 0): each sample's rl loss, 0 = rlx_loss's
+                                  * own settings, k >= 1 = rlx_loss.losses[k - 1] */
 } rlx_batch;
 /* sample_parents (docs/architecture.md §4): each sample's earlier sample whose tokens it continues,
  * or -1. A continuation attends to all of its parent and causally to itself, its positions go on
@@ -144,7 +145,18 @@ typedef struct rlx_loss {
   double ipo_threshold;  /* RLX_RL_IPO: masked where |exp(lp) - exp(ilp)| > it; 0.1 */
   double is_low, is_high; /* RLX_RL_ICEPOP keeps ratios in [is_low, is_high]; 0.5, 5.0 */
   double is_cap;         /* TIS clips, MIS masks the (token or sequence) ratio above it; 2.0 */
+  double clip_low, clip_high; /* the clip range of GSPO, CISPO, clip-higher and GMPO (below) */
+  int64_t n_losses;      /* entries of `losses`: the rl losses of sample codes 1..n_losses */
+  const struct rlx_rl_loss* losses; /* NULL when n_losses is 0 */
 } rlx_loss;
+/* One more rl loss of the step: the per-loss fields of rlx_loss, as there. Entries are
+ * losses[0].size bytes apart (a newer caller's longer entries are read as far as the shim knows). */
+typedef struct rlx_rl_loss {
+  int64_t size;          /* sizeof(rlx_rl_loss) of the caller */
+  int64_t type, reduction;
+  double constant, mask_low, mask_high, adv_tau, kl_tau, ipo_threshold, is_low, is_high, is_cap;
+  double clip_low, clip_high;
+} rlx_rl_loss;
 #define RLX_RL_DPPO_KL 0  /* prime-rl's default: probability-difference trust region + KL */
 #define RLX_RL_IPO 1      /* the same with a symmetric mask |dp| > ipo_threshold */
 #define RLX_RL_ICEPOP 2   /* token ratio outside [is_low, is_high] masked */
@@ -152,6 +164,10 @@ typedef struct rlx_loss {
 #define RLX_RL_MIS 4      /* token ratio above is_cap masked */
 #define RLX_RL_SEQ_TIS 5  /* the sample's ratio (product over its rl members) truncated at is_cap */
 #define RLX_RL_SEQ_MIS 6  /* the whole sample masked when its ratio exceeds is_cap */
+#define RLX_RL_GSPO 7     /* the sample's length-normalized ratio, PPO-clipped at [1 - clip_low, 1 + clip_high] */
+#define RLX_RL_CISPO 8    /* -A sg(clip(ratio)) logprob on every member: the weight clipped, never the token */
+#define RLX_RL_CLIP_HIGHER 9 /* PPO's clip with its own low and high epsilons (DAPO) */
+#define RLX_RL_GMPO 10    /* the geometric mean of the sample's token ratios, clipped in log space */
 #define RLX_REDUCE_TOKEN 0     /* sum / N_rl */
 #define RLX_REDUCE_SEQUENCE 1  /* each sample's mean over its members, averaged over N_rl_sequences */
 #define RLX_REDUCE_CONSTANT 2  /* each sample's sum / constant, averaged over N_rl_sequences */
@@ -177,7 +193,9 @@ typedef struct rlx_loss {
 #define RLX_M_TOKENS 16          /* tokens in the row (or env) */
 #define RLX_M_DISTILL_SUM 17     /* sum of l_distill (before / N_distill) */
 #define RLX_M_DISTILL_COUNT 18
-#define RLX_METRICS_FIELDS 19
+#define RLX_M_CLIPPED_LOW 19     /* rl members whose (token or sample) ratio is below the clip range */
+#define RLX_M_CLIPPED_HIGH 20    /* ... above it (gspo, cispo, clip_higher, gmpo; 0 for the others) */
+#define RLX_METRICS_FIELDS 21
 
 /* JSON {"rlx_batch": {"size": bytes, "fields": {name: offset, ...}}, "rlx_loss": {...}}: the struct
  * layout this shim was compiled with. */

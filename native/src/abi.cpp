@@ -1,4 +1,4 @@
-// The struct ABI (rlx.h, rlx_batch and rlx_loss): reading a caller's struct by its size field, and
+// The struct ABI (rlx.h, rlx_batch, rlx_loss and its rlx_rl_loss table): reading a caller's struct by its size field, and
 // rlx_abi_layout, the offsets this shim was compiled with, which test/native/abi.test.ts compares
 // with src/native/abi_layout.ts field by field.
 #include "abi.h"
@@ -24,6 +24,21 @@ S read_struct(const S* in, const char* name) {
 rlx_batch batch_of(const rlx_batch* in) { return read_struct(in, "rlx_batch"); }
 rlx_loss loss_of(const rlx_loss* in) { return read_struct(in, "rlx_loss"); }
 
+std::vector<rlx_rl_loss> rl_losses_of(const rlx_loss& loss) {
+  require(loss.n_losses >= 0 && loss.n_losses < (1 << 20), c10::str("rlx_loss.n_losses = ", loss.n_losses, " must be >= 0"));
+  if (loss.n_losses == 0) return {};
+  require(loss.losses != nullptr, c10::str("rlx_loss.losses is null but n_losses is ", loss.n_losses));
+  const auto stride = loss.losses->size;
+  const auto* bytes = reinterpret_cast<const char*>(loss.losses);
+  std::vector<rlx_rl_loss> out;
+  for (int64_t i = 0; i < loss.n_losses; ++i) {
+    const auto* entry = reinterpret_cast<const rlx_rl_loss*>(bytes + i * stride);
+    require(entry->size == stride, c10::str("rlx_loss.losses[", i, "] is ", entry->size, " bytes but losses[0] is ", stride));
+    out.push_back(read_struct(entry, "rlx_rl_loss"));
+  }
+  return out;
+}
+
 }  // namespace rlx
 
 #define RLX_FIELD(S, f) "\"" #f "\":" + std::to_string(offsetof(S, f))
@@ -42,14 +57,22 @@ RLX_API const char* rlx_abi_layout(void) {
         RLX_FIELD(rlx_batch, distill_weights) + "," + RLX_FIELD(rlx_batch, distill_betas) + "," +
         RLX_FIELD(rlx_batch, distill_ids) + "," + RLX_FIELD(rlx_batch, distill_logprobs) + "," +
         RLX_FIELD(rlx_batch, env_index) + "," + RLX_FIELD(rlx_batch, shard_group) + "," +
-        RLX_FIELD(rlx_batch, activation_checkpointing) + "}},\"rlx_loss\":{\"size\":" + std::to_string(sizeof(rlx_loss)) +
+        RLX_FIELD(rlx_batch, activation_checkpointing) + "," + RLX_FIELD(rlx_batch, sample_losses) + "}},\"rlx_loss\":{\"size\":" + std::to_string(sizeof(rlx_loss)) +
         ",\"fields\":{" + RLX_FIELD(rlx_loss, size) + "," + RLX_FIELD(rlx_loss, type) + "," +
         RLX_FIELD(rlx_loss, reduction) + "," + RLX_FIELD(rlx_loss, n_rl) + "," + RLX_FIELD(rlx_loss, n_ce) + "," +
         RLX_FIELD(rlx_loss, n_ref_kl) + "," + RLX_FIELD(rlx_loss, n_distill) + "," +
         RLX_FIELD(rlx_loss, n_rl_sequences) + "," + RLX_FIELD(rlx_loss, constant) + "," +
         RLX_FIELD(rlx_loss, mask_low) + "," + RLX_FIELD(rlx_loss, mask_high) + "," + RLX_FIELD(rlx_loss, adv_tau) + "," +
         RLX_FIELD(rlx_loss, kl_tau) + "," + RLX_FIELD(rlx_loss, ipo_threshold) + "," + RLX_FIELD(rlx_loss, is_low) +
-        "," + RLX_FIELD(rlx_loss, is_high) + "," + RLX_FIELD(rlx_loss, is_cap) + "}}}";
+        "," + RLX_FIELD(rlx_loss, is_high) + "," + RLX_FIELD(rlx_loss, is_cap) + "," + RLX_FIELD(rlx_loss, clip_low) +
+        "," + RLX_FIELD(rlx_loss, clip_high) + "," + RLX_FIELD(rlx_loss, n_losses) + "," + RLX_FIELD(rlx_loss, losses) +
+        "}},\"rlx_rl_loss\":{\"size\":" + std::to_string(sizeof(rlx_rl_loss)) + ",\"fields\":{" +
+        RLX_FIELD(rlx_rl_loss, size) + "," + RLX_FIELD(rlx_rl_loss, type) + "," + RLX_FIELD(rlx_rl_loss, reduction) + "," +
+        RLX_FIELD(rlx_rl_loss, constant) + "," + RLX_FIELD(rlx_rl_loss, mask_low) + "," +
+        RLX_FIELD(rlx_rl_loss, mask_high) + "," + RLX_FIELD(rlx_rl_loss, adv_tau) + "," + RLX_FIELD(rlx_rl_loss, kl_tau) +
+        "," + RLX_FIELD(rlx_rl_loss, ipo_threshold) + "," + RLX_FIELD(rlx_rl_loss, is_low) + "," +
+        RLX_FIELD(rlx_rl_loss, is_high) + "," + RLX_FIELD(rlx_rl_loss, is_cap) + "," + RLX_FIELD(rlx_rl_loss, clip_low) +
+        "," + RLX_FIELD(rlx_rl_loss, clip_high) + "}}}";
     return json.c_str();
   })
 }

@@ -8,7 +8,7 @@ namespace {
 enum Field : int64_t {
   F_LOSS, F_RL_SUM, F_RL_COUNT, F_CE_SUM, F_CE_COUNT, F_REF_SUM, F_REF_COUNT, F_MISMATCH_KL, F_MISMATCH_COUNT,
   F_ENTROPY, F_ENTROPY_COUNT, F_MASKED_LOW, F_MASKED_HIGH, F_REF_MASKED, F_REF_KL, F_NLL, F_TOKENS,
-  F_DISTILL_SUM, F_DISTILL_COUNT, F_COUNT
+  F_DISTILL_SUM, F_DISTILL_COUNT, F_CLIPPED_LOW, F_CLIPPED_HIGH, F_COUNT
 };
 static_assert(F_TOKENS == RLX_M_TOKENS && F_COUNT == RLX_METRICS_FIELDS,
               "rlx.h metric layout and step_loss.cpp disagree");
@@ -56,7 +56,8 @@ Streams make_streams(const StreamArgs& a, int64_t T, const at::Tensor& valid, at
 // lengths: the row's samples (for the sequence-level loss types and reductions). d, sb: the distill
 // streams and the student's bucket logprobs [T, k + 1] (differentiable), when the row has them.
 LossOutput compute_loss(const at::Tensor& lp, const Streams& s, const LossSettings& cfg, const at::Tensor& entropy,
-                        const std::vector<int64_t>& lengths, const DistillStreams& d, const at::Tensor& sb) {
+                        const std::vector<int64_t>& lengths, const std::vector<int64_t>& codes, const DistillStreams& d,
+                        const at::Tensor& sb) {
   auto lpd = lp.detach();
   auto f = [&](const at::Tensor& b) { return b.to(lp.scalar_type()); };
   auto zeros_b = at::zeros_like(s.loss_mask);
@@ -70,15 +71,13 @@ LossOutput compute_loss(const at::Tensor& lp, const Streams& s, const LossSettin
   // ratio is exactly 1 and no inf can leak into a gradient through a multiplication by zero.
   auto ilp = at::where(ratio_m, s.ilp, lpd);
   auto log_ratio = lp - ilp;
-  auto ratio = at::exp(log_ratio);
   auto dp = at::exp(lpd) - at::exp(ilp);  // probability difference: the trust-region test
 
   auto adv = at::where(rl_m, s.adv, at::zeros_like(lpd));  // off members: whatever was sent, no effect
   auto seg = sample_index(lengths, lpd);
   const auto n_seg = static_cast<int64_t>(lengths.size());
-  at::Tensor masked_rl;
   auto w_rl = s.rl_w.defined() ? s.rl_w : at::ones_like(lpd);
-  auto l_rl = rl_loss(log_ratio, ratio, dp, adv, rl_m, seg, n_seg, cfg, masked_rl) * w_rl;
+  auto rl = rl_component(log_ratio, dp, adv, w_rl, rl_m, seg, n_seg, codes, cfg);
 
   auto l_ce = s.ce_w.defined() ? -lp * s.ce_w : lp * 0;
 
@@ -92,8 +91,7 @@ LossOutput compute_loss(const at::Tensor& lp, const Streams& s, const LossSettin
   auto ratio_ref = at::exp(at::where(ref_m, log_ratio, at::zeros_like(log_ratio)));
   auto l_ref = (-(f(keep_ref) * ref_adv * ratio_ref) + 1e-3 * f(ref_m) * log_ratio.pow(2)) * w_ref;
 
-  auto rl_part = cfg.reduction == RLX_REDUCE_TOKEN ? l_rl / cfg.n_rl : l_rl * rl_scale(rl_m, seg, n_seg, cfg).to(lp.scalar_type());
-  auto per_token = rl_part + l_ce / cfg.n_ce + l_ref / cfg.n_ref;
+  auto per_token = rl.part + l_ce / cfg.n_ce + l_ref / cfg.n_ref;
   auto distill_m = d.present() ? d.member : zeros_b;
   at::Tensor l_distill = at::zeros_like(lpd);
   if (d.present()) {
@@ -109,7 +107,7 @@ LossOutput compute_loss(const at::Tensor& lp, const Streams& s, const LossSettin
   auto rl_f = f(rl_m), ref_f = f(ref_m), ce_f = f(ce_m), policy_f = f(policy_m), mask_f = f(s.loss_mask);
   std::vector<at::Tensor> cols(F_COUNT);
   cols[F_LOSS] = per_token.detach();
-  cols[F_RL_SUM] = l_rl.detach();
+  cols[F_RL_SUM] = rl.weighted.detach();
   cols[F_RL_COUNT] = rl_f;
   cols[F_CE_SUM] = l_ce.detach();
   cols[F_CE_COUNT] = ce_f;
@@ -122,8 +120,10 @@ LossOutput compute_loss(const at::Tensor& lp, const Streams& s, const LossSettin
   cols[F_MISMATCH_COUNT] = f(mm_m);
   cols[F_ENTROPY] = entropy.defined() ? mask_f * entropy : at::zeros_like(lpd);
   cols[F_ENTROPY_COUNT] = entropy.defined() ? mask_f : at::zeros_like(lpd);
-  cols[F_MASKED_LOW] = rl_f * f(masked_rl.logical_and(adv <= 0));
-  cols[F_MASKED_HIGH] = rl_f * f(masked_rl.logical_and(adv > 0));
+  cols[F_MASKED_LOW] = rl_f * f(rl.masked.logical_and(adv <= 0));
+  cols[F_MASKED_HIGH] = rl_f * f(rl.masked.logical_and(adv > 0));
+  cols[F_CLIPPED_LOW] = rl_f * f(rl.clipped_low);
+  cols[F_CLIPPED_HIGH] = rl_f * f(rl.clipped_high);
   cols[F_REF_MASKED] = ref_f * f(masked_ref);
   cols[F_REF_KL] = ref_f * ref_adv;
   cols[F_NLL] = ce_f * -lpd;

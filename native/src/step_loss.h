@@ -30,10 +30,12 @@ struct LossOutput {
 };
 
 // docs/architecture.md §6 / prime-rl's trainer/rl/loss.py, per token, then summed. lp: [T], requires grad.
-// lengths: the row's samples (for the sequence-level loss types and reductions). d, sb: the distill
-// streams and the student's bucket logprobs [T, k + 1] (differentiable), when the row has them.
+// lengths: the row's samples (for the sequence-level loss types and reductions); codes: each
+// sample's rl loss in cfg.losses (empty: all 0). d, sb: the distill streams and the student's
+// bucket logprobs [T, k + 1] (differentiable), when the row has them.
 LossOutput compute_loss(const at::Tensor& lp, const Streams& s, const LossSettings& cfg, const at::Tensor& entropy,
-                        const std::vector<int64_t>& lengths, const DistillStreams& d = {}, const at::Tensor& sb = {});
+                        const std::vector<int64_t>& lengths, const std::vector<int64_t>& codes,
+                        const DistillStreams& d = {}, const at::Tensor& sb = {});
 
 // Block 0: the whole row; block 1+e: tokens of env e (tokens with a negative env are in block 0 only).
 void write_metrics(const LossOutput& out, const Streams& s, int n_envs, double* metrics, int64_t n_metrics);

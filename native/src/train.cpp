@@ -1,7 +1,7 @@
 // The training step: one packed micro-batch in, gradients accumulated into the parameters, the
 // loss of docs/architecture.md §6 (prime-rl's three components and the distill one, each over its
-// own global token count; the rl component's loss type and reduction from [trainer.loss], its
-// math in rl_loss.cpp, distill's in distill.cpp) and its metrics out. Also rlx_loss_eval, the same
+// own global token count; each sample's rl loss type and reduction from the step's loss table, its
+// math in rl_loss.cpp and rl_clip.cpp, distill's in distill.cpp) and its metrics out. Also rlx_loss_eval, the same
 // loss over given logprobs (and, for distill, given logits: exact test vectors).
 //
 // Why two passes over the LM head: full-vocabulary float32 logits for a whole row do not fit in
@@ -177,6 +177,7 @@ RLX_API int rlx_train_step(rlx_model* model, const rlx_batch* batch, const rlx_l
     const int n_envs = n_envs_of(b);
     auto lengths = sample_lengths_of(b.sample_lengths, b.n_samples, T);
     auto parents = sample_parents_of(b.sample_parents, lengths);
+    auto codes = sample_codes_of(b.sample_losses, lengths.size(), settings);
     require(b.temperatures != nullptr, "temperatures are required");
     auto cd = m.compute_dtype();
     auto ids = token_tensor(m, b.token_ids, T, "token_ids");
@@ -215,7 +216,7 @@ RLX_API int rlx_train_step(rlx_model* model, const rlx_batch* batch, const rlx_l
     auto lp = at::cat({head, lp_shift}).requires_grad_(true);
     auto entropy = at::cat({head, ent_shift});
     if (sb.defined()) sb.requires_grad_(true);
-    auto out = compute_loss(lp, s, settings, entropy, lengths, d, sb);
+    auto out = compute_loss(lp, s, settings, entropy, lengths, codes, d, sb);
     write_metrics(out, s, n_envs, metrics, n_metrics);
     if (!std::isfinite(out.loss.item<double>())) {
       *m.nonfinite_loss = true;  // the optimizer skips this step; no backward through NaN
@@ -247,6 +248,7 @@ RLX_API int rlx_loss_eval(const rlx_batch* batch, const rlx_loss* loss, const do
     const int n_envs = n_envs_of(b);
     require(T >= 0 && logprobs != nullptr, "rlx_loss_eval: logprobs is null or T < 0");
     auto lengths = b.sample_lengths ? sample_lengths_of(b.sample_lengths, b.n_samples, T) : std::vector<int64_t>{T};
+    auto codes = sample_codes_of(b.sample_losses, lengths.size(), settings);
     auto valid = at::ones({T}, at::kBool);
     auto s = make_streams({b.loss_mask, b.advantages, b.inference_logprobs, nullptr, b.ref_logprobs, b.rl_weights,
                            b.ce_weights, b.ref_kl_weights, b.env_index, n_envs}, T, valid, at::kDouble);
@@ -262,7 +264,7 @@ RLX_API int rlx_loss_eval(const rlx_batch* batch, const rlx_loss* loss, const do
       logits.requires_grad_(true);
       sb = student_buckets(logits, d.ids, d.slot);
     }
-    auto out = compute_loss(lp, s, settings, at::Tensor(), lengths, d, sb);
+    auto out = compute_loss(lp, s, settings, at::Tensor(), lengths, codes, d, sb);
     write_metrics(out, s, n_envs, metrics, n_metrics);
     if (grad_out || grad_logits_out) {
       auto g = d.present() ? torch::autograd::grad({out.loss}, {lp, logits}, {}, c10::nullopt, false, true)

@@ -64,4 +64,4 @@ export const symbols = {
   rlx_model_shard_gather: { args: [ptr], returns: i32 },
 } as const;
 
-export const ABI_VERSION = 9;
+export const ABI_VERSION = 10;

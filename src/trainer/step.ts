@@ -106,6 +106,9 @@ export function summarize(s: MetricSums, n: Denominators): StepMetrics {
     entropy: ratio(s.entropySum, s.entropyCount),
     "masked/low": ratio(s.maskedLow, s.rlCount),
     "masked/high": ratio(s.maskedHigh, s.rlCount),
+    // rl members beyond a clipping type's range (gspo, cispo, clip_higher, gmpo; 0 for the others)
+    "clipped/low": ratio(s.clippedLow, s.rlCount),
+    "clipped/high": ratio(s.clippedHigh, s.rlCount),
     "ref_kl/masked": ratio(s.refKlMasked, s.refKlCount),
     ref_kl: ratio(s.refKlAdvSum, s.refKlCount),
     nll: ratio(s.nllSum, s.ceCount),

@@ -5,10 +5,17 @@
 import { describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { BATCH_FIELDS, layoutOf, LOSS_FIELDS, packStruct, type StructLayout } from "../../src/native/abi_layout.ts";
+import {
+  BATCH_FIELDS,
+  layoutOf,
+  LOSS_FIELDS,
+  packStruct,
+  RL_LOSS_FIELDS,
+  type StructLayout,
+} from "../../src/native/abi_layout.ts";
 import { loadNative } from "../../src/native/ffi.ts";
 import { symbols } from "../../src/native/symbols.ts";
-import { batchStruct, lossStruct } from "../../src/native/train.ts";
+import { batchStruct, lossStruct, METRIC_FIELDS } from "../../src/native/train.ts";
 import { TINY, tinyModel } from "./tiny_model.ts";
 
 const ROOT = join(import.meta.dir, "../..");
@@ -57,10 +64,11 @@ describe("the struct layout", () => {
   test("rlx_abi_layout() and abi_layout.ts agree on every field's offset and each struct's size", async () => {
     const lib = await loadNative();
     const shim = JSON.parse(String(lib.rlx_abi_layout())) as Record<string, StructLayout>;
-    expect(Object.keys(shim)).toEqual(["rlx_batch", "rlx_loss"]);
+    expect(Object.keys(shim)).toEqual(["rlx_batch", "rlx_loss", "rlx_rl_loss"]);
     for (const [name, fields] of [
       ["rlx_batch", BATCH_FIELDS],
       ["rlx_loss", LOSS_FIELDS],
+      ["rlx_rl_loss", RL_LOSS_FIELDS],
     ] as const) {
       const ts = layoutOf(fields);
       expect(Object.entries(ts.fields)).toEqual(Object.entries(shim[name]!.fields));
@@ -83,9 +91,11 @@ describe("the struct layout", () => {
     const lib = await loadNative();
     const lp = Float64Array.from([0, -1.5, -0.5]);
     const run = (batch: Uint8Array) => {
-      const metrics = new Float64Array(19);
+      const metrics = new Float64Array(METRIC_FIELDS.length);
       const grad = new Float64Array(3);
-      expect(lib.rlx_loss_eval(batch, lossStruct(loss), lp, 0, null, metrics, 19, grad, null)).toBe(0);
+      expect(lib.rlx_loss_eval(batch, lossStruct(loss), lp, 0, null, metrics, METRIC_FIELDS.length, grad, null)).toBe(
+        0,
+      );
       return [...metrics, ...grad];
     };
     const longer = batchStruct(row, 3, 0, known + 8);
@@ -95,17 +105,19 @@ describe("the struct layout", () => {
 
   test("a struct shorter than the shim's is refused, naming both sizes", async () => {
     const lib = await loadNative();
-    const metrics = new Float64Array(19);
+    const metrics = new Float64Array(METRIC_FIELDS.length);
     const lp = new Float64Array(3);
     const shorter = batchStruct(row, 3, 0, known - 8);
-    expect(lib.rlx_loss_eval(shorter, lossStruct(loss), lp, 0, null, metrics, 19, null, null)).toBe(-1);
+    expect(lib.rlx_loss_eval(shorter, lossStruct(loss), lp, 0, null, metrics, METRIC_FIELDS.length, null, null)).toBe(
+      -1,
+    );
     expect(String(lib.rlx_last_error())).toBe(
       `rlx_batch is ${known - 8} bytes but this shim's is ${known} bytes: the caller was built against an older rlx.h`,
     );
     const lossKnown = layoutOf(LOSS_FIELDS).size;
     const shortLoss = packStruct(LOSS_FIELDS, { n_rl: 1, n_ce: 1, n_ref_kl: 1 }, lossKnown - 8);
     using model = await tinyModel({ dtype: "f32", config: TINY, seed: 1 });
-    expect(lib.rlx_train_step(model.handle, batchStruct(row, 3, 0), shortLoss, metrics, 19)).toBe(-1);
+    expect(lib.rlx_train_step(model.handle, batchStruct(row, 3, 0), shortLoss, metrics, METRIC_FIELDS.length)).toBe(-1);
     expect(String(lib.rlx_last_error())).toContain(
       `rlx_loss is ${lossKnown - 8} bytes but this shim's is ${lossKnown} bytes`,
     );

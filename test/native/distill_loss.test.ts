@@ -5,7 +5,8 @@
 // distill field left empty bit-identical to lossEval without them, and the errors.
 import { describe, expect, test } from "bun:test";
 import { loadNative, native } from "../../src/native/ffi.ts";
-import { batchStruct, lossEval, lossStruct, type LossEvalRow } from "../../src/native/train.ts";
+import { batchStruct, lossEval, lossStruct, type LossEvalRow, METRIC_FIELDS } from "../../src/native/train.ts";
+import { rlLoss } from "../../src/data/loss_types.ts";
 
 await loadNative();
 
@@ -171,14 +172,24 @@ describe("the distill divergence", () => {
       advantages: Float32Array.from([0, 1, -0.5, 0.25]),
       inferenceLogprobs: Float32Array.from([0, -1.1, -0.1, -1.4]),
     };
-    const settings = { nRl: 3, nCe: 1, nRefKl: 1, klTau: 0.01 };
+    const settings = { nRl: 3, nCe: 1, nRefKl: 1, losses: [rlLoss({ kl_tau: 0.01 })] };
     const v5 = lossEval(base, settings);
-    const metrics = new Float64Array(19);
+    const metrics = new Float64Array(METRIC_FIELDS.length);
     const grad = new Float64Array(4);
     // rlx_batch with only the rl streams, rlx_loss with n_distill 0: the call without distill.
     const batch = batchStruct({ lossMask: base.lossMask, advantages: base.advantages, inferenceLogprobs: base.inferenceLogprobs }, 4, 0); // prettier-ignore
     const lib = native();
-    const rc = lib.rlx_loss_eval(batch, lossStruct({ ...settings, nDistill: 0 }), lp, 0, null, metrics, 19, grad, null);
+    const rc = lib.rlx_loss_eval(
+      batch,
+      lossStruct({ ...settings, nDistill: 0 }),
+      lp,
+      0,
+      null,
+      metrics,
+      metrics.length,
+      grad,
+      null,
+    );
     expect(rc).toBe(0);
     expect(Array.from(grad)).toEqual(Array.from(v5.grad));
     expect(Array.from(metrics).slice(0, 17)).toEqual(Array.from(Object.values(v5.all)).slice(0, 17));
@@ -219,9 +230,9 @@ describe("errors name the stream, the token and the fix", () => {
     expect(() => lossEval({ ...r, distillK: 0, distillIds: undefined, distillLogprobs: undefined }, s)).toThrow(
       /distill weights are set but distill_k is 0/,
     );
-    const metrics = new Float64Array(19);
+    const metrics = new Float64Array(METRIC_FIELDS.length);
     const lib = native();
-    const rc = lib.rlx_loss_eval(batchStruct({ ...r, distillK: 2 }, 1, 0), lossStruct({ ...s, nDistill: 0 }), r.logprobs, 4, r.studentLogits!, metrics, 19, null, null); // prettier-ignore
+    const rc = lib.rlx_loss_eval(batchStruct({ ...r, distillK: 2 }, 1, 0), lossStruct({ ...s, nDistill: 0 }), r.logprobs, 4, r.studentLogits!, metrics, metrics.length, null, null); // prettier-ignore
     expect(rc).toBe(-1);
     expect(String(lib.rlx_last_error())).toMatch(/distill members need N_distill/);
   });

@@ -15,6 +15,7 @@ import { batchStruct, type LossSettings, lossStruct, METRIC_FIELDS, trainStep } 
 import { splitRow } from "../../src/trainer/balance.ts";
 import { denominatorsOf } from "../../src/trainer/step.ts";
 import { f64, maxRelDiff, readGrads, rng, TINY, TINY_FULL, tinyModel } from "./tiny_model.ts";
+import { rlLoss } from "../../src/data/loss_types.ts";
 
 setDefaultTimeout(120_000);
 const V = TINY.vocab_size;
@@ -173,16 +174,22 @@ describe("the distill component through the model (float64)", () => {
       inferenceLogprobs: s.tokenIds.map(() => -4 + r()),
     }));
     const row = packStep(plain, { seqLen: 64 }).rows[0]!;
-    const settings = { ...settingsOf([row]), klTau: 0.01 };
+    const settings = { ...settingsOf([row]), losses: [rlLoss({ kl_tau: 0.01 })] };
     const v5 = stepGrads(model, [row], settings);
     const metrics5 = train(model, row, settings).all;
     model.zeroGrad();
-    const loss = { nRl: settings.nRl, nCe: settings.nCe, nRefKl: 1, klTau: 0.01, nDistill: 0 };
-    const metrics4 = new Float64Array(19);
+    const loss = { nRl: settings.nRl, nCe: settings.nCe, nRefKl: 1, losses: settings.losses, nDistill: 0 };
+    const metrics4 = new Float64Array(METRIC_FIELDS.length);
     const lib = native();
     const T = row.tokenIds.length;
     const plainRow = { tokenIds: row.tokenIds, sampleLengths: row.sampleLengths, lossMask: row.lossMask, advantages: row.advantages, inferenceLogprobs: row.inferenceLogprobs, temperatures: row.temperatures, rlWeights: row.rlWeights, ceWeights: row.ceWeights }; // prettier-ignore
-    const rc = lib.rlx_train_step(model.handle, batchStruct(plainRow, T, 0), lossStruct(loss), metrics4, 19);
+    const rc = lib.rlx_train_step(
+      model.handle,
+      batchStruct(plainRow, T, 0),
+      lossStruct(loss),
+      metrics4,
+      metrics4.length,
+    );
     expect(rc).toBe(0);
     const grads4 = readGrads(model);
     model.zeroGrad();

@@ -6,8 +6,15 @@
 // masking drops the whole sample.
 import { describe, expect, test } from "bun:test";
 import { native, loadNative } from "../../src/native/ffi.ts";
-import { RL_LOSS_TYPES, RL_REDUCTIONS, type RlLossType, type RlReduction } from "../../src/data/loss_types.ts";
-import { batchStruct, lossEval, lossStruct, type LossEvalRow, type LossSettings } from "../../src/native/train.ts";
+import { RL_REDUCTIONS, rlLoss, type RlLoss, type RlLossType, type RlReduction } from "../../src/data/loss_types.ts";
+import {
+  batchStruct,
+  lossEval,
+  lossStruct,
+  type LossEvalRow,
+  type LossSettings,
+  METRIC_FIELDS,
+} from "../../src/native/train.ts";
 
 await loadNative();
 
@@ -64,18 +71,31 @@ function reference(type: RlLossType, reduction: RlReduction, lp: number[], ilp =
   return { loss: l.reduce((sum, x, t) => sum + x * scale[t]!, 0), grad: g.map((x, t) => x * scale[t]!) };
 }
 
-const settings = (type: RlLossType, reduction: RlReduction): LossSettings => ({
+const settings = (type: RlLossType, reduction: RlReduction, more: Partial<RlLoss> = {}): LossSettings => ({
   nRl: 5,
   nCe: 1,
   nRefKl: 1,
   nRlSequences: 2,
-  type,
-  reduction,
-  ...S,
+  losses: [
+    rlLoss({
+      type,
+      reduction,
+      adv_tau: S.advTau,
+      kl_tau: S.klTau,
+      ipo_threshold: S.ipoThreshold,
+      is_low: S.isLow,
+      is_high: S.isHigh,
+      is_cap: S.isCap,
+      constant: S.constant,
+      ...more,
+    }),
+  ],
 });
+// The trust-region and importance-sampling types (the clipping ones: loss_clip.test.ts).
+const TYPES = ["dppo_kl", "ipo", "icepop", "tis", "mis", "seq_tis", "seq_mis"] as const;
 
 describe("every loss type under every reduction equals the hand-computed loss and gradient", () => {
-  for (const type of RL_LOSS_TYPES)
+  for (const type of TYPES)
     for (const reduction of RL_REDUCTIONS)
       test(`${type}, ${reduction}`, () => {
         const out = lossEval(evalRow(LP), settings(type, reduction));
@@ -141,8 +161,8 @@ describe("a token with ratio 1e6", () => {
     const lr = lp[2]! - fr(ilp[2]!);
     expect(Math.abs(out.grad[2]! - (2 * S.klTau * lr) / 5)).toBeLessThan(1e-17);
     // The same row through the raw call, rlx_loss leaving type and reduction 0 (DPPO+KL, token mean).
-    const loss = { nRl: 5, nCe: 1, nRefKl: 1, advTau: S.advTau, klTau: S.klTau };
-    const metrics = new Float64Array(19); // RLX_METRICS_FIELDS
+    const loss = { nRl: 5, nCe: 1, nRefKl: 1, losses: [rlLoss({ adv_tau: S.advTau, kl_tau: S.klTau })] };
+    const metrics = new Float64Array(METRIC_FIELDS.length); // RLX_METRICS_FIELDS
     const grad = new Float64Array(LP.length);
     const lib = native();
     const rc = lib.rlx_loss_eval(batchStruct(row, LP.length, 0), lossStruct(loss), row.logprobs, 0, null, metrics, metrics.length, grad, null); // prettier-ignore
@@ -156,13 +176,17 @@ test("a loss config of another length, an unknown type or reduction are errors n
   expect(() => lossEval(evalRow(LP), { ...settings("dppo_kl", "token"), nRlSequences: 0 })).toThrow(
     /N_rl_sequences must be >= 1/,
   );
-  expect(() => lossEval(evalRow(LP), { ...settings("icepop", "token"), isLow: 4, isHigh: 3 })).toThrow(
+  expect(() => lossEval(evalRow(LP), settings("icepop", "token", { is_low: 4, is_high: 3 }))).toThrow(
     /is_low <= is_high/,
   );
-  expect(() => lossEval(evalRow(LP), { ...settings("dppo_kl", "token"), type: "gspo" as RlLossType })).toThrow(
-    /loss type -1 is not one of RLX_RL_/,
-  );
-  expect(() => lossEval(evalRow(LP), { ...settings("dppo_kl", "constant"), constant: 0 })).toThrow(
-    /divisor must be > 0/,
+  expect(() =>
+    lossEval(evalRow(LP), {
+      ...settings("dppo_kl", "token"),
+      losses: [{ ...rlLoss(), type: "unknown" as RlLossType }],
+    }),
+  ).toThrow(/loss type -1 is not one of RLX_RL_/);
+  expect(() => lossEval(evalRow(LP), settings("dppo_kl", "constant", { constant: 0 }))).toThrow(/divisor must be > 0/);
+  expect(() => lossEval(evalRow(LP), settings("cispo", "token", { clip_high: -1 }))).toThrow(
+    /clip_low and clip_high must be >= 0/,
   );
 });

@@ -17,6 +17,7 @@ import {
   TINY_FULL,
   tinyModel,
 } from "./tiny_model.ts";
+import { rlLoss } from "../../src/data/loss_types.ts";
 
 // Each test is well under a second on an idle machine; a busy shared one can be 10-100x slower
 // (bunfig.toml has no per-test timeout key: the default is 5 s).
@@ -135,7 +136,7 @@ describe("gradients against central finite differences (float64)", () => {
     const samples = [rlSample, refSample, ceSample];
     anchorLogprobs(model, samples, rand);
     const row = pack(samples);
-    const settings = { nRl: 6, nCe: 9, nRefKl: 7, dppoMaskLow: 0.3, klTau: 0.01 };
+    const settings = { nRl: 6, nCe: 9, nRefKl: 7, losses: [rlLoss({ dppo_mask_low: 0.3, kl_tau: 0.01 })] };
     const m = trainStep(model, row, settings);
     expect(m.all.rlCount).toBe(6);
     expect(m.all.refKlCount).toBe(6);
@@ -156,7 +157,10 @@ describe("gradients against central finite differences (float64)", () => {
         refKlWeights: zeros(s),
       })),
     );
-    const surrogate = { row: correction, settings: { nRl: 7, nCe: 1, nRefKl: 1, dppoMaskLow: 0.2, klTau: 0 } };
+    const surrogate = {
+      row: correction,
+      settings: { nRl: 7, nCe: 1, nRefKl: 1, losses: [rlLoss({ dppo_mask_low: 0.2, kl_tau: 0 })] },
+    };
     expect(finiteDifferenceCheck(model, row, settings, 6, surrogate)).toBeGreaterThan(1e-3);
   });
 });
