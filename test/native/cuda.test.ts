@@ -1,7 +1,7 @@
 // The shim on a GPU (skipped where no CUDA device is visible: a CPU libtorch, or a CUDA build on a
 // machine without a GPU). scripts/gpu_check.sh runs it on a GPU node. Against the same model on
 // the CPU or the same run on the GPU:
-//   - a packed training step (all three loss components) gives the CPU's loss and gradients
+//   - a packed training step (all three loss components, five rl loss types) gives the CPU's loss and gradients
 //     (float32; the GPU's kernels sum in another order, hence 1e-4 of each parameter's scale);
 //   - generation logprobs equal scoring logprobs (mismatch_kl) in float32, and in bf16 weights with
 //     the LM head in float32 within what bf16 activations allow;
@@ -21,7 +21,7 @@ import type { NativeModel } from "../../src/native/model.ts";
 import { deviceMemory, runtimeInfo } from "../../src/native/runtime.ts";
 import { NativeOptimizer, trainStep } from "../../src/native/train.ts";
 import { stepCounts } from "../../src/data/pack.ts";
-import { distStep, LOSS } from "./fixtures/dist_batch.ts";
+import { distStep } from "./fixtures/dist_batch.ts";
 import { group, shareRow } from "./fixtures/shared_rows.ts";
 import { maxRelDiff, pack, readGrads, readParams, rng, TINY_FULL, tinyModel } from "./tiny_model.ts";
 
@@ -58,9 +58,15 @@ function mismatchKl(model: NativeModel, temperature: number): number {
 
 describe.skipIf(!cuda)("on a CUDA device", () => {
   test("a packed training step gives the CPU's loss and gradients", async () => {
-    const step = distStep();
+    const step = distStep(true); // five rl loss types, the clipping ones among them
     const counts = stepCounts(step.rows);
-    const loss = { nRl: counts.rl, nCe: counts.ce, nRefKl: counts.refKl, ...LOSS };
+    const loss = {
+      nRl: counts.rl,
+      nCe: counts.ce,
+      nRefKl: counts.refKl,
+      nRlSequences: counts.rlSequences,
+      losses: step.losses,
+    };
     const results = [];
     for (const device of ["cpu", "cuda"]) {
       using model = await tinyModel({ seed: 3, config: TINY_FULL, device });
@@ -150,7 +156,7 @@ describe.skipIf(!cuda)("on a CUDA device", () => {
       using model = await tinyModel({ seed: 3, device, config: TINY_FULL });
       if (shard) group.shard(model, "full");
       using optimizer = NativeOptimizer.create(model);
-      for (const row of distStep().rows) trainStep(model, row, { ...LOSS, nRl: 50, nCe: 20, nRefKl: 20, nDistill: 20 });
+      for (const row of distStep().rows) trainStep(model, row, { nRl: 50, nCe: 20, nRefKl: 20, nDistill: 20 });
       optimizer.step(1e-3, 1.0);
       return readParams(model);
     };

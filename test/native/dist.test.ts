@@ -17,7 +17,7 @@ import { distAvailable, ProcessGroup } from "../../src/native/dist.ts";
 import { NativeOptimizer, trainStep as trainRow } from "../../src/native/train.ts";
 import { dummyRow } from "../../src/trainer/balance.ts";
 import { nativeLearner, trainStep, type StepResult } from "../../src/trainer/step.ts";
-import { distStep, LOSS, STEP_OPTIONS } from "./fixtures/dist_batch.ts";
+import { distStep, LOSS, MIXED_LOSSES, STEP_OPTIONS } from "./fixtures/dist_batch.ts";
 import { DIST_LORA, readGrads, readLoraGrads, readLoraParams, readParams, tinyModel } from "./tiny_model.ts";
 import { type RlLoss, rlLoss } from "../../src/data/loss_types.ts";
 
@@ -117,7 +117,7 @@ function maxAbsDiff(a: Record<string, number[]>, b: Map<string, Float64Array>): 
   return worst;
 }
 
-async function singleRank(loss: RlLoss = LOSS) {
+async function singleRank(loss: RlLoss = LOSS, mixed = false) {
   using model = await tinyModel({ seed: 3 });
   const initial = readParams(model);
   using optimizer = NativeOptimizer.create(model);
@@ -128,8 +128,8 @@ async function singleRank(loss: RlLoss = LOSS) {
       trainRow: inner.trainRow,
       optimizerStep: (lr, clip) => ((grads = readGrads(model)), inner.optimizerStep(lr, clip)),
     },
-    distStep(),
-    { ...STEP_OPTIONS, losses: [loss] },
+    distStep(mixed),
+    { ...STEP_OPTIONS, losses: mixed ? MIXED_LOSSES : [loss] },
   );
   return { initial, grads, params: readParams(model), metrics: result.metrics };
 }
@@ -233,6 +233,28 @@ describe.skipIf(!gloo)("two Gloo ranks", () => {
       const token = await singleRank({ ...loss, reduction: "token" });
       expect(Math.abs(token.metrics.loss! - single.metrics.loss!)).toBeGreaterThan(1e-6);
     }, 90_000);
+
+  // Each sample's loss code travels with it when balancing splits rows; the sequence-level types'
+  // per-sample sums stay in one row, so the ranks' sum is the single rank's step.
+  test("five loss types in one step: two ranks' gradient equals the single-rank one", async () => {
+    const store = { type: "file", path: join(dir, "store-mixed") };
+    const outs = [0, 1].map((rank) => join(dir, `mixed-rank${rank}.json`));
+    const { procs } = await startRanks(
+      [0, 1].map((rank) => ({ rank, worldSize: 2, store, mode: "step", out: outs[rank], mixed: true })),
+    );
+    const codes = await Promise.all(procs.map((p) => p.exited));
+    const errs = await Promise.all(procs.map((p) => new Response(p.stderr).text()));
+    expect({ codes, errs }).toEqual({ codes: [0, 0], errs: ["", ""] });
+    const [r0, r1] = outs.map((path) => JSON.parse(readFileSync(path, "utf8")) as RankOutput);
+    const single = await singleRank(LOSS, true);
+    expect(r0!.grads).toEqual(r1!.grads);
+    expect(worstRelative(r0!.grads, single.grads)).toBeLessThan(1e-5);
+    expect(r0!.metrics.loss).toBeCloseTo(single.metrics.loss!, 5);
+    // the table changed the step: not the default loss's gradient
+    const plain = await singleRank(LOSS);
+    expect(Math.abs(plain.metrics.loss! - single.metrics.loss!)).toBeGreaterThan(1e-6);
+    expect(single.metrics["clipped/high"]! + single.metrics["clipped/low"]!).toBeGreaterThan(0);
+  }, 90_000);
 
   test("a non-finite loss on one rank makes every rank skip the update", async () => {
     const store = { type: "file", path: join(dir, "store-nan") };
