@@ -1,6 +1,7 @@
 // RLOO, REINFORCE with a leave-one-out baseline (Ahmadian et al., arXiv 2402.14740), as a custom
-// rlx algorithm in one file. Each rollout is compared with the mean reward of the OTHER rollouts
-// of its group:
+// rlx algorithm in one file. RLOO is also built in (`type = "rloo"`, src/algorithms/rloo.ts); this
+// file is the example of the custom-algorithm form. Each rollout is compared with the mean reward
+// of the OTHER rollouts of its group:
 //
 //   A_i = r_i - (sum_j r_j - r_i) / (G - 1)  =  G / (G - 1) * (r_i - mean r)
 //

@@ -76,6 +76,8 @@ export interface AlgorithmContext {
   env: string;
   /** The live policy (tracks the newest weights). */
   policy: SamplingClient;
+  /** The env's cap on new tokens per model turn (its max_tokens, else orchestrator.max_tokens). */
+  maxTokens: number;
   /** Connects a frozen endpoint; waits until it is ready. */
   connect(model: FrozenModel): Promise<FrozenClient>;
   /** Connects a judge (a frozen chat endpoint, any tokenizer); waits until it is ready. */

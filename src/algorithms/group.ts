@@ -3,12 +3,17 @@
 // formulas can be read (and tested) on their own; routing.ts spreads the scalars over tokens.
 //
 // Conventions (prime-rl's orchestrator/algo/grpo.py and max_rl.py; DeepSeekMath arXiv 2402.03300,
-// Dr. GRPO arXiv 2503.20783, MaxRL arXiv 2602.02710):
+// Dr. GRPO arXiv 2503.20783, MaxRL arXiv 2602.02710, RLOO arXiv 2402.14740, REINFORCE++ arXiv
+// 2501.03262, DAPO arXiv 2503.14476):
 //   - centering:  A_i = r_i - mean(r)                                   (Dr. GRPO; prime-rl's grpo)
 //   - std option: A_i / (std(r) + 1e-6), std with Bessel's N-1 correction as verl and the MaxRL
 //     code compute it (DeepSeekMath's GRPO); a singleton group has A = 0 either way.
 //   - max_rl:     A_i = (r_i - mean) / mean, and all zero when mean <= 0.
-//   - the linear length penalty shapes rewards before centering, scaled by the group's pass rate.
+//   - rloo:       A_i = r_i - mean_{j != i} r_j = G/(G-1) (r_i - mean(r)); a singleton gets 0.
+//   - whitened:   (x_i - m) / sqrt(v + 1e-8) with m, v the token-weighted mean and Bessel variance
+//     of a whole batch (REINFORCE++'s global normalization, as verl's masked_whiten computes it).
+//   - the linear length penalty shapes rewards before centering, scaled by the group's pass rate;
+//     DAPO's soft overlong punishment shapes them by each rollout's own output length.
 import type { Rollout } from "../data/types.ts";
 
 /** The mean; exactly the common value when all are equal, so a uniform group's advantages are
@@ -49,6 +54,67 @@ export function maxRl(rewards_G: readonly number[]): number[] {
   const m = mean(rewards_G);
   if (m <= 0) return rewards_G.map(() => 0);
   return rewards_G.map((r) => (r - m) / m);
+}
+
+/** RLOO: r_i minus the mean of the OTHER rewards, G/(G-1) (r_i - mean r); 0 for a singleton. */
+export function rloo(rewards_G: readonly number[]): number[] {
+  const g = rewards_G.length;
+  if (g < 2) return rewards_G.map(() => 0);
+  return centered(rewards_G).map((a) => (a * g) / (g - 1));
+}
+
+export const WHITEN_EPS = 1e-8;
+
+/**
+ * Batch whitening with per-item weights (each rollout's action-token count): the mean and the
+ * Bessel-corrected variance over the batch's tokens, as verl's masked_whiten computes them over
+ * the response mask (each token of rollout i holds x_i):
+ *   m = sum w_i x_i / W,   v = sum w_i (x_i - m)^2 / (W - 1),   out_i = (x_i - m) / sqrt(v + 1e-8)
+ * Equal values give exactly 0; fewer than two tokens have no variance (v = 0).
+ */
+export function whitened(values_B: readonly number[], weights_B: readonly number[]): number[] {
+  if (!values_B.length) return [];
+  let total = 0;
+  let sum = 0;
+  values_B.forEach((x, i) => {
+    total += weights_B[i]!;
+    sum += weights_B[i]! * x;
+  });
+  const m = values_B.every((x) => x === values_B[0]) ? values_B[0]! : sum / total;
+  let sq = 0;
+  values_B.forEach((x, i) => (sq += weights_B[i]! * (x - m) ** 2));
+  const v = total > 1 ? sq / (total - 1) : 0;
+  return values_B.map((x) => (x - m) / Math.sqrt(v + WHITEN_EPS));
+}
+
+/** DAPO's overlong window: L_max, the buffer L_cache before it, and the penalty at and past L_max. */
+export interface OverlongWindow {
+  maxTokens: number;
+  buffer: number;
+  penaltyFactor: number;
+}
+
+/**
+ * DAPO's soft overlong punishment of one rollout with `length` sampled tokens (arXiv 2503.14476,
+ * eq. 13), scaled by the penalty factor as verl's DAPO reward manager scales it:
+ *   0                                   length <= L_max - L_cache
+ *   ((L_max - L_cache) - length) / L_cache   L_max - L_cache < length <= L_max   (0 down to -1)
+ *   -1                                  length > L_max
+ * times penalty_factor.
+ */
+export function overlongPenalty(length: number, w: OverlongWindow): number {
+  const exceed = length - (w.maxTokens - w.buffer);
+  if (exceed <= 0) return 0;
+  return -Math.min(exceed / w.buffer, 1) * w.penaltyFactor;
+}
+
+/** Rewards plus their rollouts' overlong penalties (output token counts). */
+export function overlongShaped(
+  rewards_G: readonly number[],
+  outputs_G: readonly number[],
+  w: OverlongWindow,
+): number[] {
+  return rewards_G.map((r, i) => r + overlongPenalty(outputs_G[i]!, w));
 }
 
 export interface LengthPenaltyWeights {

@@ -9,11 +9,14 @@
 //   - `length_penalty = {}` turns on the linear penalty: rewards are shaped by each rollout's share
 //     of the group's largest output, input and turn counts, scaled by the mean reward, then
 //     centered (so equal lengths give plain GRPO, and advantages stay zero-mean);
+//   - `overlong = { buffer = L_cache }` adds DAPO's soft overlong punishment to each reward first
+//     (overlong.ts; L_max defaults to the env's max_tokens);
 //   - a singleton group (group_size 1) gives advantage 0: nothing to compare against.
 import { z } from "zod";
 import type { Rollout } from "../data/types.ts";
-import { Algorithm, type LossComponent } from "./base.ts";
+import { Algorithm, type AlgorithmContext, type LossComponent } from "./base.ts";
 import { centered, lengthShaped, rolloutSize, stdNormalized } from "./group.ts";
+import { OverlongShaping, overlongSchema } from "./overlong.ts";
 import { assignAdvantage } from "./routing.ts";
 import { samplingSchema } from "./schemas.ts";
 
@@ -32,15 +35,21 @@ export const grpoFields = {
   length_penalty: lengthPenaltySchema.optional(),
 };
 
-const schema = z.strictObject({ type: z.literal("grpo"), ...grpoFields });
+const schema = z.strictObject({
+  type: z.literal("grpo"),
+  ...grpoFields,
+  /** DAPO's soft overlong punishment (overlong.ts); absent: off. */
+  overlong: overlongSchema.optional(),
+});
 type GrpoConfig = z.infer<typeof schema>;
 
-/** GRPO's credit for a group under `config` (GRPO's fields), assigned to each rollout's action tokens. */
+/** GRPO's credit for a group under `config` (GRPO's fields), assigned to each rollout's action
+ * tokens; `rewards_G` (default: the rollouts' rewards) may come shaped (overlong). */
 export function assignGrpoAdvantages(
   config: Pick<GrpoConfig, "std_normalize" | "length_penalty">,
   group: Rollout[],
+  rewards_G: number[] = group.map((r) => r.reward),
 ): void {
-  let rewards_G = group.map((r) => r.reward);
   const penalty = config.length_penalty;
   if (penalty) rewards_G = lengthShaped(rewards_G, group.map(rolloutSize), penalty);
   const advantages_G = config.std_normalize ? stdNormalized(rewards_G) : centered(rewards_G);
@@ -52,8 +61,13 @@ export class Grpo extends Algorithm<GrpoConfig> {
   static override actionLossType: LossComponent = "rl";
   static override groupRelative = true;
   static override schema = schema;
+  private readonly overlong = new OverlongShaping(this.config.overlong);
+
+  override async setup(ctx: AlgorithmContext): Promise<void> {
+    this.overlong.setup(ctx);
+  }
 
   override async scoreGroup(group: Rollout[]): Promise<void> {
-    assignGrpoAdvantages(this.config, group);
+    assignGrpoAdvantages(this.config, group, this.overlong.rewards(group));
   }
 }

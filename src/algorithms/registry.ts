@@ -32,6 +32,8 @@ import { MaxRl } from "./max_rl.ts";
 import { Opd } from "./opd.ts";
 import { Opsd } from "./opsd.ts";
 import { Rae } from "./rae.ts";
+import { ReinforcePp } from "./reinforce_pp.ts";
+import { Rloo } from "./rloo.ts";
 import {
   actionMask,
   assignAdvantage,
@@ -53,6 +55,8 @@ export const BUILTIN_ALGORITHMS = {
   agentic_credit: AgenticCredit,
   rae: Rae,
   hierarchical_grpo: HierarchicalGrpo,
+  rloo: Rloo,
+  reinforce_pp: ReinforcePp,
 } satisfies Record<string, AlgorithmClass>;
 
 type Builtins = typeof BUILTIN_ALGORITHMS;

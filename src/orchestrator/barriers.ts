@@ -1,7 +1,8 @@
 // The barrier book of one train env (docs/algorithms.md, "Barriers"; the specs: src/algorithms/
 // barriers.ts). Each finished group's rollouts arrive here after their rollout and group barriers
 // were scored; a rollout in no open set of its algorithm's barriers goes on to the batch at once
-// (every built-in algorithm: the book then changes nothing), one in a set waits. When a set's
+// (the built-ins without barriers: the book then changes nothing), one in a set waits (every
+// rollout of reinforce_pp, on its batch; hierarchical_grpo's proposers). When a set's
 // last member arrives the set is scored exactly once (`scoreBarrier`) and its members whose every
 // set is scored leave for the batch being collected, which trains them.
 //

@@ -226,6 +226,7 @@ export async function setupTrainEnvs(o: SetupOptions): Promise<TrainEnv[]> {
     const ctx: AlgorithmContext = {
       env: resolved.name,
       policy: o.policy.client,
+      maxTokens: resolved.max_tokens,
       connect,
       connectJudge,
       tokenizer: o.tokenizer,

@@ -45,12 +45,14 @@ test("each registry entry is its class's type, with the loss component and group
     ["agentic_credit", "agentic_credit", "rl"],
     ["rae", "rae", "rl"],
     ["hierarchical_grpo", "hierarchical_grpo", "rl"],
+    ["rloo", "rloo", "rl"],
+    ["reinforce_pp", "reinforce_pp", "rl"],
   ]);
-  expect(groupRelativeTypes()).toEqual(["grpo", "max_rl", "echo", "agentic_credit", "hierarchical_grpo"]);
+  expect(groupRelativeTypes()).toEqual(["grpo", "max_rl", "echo", "agentic_credit", "hierarchical_grpo", "rloo"]);
 });
 
 describe("rl and ref_kl algorithms must sample from the live policy", () => {
-  for (const type of ["grpo", "max_rl", "echo", "agentic_credit"]) {
+  for (const type of ["grpo", "max_rl", "echo", "agentic_credit", "rloo", "reinforce_pp"]) {
     test(type, () =>
       rejects(
         `{ type = "${type}", sampling = { source = ${FROZEN} }${type === "agentic_credit" ? `, judge = ${FROZEN}` : ""} }`,
@@ -101,13 +103,15 @@ describe("opd needs a frozen teacher that is not the policy; opsd's optional one
 });
 
 describe("group_size 1", () => {
-  for (const type of ["grpo", "max_rl", "echo"]) {
+  for (const type of ["grpo", "max_rl", "echo", "rloo"]) {
     test(`${type} (group-relative) warns`, () => {
       const { warnings } = load(`{ type = "${type}" }`, 1);
       expect(warnings).toHaveLength(1);
       expect(warnings[0]).toContain(`${type} with group_size 1`);
     });
   }
+  test("reinforce_pp does not (its baseline variant is plain REINFORCE++ on singleton groups)", () =>
+    expect(load('{ type = "reinforce_pp" }', 1).warnings).toEqual([]));
   test("opd, opsd and sft do not (group_size only fans out sampling)", () => {
     expect(load(`{ type = "opd", teacher = ${FROZEN} }`, 1).warnings).toEqual([]);
     expect(load('{ type = "opsd" }', 1).warnings).toEqual([]);
@@ -150,6 +154,45 @@ describe("top-k distillation settings (k, divergence, beta, min_teacher_prob) of
       expect(load(algo('k = 16, divergence = "jsd", beta = 0.3')).config.orchestrator.train.env[0]!.algo).toMatchObject(
         { k: 16, divergence: "jsd", beta: 0.3 },
       );
+    });
+  }
+});
+
+describe("reinforce_pp's baseline and the overlong block of grpo, max_rl, rloo and reinforce_pp name the key and the file", () => {
+  test("defaults: reinforce_pp's group baseline; overlong's penalty_factor 1 and max_tokens from the env", () => {
+    expect(load('{ type = "reinforce_pp" }').config.orchestrator.train.env[0]!.algo).toEqual({
+      type: "reinforce_pp",
+      sampling: { source: "policy" },
+      baseline: "group",
+    });
+    expect(load('{ type = "rloo", overlong = { buffer = 64 } }').config.orchestrator.train.env[0]!.algo).toEqual({
+      type: "rloo",
+      sampling: { source: "policy" },
+      overlong: { buffer: 64, penalty_factor: 1 },
+    });
+  });
+  test("reinforce_pp: an unknown baseline", () =>
+    rejects(
+      '{ type = "reinforce_pp", baseline = "batch" }',
+      ".toml",
+      "orchestrator.train.env[0].algo.baseline",
+      "group",
+    ));
+  for (const type of ["grpo", "max_rl", "rloo", "reinforce_pp"]) {
+    test(`${type}: an unknown key, a missing or bad buffer, a buffer not below max_tokens`, () => {
+      const at = "orchestrator.train.env[0].algo.overlong";
+      rejects(`{ type = "${type}", overlong = { buffer = 8, bufer = 8 } }`, ".toml", at, "bufer");
+      rejects(`{ type = "${type}", overlong = { max_tokens = 100 } }`, ".toml", `${at}.buffer`);
+      rejects(`{ type = "${type}", overlong = { buffer = 0 } }`, ".toml", `${at}.buffer`);
+      rejects(`{ type = "${type}", overlong = { buffer = 4.5 } }`, ".toml", `${at}.buffer`);
+      rejects(`{ type = "${type}", overlong = { buffer = 8, penalty_factor = -1 } }`, ".toml", `${at}.penalty_factor`);
+      rejects(
+        `{ type = "${type}", overlong = { buffer = 100, max_tokens = 100 } }`,
+        ".toml",
+        `${at}.buffer`,
+        "less than",
+      );
+      expect(load(`{ type = "${type}", overlong = { buffer = 99, max_tokens = 100 } }`).warnings).toEqual([]);
     });
   }
 });

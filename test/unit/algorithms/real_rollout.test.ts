@@ -64,6 +64,7 @@ function context(policy: SamplingClient): AlgorithmContext {
   return {
     env: "forth",
     policy,
+    maxTokens: 200,
     connect: async () => ({ ...policy, tokenize: async (t: string) => tokenizer.encodePlain(t) }),
     connectJudge: async () => {
       throw new Error("no judge in this test");
