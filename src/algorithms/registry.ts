@@ -12,8 +12,8 @@
 //   export default ({ Algorithm, z, group, assignAdvantage }) =>
 //     class Rloo extends Algorithm { static type = "rloo"; static schema = z.strictObject({}); ... };
 //
-// The user's `schema` validates the config block minus `type`, `path` and `sampling` (which every
-// algorithm shares and rlx validates), and errors name the path the user typed
+// The user's `schema` validates the config block minus `type`, `path`, `sampling` and `loss` (which
+// every algorithm shares and rlx validates), and errors name the path the user typed
 // (orchestrator.train.env[1].algo.decay). The rules below apply to custom classes as to built-ins,
 // once their class is loaded (at setup).
 import { z } from "zod";
@@ -42,6 +42,7 @@ import {
   creditParts,
   sampleSequences,
 } from "./routing.ts";
+import { checkLossBlock, type LossConfig, parseLossBlock } from "./loss_schema.ts";
 import { samplingSchema } from "./schemas.ts";
 import { Sft } from "./sft.ts";
 
@@ -66,9 +67,11 @@ const customSchema = z.looseObject({ type: z.literal("custom"), path: z.string()
 
 export type BuiltinType = keyof Builtins;
 export type AlgoType = BuiltinType | "custom";
-/** A parsed algo block: one built-in's config, or a custom one's (checked by its class at setup). */
-export type AlgoConfig =
-  { [K in BuiltinType]: z.output<Builtins[K]["schema"]> }[BuiltinType] | z.output<typeof customSchema>;
+/** A parsed algo block: one built-in's config, or a custom one's (checked by its class at setup),
+ * with the rl loss it names, if any (every type may; only those whose action tokens go to rl use it). */
+export type AlgoConfig = (
+  { [K in BuiltinType]: z.output<Builtins[K]["schema"]> }[BuiltinType] | z.output<typeof customSchema>
+) & { loss?: LossConfig };
 
 export const ALGO_TYPES = [...Object.keys(BUILTIN_ALGORITHMS), "custom"] as AlgoType[];
 
@@ -112,7 +115,8 @@ export interface AlgoSite extends PluginSite {
   env?: { path: (string | number)[]; name: string; groupSize: number };
 }
 
-/** Parses one algo block by its `type` (built-ins whole; custom ones up to their own fields). */
+/** Parses one algo block by its `type` (built-ins whole; custom ones up to their own fields); its
+ * `loss`, which every type may name, by the loss schema the run's [trainer.loss] has. */
 export function parseAlgoConfig(block: Record<string, unknown>, site: AlgoSite): AlgoConfig {
   const type = block.type as string;
   if (!(ALGO_TYPES as string[]).includes(type)) {
@@ -123,20 +127,24 @@ export function parseAlgoConfig(block: Record<string, unknown>, site: AlgoSite):
       },
     );
   }
+  const { loss, ...own } = structuredClone(block);
   const schema: z.ZodType = type === "custom" ? customSchema : BUILTIN_ALGORITHMS[type as BuiltinType].schema;
-  const result = schema.safeParse(structuredClone(block));
+  const result = schema.safeParse(own);
   if (!result.success) throw configError(result.error.issues, site.source, site.path);
-  return result.data as AlgoConfig;
+  if (loss === undefined) return result.data as AlgoConfig;
+  return { ...(result.data as AlgoConfig), loss: parseLossBlock(loss, site.source, [...site.path, "loss"]) };
 }
 
 /**
  * The rules every algorithm's config obeys (docs/architecture.md, the algorithms layer), in one
- * place: rl and ref_kl need the live policy's own logprobs (so its own samples), the class's own
- * rule (checkConfig), and the group_size 1 warning for group-relative credit. Returns warnings.
+ * place: rl and ref_kl need the live policy's own logprobs (so its own samples), `loss` only where
+ * the action tokens go to the rl component, the class's own rule (checkConfig), and the group_size
+ * 1 warning for group-relative credit. Returns warnings.
  */
 export function checkAlgorithm(cls: AlgorithmClass, config: AlgoConfig, site: AlgoSite, run: RunView): string[] {
   const at = (key: string) => `${site.source}: ${keyPath([...site.path, ...key.split(".")])}`;
   const name = cls.type || config.type;
+  if (config.loss) checkLossBlock(name, new cls(config).actionLoss, at("loss"));
   if (cls.actionLossType !== "ce" && config.sampling.source !== "policy") {
     throw new ConfigError(
       `${at("sampling.source")}: ${name} trains with the ${cls.actionLossType} loss, whose importance ratio needs the live policy's own sampling logprobs, so it must sample from "policy"`,
@@ -177,11 +185,12 @@ export async function createAlgorithm(
     return { algorithm: new cls(config), warnings: [] };
   }
   const cls = await loadCustomClass(config.path, site);
-  const { type, path, sampling, ...own } = config;
+  const { type, path, sampling, loss, ...own } = config;
   const parsed = cls.schema.safeParse(own);
   if (!parsed.success) throw configError(parsed.error.issues, site.source, site.path);
-  const warnings = checkAlgorithm(cls, config, site, run);
-  return { algorithm: new cls({ ...(parsed.data as object), type, path, sampling }), warnings };
+  const full = { ...(parsed.data as object), type, path, sampling, ...(loss ? { loss } : {}) };
+  const warnings = checkAlgorithm(cls, full as AlgoConfig, site, run);
+  return { algorithm: new cls(full), warnings };
 }
 
 /** The algorithm's name in logs and audit records: the built-in type, or the custom class's type. */

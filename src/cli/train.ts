@@ -1,5 +1,5 @@
 // `rlx train CONFIG`: load and resolve the config (defaults < file < --set), print warnings,
-// and with --dry-run print the resolved config (every env's algorithm spelled out) and stop.
+// and with --dry-run print the resolved config (every env's algorithm and rl loss spelled out) and stop.
 // Otherwise run it (src/orchestrator/run.ts): the trainer and policy as child processes, the
 // orchestrator here, one line per step, and a summary table with the report command at the end.
 // `--nproc N` is `--set trainer.world_size=N` (data-parallel trainer ranks, docs/scaling.md).
@@ -7,6 +7,7 @@ import { defineCommand } from "citty";
 import { consola } from "consola";
 import { loadConfig, resolvedToml } from "../config/load.ts";
 import { nameCustomEnvs } from "../config/env_names.ts";
+import { lossSettings, lossText } from "../config/loss_text.ts";
 import { ConfigError } from "../errors.ts";
 import { repeated } from "./run.ts";
 
@@ -46,12 +47,19 @@ export default defineCommand({
       const model = checkModelDir(config.model.path, config.orchestrator.seq_len);
       warnings.push(...model.warnings);
       for (const w of warnings) consola.warn(w);
-      if (args.json) console.log(JSON.stringify({ config, model: model.line, warnings }, null, 2));
-      else {
-        const envs = config.orchestrator.train.env
+      const envs = config.orchestrator.train.env;
+      if (args.json) {
+        // each env's loss as it trains, and the settings its type reads
+        const losses = Object.fromEntries(
+          envs.map((e) => [e.name, e.loss ? { ...e.loss, reads: lossSettings(e.loss) } : null]),
+        );
+        console.log(JSON.stringify({ config, losses, model: model.line, warnings }, null, 2));
+      } else {
+        const names = envs
           .map((e) => `${e.name}->${e.algo.type}${e.judge ? ` (judge: ${e.judge.type} ${e.judge.name})` : ""}`)
           .join(", ");
-        console.log(`# resolved ${args.config}: ${envs}\n# ${model.line}\n${resolvedToml(config)}`);
+        const losses = envs.map((e) => `# ${e.name} rl loss: ${e.loss ? lossText(e.loss) : "none (no rl tokens)"}\n`);
+        console.log(`# resolved ${args.config}: ${names}\n${losses.join("")}# ${model.line}\n${resolvedToml(config)}`);
       }
       return;
     }

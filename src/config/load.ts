@@ -46,7 +46,15 @@ function defined(value: unknown): unknown {
   return value;
 }
 
-/** The resolved config as TOML: what `rlx train --dry-run` prints and a run writes to its directory. */
+/** The resolved config without what resolution derives that no config key holds: each env's
+ * `loss` (its algo block's `loss`, else [trainer.loss], both kept), so the TOML loads again. */
+function withoutEnvLosses(config: ResolvedConfig): unknown {
+  const env = config.orchestrator.train.env.map(({ loss: _, ...rest }) => rest);
+  return { ...config, orchestrator: { ...config.orchestrator, train: { ...config.orchestrator.train, env } } };
+}
+
+/** The resolved config as TOML: what `rlx train --dry-run` prints and a run writes to its directory
+ * (the trainer loads it again). */
 export function resolvedToml(config: ResolvedConfig): string {
-  return stringifyToml(defined(config) as Record<string, unknown>);
+  return stringifyToml(defined(withoutEnvLosses(config)) as Record<string, unknown>);
 }

@@ -1,11 +1,14 @@
 // Per-environment resolution of a run config. Every train env ends with its own fully spelled-out
 // algorithm (a deep copy of [orchestrator.algo] unless it sets `algo`), sampler (likewise from
-// [orchestrator.sampler]), group size, temperature and token limit. Algo and sampler blocks are
+// [orchestrator.sampler]), group size, temperature, token limit and rl loss (its algo block's
+// `loss`, else [trainer.loss]; none for a built-in whose action tokens skip the rl component). Algo and sampler blocks are
 // parsed and checked by their registries (src/algorithms/registry.ts, src/task_samplers/registry.ts),
 // env args by each env's schema, the run-wide rules here. Errors name
 // the key path the user typed; rules that are legal but almost certainly a mistake become warnings.
 import type { RunView } from "../algorithms/base.ts";
 import type { FrozenModel } from "../algorithms/schemas.ts";
+import { resolveLoss, runLoss } from "../algorithms/loss_schema.ts";
+import type { RlLoss } from "../data/loss_types.ts";
 import {
   type AlgoConfig,
   type AlgoSite,
@@ -31,6 +34,12 @@ export interface ResolvedEnv extends Omit<
   max_tokens: number;
   algo: AlgoConfig;
   sampler: SamplerConfig;
+  /** The rl loss of this env's samples, every setting spelled out (docs/architecture.md §6): its
+   * algo block's `loss` (unset keys: the schema's defaults, constant: orchestrator.max_tokens),
+   * else [trainer.loss]. Undefined for a built-in algorithm whose action tokens go to another
+   * component (a custom one's class is loaded later, so it gets one). Derived, so the resolved TOML
+   * leaves it out (resolvedToml in load.ts); re-resolving gives it again. */
+  loss?: RlLoss;
 }
 
 export interface ResolvedRole {
@@ -63,6 +72,12 @@ export function runView(config: RawConfig): RunView {
     : Array.from({ length: inf.servers }, (_, i) => `http://${inf.host}:${inf.port + i}/v1`);
   const policy = new Set(urls.map(normalizeUrl));
   return { isPolicyUrl: (url) => policy.has(normalizeUrl(url)) };
+}
+
+/** An env's rl loss: its algo block's, else the run's; none where a built-in's action tokens are not rl. */
+function envLoss(algo: AlgoConfig, config: RawConfig): RlLoss | undefined {
+  if (algo.type !== "custom" && BUILTIN_ALGORITHMS[algo.type].actionLossType !== "rl") return undefined;
+  return algo.loss ? resolveLoss(algo.loss, config.orchestrator.max_tokens) : runLoss(config);
 }
 
 /** A built-in's rules now; a custom file must exist now, its class is checked when it loads. */
@@ -137,6 +152,11 @@ function resolveRoles(
         { fix: 'remove train (a frozen role is an opponent or a helper), or set source = "policy"' },
       );
     const algo = block.algo && parseAlgoConfig(block.algo, { source: site.source, path: [...path, "algo"] });
+    if (algo?.loss)
+      throw new ConfigError(
+        `${site.source}: ${keyPath([...path, "algo", "loss"])}: a role's samples train with its env's rl loss`,
+        { fix: "move loss to the env's algo block (orchestrator.train.env[i].algo.loss), or remove it" },
+      );
     if (algo)
       warnings.push(
         ...checkAlgo(algo, { source: site.source, path: [...path, "algo"], env: { path, name: env, groupSize } }, run),
@@ -161,6 +181,8 @@ function checkEngine(config: RawConfig, source: string): void {
       },
     );
 }
+
+const withLoss = (loss: RlLoss | undefined) => (loss ? { loss } : {});
 
 export function resolveConfig(config: RawConfig, source: string): Resolution {
   const warnings: string[] = [];
@@ -215,6 +237,7 @@ export function resolveConfig(config: RawConfig, source: string): Resolution {
       max_tokens: env.max_tokens ?? orch.max_tokens,
       algo,
       sampler,
+      ...withLoss(envLoss(algo, config)),
     };
   });
   const evalBlock = orch.eval && {

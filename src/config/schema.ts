@@ -6,7 +6,7 @@
 import { z } from "zod";
 import { modelReferenceSchema } from "../algorithms/schemas.ts";
 import { judgeSchema } from "../judges/schema.ts";
-import { RL_LOSS_TYPES, RL_REDUCTIONS } from "../data/loss_types.ts";
+import { lossSchema } from "../algorithms/loss_schema.ts";
 import { LORA_TARGETS } from "../model/config.ts";
 
 const algoBlock = z.looseObject({ type: z.string() });
@@ -172,29 +172,9 @@ export const configSchema = z.strictObject({
         })
         .prefault({}),
       /** The rl component's loss: its type (default DPPO + KL, as prime-rl's trainer/rl/loss.py),
-       * its reduction and their settings (docs/architecture.md §6). */
-      loss: z
-        .strictObject({
-          type: z.enum(RL_LOSS_TYPES).default("dppo_kl"),
-          /** token: sum / rl tokens of the step; sequence: mean per sample, then over samples;
-           * constant: each sample's sum / `constant`, then over samples (Dr. GRPO). */
-          reduction: z.enum(RL_REDUCTIONS).default("token"),
-          /** The constant reduction's divisor; absent = orchestrator.max_tokens. */
-          constant: z.number().positive().optional(),
-          dppo_mask_low: z.number().min(0).default(0.2),
-          dppo_mask_high: z.number().min(0).default(0.2),
-          adv_tau: z.number().min(0).default(1.0),
-          kl_tau: z.number().min(0).default(1e-3),
-          /** ipo: masked where |exp(lp) - exp(ilp)| exceeds it. */
-          ipo_threshold: z.number().min(0).default(0.1),
-          /** icepop: token ratios outside [is_low, is_high] are masked. */
-          is_low: z.number().positive().default(0.5),
-          is_high: z.number().positive().default(5.0),
-          /** tis / seq_tis clip, mis / seq_mis mask the (token / sequence) ratio above it. */
-          is_cap: z.number().positive().default(2.0),
-        })
-        .refine((l) => l.is_low <= l.is_high, { message: "is_low must be <= is_high", path: ["is_low"] })
-        .prefault({}),
+       * its reduction and their settings (docs/architecture.md §6); an env's algo block may name
+       * its own (`loss`, src/algorithms/loss_schema.ts). */
+      loss: lossSchema.prefault({}),
     })
     .prefault({}),
 

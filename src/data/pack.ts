@@ -16,6 +16,10 @@
 //     an env's system prompt) are packed as those tokens once plus each sample's own tokens after
 //     them, the row's sampleParents pointing each at the shared segment (prefix_share.ts chooses;
 //     rlx.h rlx_batch.sample_parents computes it). A unit of shared samples is never split over rows.
+//   - Each sample's rl loss is a code into the step's loss table (PackedStep.losses), by its env
+//     (PackOptions.lossCodes); the row's sampleLosses is materialized only when a sample of the row
+//     has a code other than 0, shared-prefix and padding segments taking 0, so a run with one loss
+//     writes the rows it wrote before per-env losses.
 //   - The step's token counts per component (the global denominators' numerators) are counted over
 //     the packed rows, after truncation, as the trainer sees them: a sample's first token has no
 //     prediction and belongs to no component.
@@ -89,6 +93,8 @@ export interface PackOptions {
   padTokenId?: number;
   /** Hold the weightless prefix that samples share once per row (prefix_share.ts). */
   sharePrefixes?: boolean;
+  /** Each env's index into the step's loss table (its samples' sampleLosses); absent env: 0. */
+  lossCodes?: ReadonlyMap<string, number>;
 }
 
 /** Member counts of a packed row (docs/architecture.md §6 membership). The first token of each packed sample
@@ -237,10 +243,15 @@ function buildRow(
 ): PackedRow {
   const segments: number[] = [];
   const parents: number[] = [];
+  const codes: number[] = [];
   for (const unit of units) {
     const parent = unit.shared ? segments.length : -1;
-    if (unit.shared) (segments.push(unit.shared), parents.push(-1));
-    for (const i of unit.members) (segments.push(lengths[i]! - unit.shared), parents.push(parent));
+    if (unit.shared) (segments.push(unit.shared), parents.push(-1), codes.push(0));
+    for (const i of unit.members) {
+      segments.push(lengths[i]! - unit.shared);
+      parents.push(parent);
+      codes.push(opts.lossCodes?.get(samples[i]!.env) ?? 0);
+    }
   }
   const members = units.flatMap((u) => u.members.map((i) => samples[i]!));
   const row = emptyRow(
@@ -250,6 +261,10 @@ function buildRow(
     Math.max(0, ...members.map((s) => s.distillTargets?.k ?? 0)),
     parents,
   );
+  if (codes.some((c) => c !== 0)) {
+    row.sampleLosses = new Int32Array(row.sampleLengths.length);
+    row.sampleLosses.set(codes);
+  }
   let offset = 0;
   for (const unit of units) {
     const first = samples[unit.members[0]!]!;

@@ -6,7 +6,8 @@
 //      and it never samples what it would have to drop as stale.
 //   2-3. Collect the batch's groups, scored by each env's algorithm and admitted by its sampler
 //      (groups.ts), until it has something to train (collect.ts).
-//   4. Pack, write batches/step_N.bin atomically (with the orchestrator's state, which the
+//   4. Pack (each sample's rl loss a code into the run's loss table, loss_table.ts), write
+//      batches/step_N.bin atomically (with the orchestrator's state, which the
 //      checkpoint of this step holds), the audit records rollouts/step_N.jsonl, and stage the step's metrics.
 //   Meanwhile the WeightWatcher loads each step the trainer publishes into the policy and writes
 //   the step's metrics line. The run ends when the trainer has published max_steps.
@@ -28,6 +29,7 @@ import { batchPath } from "../rundir/paths.ts";
 import { type BatchSample, writeStepBatch } from "../rundir/step_file.ts";
 import { collectedMetrics, collectStep, warnFailures } from "./collect.ts";
 import { FailureWindow } from "./failures.ts";
+import { lossTable } from "./loss_table.ts";
 import { MetricsLog, Progress } from "./metrics/log.ts";
 import type { LivePolicy } from "../processes/live_policy.ts";
 import { taskSamplerState } from "./task_sampler.ts";
@@ -71,6 +73,7 @@ export async function runTrainLoop(o: LoopOptions): Promise<LoopResult> {
   const orch = config.orchestrator;
   const lag = Math.min(orch.max_async_level, orch.max_off_policy_steps);
   const envNames = o.envs.map((e) => e.resolved.name);
+  const losses = lossTable(config);
   const { sampler, carried } = taskSamplerState(o.envs, config.seed, config.max_steps);
   if (o.resume) carried.load(o.resume.carried, `the checkpoint of step ${o.resume.step}`);
   const progress = new Progress();
@@ -117,7 +120,7 @@ export async function runTrainLoop(o: LoopOptions): Promise<LoopResult> {
       const packStart = performance.now();
       const packed = packStep(
         collected.kept.map((k) => k.sample),
-        { seqLen: orch.seq_len, sharePrefixes: orch.share_prefixes },
+        { seqLen: orch.seq_len, sharePrefixes: orch.share_prefixes, lossCodes: losses.codes },
       );
       const versions = new Map(collected.groups.flat().map((r) => [r.id, r.policyVersion]));
       const rows = packed.rows.map((row) => ({
@@ -137,7 +140,7 @@ export async function runTrainLoop(o: LoopOptions): Promise<LoopResult> {
       };
       writeStepBatch(batchPath(runDir, step), {
         step,
-        packed: { ...packed, rows },
+        packed: { ...packed, rows, losses: losses.losses },
         metrics: stepMetrics,
         state,
       });

@@ -2,8 +2,8 @@
 // read by the trainer (docs/architecture.md §2 transport). The layout is documented in docs/run-directory.md:
 //
 //   bytes 0-3    magic "RLXB"
-//   bytes 4-7    u32 format version (4; versions 2, without the distill arrays, and 3, without
-//                the shared-prefix layout, are still read)
+//   bytes 4-7    u32 format version (5; versions 2, without the distill arrays, 3, without the
+//                shared-prefix layout, and 4, without the loss table, are still read)
 //   bytes 8-11   u32 header length H in bytes
 //   bytes 12-15  u32 CRC-32 of every byte after these (header and data; version 1: 0)
 //   16 .. 16+H   header: UTF-8 JSON, space-padded so the data starts at a multiple of 8
@@ -21,18 +21,20 @@
 import { readFileSync } from "node:fs";
 import { ChecksumError, RlxError } from "../errors.ts";
 import { crc32, hex } from "../model/checksums.ts";
+import type { RlLoss } from "../data/loss_types.ts";
 import type { ComponentCounts, PackedRow, PackedSampleInfo, PackedStep } from "../data/pack.ts";
 import { writeFileAtomic } from "./paths.ts";
 
 const MAGIC = "RLXB";
-const FORMAT_VERSION = 4;
-const READABLE_VERSIONS = new Set([2, 3, 4]);
+const FORMAT_VERSION = 5;
+const READABLE_VERSIONS = new Set([2, 3, 4, 5]);
 const PREAMBLE = 16;
 
 type ArrayName =
   | "tokenIds"
   | "sampleLengths"
   | "sampleParents"
+  | "sampleLosses"
   | "lossMask"
   | "advantages"
   | "inferenceLogprobs"
@@ -52,6 +54,7 @@ const ARRAYS: Record<ArrayName, DType> = {
   tokenIds: "i32",
   sampleLengths: "i32",
   sampleParents: "i32",
+  sampleLosses: "i32",
   lossMask: "u8",
   advantages: "f32",
   inferenceLogprobs: "f32",
@@ -68,6 +71,7 @@ const ARRAYS: Record<ArrayName, DType> = {
 };
 const OPTIONAL = new Set<ArrayName>([
   "sampleParents",
+  "sampleLosses",
   "refLogprobs",
   "rlWeights",
   "ceWeights",
@@ -77,6 +81,8 @@ const OPTIONAL = new Set<ArrayName>([
   "distillIds",
   "distillLogprobs",
 ]);
+/** Arrays of one entry per sample (segment), not per token. */
+const PER_SAMPLE = new Set<ArrayName>(["sampleParents", "sampleLosses"]);
 /** Arrays of distill_k entries per token (the teacher's top-k slots). */
 const PER_SLOT = new Set<ArrayName>(["distillIds", "distillLogprobs"]);
 
@@ -118,6 +124,8 @@ interface Header {
   /** Absent in files written before prefix sharing: 0. */
   shared_tokens?: number;
   truncated_samples: number;
+  /** The rl loss table the rows' sampleLosses index (absent before format 5: [trainer.loss]). */
+  losses?: RlLoss[];
   rows: RowHeader[];
   /** The orchestrator's state after cutting this batch, on checkpoint steps (checkpoint.ts). */
   state?: unknown;
@@ -177,6 +185,7 @@ export function encodeStepBatch(batch: StepBatch): Uint8Array {
     tokens: batch.packed.tokens,
     shared_tokens: batch.packed.sharedTokens,
     truncated_samples: batch.packed.truncatedSamples,
+    ...(batch.packed.losses ? { losses: batch.packed.losses } : {}),
     rows,
     ...(batch.state === undefined ? {} : { state: batch.state }),
     ...(batch.metrics === undefined ? {} : { metrics: batch.metrics }),
@@ -209,6 +218,15 @@ function view(
   if (ref.dtype === "i32") return new Int32Array(buffer, start + ref.offset, ref.length);
   if (ref.dtype === "u8") return new Uint8Array(buffer, start + ref.offset, ref.length);
   return new Float32Array(buffer, start + ref.offset, ref.length);
+}
+
+/** A row's loss codes must index the step's table (a code past it would read another sample's loss). */
+function checkLossCodes(codes: Int32Array | undefined, losses: readonly RlLoss[] | undefined, where: string): void {
+  if (!codes) return;
+  const n = losses?.length ?? 0;
+  for (const code of codes)
+    if (code < 0 || code >= Math.max(1, n))
+      throw new BatchFileError(`${where} sampleLosses holds ${code}; the step's loss table has ${n} entries`);
 }
 
 /** Parses the bytes of a step file; `file` names it in errors. */
@@ -253,7 +271,7 @@ export function decodeStepBatch(bytes: Uint8Array, file = "step file"): StepBatc
       const expected =
         name === "sampleLengths"
           ? ref.length
-          : name === "sampleParents"
+          : PER_SAMPLE.has(name)
             ? segments
             : PER_SLOT.has(name)
               ? rh.tokens * k
@@ -261,7 +279,7 @@ export function decodeStepBatch(bytes: Uint8Array, file = "step file"): StepBatc
       if (ref.length !== expected)
         throw new BatchFileError(
           `${file}: row ${r} ${name} has ${ref.length} entries, the row has ` +
-            (name === "sampleParents" ? `${segments} samples` : `${rh.tokens} tokens`) +
+            (PER_SAMPLE.has(name) ? `${segments} samples` : `${rh.tokens} tokens`) +
             (PER_SLOT.has(name) ? ` of ${k} slots` : ""),
         );
       arrays[name] = view(buffer, dataStart, ref, file, `row ${r} ${name}`);
@@ -275,6 +293,7 @@ export function decodeStepBatch(bytes: Uint8Array, file = "step file"): StepBatc
       originalLength: s.original_length,
       policyVersion: s.policy_version,
     }));
+    checkLossCodes(arrays.sampleLosses as Int32Array | undefined, header.losses, `${file}: row ${r}`);
     const distill = rh.distill_k ? { distillK: rh.distill_k } : {};
     return { ...(arrays as unknown as Omit<PackedRow, "samples">), ...distill, samples };
   });
@@ -287,6 +306,7 @@ export function decodeStepBatch(bytes: Uint8Array, file = "step file"): StepBatc
       tokens: header.tokens,
       sharedTokens: header.shared_tokens ?? 0,
       truncatedSamples: header.truncated_samples,
+      ...(header.losses ? { losses: header.losses } : {}),
     },
     ...(header.state === undefined ? {} : { state: header.state }),
     ...(header.metrics === undefined ? {} : { metrics: header.metrics }),

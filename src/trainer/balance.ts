@@ -87,8 +87,21 @@ const ROW_ARRAYS = [
   ...STREAMS,
 ] as const;
 
+/** Each sample's rl loss code in `row` by its segment's start (sampleLosses absent: none). */
+function lossCodesByStart(row: PackedRow): Map<number, number> {
+  const codes = new Map<number, number>();
+  if (!row.sampleLosses) return codes;
+  let start = 0;
+  for (let i = 0; i < row.sampleLengths.length; i++) {
+    codes.set(start, row.sampleLosses[i]!);
+    start += row.sampleLengths[i]!;
+  }
+  return codes;
+}
+
 /** A row of the given samples of `row` (indices into row.samples), repacked in that order; a
- * shared prefix comes along once, before the first of its samples. */
+ * shared prefix comes along once, before the first of its samples. The samples keep their rl loss
+ * codes (sampleLosses, materialized as packStep does: only when one is not 0). */
 export function sliceRow(row: PackedRow, picks: readonly number[], opts: BalanceOptions = {}): PackedRow {
   const spans: { from: number; length: number; parent: number; sample?: number }[] = [];
   const prefixes = new Map<number, number>(); // prefix start in `row` -> its span
@@ -111,6 +124,12 @@ export function sliceRow(row: PackedRow, picks: readonly number[], opts: Balance
     row.distillK ?? 0,
     spans.map((x) => x.parent),
   );
+  const codes = lossCodesByStart(row);
+  const spanCodes = spans.map((x) => (x.sample === undefined ? 0 : (codes.get(x.from) ?? 0)));
+  if (spanCodes.some((c) => c !== 0)) {
+    out.sampleLosses = new Int32Array(out.sampleLengths.length);
+    out.sampleLosses.set(spanCodes);
+  }
   const starts: number[] = [];
   let offset = 0;
   for (const span of spans) {

@@ -52,7 +52,7 @@ import { checkpoint, followStep, publishStep, type Trained, writesShards } from 
 import { trainStepOnRank } from "./ranks.ts";
 import { learningRate } from "./schedule.ts";
 import { nativeLearner, type Learner, trainStep } from "./step.ts";
-import { rlLoss } from "../data/loss_types.ts";
+import { runLoss } from "../algorithms/loss_schema.ts";
 
 export interface TrainerOptions {
   runDir: string;
@@ -264,9 +264,7 @@ export async function runTrainer(opts: TrainerOptions): Promise<void> {
       const trainStart = performance.now();
       const lr = learningRate(step, t.optim.lr, t.schedule, config.max_steps);
       // the step's loss table; a step file written before per-env losses: [trainer.loss] for all
-      const losses = batch.packed.losses ?? [
-        rlLoss({ ...t.loss, constant: t.loss.constant ?? config.orchestrator.max_tokens }),
-      ];
+      const losses = batch.packed.losses ?? [runLoss(config)];
       const stepOptions = { lr, maxGradNorm: t.optim.max_norm, losses };
       cores?.busy(true);
       const result = dp

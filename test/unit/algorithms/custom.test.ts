@@ -13,6 +13,7 @@ import { createEnvAlgorithms } from "../../../src/orchestrator/setup.ts";
 import { packStep } from "../../../src/data/pack.ts";
 import { filterZeroAdvantage, rolloutToSamples } from "../../../src/algorithms/samples.ts";
 import { trainStep } from "../../../src/trainer/step.ts";
+import { rlLoss } from "../../../src/data/loss_types.ts";
 import { DEFAULT_LOSS, singleTurn, UnigramPolicy } from "../../fixtures/rollouts.ts";
 
 const ROOT = join(import.meta.dir, "../../..");
@@ -106,6 +107,19 @@ describe("validation, with the path the user typed", () => {
       { isPolicyUrl: () => false },
     );
     expect(algorithmName(frozen.algorithm)).toBe("distill"); // ce may learn from a frozen model
+  });
+  test("loss is rlx's, not the class's schema's; a class whose action tokens are not rl may not name it", async () => {
+    const loss = { ...rlLoss({ type: "gspo" }), constant: undefined };
+    const { algorithm } = await createAlgorithm(custom({ loss }), SITE, { isPolicyUrl: () => false });
+    expect(algorithm.config.loss).toEqual(loss);
+    const ce = plugin(
+      "ce_loss.ts",
+      'export default ({ Algorithm }) => class extends Algorithm { static type = "distill"; static actionLossType = "ce"; };',
+    );
+    await fails(
+      custom({ loss, sampling: { source: { name: "t", base_url: "http://127.0.0.1:9/v1" } } }, ce),
+      "run.toml: orchestrator.train.env[1].algo.loss: distill trains its action tokens with the ce loss",
+    );
   });
   test("a group-relative class with group_size 1 is a warning", async () => {
     const { warnings } = await createAlgorithm(

@@ -41,6 +41,8 @@ describe("resolution", () => {
       is_low: 0.5,
       is_high: 5,
       is_cap: 2,
+      clip_low: 0.2,
+      clip_high: 0.28,
     });
     const [math] = config.orchestrator.train.env;
     expect(math?.algo).toEqual({ type: "grpo", sampling: { source: "policy" }, std_normalize: false });

@@ -113,9 +113,9 @@ test("top-k distillation rows round-trip their distill arrays and k; a format 2 
   view.setUint32(4, 2, true);
   view.setUint32(12, crc32(plain.subarray(16)), true);
   expect(decodeStepBatch(plain).packed.rows.length).toBe(stepBatch().packed.rows.length);
-  view.setUint32(4, 5, true);
+  view.setUint32(4, 6, true);
   view.setUint32(12, crc32(plain.subarray(16)), true);
-  expect(() => decodeStepBatch(plain, "v5.bin")).toThrow("v5.bin: step file format 5, this rlx reads 4");
+  expect(() => decodeStepBatch(plain, "v6.bin")).toThrow("v6.bin: step file format 6, this rlx reads 5");
 });
 
 test("a shared-prefix row round-trips its sampleParents and each sample's prefix", () => {
