@@ -22,5 +22,6 @@ export const root = defineCommand({
     check: () => import("./check.ts").then((m) => m.default),
     plan: () => import("./plan.ts").then((m) => m.default),
     push: () => import("./push.ts").then((m) => m.default),
+    launch: () => import("./launch.ts").then((m) => m.default),
   },
 });

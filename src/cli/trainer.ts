@@ -1,12 +1,12 @@
 // `rlx trainer`: the trainer process of a run (src/trainer/process.ts). Internal: `rlx train`
 // starts it with the run directory, whose config.resolved.toml is its whole configuration, so
 // the trainer and the orchestrator cannot disagree about a setting. With trainer.world_size > 1 it
-// starts one per rank, each with --rank and the same --store; a rank on another node is started
-// by hand the same way (docs/scaling.md), its store then read from trainer.dist.
+// starts one per rank, each with --rank and the same --store. A rank on another node is started by
+// hand the same way (its store then read from trainer.dist), or by a launcher: torchrun's and
+// Slurm's variables place it (src/processes/launch_env.ts, docs/scaling.md).
 import { join } from "node:path";
 import { defineCommand } from "citty";
 import { loadConfig } from "../config/load.ts";
-import { ConfigError } from "../errors.ts";
 
 export default defineCommand({
   meta: {
@@ -17,29 +17,40 @@ export default defineCommand({
     "run-dir": { type: "string", required: true, description: "The run directory (output_dir of the run)" },
     "resume-from": { type: "string", description: "Checkpoint directory to restore weights and optimizer state from" },
     "parent-pid": { type: "string", description: "Exit when this process is gone" },
-    rank: { type: "string", description: "Data-parallel rank, 0..trainer.world_size-1 (default 0)" },
+    rank: {
+      type: "string",
+      description: "Data-parallel rank, 0..trainer.world_size-1 (default: RANK or SLURM_PROCID, else 0)",
+    },
     store: {
       type: "string",
       description:
-        "Where the ranks meet: tcp://HOST:PORT or file:///PATH (default: trainer.dist's master_addr:master_port)",
+        "Where the ranks meet: tcp://HOST:PORT or file:///PATH (default: MASTER_ADDR or the first host of SLURM_JOB_NODELIST, at MASTER_PORT or trainer.dist.master_port; else trainer.dist's master_addr:master_port)",
     },
   },
   async run({ args }) {
     const { runTrainer } = await import("../trainer/process.ts");
-    const { configuredStore, parseStore } = await import("../processes/trainer_ranks.ts");
+    const { configuredStore } = await import("../processes/trainer_ranks.ts");
+    const { resolveTrainerPlace } = await import("../processes/launch_env.ts");
     const runDir = args["run-dir"];
     const { config } = loadConfig(join(runDir, "config.resolved.toml"));
-    const rank = args.rank === undefined ? 0 : Number(args.rank);
-    if (!Number.isInteger(rank) || rank < 0)
-      throw new ConfigError(`--rank ${args.rank}: expected a rank 0..${config.trainer.world_size - 1}`);
+    const place = resolveTrainerPlace(
+      process.env,
+      {
+        ...(args.rank !== undefined ? { rank: args.rank } : {}),
+        ...(args.store ? { store: args.store } : {}),
+        startedByTrain: args["parent-pid"] !== undefined,
+      },
+      config.trainer,
+    );
     const distributed = config.trainer.world_size > 1;
     await runTrainer({
       runDir,
-      config,
+      // the launcher's local rank may pick the GPU (trainer.device "cuda" -> cuda:LOCAL_RANK)
+      config: { ...config, trainer: { ...config.trainer, device: place.device } },
       ...(args["resume-from"] ? { resumeFrom: args["resume-from"] } : {}),
       ...(args["parent-pid"] ? { parentPid: Number(args["parent-pid"]) } : {}),
-      rank,
-      ...(distributed ? { store: args.store ? parseStore(args.store) : configuredStore(config) } : {}),
+      rank: place.rank,
+      ...(distributed ? { store: place.store ?? configuredStore(config) } : {}),
     });
   },
 });

@@ -150,6 +150,10 @@ export const configSchema = z.strictObject({
           timeout_s: z.number().positive().default(600),
           /** Ranks `rlx train` starts on this machine; empty = all. Others are started by hand on other nodes (docs/scaling.md). */
           local_ranks: z.array(z.number().int().min(0)).default([]),
+          /** Who starts the ranks: "rlx", `rlx train` (local_ranks); "external", a launcher starts
+           * every rank (srun, torchrun: `rlx trainer` reads its variables) and `rlx train` none
+           * (docs/scaling.md, "Launching on several nodes"; `rlx launch slurm` sets it). */
+          launcher: z.enum(["rlx", "external"]).default("rlx"),
         })
         .prefault({}),
       optim: z

@@ -21,7 +21,7 @@ import {
   rewindRunDir,
 } from "../rundir/checkpoint.ts";
 import { Children } from "../processes/children.ts";
-import { planLaunch } from "../processes/trainer_ranks.ts";
+import { launchLine, planLaunch } from "../processes/trainer_ranks.ts";
 import { type LoopResult, type OrchestratorState, runTrainLoop } from "./loop.ts";
 import { MetricsLog } from "./metrics/log.ts";
 import type { LivePolicy } from "../processes/live_policy.ts";
@@ -172,12 +172,7 @@ export async function runTraining(o: TrainOptions): Promise<TrainResult> {
       ...(checkpoint ? { resumeFrom: checkpoint.dir } : {}),
     });
     for (const trainer of launch.trainers) children.spawn(trainer);
-    if (config.trainer.world_size > 1) {
-      const threads = launch.trainers[0]?.env?.RLX_THREADS ?? "default";
-      o.info(
-        `trainer: ${launch.trainers.length} of ${config.trainer.world_size} ranks started here (${threads} threads each), meeting at ${launch.store?.type === "tcp" ? `${launch.store.host}:${launch.store.port}` : launch.store?.path}`,
-      );
-    }
+    if (config.trainer.world_size > 1 || launch.trainers.length === 0) o.info(launchLine(config, launch));
     const modelDir = checkpoint?.modelDir ?? config.model.path;
     const version = checkpoint?.step ?? 0;
     policy = await startPolicy(config, {

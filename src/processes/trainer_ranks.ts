@@ -44,9 +44,10 @@ export interface Launch {
   store?: StoreSpec;
 }
 
-/** The ranks `rlx train` starts here: trainer.dist.local_ranks, or all of them. */
+/** The ranks `rlx train` starts here: none when a launcher starts them, trainer.dist.local_ranks, or all. */
 export function localRanks(config: ResolvedConfig): number[] {
   const { world_size: world, dist } = config.trainer;
+  if (dist.launcher === "external") return [];
   const ranks = dist.local_ranks.length > 0 ? dist.local_ranks : Array.from({ length: world }, (_, r) => r);
   const bad = ranks.find((r) => r >= world);
   if (bad !== undefined)
@@ -134,15 +135,26 @@ export function sharesCores(config: ResolvedConfig, policyProcesses: number, cor
   );
 }
 
+/** What `rlx train` says about the ranks it started (world_size > 1 or an external launcher). */
+export function launchLine(config: ResolvedConfig, launch: Launch): string {
+  const world = config.trainer.world_size;
+  if (launch.trainers.length === 0)
+    return `trainer: all ${world} ranks are started by a launcher (trainer.dist.launcher = "external"), none here`;
+  const threads = launch.trainers[0]?.env?.RLX_THREADS ?? "default";
+  const store = launch.store?.type === "tcp" ? `${launch.store.host}:${launch.store.port}` : launch.store?.path;
+  return `trainer: ${launch.trainers.length} of ${world} ranks started here (${threads} threads each), meeting at ${store}`;
+}
+
 /** The trainer children to spawn and the threads of everyone. */
 export function planLaunch(config: ResolvedConfig, o: LaunchOptions): Launch {
   const world = config.trainer.world_size;
   const ranks = localRanks(config);
   const threads = threadShare(config, ranks.length, o.policyProcesses, o.cores);
   const env: Record<string, string> = threads.trainer !== undefined ? { RLX_THREADS: String(threads.trainer) } : {};
-  const coreShare = sharesCores(config, o.policyProcesses, o.cores)
-    ? CoreShare.create(join(o.runDir, "core_share"))
-    : undefined;
+  const coreShare =
+    ranks.length > 0 && sharesCores(config, o.policyProcesses, o.cores)
+      ? CoreShare.create(join(o.runDir, "core_share"))
+      : undefined;
   if (coreShare) env[CORE_SHARE_ENV] = coreShare;
   const base = [
     "trainer",
@@ -153,6 +165,8 @@ export function planLaunch(config: ResolvedConfig, o: LaunchOptions): Launch {
     ...(o.resumeFrom ? ["--resume-from", o.resumeFrom] : []),
   ];
   const serverThreads = threads.server;
+  // a launcher starts every rank, and they find their store from its variables (launch_env.ts)
+  if (ranks.length === 0) return { trainers: [], ...(serverThreads ? { serverThreads } : {}) };
   if (world === 1)
     return {
       trainers: [{ name: "trainer", args: base, env, mayExit: true }],

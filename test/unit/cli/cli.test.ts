@@ -6,7 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 
 const ROOT = join(import.meta.dir, "../../..");
-const COMMANDS = ["train", "eval", "serve", "init", "sft", "env", "report", "check", "doctor", "plan"];
+const COMMANDS = ["train", "eval", "serve", "init", "sft", "env", "report", "check", "doctor", "plan", "launch"];
 
 function rlx(args: string[], cwd = ROOT) {
   const proc = Bun.spawnSync([process.execPath, join(ROOT, "src/main.ts"), ...args], {

@@ -9,6 +9,7 @@ import { join } from "node:path";
 import { loadConfig } from "../../../src/config/load.ts";
 import {
   configuredStore,
+  launchLine,
   localRanks,
   parseStore,
   planLaunch,
@@ -148,6 +149,17 @@ test("local_ranks: a subset starts here, with a fixed TCP rendezvous only", () =
   expect(() => localRanks(config("trainer.world_size=2", "trainer.dist.local_ranks=[1, 1]"))).toThrow(
     "lists a rank twice",
   );
+});
+
+test('trainer.dist.launcher = "external": rlx train starts no rank and picks no store', () => {
+  for (const world of [1, 4]) {
+    const c = config(`trainer.world_size=${world}`, "trainer.dist.launcher=external");
+    const launch = planLaunch(c, { runDir, policyProcesses: 1, cores: 6 });
+    expect(launch.trainers).toEqual([]);
+    expect(launch.store).toBeUndefined();
+    expect(launch.coreShare).toBeUndefined();
+    expect(launchLine(c, launch)).toContain(`all ${world} ranks are started by a launcher`);
+  }
 });
 
 test("a spawned policy server's port already in use is a ConfigError naming inference.port, not another run's server", () => {

@@ -1,0 +1,82 @@
+// `rlx launch slurm`: the key lines of the sbatch script, and --dry-run writes nothing.
+import { expect, test } from "bun:test";
+import { existsSync, mkdtempSync, readdirSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { slurmScript } from "../../../src/processes/slurm_script.ts";
+
+const ROOT = join(import.meta.dir, "../../..");
+
+const job = {
+  rlx: ["/opt/rlx/rlx"],
+  commandLine: "rlx launch slurm run.toml --nodes 2 --gpus-per-node 4",
+  config: "/shared/run.toml",
+  overrides: ["orchestrator.seq_len=512"],
+  runDir: "/shared/runs/a",
+  nodes: 2,
+  gpusPerNode: 4,
+  partition: "gpu",
+  time: "04:00:00",
+  jobName: "rlx-a",
+  policy: "spawned",
+  masterPort: 29500,
+};
+
+test("the script places ranks as srun tasks and the orchestrator once, with launcher = external", () => {
+  const script = slurmScript(job);
+  for (const line of [
+    "#SBATCH --nodes=2",
+    "#SBATCH --ntasks-per-node=4",
+    "#SBATCH --gpus-per-node=4",
+    "#SBATCH --partition=gpu",
+    "#SBATCH --time=04:00:00",
+    "#SBATCH --output=/shared/runs/a.slurm/job-%j.out",
+    'RLX="/opt/rlx/rlx"',
+    "RUN_DIR=/shared/runs/a",
+    "export MASTER_PORT=29500",
+    "WORLD_SIZE=$((NODES * TASKS_PER_NODE))",
+    "  --set orchestrator.seq_len=512 \\",
+    "  --set trainer.dist.launcher=external \\",
+    "srun --ntasks=$WORLD_SIZE --ntasks-per-node=$TASKS_PER_NODE",
+    '  $RLX trainer --run-dir "$RUN_DIR" "${resume[@]}" &',
+  ])
+    expect(script).toContain(line);
+  // every #SBATCH line comes before the first command, or sbatch ignores it
+  const lines = script.split("\n");
+  const lastDirective = lines.findLastIndex((l) => l.startsWith("#SBATCH"));
+  expect(lines.slice(0, lastDirective).every((l) => l.startsWith("#"))).toBe(true);
+  // on CPU: one rank per node, no GPUs asked for
+  const cpu = slurmScript({ ...job, gpusPerNode: undefined });
+  expect(cpu).toContain("#SBATCH --ntasks-per-node=1");
+  expect(cpu).not.toContain("#SBATCH --gpus-per-node");
+  // bash reads it
+  const dir = mkdtempSync(join(tmpdir(), "rlx-sbatch-"));
+  writeFileSync(join(dir, "job.sh"), script);
+  expect(Bun.spawnSync(["bash", "-n", join(dir, "job.sh")]).exitCode).toBe(0);
+});
+
+function rlx(args: string[], cwd: string) {
+  const proc = Bun.spawnSync([process.execPath, join(ROOT, "src/main.ts"), ...args], {
+    cwd,
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  return { code: proc.exitCode, out: proc.stdout.toString(), err: proc.stderr.toString() };
+}
+
+test("rlx launch slurm --dry-run prints the script and writes nothing; /tmp and a CPU/GPU mismatch are refused", () => {
+  const dir = mkdtempSync(join(tmpdir(), "rlx-launch-"));
+  const config = join(ROOT, "configs/quickstart.toml");
+  const runDir = `/srv/rlx-launch-test-${Date.now()}/run`;
+  const dry = rlx(["launch", "slurm", config, "--nodes", "2", "--set", `output_dir=${runDir}`, "--dry-run"], dir);
+  expect(dry.err).toBe("");
+  expect(dry.code).toBe(0);
+  expect(dry.out).toContain("#SBATCH --nodes=2");
+  expect(existsSync(`${runDir}.slurm`)).toBe(false);
+  expect(readdirSync(dir)).toEqual([]);
+  const tmp = rlx(["launch", "slurm", config, "--nodes", "2", "--set", `output_dir=${dir}/run`, "--dry-run"], dir);
+  expect(tmp.code).toBe(1);
+  expect(tmp.err).toContain("which every node has its own of");
+  const gpus = rlx(["launch", "slurm", config, "--nodes", "2", "--gpus-per-node", "4", "--dry-run"], dir);
+  expect(gpus.err).toContain("--gpus-per-node 4 but trainer.device is cpu");
+});
