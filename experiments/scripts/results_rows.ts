@@ -4,6 +4,7 @@
 // print: the mean over seeds and its standard error (sample standard deviation / sqrt(seeds)).
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
+import type { RlLoss } from "../../src/data/loss_types.ts";
 
 /** eval-200 of one env: greedy pass@1, and pass@1 / pass@8 from 8 samples at temperature 1. */
 export interface Scores {
@@ -22,8 +23,20 @@ export interface ResultRow {
   before?: Record<string, Scores>;
   after: Record<string, Scores>;
   /** For a model stopped by an SFT stop band: src/sft/band.ts's record. */
-  band?: { metric: string; min: number; max?: number; value: number; step: number };
+  band?: {
+    metric: string;
+    min: number;
+    max?: number;
+    value: number;
+    step: number;
+  };
   steps?: number;
+  /** The --set values over the run's config file (objectives.sh's rows). */
+  config?: string[];
+  /** The rl loss the trainer ran with, every setting (objectives.sh's rows; run_metrics.ts). */
+  loss?: RlLoss;
+  /** Per-step trainer metrics: `step` and each of run_metrics.ts's CURVE_KEYS (objectives.sh's rows). */
+  curves?: Record<string, Array<number | null>>;
   wall_s: number;
   /** 1, 5 and 15-minute load averages at the start and the end. */
   load: { start: number[]; end: number[] };

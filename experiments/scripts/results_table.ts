@@ -19,7 +19,7 @@ const range = (xs: number[], digits: number) => {
 };
 
 /** "greedy ±se / pass@1 / pass@8", means over seeds (±se where `spread`), one part per env (named when there are several). */
-function scoresCell(
+export function scoresCell(
   group: RowGroup,
   pick: (r: RowGroup["results"][number]) => Record<string, Scores> | undefined,
   spread: boolean,
@@ -45,8 +45,6 @@ function tableRow(group: RowGroup): string {
         0,
       )}: ${first.band.metric.replace(/^eval\//, "")} in [${first.band.min}, ${first.band.max ?? "1"}])`
     : "";
-  const loads = group.results.flatMap((r) => [r.load.start[0]!, r.load.end[0]!]);
-  const commits = [...new Set(group.results.map((r) => r.commit))].join(", ");
   return [
     group.row,
     `${first.experiment}${band}`,
@@ -54,12 +52,25 @@ function tableRow(group: RowGroup): string {
     group.results.map((r) => r.seed).join(", "),
     scoresCell(group, (r) => r.before, false),
     `**${scoresCell(group, (r) => r.after, true)}**`,
-    `${range(
-      group.results.map((r) => r.wall_s / 60),
-      1,
-    )} min (${range(loads, 1)})`,
-    `${first.cpu}, ${first.cores} cores; ${commits}; set ${group.set}`,
+    wallCell(group),
+    machineCell(group),
   ].join(" | ");
+}
+
+/** "minutes per seed (1-minute loads at the starts and ends)". */
+export function wallCell(group: RowGroup): string {
+  const loads = group.results.flatMap((r) => [r.load.start[0]!, r.load.end[0]!]);
+  return `${range(
+    group.results.map((r) => r.wall_s / 60),
+    1,
+  )} min (${range(loads, 1)})`;
+}
+
+/** "CPU, cores; commits; set". */
+export function machineCell(group: RowGroup): string {
+  const first = group.results[0]!;
+  const commits = [...new Set(group.results.map((r) => r.commit))].join(", ");
+  return `${first.cpu}, ${first.cores} cores; ${commits}; set ${group.set}`;
 }
 
 /** Each row of a later set against the same row of the first set that has it, on greedy pass@1 of every env. */
@@ -114,9 +125,14 @@ export function generatedTable(groups = loadGroups()): string {
 
 /** docs/results.md with its generated part replaced. */
 export function regeneratedPage(page: string, table = generatedTable()): string {
-  const [start, end] = [page.indexOf(BEGIN), page.indexOf(END)];
-  if (start < 0 || end < start) throw new Error(`${PAGE} has no generated-table markers (${BEGIN} ... ${END})`);
-  return page.slice(0, start) + table + page.slice(end + END.length);
+  return replaceBetween(page, PAGE, BEGIN, END, table);
+}
+
+/** PAGE's text with what lies from BEGIN to END (both included) replaced by `text`, which holds both. */
+export function replaceBetween(page: string, name: string, begin: string, end: string, text: string): string {
+  const [start, stop] = [page.indexOf(begin), page.indexOf(end)];
+  if (start < 0 || stop < start) throw new Error(`${name} has no generated-table markers (${begin} ... ${end})`);
+  return page.slice(0, start) + text + page.slice(stop + end.length);
 }
 
 if (import.meta.main) {

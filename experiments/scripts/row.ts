@@ -2,11 +2,13 @@
 // is, the scores before and after (eval-200 greedy pass@1, pass@1 and pass@8 per env, read from
 // `rlx eval --out` files), and where it was measured: wall time, load averages at start and end,
 // the CPU model (`lscpu`), the git commit and the date. results_table.ts builds the table from
-// these files; nothing in the table is typed by hand.
+// these files; nothing in the table is typed by hand. experiments/scripts/objectives.sh writes its
+// rows with it too, adding the run's config delta (--delta, one per --set) and, with --run, the
+// run's per-step entropy, clipped and masked curves and its rl loss (run_metrics.ts).
 //
 //   bun experiments/scripts/row.ts --out FILE --row 2 --seed 0 --algorithm grpo --experiment "..."
 //     [--before ENV=EVAL.json]... --after ENV=EVAL.json... --wall SECONDS --load-start "1 5 15"
-//     [--band BAND.json] [--steps N] [--commit C] --command "..."
+//     [--band BAND.json] [--steps N] [--commit C] [--delta KEY=VALUE]... [--run RUN_DIR] --command "..."
 //
 // --commit is the checkout the run started from (reproduce.sh takes it when the run starts);
 // without it, the checkout now.
@@ -15,6 +17,7 @@ import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname } from "node:path";
 import { parseArgs } from "node:util";
 import { type ResultRow, type Scores } from "./results_rows.ts";
+import { runCurves, runLoss } from "./run_metrics.ts";
 
 const { values } = parseArgs({
   options: {
@@ -31,6 +34,8 @@ const { values } = parseArgs({
     steps: { type: "string" },
     command: { type: "string" },
     commit: { type: "string" },
+    delta: { type: "string", multiple: true },
+    run: { type: "string" },
   },
   strict: true,
 });
@@ -49,7 +54,14 @@ function scores(pairs: string[]): Record<string, Scores> {
     pairs.map((pair) => {
       const [env, file] = pair.split("=") as [string, string];
       const metrics = (JSON.parse(readFileSync(file, "utf8")) as EvalFile).envs[0]!.metrics;
-      return [env, { greedy: metrics["greedy/pass@1"]!, pass1: metrics["pass@1"]!, pass8: metrics["pass@8"]! }];
+      return [
+        env,
+        {
+          greedy: metrics["greedy/pass@1"]!,
+          pass1: metrics["pass@1"]!,
+          pass8: metrics["pass@8"]!,
+        },
+      ];
     }),
   );
 }
@@ -57,7 +69,10 @@ function scores(pairs: string[]): Record<string, Scores> {
 const loads = (text: string) => text.trim().split(/\s+/).slice(0, 3).map(Number);
 const cpu = /Model name:\s*(.+)/.exec(execSync("lscpu", { encoding: "utf8" }))?.[1]?.trim() ?? "unknown";
 const commit =
-  values.commit ?? execSync("git describe --always --abbrev=7 --dirty=+changes", { encoding: "utf8" }).trim();
+  values.commit ??
+  execSync("git describe --always --abbrev=7 --dirty=+changes", {
+    encoding: "utf8",
+  }).trim();
 
 const row: ResultRow = {
   row: values.row!,
@@ -68,8 +83,14 @@ const row: ResultRow = {
   after: scores(values.after),
   band: values.band ? JSON.parse(readFileSync(values.band, "utf8")) : undefined,
   steps: values.steps ? Number(values.steps) : undefined,
+  config: values.delta,
+  loss: values.run ? runLoss(values.run) : undefined,
+  curves: values.run ? runCurves(values.run) : undefined,
   wall_s: Math.round(Number(values.wall)),
-  load: { start: loads(values["load-start"]!), end: loads(readFileSync("/proc/loadavg", "utf8")) },
+  load: {
+    start: loads(values["load-start"]!),
+    end: loads(readFileSync("/proc/loadavg", "utf8")),
+  },
   cpu,
   cores: Number(execSync("nproc", { encoding: "utf8" }).trim()),
   commit,
