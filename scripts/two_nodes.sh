@@ -11,31 +11,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 RLX=${RLX:-"$PWD/node_modules/.bin/bun $PWD/src/main.ts"}
 [ "$(id -u)" -eq 0 ] || { echo "two_nodes: needs root (ip netns)"; exit 2; }
-# names unique to this run, so a second run on the host (another checkout's CI) cannot collide
-A=rlx2n-a$$ B=rlx2n-b$$ VA=rlx2n-va$$ VB=rlx2n-vb$$
+source scripts/netns.sh
 work=$(mktemp -d /tmp/rlx-two-nodes-XXXXXX)
 pids=()
 cleanup() {
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  ip netns pids $A 2>/dev/null | xargs -r kill -9 2>/dev/null || true
-  ip netns pids $B 2>/dev/null | xargs -r kill -9 2>/dev/null || true
-  ip netns del $A 2>/dev/null || true
-  ip netns del $B 2>/dev/null || true
+  netns_down
   rm -rf "$work"
 }
 trap cleanup EXIT
-
-ip netns add $A
-ip netns add $B
-ip link add $VA type veth peer name $VB
-ip link set $VA netns $A
-ip link set $VB netns $B
-ip -n $A addr add 10.231.0.1/24 dev $VA
-ip -n $B addr add 10.231.0.2/24 dev $VB
-for ns in $A $B; do ip -n $ns link set lo up; done
-ip -n $A link set $VA up
-ip -n $B link set $VB up
-
+netns_up rlx2n # A (10.231.0.1) and B (10.231.0.2), veths VA and VB; names unique to this run
 
 $RLX init --preset tiny --out "$work/model" --seed 0 >/dev/null
 run="$work/run"
