@@ -35,9 +35,9 @@ const estimator = (algorithm: string, addresses: string): Objective => ({
   addresses,
 });
 
-// gspo and gmpo name their reduction: both are sequence-level objectives (docs/architecture.md §6),
-// and the config schema's `[trainer.loss] reduction` defaults to "token" whatever the type.
-export const OBJECTIVES: Objective[] = [
+// gspo and gmpo name their reduction, "sequence" (their default: both are sequence-level objectives,
+// docs/architecture.md §6), so the rows say it whatever the defaults become.
+const BASE: Objective[] = [
   {
     name: "grpo",
     algorithm: "grpo",
@@ -66,6 +66,24 @@ export const OBJECTIVES: Objective[] = [
   ),
   estimator("rloo", "variance of the baseline: each rollout's baseline is the mean of the other rollouts of its group"),
   estimator("reinforce_pp", "variance of the baseline: REINFORCE++'s advantage normalized over the batch"),
+];
+
+// The same loss types where their clips bite: in the recipe above the policy moves so little between
+// sampling and training (one update per batch, rollouts at most one version old: mismatch_kl ~3e-3)
+// that under 0.5% of tokens reach clip_higher's, cispo's or gmpo's range. Rollouts up to four
+// versions old and a 3x learning rate move it 4-12% of tokens past clip_higher's range (a probe run,
+// docs/algorithms.md "Which objective").
+const STALE = ["orchestrator.max_async_level=4", "trainer.optim.lr=3e-4"];
+const stale = (o: Objective): Objective => ({
+  ...o,
+  name: `${o.name}@stale`,
+  delta: [...o.delta, ...STALE],
+  addresses: `${o.name} off-policy: rollouts up to 4 versions old, lr 3e-4`,
+});
+
+export const OBJECTIVES: Objective[] = [
+  ...BASE,
+  ...BASE.filter((o) => ["grpo", "gspo", "cispo", "clip_higher", "gmpo"].includes(o.name)).map(stale),
 ];
 
 /** "clip_low / clip_high" of a clipping type (gmpo's in log space), from its defaults; "" for the others. */
