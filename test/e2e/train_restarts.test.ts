@@ -3,13 +3,14 @@
 // A deterministic run so restarted ends with the weights of the run never stopped, at every step;
 // a two-rank run trains every step once in the weights it ends with (each restart continues right
 // after the checkpoint it resumed from, no rollout is in two steps' audit records); and past N
-// restarts the run stops with the error of the death that was one too many.
+// restarts the run stops with the error of the death that was one too many (a policy server's).
 import { expect, test } from "bun:test";
 import { createHash } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { RestartRecord } from "../../src/orchestrator/restarts.ts";
 import {
+  freePort,
   processesMentioning,
   readAudit,
   readMetrics,
@@ -155,16 +156,18 @@ id = ${JSON.stringify(ws.lettersEnv)}
   await until(() => processesMentioning(runDir).length === 0, 30_000, "no process of the run left", 50);
 }, 300_000);
 
-test("--max-restarts 1 and two deaths: the run stops with the second one's error", async () => {
+test("--max-restarts 1: the trainer dies, the run restarts; the policy server dies, the run stops with its error", async () => {
   const { path, runDir } = writeConfig(ws, "too-many", deterministic(30).replace("deterministic = true\n", ""));
-  const run = rlx(["train", path, "--inference", "in-process", "--max-restarts", "1"]);
+  const port = String(freePort());
+  const run = rlx(["train", path, "--inference", "spawn", "--set", `inference.port=${port}`, "--max-restarts", "1"]);
   await killTrainer(run, runDir, "trainer.log", () => checkpointed(runDir, 1));
+  // the restarted run's own policy server (on the same port), once it has trained a step
   await untilWhileRunning(run, () => checkpointed(runDir, restarts(runDir)[0]!.resume_step + 1), 120_000, "a step");
-  for (const pid of processesMentioning(`trainer --run-dir ${runDir}`)) process.kill(pid, "SIGKILL");
+  for (const pid of processesMentioning(`--port ${port}`)) process.kill(pid, "SIGKILL");
   const { code, err } = await run.done;
   expect(code).toBe(1);
   expect(err).toContain("restart 1 of 1 in 1 s");
-  expect(err).toContain("error: the trainer process was killed by SIGKILL");
-  expect(restarts(runDir)).toHaveLength(1);
+  expect(err).toContain("error: the policy-0 process was killed by SIGKILL");
+  expect(restarts(runDir).map((r) => r.child)).toEqual(["trainer"]);
   await until(() => processesMentioning(runDir).length === 0, 30_000, "no process of the run left", 50);
 }, 300_000);
