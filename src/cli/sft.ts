@@ -3,7 +3,8 @@
 // line per step and a summary table (with the before/after eval when [eval] is set); `--json`
 // prints the summary as one JSON object instead of the table. `--resume` continues the run in
 // output_dir from its newest whole checkpoint; a fresh start over a run needs `--force`, like
-// `rlx train`. The work is runSft in src/sft/run.ts.
+// `rlx train`. A SIGTERM checkpoints the last finished step (save.on_sigterm) and exits 143.
+// The work is runSft in src/sft/run.ts.
 import { defineCommand } from "citty";
 import { consola } from "consola";
 import { stringify as stringifyToml } from "smol-toml";
@@ -49,6 +50,12 @@ export default defineCommand({
       resume: Boolean(args.resume),
       force: Boolean(args.force),
     });
+    if (summary.stopped) {
+      console.error(
+        `rlx sft: stopped by ${summary.stopped} after step ${summary.steps}; continue with rlx sft ${args.config} --resume`,
+      );
+      process.exit(143);
+    }
     if (args.json) {
       const { evalBefore, evalAfter, ...rest } = summary;
       const strip = (results: typeof evalAfter) => results.map(({ results: _perTask, ...r }) => r);

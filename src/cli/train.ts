@@ -2,7 +2,8 @@
 // and with --dry-run print the resolved config (every env's algorithm and rl loss spelled out) and stop.
 // Otherwise run it (src/orchestrator/run.ts): the trainer and policy as child processes, the
 // orchestrator here, one line per step, and a summary table with the report command at the end.
-// `--nproc N` is `--set trainer.world_size=N` (data-parallel trainer ranks, docs/scaling.md).
+// `--nproc N` is `--set trainer.world_size=N` (data-parallel trainer ranks, docs/scaling.md);
+// `--max-restarts N` is `--set ckpt.max_restarts=N` (src/orchestrator/restarts.ts).
 import { defineCommand } from "citty";
 import { consola } from "consola";
 import { loadConfig, resolvedToml } from "../config/load.ts";
@@ -27,6 +28,11 @@ export default defineCommand({
     "resume-from": { type: "string", description: "Continue from a checkpoint directory of another run" },
     force: { type: "boolean", description: "Delete a previous run in output_dir and start over" },
     nproc: { type: "string", description: "Data-parallel trainer ranks (trainer.world_size); applied after --set" },
+    "max-restarts": {
+      type: "string",
+      description:
+        "Resume the run from its newest checkpoint by itself when a child dies, up to N times (ckpt.max_restarts); applied after --set",
+    },
     inference: {
       type: "string",
       description:
@@ -39,6 +45,12 @@ export default defineCommand({
       if (!/^[1-9]\d*$/.test(args.nproc))
         throw new ConfigError(`--nproc ${args.nproc}: expected a positive number of trainer ranks`);
       overrides.push(`trainer.world_size=${args.nproc}`);
+    }
+    const restarts = args["max-restarts"];
+    if (restarts !== undefined) {
+      if (!/^\d+$/.test(restarts))
+        throw new ConfigError(`--max-restarts ${restarts}: expected a number of restarts (0 or more)`);
+      overrides.push(`ckpt.max_restarts=${restarts}`);
     }
     if (args["dry-run"]) {
       const { config, warnings } = loadConfig(args.config, overrides);
@@ -66,9 +78,9 @@ export default defineCommand({
     const inference = (args.inference ?? "auto") as (typeof INFERENCE)[number];
     if (!INFERENCE.includes(inference))
       throw new ConfigError(`--inference ${args.inference}: expected one of ${INFERENCE.join(", ")}`);
-    const { runTraining } = await import("../orchestrator/run.ts");
+    const { trainWithRestarts } = await import("../orchestrator/restarts.ts");
     const started = performance.now();
-    const result = await runTraining({
+    const result = await trainWithRestarts({
       configPath: args.config,
       overrides,
       resume: Boolean(args.resume),

@@ -268,6 +268,14 @@ export const configSchema = z.strictObject({
        * before it exits, so a resumed run loses at most the step in flight.
        */
       on_sigterm: z.boolean().default(true),
+      /**
+       * When a child of `rlx train` dies (a trainer rank, a policy server), stop everything and
+       * resume the whole run from its newest whole checkpoint, up to this many times
+       * (`--max-restarts N` overrides); 0 = the run stops with the error.
+       */
+      max_restarts: z.number().int().min(0).default(0),
+      /** Seconds before the first restart; each further one waits twice as long, at most 300 s. */
+      restart_backoff_s: z.number().min(0).default(5),
     })
     .prefault({}),
 

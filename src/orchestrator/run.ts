@@ -55,6 +55,11 @@ const SIGTERM_GRACE_MS = 25_000;
 
 const RUN_FILES = ["metrics.jsonl", "batches", "weights", "checkpoints", "rollouts", "tensorboard"];
 
+/** Deletes what a run trained and wrote (not its logs/): a restart with no checkpoint starts over. */
+export function clearRunFiles(runDir: string): void {
+  for (const name of RUN_FILES) rmSync(join(runDir, name), { recursive: true, force: true });
+}
+
 /** Resolves what to continue from, and makes the run directory match it. */
 function prepareRunDir(runDir: string, o: TrainOptions): LoadedCheckpoint | undefined {
   const holdsRun = RUN_FILES.some((name) => existsSync(join(runDir, name)));

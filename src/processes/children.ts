@@ -17,8 +17,16 @@ import { join } from "node:path";
 import type { Subprocess } from "bun";
 import { RlxError } from "../errors.ts";
 
-/** A child process died while the run needed it. */
-export class ChildError extends RlxError {}
+/** A child process died while the run needed it: which one, how it ended, what it said last. */
+export class ChildError extends RlxError {
+  constructor(
+    message: string,
+    readonly child: { name: string; exit: string; lastLines: string },
+    options: { fix: string },
+  ) {
+    super(message, options);
+  }
+}
 
 const TAIL_LINES = 30;
 /** How long an exited child's last output may take to arrive before its exit is reported. */
@@ -125,9 +133,11 @@ export class Children {
         const last = child.lastLines();
         const who = spec.describe ? `the ${spec.name} process (${spec.describe})` : `the ${spec.name} process`;
         this.rejectFailure(
-          new ChildError(`${who} ${how}${last ? `; its last lines:\n${indent(last)}` : ""}`, {
-            fix: `the whole log is ${logPath}`,
-          }),
+          new ChildError(
+            `${who} ${how}${last ? `; its last lines:\n${indent(last)}` : ""}`,
+            { name: spec.name, exit: how, lastLines: last },
+            { fix: `the whole log is ${logPath}` },
+          ),
         );
       });
     });

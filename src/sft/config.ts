@@ -9,7 +9,7 @@
 //   [trainer]  steps | epochs, batch_tokens (per optimizer step), seq_len (per packed row), optim, schedule
 //   [eval]     env list, interval, num_examples, k, greedy: held-out tasks between steps;
 //              [eval.stop] metric, min, max, min_step: stop at the first eval inside the band (band.ts)
-//   [save]     interval, keep, dtype  resumable checkpoints (`rlx sft --resume`); the final model always goes to <output_dir>/model
+//   [save]     interval, keep, dtype, on_sigterm  resumable checkpoints (`rlx sft --resume`); the final model always goes to <output_dir>/model
 import { z } from "zod";
 import { ConfigError, configError } from "../errors.ts";
 import { checkEnvArgs } from "../envs/index.ts";
@@ -109,6 +109,8 @@ export const sftConfigSchema = z.strictObject({
       keep: z.number().int().min(0).default(0),
       /** The final model's weights dtype on disk (checkpoints are always f32, to resume exactly). */
       dtype: z.enum(["f32", "bf16"]).default("f32"),
+      /** On SIGTERM (a scheduler's pre-emption) checkpoint the last finished step before exiting (`rlx train`'s ckpt.on_sigterm). */
+      on_sigterm: z.boolean().default(true),
     })
     .prefault({}),
 

@@ -18,7 +18,9 @@
 // last, atomic rename); their orchestrator.json holds this loop's state (SftState: the batcher's
 // cursor and the summary's running totals; resume.ts). `--resume` continues from the newest whole one as if
 // the run had not stopped: same step numbers, the same batches in the same order, the same
-// learning rates, metrics.jsonl rewound to the checkpoint's step, no step-0 eval.
+// learning rates, metrics.jsonl rewound to the checkpoint's step, no step-0 eval. A SIGTERM (a
+// scheduler's pre-emption) is handled between steps: the last finished step is checkpointed
+// (`save.on_sigterm`) and the run returns `stopped` without a final model, for --resume.
 import { appendFileSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { stringify as stringifyToml } from "smol-toml";
@@ -64,6 +66,8 @@ export interface SftSummary {
   evalAfter: EnvEval[];
   /** Where `[eval.stop]` stopped the run (also in <output_dir>/band.json). */
   band?: BandRecord;
+  /** A SIGTERM stopped the run after `steps` (checkpointed with save.on_sigterm); no model/ was saved. */
+  stopped?: "SIGTERM";
 }
 
 export interface SftOptions {
@@ -201,6 +205,12 @@ export async function runSft(config: SftConfig, options: SftOptions = {}): Promi
     tracker?.scalars(row.step!, row);
   };
 
+  // SIGTERM: noted now, acted on between steps (a step is one synchronous native call)
+  let terminated = false;
+  const onTerm = () => {
+    terminated = true;
+  };
+  process.on("SIGTERM", onTerm);
   const model = await loadModel(checkpoint?.modelDir ?? config.model.path, { dtype: config.model.dtype });
   try {
     ensureLora(model, config.model.lora, config.seed, "the sft config");
@@ -248,7 +258,40 @@ export async function runSft(config: SftConfig, options: SftOptions = {}): Promi
     let lastNll = resumed?.lastNll ?? Number.NaN;
     const width = String(totalSteps).length;
     let step = resumed?.step ?? 0;
+    let savedStep = step;
+    const save = () => {
+      const state: SftState = {
+        format: 1,
+        kind: "sft",
+        step,
+        batches: batches.state,
+        data,
+        tokens,
+        trainSeconds,
+        seconds: (performance.now() - started) / 1000,
+        firstNll,
+        lastNll,
+        evalBefore: evalBefore.map((e) => ({ ...e, results: [] })),
+      };
+      const keep = config.save.keep === 0 ? Number.POSITIVE_INFINITY : config.save.keep;
+      savedStep = step;
+      return writeCheckpoint(runDir, step, {
+        model,
+        optimizer,
+        sourceDir: config.model.path,
+        orchestratorState: state,
+        keep,
+      });
+    };
+    let stopped: SftSummary["stopped"];
     while (step < totalSteps && !band) {
+      await Bun.sleep(0); // lets a SIGTERM's handler run
+      if (terminated) {
+        stopped = "SIGTERM";
+        if (config.save.on_sigterm && step > savedStep) log(`SIGTERM: wrote the checkpoint of step ${step}: ${save()}`);
+        else log(`SIGTERM: stopping after step ${step}`);
+        break;
+      }
       step++;
       const packed = batches.nextPacked();
       const lr = learningRate(step, optim.lr, t.schedule, totalSteps);
@@ -287,28 +330,24 @@ export async function runSft(config: SftConfig, options: SftOptions = {}): Promi
       }
       // After the step's eval, so a checkpoint's metrics (kept on resume) include the eval of its step.
       // The last step is checkpointed too, so a finished run trains further with --resume --set trainer.steps=N.
-      if (config.save.interval > 0 && (step % config.save.interval === 0 || step === totalSteps || band)) {
-        const state: SftState = {
-          format: 1,
-          kind: "sft",
-          step,
-          batches: batches.state,
-          data,
-          tokens,
-          trainSeconds,
-          seconds: (performance.now() - started) / 1000,
-          firstNll,
-          lastNll,
-          evalBefore: evalBefore.map((e) => ({ ...e, results: [] })),
-        };
-        const keep = config.save.keep === 0 ? Number.POSITIVE_INFINITY : config.save.keep;
-        log(
-          `saved ${writeCheckpoint(runDir, step, { model, optimizer, sourceDir: config.model.path, orchestratorState: state, keep })}`,
-        );
-      }
+      if (config.save.interval > 0 && (step % config.save.interval === 0 || step === totalSteps || band))
+        log(`saved ${save()}`);
     }
     const seconds = (performance.now() - started) / 1000;
     const modelDir = join(runDir, "model");
+    const totals = { steps: step, seconds, trainSeconds, tokens, examples: examples.length, epochs: batches.epochs };
+    if (stopped)
+      return {
+        ...totals,
+        truncatedExamples,
+        firstNll,
+        lastNll,
+        modelDir,
+        outputDir: runDir,
+        evalBefore,
+        evalAfter,
+        stopped,
+      };
     // with [model.lora]: the adapter in PEFT's layout, and merged/ full weights when asked for
     const merged = model.lora && config.model.lora?.merged;
     saveModel(model, modelDir, {
@@ -339,6 +378,7 @@ export async function runSft(config: SftConfig, options: SftOptions = {}): Promi
       band,
     };
   } finally {
+    process.off("SIGTERM", onTerm);
     model.free();
   }
 }

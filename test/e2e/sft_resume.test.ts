@@ -170,3 +170,35 @@ test("--resume without a checkpoint or over a reseeded order, and a fresh start 
   expect(trainRows(out).map((row) => row.step)).toEqual([1, 2]);
   expect(readdirSync(join(out, "checkpoints"))).toEqual(["step_2"]); // the old run's step 3 and 4 went with it
 }, 60_000);
+
+test("SIGTERM checkpoints the last finished step (save.on_sigterm); --resume continues from it to the uninterrupted run's weights", async () => {
+  // save.interval = 0: nothing but the SIGTERM (and the end) writes a checkpoint
+  const whole = writeConfig("term-whole");
+  const termed = writeConfig("termed");
+  const noInterval = ["--set", "save.interval=0", "--set", "trainer.steps=12"];
+  const uninterrupted = rlx(["sft", whole.path, ...noInterval]);
+  const first = rlx(["sft", termed.path, ...noInterval]);
+  await untilWhileRunning(
+    first,
+    () => existsSync(join(termed.out, "metrics.jsonl")) && trainRows(termed.out).length >= 3,
+    60_000,
+    "step 3",
+    1,
+  );
+  first.proc.kill("SIGTERM");
+  const stopped = await first.done;
+  expect(stopped.code).toBe(143);
+  const last = trainRows(termed.out).at(-1)!.step;
+  expect(last).toBeLessThan(12);
+  expect(stopped.out).toContain(`SIGTERM: wrote the checkpoint of step ${last}: `);
+  expect(readdirSync(join(termed.out, "checkpoints"))).toEqual([`step_${last}`]);
+  expect(existsSync(join(termed.out, "model"))).toBe(false);
+
+  const resumed = await rlx(["sft", termed.path, ...noInterval, "--resume"]).done;
+  expect(resumed.code).toBe(0);
+  expect(resumed.out).toContain(`sft: resuming after step ${last} from`);
+  expect((await uninterrupted.done).code).toBe(0);
+  expect(trainRows(termed.out).map((row) => row.step)).toEqual(Array.from({ length: 12 }, (_, i) => i + 1));
+  const weights = (out: string) => readFileSync(join(out, "model/model.safetensors"));
+  expect(weights(termed.out).equals(weights(whole.out))).toBe(true);
+}, 120_000);

@@ -117,7 +117,7 @@ test("sft config: defaults, --set, key paths in errors, eval env args checked at
   expect(() => loadSftConfig(path, ["data.repeat=[0, 1]"])).toThrow(/data\.repeat\[0\]/);
   expect(config.eval!.env[0]!.args.digits).toBe(2); // the env's default, filled in
   expect(loadSftConfig(path).trainer.optim.lr).toBe(1e-5);
-  expect(config.save).toEqual({ interval: 0, keep: 0, dtype: "f32" }); // keep 0: every checkpoint stays
+  expect(config.save).toEqual({ interval: 0, keep: 0, dtype: "f32", on_sigterm: true }); // keep 0: every checkpoint stays
   expect(() => loadSftConfig(path, ["save.keep=-1"])).toThrow(/save\.keep/);
 
   expect(() => loadSftConfig(path, ["trainer.batch_tokenz=1"])).toThrow(
