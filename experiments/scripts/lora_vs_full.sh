@@ -16,6 +16,7 @@
 #   bash experiments/scripts/lora_vs_full.sh SET
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+source experiments/scripts/run_tools.sh
 RLX=${RLX:-dist/rlx}
 BUN=node_modules/.bin/bun
 SET=${1:?usage: lora_vs_full.sh SET   (the SET reproduce.sh built the lean student in)}
@@ -29,7 +30,6 @@ BARE='{"operations": ["+"], "format": "bare"}'
 mkdir -p $OUT $ROWS
 
 evaluate() { [ -s "$3" ] || $RLX eval --model "$1" --env math --args "$2" --n 200 --k 8 --max-tokens 8 --seed 0 --out "$3" > /dev/null; }
-last_weights() { ls -d "$1"/weights/step_* | sort -t_ -k2 -n | tail -1; }
 
 # run NAME SEED [--set ...]: GRPO on the lean task from the lean student, 40 steps.
 run() {

@@ -17,6 +17,7 @@
 #                                                                         server, PORT+2 part L's (reproduce.sh)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+source experiments/scripts/run_tools.sh
 RLX=${RLX:-dist/rlx}
 BUN=node_modules/.bin/bun
 SET=${1:?usage: objectives.sh SET   (the SET reproduce.sh builds or built the lean student in)}
@@ -32,18 +33,6 @@ started=$(date +%s)
 echo "objectives $SET: $(lscpu | sed -n 's/Model name: *//p'), $(nproc) cores, commit $(git rev-parse --short HEAD); $OBJECTIVES"
 PARTS=L SEEDS="$SEEDS" PORT=$PORT RLX="$RLX" bash experiments/scripts/reproduce.sh "$SET"
 mkdir -p $OUT $ROWS
-
-last_weights() { ls -d "$1"/weights/step_* | sort -t_ -k2 -n | tail -1; }
-# timed LOG CMD...: as reproduce.sh's: WALL (seconds), LOAD (load averages at the start), COMMIT (+changes when dirty).
-timed() {
-  local log=$1 t0
-  shift
-  LOAD=$(cut -d' ' -f1-3 /proc/loadavg)
-  COMMIT=$(git describe --always --abbrev=7 --dirty=+changes)
-  t0=$(date +%s)
-  "$@" > "$log" 2>&1 || { tail -20 "$log" >&2; echo "failed: $* (log: $log)" >&2; exit 1; }
-  WALL=$(($(date +%s) - t0))
-}
 
 for objective in $OBJECTIVES; do
   mapfile -t def < <($BUN experiments/scripts/objectives.ts "$objective") # its algorithm, then its --set values

@@ -31,6 +31,7 @@
 # 470, where its row, made at 4f96be4, says 390).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+source experiments/scripts/run_tools.sh
 RLX=${RLX:-dist/rlx}
 BUN=node_modules/.bin/bun
 SET=${1:?usage: reproduce.sh SET   (a name for this run of the command, e.g. epyc-1)}
@@ -49,18 +50,6 @@ started=$(date +%s)
 
 # evaluate MODEL ARGS FILE [MAX_TOKENS]: eval-200 of one env, unless FILE exists.
 evaluate() { [ -s "$3" ] || $RLX eval --model "$1" --env math --args "$2" --n 200 --k 8 --max-tokens "${4:-48}" --seed 0 --out "$3" > /dev/null; }
-last_weights() { ls -d "$1"/weights/step_* | sort -t_ -k2 -n | tail -1; }
-# timed LOG CMD...: runs CMD with its output in LOG; sets WALL (seconds), LOAD (load averages at the
-# start) and COMMIT (the checkout it started from; +changes when tracked files differ from it).
-timed() {
-  local log=$1 t0
-  shift
-  LOAD=$(cut -d' ' -f1-3 /proc/loadavg)
-  COMMIT=$(git describe --always --abbrev=7 --dirty=+changes)
-  t0=$(date +%s)
-  "$@" > "$log" 2>&1 || { tail -20 "$log" >&2; echo "failed: $* (log: $log)" >&2; exit 1; }
-  WALL=$(($(date +%s) - t0))
-}
 # row FILE ARGS...: row.ts with this run's wall time, load and commit.
 row() { local file=$1; shift; $BUN experiments/scripts/row.ts --out "$ROWS/$file.json" --wall "$WALL" --load-start "$LOAD" --commit "$COMMIT" "$@"; }
 # serve NAME MODEL PORT: a frozen teacher (one thread), stopped when the script exits.

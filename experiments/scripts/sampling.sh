@@ -27,6 +27,7 @@
 #   POOL=200 SAMPLERS="uniform curriculum" bash experiments/scripts/sampling.sh SET
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+source experiments/scripts/run_tools.sh
 RLX=${RLX:-dist/rlx}
 BUN=node_modules/.bin/bun
 SET=${1:?usage: sampling.sh SET   (the SET reproduce.sh built the students in)}
@@ -44,7 +45,6 @@ SUB='{"operations": ["-"], "word_problems": false, "train_size": 3000}'
 mkdir -p $OUT $ROWS
 
 evaluate() { [ -s "$3" ] || $RLX eval --model "$1" --env math --args "$2" --n 200 --k 8 --max-tokens 48 --seed 0 --out "$3" > /dev/null; }
-last_weights() { ls -d "$1"/weights/step_* | sort -t_ -k2 -n | tail -1; }
 generated() { $BUN experiments/scripts/sampling_budget.ts "$1" 8 | sed 's/.*"generated":\([0-9]*\).*/\1/'; }
 
 # run NAME SEED SAMPLER: GRPO on +/- from the student until BUDGET rollouts are generated.

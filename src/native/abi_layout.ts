@@ -34,6 +34,23 @@ export const BATCH_FIELDS = [
   ["sample_losses", "ptr"],
 ] as const satisfies FieldList;
 
+/** One rl loss's settings, as rlx_loss holds its own (code 0) and each rlx_rl_loss entry its own. */
+const RL_SETTINGS = [
+  ["constant", "f64"],
+  ["mask_low", "f64"],
+  ["mask_high", "f64"],
+  ["adv_tau", "f64"],
+  ["kl_tau", "f64"],
+  ["ipo_threshold", "f64"],
+  ["is_low", "f64"],
+  ["is_high", "f64"],
+  ["is_cap", "f64"],
+] as const satisfies FieldList;
+const CLIP_RANGE = [
+  ["clip_low", "f64"],
+  ["clip_high", "f64"],
+] as const satisfies FieldList;
+
 export const LOSS_FIELDS = [
   ["size", "i64"],
   ["type", "i64"],
@@ -43,17 +60,8 @@ export const LOSS_FIELDS = [
   ["n_ref_kl", "f64"],
   ["n_distill", "f64"],
   ["n_rl_sequences", "f64"],
-  ["constant", "f64"],
-  ["mask_low", "f64"],
-  ["mask_high", "f64"],
-  ["adv_tau", "f64"],
-  ["kl_tau", "f64"],
-  ["ipo_threshold", "f64"],
-  ["is_low", "f64"],
-  ["is_high", "f64"],
-  ["is_cap", "f64"],
-  ["clip_low", "f64"],
-  ["clip_high", "f64"],
+  ...RL_SETTINGS,
+  ...CLIP_RANGE,
   ["n_losses", "i64"],
   ["losses", "ptr"],
 ] as const satisfies FieldList;
@@ -63,17 +71,8 @@ export const RL_LOSS_FIELDS = [
   ["size", "i64"],
   ["type", "i64"],
   ["reduction", "i64"],
-  ["constant", "f64"],
-  ["mask_low", "f64"],
-  ["mask_high", "f64"],
-  ["adv_tau", "f64"],
-  ["kl_tau", "f64"],
-  ["ipo_threshold", "f64"],
-  ["is_low", "f64"],
-  ["is_high", "f64"],
-  ["is_cap", "f64"],
-  ["clip_low", "f64"],
-  ["clip_high", "f64"],
+  ...RL_SETTINGS,
+  ...CLIP_RANGE,
 ] as const satisfies FieldList;
 
 const FIELD_BYTES = 8;

@@ -64,6 +64,20 @@ async function startRanks(ranks: Json[]) {
   return { procs, joined };
 }
 
+/** Two ranks run the "step" mode over a file store named `name` (with `extra` args each) and both
+ * exit 0 with nothing on stderr; their outputs, rank 0's first. */
+async function twoRankStep<T extends RankOutput = RankOutput>(name: string, extra: object = {}): Promise<[T, T]> {
+  const store = { type: "file", path: join(dir, `store-${name}`) };
+  const outs = [0, 1].map((rank) => join(dir, `${name}-rank${rank}.json`));
+  const { procs } = await startRanks(
+    [0, 1].map((rank) => ({ rank, worldSize: 2, store, mode: "step", out: outs[rank], ...extra })),
+  );
+  const codes = await Promise.all(procs.map((p) => p.exited));
+  const errs = await Promise.all(procs.map((p) => new Response(p.stderr).text()));
+  expect({ codes, errs }).toEqual({ codes: [0, 0], errs: ["", ""] });
+  return outs.map((path) => JSON.parse(readFileSync(path, "utf8")) as T) as [T, T];
+}
+
 async function freePort(): Promise<number> {
   const server = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
   const port = server.port;
@@ -136,15 +150,7 @@ async function singleRank(loss: RlLoss = LOSS, mixed = false) {
 
 describe.skipIf(!gloo)("two Gloo ranks", () => {
   test("gradient and updated weights equal the single-rank step; broadcast makes the ranks identical", async () => {
-    const store = { type: "file", path: join(dir, "store-step") };
-    const outs = [0, 1].map((rank) => join(dir, `rank${rank}.json`));
-    const { procs } = await startRanks(
-      [0, 1].map((rank) => ({ rank, worldSize: 2, store, mode: "step", out: outs[rank] })),
-    );
-    const codes = await Promise.all(procs.map((p) => p.exited));
-    const errs = await Promise.all(procs.map((p) => new Response(p.stderr).text()));
-    expect({ codes, errs }).toEqual({ codes: [0, 0], errs: ["", ""] });
-    const [r0, r1] = outs.map((path) => JSON.parse(readFileSync(path, "utf8")) as RankOutput);
+    const [r0, r1] = await twoRankStep("step");
     const single = await singleRank();
 
     // Rank 1 started from other weights: verify said so, the broadcast fixed it.
@@ -176,16 +182,8 @@ describe.skipIf(!gloo)("two Gloo ranks", () => {
   }, 90_000);
 
   test("LoRA: the adapters' all-reduced gradient equals the single-rank one; the base does not move", async () => {
-    const store = { type: "file", path: join(dir, "store-lora") };
-    const outs = [0, 1].map((rank) => join(dir, `lora-rank${rank}.json`));
-    const { procs } = await startRanks(
-      [0, 1].map((rank) => ({ rank, worldSize: 2, store, mode: "step", out: outs[rank], lora: true })),
-    );
-    const codes = await Promise.all(procs.map((p) => p.exited));
-    const errs = await Promise.all(procs.map((p) => new Response(p.stderr).text()));
-    expect({ codes, errs }).toEqual({ codes: [0, 0], errs: ["", ""] });
     type LoraOutput = RankOutput & { loraGrads: Record<string, number[]>; loraParams: Record<string, number[]> };
-    const [r0, r1] = outs.map((path) => JSON.parse(readFileSync(path, "utf8")) as LoraOutput);
+    const [r0, r1] = await twoRankStep<LoraOutput>("lora", { lora: true });
     // the single-rank step from rank 0's weights and adapters (seed 7), which the broadcast gave rank 1
     using model = await tinyModel({ seed: 3 });
     model.addLora(DIST_LORA, 7);
@@ -217,15 +215,7 @@ describe.skipIf(!gloo)("two Gloo ranks", () => {
   ] as const)
     test(`the ${reduction} reduction (${type}): two ranks' gradient equals the single-rank one`, async () => {
       const loss = rlLoss({ type, reduction, constant: 13 });
-      const store = { type: "file", path: join(dir, `store-${reduction}`) };
-      const outs = [0, 1].map((rank) => join(dir, `${reduction}-rank${rank}.json`));
-      const { procs } = await startRanks(
-        [0, 1].map((rank) => ({ rank, worldSize: 2, store, mode: "step", out: outs[rank], loss })),
-      );
-      const codes = await Promise.all(procs.map((p) => p.exited));
-      const errs = await Promise.all(procs.map((p) => new Response(p.stderr).text()));
-      expect({ codes, errs }).toEqual({ codes: [0, 0], errs: ["", ""] });
-      const [r0, r1] = outs.map((path) => JSON.parse(readFileSync(path, "utf8")) as RankOutput);
+      const [r0, r1] = await twoRankStep(reduction, { loss });
       const single = await singleRank(loss);
       expect(r0!.grads).toEqual(r1!.grads);
       expect(worstRelative(r0!.grads, single.grads)).toBeLessThan(1e-5);
@@ -237,15 +227,7 @@ describe.skipIf(!gloo)("two Gloo ranks", () => {
   // Each sample's loss code travels with it when balancing splits rows; the sequence-level types'
   // per-sample sums stay in one row, so the ranks' sum is the single rank's step.
   test("five loss types in one step: two ranks' gradient equals the single-rank one", async () => {
-    const store = { type: "file", path: join(dir, "store-mixed") };
-    const outs = [0, 1].map((rank) => join(dir, `mixed-rank${rank}.json`));
-    const { procs } = await startRanks(
-      [0, 1].map((rank) => ({ rank, worldSize: 2, store, mode: "step", out: outs[rank], mixed: true })),
-    );
-    const codes = await Promise.all(procs.map((p) => p.exited));
-    const errs = await Promise.all(procs.map((p) => new Response(p.stderr).text()));
-    expect({ codes, errs }).toEqual({ codes: [0, 0], errs: ["", ""] });
-    const [r0, r1] = outs.map((path) => JSON.parse(readFileSync(path, "utf8")) as RankOutput);
+    const [r0, r1] = await twoRankStep("mixed", { mixed: true });
     const single = await singleRank(LOSS, true);
     expect(r0!.grads).toEqual(r1!.grads);
     expect(worstRelative(r0!.grads, single.grads)).toBeLessThan(1e-5);
