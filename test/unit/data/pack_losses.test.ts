@@ -3,24 +3,7 @@
 // samples has a code other than 0; shared-prefix and padding segments take 0.
 import { expect, test } from "bun:test";
 import { packStep, type PackedRow } from "../../../src/data/pack.ts";
-import type { TrainingSample } from "../../../src/data/types.ts";
-
-const PROMPT = Array.from({ length: 20 }, (_, i) => 900 + i);
-
-/** A sample of env `env`: the shared 20-token prompt (weightless), then `actions` own tokens. */
-function sample(id: number, env: string, actions: number): TrainingSample {
-  const n = PROMPT.length + actions;
-  const mask = Array.from({ length: n }, (_, i) => (i >= PROMPT.length ? 1 : 0));
-  return {
-    tokenIds: [...PROMPT, ...Array.from({ length: actions }, (_, i) => id * 100 + i)],
-    lossMask: mask,
-    advantages: mask.map((m) => m * 0.5),
-    inferenceLogprobs: mask.map((m) => -m),
-    temperatures: mask.map(() => 1),
-    env,
-    rolloutId: `r${id}`,
-  };
-}
+import { promptedSample as sample } from "../../fixtures/prompted_samples.ts";
 
 /** Each segment's code, beside what the segment is: a sample's env, "prefix" or "pad". */
 function segmentCodes(row: PackedRow): [string, number][] {

@@ -3,24 +3,8 @@
 // dummy row has none.
 import { expect, test } from "bun:test";
 import { packStep, type PackedRow } from "../../../src/data/pack.ts";
-import type { TrainingSample } from "../../../src/data/types.ts";
+import { promptedSample as sample } from "../../fixtures/prompted_samples.ts";
 import { balanceStep, dummyRow, sliceRow, TOKEN_COST } from "../../../src/trainer/balance.ts";
-
-const PROMPT = Array.from({ length: 20 }, (_, i) => 900 + i);
-
-function sample(id: number, env: string, actions: number): TrainingSample {
-  const n = PROMPT.length + actions;
-  const mask = Array.from({ length: n }, (_, i) => (i >= PROMPT.length ? 1 : 0));
-  return {
-    tokenIds: [...PROMPT, ...Array.from({ length: actions }, (_, i) => id * 100 + i)],
-    lossMask: mask,
-    advantages: mask.map((m) => m * 0.5),
-    inferenceLogprobs: mask.map((m) => -m),
-    temperatures: mask.map(() => 1),
-    env,
-    rolloutId: `r${id}`,
-  };
-}
 
 const CODES = new Map([
   ["a", 0],
