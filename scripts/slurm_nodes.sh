@@ -11,9 +11,10 @@
 #   bash scripts/slurm_nodes.sh run JOB.sh   `sbatch --wait JOB.sh` (its path on this filesystem),
 #                                            prints the job's output, exits with its status; the job
 #                                            sees IP_A, IP_B, VA, VB (the veths) and RLX_SLURM_WORK
-#   bash scripts/slurm_nodes.sh rlx          a 2-node job running two_nodes.sh's 4-step run: rank 0
-#                                            and the orchestrator on nodea, rank 1 on nodeb
-#                                            (RLX="..." to run another build than dist/rlx)
+#   bash scripts/slurm_nodes.sh rlx          two_nodes.sh's 4-step run as the job `rlx launch slurm
+#                                            --nodes 2` writes, submitted as written: rank 0, the
+#                                            orchestrator and its policy server on nodea, rank 1 on
+#                                            nodeb (RLX="..." to run another build than dist/rlx)
 #
 # Everything lives under one temp dir (munge key and socket, slurm.conf, spool, state, logs) and is
 # torn down on exit: daemons killed, namespaces (and their veths) deleted, the temp dir removed.
@@ -21,8 +22,11 @@
 # What it took to make slurmd work in namespaces (Slurm 22.05.8, Debian 12):
 #   - a UTS namespace per daemon (`unshare --uts` inside `nsenter --net`) named after its node:
 #     slurmctld only runs where the hostname is a SlurmctldHost, slurmd takes its NodeName from the
-#     hostname, and `srun hostname` then tells the nodes apart. Addresses are given as NodeAddr and
-#     SlurmctldHost=nodea(10.231.0.1), so no name has to resolve.
+#     hostname, and `srun hostname` then tells the nodes apart. Slurm itself needs no name to
+#     resolve (NodeAddr, SlurmctldHost=nodea(10.231.0.1)), but rlx does, as on a cluster: rank 0's
+#     store is the first host of SLURM_JOB_NODELIST and Gloo listens on the hostname's address. So
+#     the script runs in a private mount namespace with nodea and nodeb added to a bind-mounted
+#     /etc/hosts, which goes away with it.
 #   - one munged serves everything: its socket is a path on the shared filesystem, and path sockets
 #     are not bound to a network namespace. Its own key, socket, pid, seed and log under the temp dir
 #     (AuthInfo=socket=... for auth/munge and cred/munge), so the host's munge is left alone.
@@ -34,13 +38,15 @@
 #   - the spool directories made beforehand (slurmd does not create them).
 #   - a cgroup.conf with IgnoreSystemd=yes for hosts with cgroup v2 alone; untried: this host has v1.
 #   - clients (sinfo, sbatch) run inside namespace A with SLURM_CONF pointing at the temp conf.
-# Cluster up in ~1 s; `check` ~13 s in all (sbatch --wait polls), `rlx` ~80 s on 2 cores.
+# Cluster up in ~1 s; `check` ~13 s in all (sbatch --wait polls), `rlx` ~45 s on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-check}
 RLX=${RLX:-"$PWD/dist/rlx"}
 say() { echo "slurm_nodes: $*"; }
 [ "$(id -u)" -eq 0 ] || { say "needs root (ip netns, apt-get, slurmd)"; exit 2; }
+# again in a mount namespace of its own, for the /etc/hosts below (see the header)
+[ -n "${RLX_SLURM_MOUNTNS:-}" ] || RLX_SLURM_MOUNTNS=1 exec unshare --mount --propagation private bash "$0" "$@"
 case $mode in
 check | rlx) ;;
 run) [ -f "${2:-}" ] || { say "run: no job script '${2:-}'"; exit 2; } ;;
@@ -59,15 +65,19 @@ say "$(slurmctld -V), $(munged -V 2>&1 | awk '{print $1; exit}')"
 source scripts/netns.sh
 work=$(mktemp -d /tmp/rlx-slurm-XXXXXX)
 chmod 711 "$work" # munged wants its socket reachable by all (only root uses it here)
+run=$PWD/runs/slurm-nodes-$$ # rlx mode's run directory: on the "shared filesystem", not /tmp
 pids=()
 cleanup() {
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
   for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
   netns_down # what the daemons left (a job's processes), then the namespaces
-  rm -rf "$work"
+  umount /etc/hosts 2>/dev/null || true
+  rm -rf "$work" "$run" "$run.slurm"
 }
 trap cleanup EXIT
 netns_up rlxsl
+{ cat /etc/hosts; echo "$IP_A nodea"; echo "$IP_B nodeb"; } >"$work/hosts"
+mount --bind "$work/hosts" /etc/hosts
 export IP_A IP_B VA VB RLX_SLURM_WORK=$work
 mkdir -p "$work"/{munge,ctld,log,nodea/spool,nodeb/spool}
 logs() { for f in "$work"/log/*.log; do echo "== $f"; tail -n 30 "$f"; done; }
@@ -181,21 +191,14 @@ run)
   submit "$job" "$@"
   ;;
 rlx)
-  # two_nodes.sh's first check as one Slurm job: the same config and commands, one srun step per
-  # process on its node (--overlap: the job holds one CPU a node, the steps share it). The job script
-  # is written here by hand; `rlx launch slurm` is to generate it
+  # two_nodes.sh's first check as one Slurm job, the script `rlx launch slurm` writes submitted as
+  # written: Slurm's variables place the ranks, the job's first host serves the store
   $RLX init --preset tiny --out "$work/model" --seed 0 >/dev/null
-  run=$work/run
   cat >"$work/run.toml" <<EOF
 output_dir = "$run"
 max_steps = 4
 model = { path = "$work/model" }
-[trainer]
-world_size = 2
 [trainer.dist]
-master_addr = "$IP_A"
-master_port = 29531
-local_ranks = [0]
 timeout_s = 30
 [orchestrator]
 batch_size = 8
@@ -203,46 +206,21 @@ group_size = 2
 seq_len = 512
 max_tokens = 8
 filter_zero_advantages = false
-[inference]
-base_urls = ["http://$IP_A:8131/v1", "http://$IP_B:8131/v1"]
-api_key_var = "POLICY_KEY"
 [ckpt]
 interval = 2
 [[orchestrator.train.env]]
 id = "math"
 EOF
-  # the job script, with this run's paths written in ($ escaped: expanded in the job)
-  cat >"$work/rlx.sh" <<EOF
-#!/bin/bash
-#SBATCH --job-name=rlx-two-nodes --nodes=2 --ntasks-per-node=1 --time=10
-set -uo pipefail
-export POLICY_KEY=slurm-nodes-key
-on() { local node=\$1; shift; srun --overlap --nodes=1 --ntasks=1 --nodelist=\$node "\$@"; }
-# nodea and nodeb: a policy server each, off loopback, so with an API key
-on nodea env RLX_API_KEY=\$POLICY_KEY $RLX serve --model $work/model --served-model-name policy \\
-  --policy --weights-root $run --host $IP_A --port 8131 >$work/serve-nodea.log 2>&1 &
-on nodeb env RLX_API_KEY=\$POLICY_KEY $RLX serve --model $work/model --served-model-name policy \\
-  --policy --weights-root $run --host $IP_B --port 8131 >$work/serve-nodeb.log 2>&1 &
-for addr in $IP_A $IP_B; do
-  for _ in \$(seq 100); do curl -sf http://\$addr:8131/health >/dev/null && break; sleep 0.3; done
-done
-echo "policy servers up on nodea and nodeb"
-# nodeb, once rank 0 wrote the resolved config: rank 1
-on nodeb bash -c 'for _ in \$(seq 200); do [ -f $run/config.resolved.toml ] && break; sleep 0.1; done
-  GLOO_SOCKET_IFNAME=$VB exec $RLX trainer --run-dir $run --rank 1' >$work/rank1.log 2>&1 &
-rank1=\$!
-# nodea: the orchestrator and rank 0
-on nodea env GLOO_SOCKET_IFNAME=$VA $RLX train $work/run.toml >$work/train.log 2>&1
-rc=\$?
-wait \$rank1 || rc=1
-steps=\$(grep -c '"step"' $run/metrics.jsonl 2>/dev/null)
-echo "rlx train: exit \$rc, \${steps:-0} metrics lines, published: \$(ls $run/weights 2>/dev/null | xargs)"
-[ "\$rc" -eq 0 ] && [ "\${steps:-0}" -eq 4 ] && [ -f $run/weights/step_4/published.json ] ||
-  { tail -n 20 $work/train.log $work/rank1.log; exit 1; }
-EOF
+  $RLX launch slurm "$work/run.toml" --nodes 2 --time 10 --master-port 29531
+  failed() { say "FAIL: $*"; tail -n 20 "$run".slurm/job-*/*.log; logs; exit 1; }
   t0=$(date +%s)
-  submit "$work/rlx.sh" || { say "FAIL: the rlx job failed"; logs; exit 1; }
-  say "rlx: a 4-step run as a 2-node Slurm job (rank 0 on nodea, rank 1 on nodeb) in $(($(date +%s) - t0)) s"
+  submit "$run.slurm/launch.sbatch" || failed "the rlx job failed"
+  steps=$(grep -c '"step"' "$run/metrics.jsonl" 2>/dev/null || true)
+  ranks=$(cd "$run".slurm/job-* && ls trainer-*.log | xargs)
+  say "rlx: ${steps:-0} metrics lines, published: $(ls "$run/weights" 2>/dev/null | xargs); trainer logs: $ranks"
+  [ "${steps:-0}" -eq 4 ] && [ -f "$run/weights/step_4/published.json" ] || failed "the job ended without its 4 steps"
+  [ "$ranks" = "trainer-nodea-rank0.log trainer-nodeb-rank1.log" ] || failed "expected rank 0 on nodea, rank 1 on nodeb"
+  say "rlx: a 4-step run as the 2-node job rlx launch slurm wrote (rank 0 on nodea, rank 1 on nodeb) in $(($(date +%s) - t0)) s"
   say "PASS"
   ;;
 esac

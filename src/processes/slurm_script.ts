@@ -50,6 +50,8 @@ export function slurmScript(job: SlurmJob): string {
     `#SBATCH --output=${logRoot}/job-%j.out`,
   ];
   const perRank = job.gpusPerNode ? "one per GPU" : "one per node (CPU)";
+  // output_dir is RUN_DIR, set below: an override of it would only say it twice
+  const passedOn = job.overrides.filter((o) => !o.startsWith("output_dir="));
   return `#!/bin/bash
 # One rlx run as one Slurm job. Written by \`${job.commandLine}\`;
 # edit freely, then \`sbatch THIS_FILE\`.
@@ -88,7 +90,7 @@ stamp="$LOG_DIR/started"
 touch "$stamp"
 sleep 1   # so that the config rlx train writes is newer than the stamp on any filesystem
 $RLX train "$CONFIG" "\${resume[@]}" \\
-${job.overrides.map((o) => `  --set ${shellWord(o)} \\\n`).join("")}  --set output_dir="$RUN_DIR" \\
+${passedOn.map((o) => `  --set ${shellWord(o)} \\\n`).join("")}  --set output_dir="$RUN_DIR" \\
   --set trainer.world_size=$WORLD_SIZE \\
   --set trainer.dist.launcher=external \\
   >"$LOG_DIR/orchestrator-$(hostname).log" 2>&1 &

@@ -11,7 +11,7 @@ const job = {
   rlx: ["/opt/rlx/rlx"],
   commandLine: "rlx launch slurm run.toml --nodes 2 --gpus-per-node 4",
   config: "/shared/run.toml",
-  overrides: ["orchestrator.seq_len=512"],
+  overrides: ["orchestrator.seq_len=512", "output_dir=/shared/runs/a"],
   runDir: "/shared/runs/a",
   nodes: 2,
   gpusPerNode: 4,
@@ -41,6 +41,7 @@ test("the script places ranks as srun tasks and the orchestrator once, with laun
     '  $RLX trainer --run-dir "$RUN_DIR" "${resume[@]}" &',
   ])
     expect(script).toContain(line);
+  expect(script).not.toContain("--set output_dir=/shared"); // RUN_DIR says it once
   // every #SBATCH line comes before the first command, or sbatch ignores it
   const lines = script.split("\n");
   const lastDirective = lines.findLastIndex((l) => l.startsWith("#SBATCH"));
