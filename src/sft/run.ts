@@ -335,33 +335,7 @@ export async function runSft(config: SftConfig, options: SftOptions = {}): Promi
     }
     const seconds = (performance.now() - started) / 1000;
     const modelDir = join(runDir, "model");
-    const totals = { steps: step, seconds, trainSeconds, tokens, examples: examples.length, epochs: batches.epochs };
-    if (stopped)
-      return {
-        ...totals,
-        truncatedExamples,
-        firstNll,
-        lastNll,
-        modelDir,
-        outputDir: runDir,
-        evalBefore,
-        evalAfter,
-        stopped,
-      };
-    // with [model.lora]: the adapter in PEFT's layout, and merged/ full weights when asked for
-    const merged = model.lora && config.model.lora?.merged;
-    saveModel(model, modelDir, {
-      dtype: config.save.dtype,
-      sourceDir: config.model.path,
-      writeExtra: merged
-        ? (dir) =>
-            saveModel(model, join(dir, "merged"), { dtype: config.save.dtype, sourceDir: config.model.path, merged })
-        : undefined,
-    });
-    if (bandWatch && !band) throw bandWatch.shortOfBand(step);
-    if (band)
-      log(`stopped at step ${step}: ${band.metric} ${band.value.toFixed(3)} is in the band (${runDir}/band.json)`);
-    return {
+    const totals = {
       steps: step,
       seconds,
       trainSeconds,
@@ -375,8 +349,22 @@ export async function runSft(config: SftConfig, options: SftOptions = {}): Promi
       outputDir: runDir,
       evalBefore,
       evalAfter,
-      band,
     };
+    if (stopped) return { ...totals, stopped };
+    // with [model.lora]: the adapter in PEFT's layout, and merged/ full weights when asked for
+    const merged = model.lora && config.model.lora?.merged;
+    saveModel(model, modelDir, {
+      dtype: config.save.dtype,
+      sourceDir: config.model.path,
+      writeExtra: merged
+        ? (dir) =>
+            saveModel(model, join(dir, "merged"), { dtype: config.save.dtype, sourceDir: config.model.path, merged })
+        : undefined,
+    });
+    if (bandWatch && !band) throw bandWatch.shortOfBand(step);
+    if (band)
+      log(`stopped at step ${step}: ${band.metric} ${band.value.toFixed(3)} is in the band (${runDir}/band.json)`);
+    return { ...totals, band };
   } finally {
     process.off("SIGTERM", onTerm);
     model.free();
