@@ -14,7 +14,8 @@
 #   bash scripts/slurm_nodes.sh rlx          two_nodes.sh's 4-step run as the job `rlx launch slurm
 #                                            --nodes 2` writes, submitted as written: rank 0, the
 #                                            orchestrator and its policy server on nodea, rank 1 on
-#                                            nodeb (RLX="..." to run another build than dist/rlx)
+#                                            nodeb; then the same script again, continuing to
+#                                            step 6 (RLX="..." to run another build than dist/rlx)
 #
 # Everything lives under one temp dir (munge key and socket, slurm.conf, spool, state, logs) and is
 # torn down on exit: daemons killed, namespaces (and their veths) deleted, the temp dir removed.
@@ -38,7 +39,7 @@
 #   - the spool directories made beforehand (slurmd does not create them).
 #   - a cgroup.conf with IgnoreSystemd=yes for hosts with cgroup v2 alone; untried: this host has v1.
 #   - clients (sinfo, sbatch) run inside namespace A with SLURM_CONF pointing at the temp conf.
-# Cluster up in ~1 s; `check` ~13 s in all (sbatch --wait polls), `rlx` ~45 s on 2 cores.
+# Cluster up in ~1 s; `check` ~13 s in all (sbatch --wait polls), `rlx` ~90 s on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-check}
@@ -221,6 +222,15 @@ EOF
   [ "${steps:-0}" -eq 4 ] && [ -f "$run/weights/step_4/published.json" ] || failed "the job ended without its 4 steps"
   [ "$ranks" = "trainer-nodea-rank0.log trainer-nodeb-rank1.log" ] || failed "expected rank 0 on nodea, rank 1 on nodeb"
   say "rlx: a 4-step run as the 2-node job rlx launch slurm wrote (rank 0 on nodea, rank 1 on nodeb) in $(($(date +%s) - t0)) s"
+  # the same script again (as a requeue runs it) after the config's max_steps went up: rlx train and
+  # both ranks continue from checkpoint 4 (--resume, the script's choice when checkpoints exist)
+  sed -i 's/^max_steps = 4$/max_steps = 6/' "$work/run.toml"
+  t0=$(date +%s)
+  submit "$run.slurm/launch.sbatch" || failed "the job run again failed"
+  steps=$(grep -c '"step"' "$run/metrics.jsonl" 2>/dev/null || true)
+  [ "${steps:-0}" -eq 6 ] && [ -f "$run/weights/step_6/published.json" ] || failed "the job run again did not reach step 6"
+  grep -q "resuming after step 4 of 6" "$run".slurm/job-*/orchestrator-nodea.log || failed "the job run again did not resume"
+  say "rlx: the same job run again continued from checkpoint 4 to step 6 in $(($(date +%s) - t0)) s"
   say "PASS"
   ;;
 esac

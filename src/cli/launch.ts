@@ -46,7 +46,7 @@ const slurm = defineCommand({
     submit: { type: "boolean", description: "Write the script and run sbatch on it; prints the job id" },
   },
   async run({ args, rawArgs }) {
-    const { slurmScript, slurmLogRoot } = await import("../processes/slurm_script.ts");
+    const { policyNote, slurmScript, slurmLogRoot } = await import("../processes/slurm_script.ts");
     const { selfCommand } = await import("../processes/children.ts");
     if (args["dry-run"] && args.submit) throw new ConfigError("--dry-run and --submit: choose one");
     const nodes = positive("nodes", args.nodes)!;
@@ -70,7 +70,6 @@ const slurm = defineCommand({
       throw new ConfigError(`output_dir ${runDir} is under ${local}, which every node has its own of`, {
         fix: "set output_dir to a shared filesystem (NFS, Lustre, GPFS) every node mounts at the same path",
       });
-    const external = config.inference.base_urls.length > 0;
     const script = slurmScript({
       rlx: selfCommand(),
       commandLine: ["rlx", "launch", "slurm", ...rawArgs].join(" "),
@@ -82,9 +81,7 @@ const slurm = defineCommand({
       ...(args.partition ? { partition: args.partition } : {}),
       ...(args.time ? { time: args.time } : {}),
       jobName: `rlx-${basename(runDir)}`,
-      policy: external
-        ? `external, at inference.base_urls (${config.inference.base_urls.join(", ")})`
-        : `rlx train spawns inference.servers = ${config.inference.servers} on the first node, on inference.device (${config.inference.device}: "auto" is\n#     trainer.device, so cuda:0 beside rank 0); for a large model, point inference.base_urls at\n#     servers of their own`,
+      policy: policyNote(config.inference),
       masterPort,
     });
     if (args["dry-run"]) {

@@ -7,6 +7,19 @@
 import { join } from "node:path";
 import { defineCommand } from "citty";
 import { loadConfig } from "../config/load.ts";
+import { ConfigError } from "../errors.ts";
+import { latestCheckpoint } from "../rundir/checkpoint.ts";
+
+/** --resume: the checkpoint `rlx train --resume` picks (it has already rewound the run to it). */
+function newestCheckpoint(runDir: string, resumeFrom: string | undefined): string {
+  if (resumeFrom) throw new ConfigError("--resume and --resume-from: choose one");
+  const latest = latestCheckpoint(runDir, (message) => console.warn(`warning: ${message}`));
+  if (!latest)
+    throw new ConfigError(`--resume: ${runDir} has no whole checkpoint to continue from`, {
+      fix: "start the ranks without --resume (a fresh run), or with --resume-from DIR",
+    });
+  return latest.dir;
+}
 
 export default defineCommand({
   meta: {
@@ -16,6 +29,11 @@ export default defineCommand({
   args: {
     "run-dir": { type: "string", required: true, description: "The run directory (output_dir of the run)" },
     "resume-from": { type: "string", description: "Checkpoint directory to restore weights and optimizer state from" },
+    resume: {
+      type: "boolean",
+      description:
+        "Restore the newest whole checkpoint of --run-dir, the one `rlx train --resume` continues from (a launcher's job script run again)",
+    },
     "parent-pid": { type: "string", description: "Exit when this process is gone" },
     rank: {
       type: "string",
@@ -32,6 +50,7 @@ export default defineCommand({
     const { configuredStore } = await import("../processes/trainer_ranks.ts");
     const { resolveTrainerPlace } = await import("../processes/launch_env.ts");
     const runDir = args["run-dir"];
+    const resumeFrom = args.resume ? newestCheckpoint(runDir, args["resume-from"]) : args["resume-from"];
     const { config } = loadConfig(join(runDir, "config.resolved.toml"));
     const place = resolveTrainerPlace(
       process.env,
@@ -47,7 +66,7 @@ export default defineCommand({
       runDir,
       // the launcher's local rank may pick the GPU (trainer.device "cuda" -> cuda:LOCAL_RANK)
       config: { ...config, trainer: { ...config.trainer, device: place.device } },
-      ...(args["resume-from"] ? { resumeFrom: args["resume-from"] } : {}),
+      ...(resumeFrom ? { resumeFrom } : {}),
       ...(args["parent-pid"] ? { parentPid: Number(args["parent-pid"]) } : {}),
       rank: place.rank,
       ...(distributed ? { store: place.store ?? configuredStore(config) } : {}),

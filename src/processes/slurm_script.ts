@@ -31,6 +31,14 @@ export function shellWord(word: string): string {
   return /^[\w@%+=:,./-]+$/.test(word) ? word : `'${word.replaceAll("'", `'\\''`)}'`;
 }
 
+/** Where the policy runs, for the script's header: spawned by rlx train, or external servers. */
+export function policyNote(inference: { base_urls: string[]; servers: number; device: string }): string {
+  if (inference.base_urls.length > 0) return `external, at inference.base_urls (${inference.base_urls.join(", ")})`;
+  return `rlx train spawns inference.servers = ${inference.servers} on the first node, on inference.device
+#     (${inference.device}; "auto" is trainer.device, so cuda:0 beside rank 0 on GPUs); for a large model,
+#     point inference.base_urls at servers of their own`;
+}
+
 /** Where the job's logs go: beside the run directory, which `rlx train --force` may delete. */
 export function slurmLogRoot(runDir: string): string {
   return `${runDir}.slurm`;
@@ -47,6 +55,7 @@ export function slurmScript(job: SlurmJob): string {
     ...(job.partition ? [`#SBATCH --partition=${job.partition}`] : []),
     ...(job.time ? [`#SBATCH --time=${job.time}`] : []),
     `#SBATCH --exclusive`,
+    `#SBATCH --requeue`,
     `#SBATCH --output=${logRoot}/job-%j.out`,
   ];
   const perRank = job.gpusPerNode ? "one per GPU" : "one per node (CPU)";
@@ -64,6 +73,12 @@ export function slurmScript(job: SlurmJob): string {
 #   - The orchestrator, \`rlx train\`, runs once, in this script on the first node, with
 #     trainer.dist.launcher = "external": it starts no ranks, and meets them through RUN_DIR.
 #   - The policy: ${job.policy}.
+#
+# Restarts: a rank that dies fails the srun step (--kill-on-bad-exit), which stops rlx train and
+# fails the job; \`rlx train --max-restarts\` does not apply, since srun, not rlx train, starts the
+# ranks. The job is requeueable instead (--requeue: a node failure or a preemption runs this
+# script again, as \`scontrol requeue JOBID\` or another sbatch of it does), and a run directory
+# that holds checkpoints continues from its newest whole one (--resume) unless RESUME_FROM says.
 ${sbatch.join("\n")}
 
 set -euo pipefail
@@ -72,18 +87,23 @@ set -euo pipefail
 RLX="${job.rlx.join(" ")}"   # rlx, on a path every node sees
 CONFIG=${shellWord(job.config)}
 RUN_DIR=${shellWord(job.runDir)}   # output_dir: on a filesystem every node sees
-RESUME_FROM=""   # a checkpoint to continue from, e.g. $RUN_DIR/checkpoints/step_100
+RESUME_FROM=""   # a checkpoint to continue from, e.g. $RUN_DIR/checkpoints/step_100 (empty: see Restarts)
 NODES=${job.nodes}
 TASKS_PER_NODE=${tasks}   # trainer ranks per node
 WORLD_SIZE=$((NODES * TASKS_PER_NODE))   # trainer.world_size, set on rlx train below
 CPUS_PER_TASK=$((SLURM_CPUS_ON_NODE / TASKS_PER_NODE))
 export MASTER_PORT=${job.masterPort}   # rank 0's c10d store, on the first node
 # export GLOO_SOCKET_IFNAME=ib0   # the interface CPU (Gloo) ranks talk over
-LOG_DIR="$RUN_DIR.slurm/job-$SLURM_JOB_ID"   # orchestrator-HOST.log, trainer-HOST-rankR.log
+# orchestrator-HOST.log, trainer-HOST-rankR.log; a requeued job's in job-ID-restartN
+LOG_DIR="$RUN_DIR.slurm/job-$SLURM_JOB_ID\${SLURM_RESTART_COUNT:+-restart$SLURM_RESTART_COUNT}"
 
 mkdir -p "$LOG_DIR"
 resume=()
-if [ -n "$RESUME_FROM" ]; then resume=(--resume-from "$RESUME_FROM"); fi
+if [ -n "$RESUME_FROM" ]; then
+  resume=(--resume-from "$RESUME_FROM")
+elif [ -n "$(ls -A "$RUN_DIR/checkpoints" 2>/dev/null)" ]; then
+  resume=(--resume)   # rlx train and every rank take the newest whole checkpoint
+fi
 
 # ---- the orchestrator and the policy servers it spawns: once, on this first node ----------
 stamp="$LOG_DIR/started"

@@ -1,11 +1,16 @@
 // `rlx launch slurm`: the key lines of the sbatch script, and --dry-run writes nothing.
 import { expect, test } from "bun:test";
-import { existsSync, mkdtempSync, readdirSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { slurmScript } from "../../../src/processes/slurm_script.ts";
+import { loadConfig } from "../../../src/config/load.ts";
+import { policyNote, slurmScript } from "../../../src/processes/slurm_script.ts";
 
 const ROOT = join(import.meta.dir, "../../..");
+// docs/scaling.md's example: the script `rlx launch slurm` prints for these arguments in a checkout at
+// /shared/rlx with rlx at /opt/rlx/rlx (to regenerate it, print the script the last test builds)
+const DOC_ARGS =
+  "/shared/rlx/configs/quickstart.toml --nodes 2 --set output_dir=/shared/runs/quickstart --partition cpu --time 01:00:00 --dry-run";
 
 const job = {
   rlx: ["/opt/rlx/rlx"],
@@ -31,6 +36,8 @@ test("the script places ranks as srun tasks and the orchestrator once, with laun
     "#SBATCH --partition=gpu",
     "#SBATCH --time=04:00:00",
     "#SBATCH --output=/shared/runs/a.slurm/job-%j.out",
+    "#SBATCH --requeue",
+    "  resume=(--resume)   # rlx train and every rank take the newest whole checkpoint",
     'RLX="/opt/rlx/rlx"',
     "RUN_DIR=/shared/runs/a",
     "export MASTER_PORT=29500",
@@ -80,4 +87,25 @@ test("rlx launch slurm --dry-run prints the script and writes nothing; /tmp and 
   expect(tmp.err).toContain("which every node has its own of");
   const gpus = rlx(["launch", "slurm", config, "--nodes", "2", "--gpus-per-node", "4", "--dry-run"], dir);
   expect(gpus.err).toContain("--gpus-per-node 4 but trainer.device is cpu");
+});
+
+test("docs/scaling.md's --dry-run example is the script rlx launch slurm writes for it", () => {
+  const { config } = loadConfig(join(ROOT, "configs/quickstart.toml"), ["output_dir=/shared/runs/quickstart"]);
+  const script = slurmScript({
+    rlx: ["/opt/rlx/rlx"],
+    commandLine: `rlx launch slurm ${DOC_ARGS}`,
+    config: "/shared/rlx/configs/quickstart.toml",
+    overrides: ["output_dir=/shared/runs/quickstart"],
+    runDir: "/shared/runs/quickstart",
+    nodes: 2,
+    partition: "cpu",
+    time: "01:00:00",
+    jobName: "rlx-quickstart",
+    policy: policyNote(config.inference),
+    masterPort: 29500,
+  });
+  const doc = readFileSync(join(ROOT, "docs/scaling.md"), "utf8");
+  expect(doc).toContain(`rlx launch slurm ${DOC_ARGS.replace(" --set", " \\\n  --set")}`);
+  const shown = /```bash\n(#!\/bin\/bash\n# One rlx run[\s\S]*?)```/.exec(doc)?.[1];
+  expect(shown).toBe(script); // regenerate: see the comment above DOC_ARGS
 });
