@@ -41,7 +41,10 @@ const slurm = defineCommand({
       type: "string",
       description: "Override a config key, as for rlx train (repeatable); the script passes it on",
     },
-    "master-port": { type: "string", description: "Port of rank 0's store on the first node (default 29500)" },
+    "master-port": {
+      type: "string",
+      description: "Port of rank 0's store on the first node (default: trainer.dist.master_port, else 29500)",
+    },
     "dry-run": { type: "boolean", description: "Print the script; writes nothing" },
     submit: { type: "boolean", description: "Write the script and run sbatch on it; prints the job id" },
   },
@@ -51,14 +54,20 @@ const slurm = defineCommand({
     if (args["dry-run"] && args.submit) throw new ConfigError("--dry-run and --submit: choose one");
     const nodes = positive("nodes", args.nodes)!;
     const gpus = positive("gpus-per-node", args["gpus-per-node"]);
-    const masterPort = positive("master-port", args["master-port"]) ?? 29500;
+    const flagPort = positive("master-port", args["master-port"]);
     const configPath = resolve(args.config);
     const overrides = repeated(rawArgs, "--set");
     const { config } = loadConfig(configPath, overrides);
+    const configuredPort = config.trainer.dist.master_port;
+    if (flagPort && configuredPort && flagPort !== configuredPort)
+      throw new ConfigError(`--master-port ${flagPort} but trainer.dist.master_port = ${configuredPort}`, {
+        fix: "give one of them (the ranks refuse a MASTER_PORT that differs from trainer.dist.master_port)",
+      });
+    const masterPort = flagPort ?? (configuredPort || 29500);
     const onGpu = config.trainer.device.startsWith("cuda");
-    if (gpus && !onGpu)
+    if (gpus && config.trainer.device !== "cuda")
       throw new ConfigError(`--gpus-per-node ${gpus} but trainer.device is ${config.trainer.device}`, {
-        fix: 'set trainer.device = "cuda" in the config (each rank then takes cuda:SLURM_LOCALID), or drop --gpus-per-node',
+        fix: 'set trainer.device = "cuda": each rank then takes cuda:SLURM_LOCALID (a "cuda:N" would put every rank of a node on GPU N)',
       });
     if (!gpus && onGpu)
       throw new ConfigError(`trainer.device is ${config.trainer.device} but --gpus-per-node is not given`, {
@@ -69,6 +78,10 @@ const slurm = defineCommand({
     if (local)
       throw new ConfigError(`output_dir ${runDir} is under ${local}, which every node has its own of`, {
         fix: "set output_dir to a shared filesystem (NFS, Lustre, GPFS) every node mounts at the same path",
+      });
+    if (/\s/.test(runDir))
+      throw new ConfigError(`output_dir "${runDir}" holds whitespace, which #SBATCH --output cannot`, {
+        fix: "set output_dir to a path without spaces",
       });
     const script = slurmScript({
       rlx: selfCommand(),

@@ -25,6 +25,11 @@ export default defineCommand({
     "dry-run": { type: "boolean", description: "Print the resolved config and exit; writes nothing" },
     json: { type: "boolean", description: "With --dry-run: print the resolved config as JSON" },
     resume: { type: "boolean", description: "Continue the run in output_dir from its last checkpoint" },
+    "resume-if-any": {
+      type: "boolean",
+      description:
+        "Continue the run in output_dir from its newest whole checkpoint if it has one, else start it (over what a run without a checkpoint left; from --resume-from if given): for a job script run again",
+    },
     "resume-from": { type: "string", description: "Continue from a checkpoint directory of another run" },
     force: { type: "boolean", description: "Delete a previous run in output_dir and start over" },
     nproc: { type: "string", description: "Data-parallel trainer ranks (trainer.world_size); applied after --set" },
@@ -75,6 +80,8 @@ export default defineCommand({
       }
       return;
     }
+    if (args["resume-if-any"] && (args.resume || args.force))
+      throw new ConfigError(`--resume-if-any and --${args.resume ? "resume" : "force"}: choose one`);
     const inference = (args.inference ?? "auto") as (typeof INFERENCE)[number];
     if (!INFERENCE.includes(inference))
       throw new ConfigError(`--inference ${args.inference}: expected one of ${INFERENCE.join(", ")}`);
@@ -84,6 +91,7 @@ export default defineCommand({
       configPath: args.config,
       overrides,
       resume: Boolean(args.resume),
+      resumeIfAny: Boolean(args["resume-if-any"]),
       ...(args["resume-from"] ? { resumeFrom: args["resume-from"] } : {}),
       force: Boolean(args.force),
       inference,

@@ -4,21 +4,22 @@
 // starts one per rank, each with --rank and the same --store. A rank on another node is started by
 // hand the same way (its store then read from trainer.dist), or by a launcher: torchrun's and
 // Slurm's variables place it (src/processes/launch_env.ts, docs/scaling.md).
+import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { defineCommand } from "citty";
 import { loadConfig } from "../config/load.ts";
-import { ConfigError } from "../errors.ts";
-import { latestCheckpoint } from "../rundir/checkpoint.ts";
+import { resumePath } from "../rundir/paths.ts";
 
-/** --resume: the checkpoint `rlx train --resume` picks (it has already rewound the run to it). */
-function newestCheckpoint(runDir: string, resumeFrom: string | undefined): string {
-  if (resumeFrom) throw new ConfigError("--resume and --resume-from: choose one");
-  const latest = latestCheckpoint(runDir, (message) => console.warn(`warning: ${message}`));
-  if (!latest)
-    throw new ConfigError(`--resume: ${runDir} has no whole checkpoint to continue from`, {
-      fix: "start the ranks without --resume (a fresh run), or with --resume-from DIR",
-    });
-  return latest.dir;
+/**
+ * What a rank a launcher started continues from: --resume-from when given, else the checkpoint
+ * `rlx train` resumed from (RUN_DIR/resume.json, written before config.resolved.toml), so every
+ * rank of a job run again takes the one rlx train chose.
+ */
+function launchedResume(runDir: string, resumeFrom: string | undefined): string | undefined {
+  if (resumeFrom) return resumeFrom;
+  const path = resumePath(runDir);
+  if (!existsSync(path)) return undefined;
+  return (JSON.parse(readFileSync(path, "utf8")) as { checkpoint: string | null }).checkpoint ?? undefined;
 }
 
 export default defineCommand({
@@ -28,11 +29,10 @@ export default defineCommand({
   },
   args: {
     "run-dir": { type: "string", required: true, description: "The run directory (output_dir of the run)" },
-    "resume-from": { type: "string", description: "Checkpoint directory to restore weights and optimizer state from" },
-    resume: {
-      type: "boolean",
+    "resume-from": {
+      type: "string",
       description:
-        "Restore the newest whole checkpoint of --run-dir, the one `rlx train --resume` continues from (a launcher's job script run again)",
+        "Checkpoint directory to restore weights and optimizer state from (default for a rank a launcher started: the one rlx train resumed from, RUN_DIR/resume.json)",
     },
     "parent-pid": { type: "string", description: "Exit when this process is gone" },
     rank: {
@@ -50,14 +50,15 @@ export default defineCommand({
     const { configuredStore } = await import("../processes/trainer_ranks.ts");
     const { resolveTrainerPlace } = await import("../processes/launch_env.ts");
     const runDir = args["run-dir"];
-    const resumeFrom = args.resume ? newestCheckpoint(runDir, args["resume-from"]) : args["resume-from"];
+    const startedByTrain = args["parent-pid"] !== undefined;
+    const resumeFrom = startedByTrain ? args["resume-from"] : launchedResume(runDir, args["resume-from"]);
     const { config } = loadConfig(join(runDir, "config.resolved.toml"));
     const place = resolveTrainerPlace(
       process.env,
       {
         ...(args.rank !== undefined ? { rank: args.rank } : {}),
         ...(args.store ? { store: args.store } : {}),
-        startedByTrain: args["parent-pid"] !== undefined,
+        startedByTrain,
       },
       config.trainer,
     );

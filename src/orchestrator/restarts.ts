@@ -1,10 +1,11 @@
 // `rlx train --max-restarts N` (`ckpt.max_restarts`): when a child of the run dies (a trainer
 // rank, a policy server: a ChildError from src/processes/children.ts), the whole run is stopped
 // and started again in this process, resuming from its newest whole checkpoint exactly as
-// `rlx train --resume` does (runTraining with `resume`, src/orchestrator/run.ts), so the
+// `rlx train --resume` does (runTraining with `resumeIfAny`, src/orchestrator/run.ts), so the
 // resume guarantees hold: no step is trained twice, no task skipped or repeated
 // (docs/run-directory.md, "Checkpoints and resume"). A run with no checkpoint yet starts over
-// (its logs/ kept); one that began with --resume-from starts from that checkpoint again.
+// (its logs/ kept); one that began with --resume-from starts from that checkpoint again. Only a
+// run whose every rank `rlx train` starts can restart: ranks a launcher started are its to restart.
 //
 // Each restart waits `ckpt.restart_backoff_s`, doubling, at most MAX_BACKOFF_S; every restart
 // counts, one that dies before its first step too. Each is said on the console and appended to
@@ -14,9 +15,11 @@
 import { appendFileSync, mkdirSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { loadConfig } from "../config/load.ts";
+import { ConfigError } from "../errors.ts";
 import { ChildError } from "../processes/children.ts";
+import { localRanks } from "../processes/trainer_ranks.ts";
 import { latestCheckpoint } from "../rundir/checkpoint.ts";
-import { clearRunFiles, runTraining, type TrainOptions, type TrainResult } from "./run.ts";
+import { runTraining, type TrainOptions, type TrainResult } from "./run.ts";
 
 /** The longest wait before a restart, however many came before it. */
 export const MAX_BACKOFF_S = 300;
@@ -47,6 +50,14 @@ export async function trainWithRestarts(o: TrainOptions): Promise<TrainResult> {
   const { config } = loadConfig(o.configPath, o.overrides);
   const { max_restarts: maxRestarts, restart_backoff_s: firstBackoff } = config.ckpt;
   const runDir = resolve(config.output_dir);
+  const started = localRanks(config).length;
+  if (maxRestarts > 0 && started < config.trainer.world_size)
+    throw new ConfigError(
+      `ckpt.max_restarts = ${maxRestarts}, but rlx train starts ${started} of the ${config.trainer.world_size} trainer ranks (trainer.dist.launcher, local_ranks): it cannot restart the others`,
+      {
+        fix: "set ckpt.max_restarts = 0 and restart the whole job instead (the script `rlx launch slurm` writes continues a run when run again: --requeue)",
+      },
+    );
   let attempt: TrainOptions = o;
   for (let restart = 1; ; restart++) {
     try {
@@ -54,11 +65,7 @@ export async function trainWithRestarts(o: TrainOptions): Promise<TrainResult> {
     } catch (err) {
       if (!(err instanceof ChildError) || restart > maxRestarts) throw err;
       const latest = latestCheckpoint(runDir, o.warn);
-      if (latest) attempt = { ...o, resume: true, resumeFrom: undefined, force: false };
-      else {
-        clearRunFiles(runDir);
-        attempt = { ...o, resume: Boolean(o.resumeFrom), force: false };
-      }
+      attempt = { ...o, resumeIfAny: true, force: false };
       const record: RestartRecord = {
         restart,
         max_restarts: maxRestarts,

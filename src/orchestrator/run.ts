@@ -12,7 +12,7 @@ import type { ResolvedConfig } from "../config/resolve.ts";
 import { ConfigError, RlxError } from "../errors.ts";
 import { ChatRenderer } from "../model/render.ts";
 import { Tokenizer } from "../model/tokenizer.ts";
-import { writeFileAtomic } from "../rundir/paths.ts";
+import { resumePath, writeFileAtomic } from "../rundir/paths.ts";
 import {
   type LoadedCheckpoint,
   latestCheckpoint,
@@ -36,6 +36,11 @@ export interface TrainOptions {
   resume?: boolean;
   /** Continue from this checkpoint directory (of this run or another). */
   resumeFrom?: string;
+  /**
+   * Continue from the run's newest whole checkpoint when it has one; else start (from resumeFrom
+   * when given) over what an attempt without a checkpoint left: a job script run again, a restart.
+   */
+  resumeIfAny?: boolean;
   /** Delete a previous run in output_dir and start fresh. */
   force?: boolean;
   /** Where the policy runs when [inference] names no base_urls: spawned servers or this process. */
@@ -56,12 +61,20 @@ const SIGTERM_GRACE_MS = 25_000;
 const RUN_FILES = ["metrics.jsonl", "batches", "weights", "checkpoints", "rollouts", "tensorboard"];
 
 /** Deletes what a run trained and wrote (not its logs/): a restart with no checkpoint starts over. */
-export function clearRunFiles(runDir: string): void {
+function clearRunFiles(runDir: string): void {
   for (const name of RUN_FILES) rmSync(join(runDir, name), { recursive: true, force: true });
 }
 
 /** Resolves what to continue from, and makes the run directory match it. */
 function prepareRunDir(runDir: string, o: TrainOptions): LoadedCheckpoint | undefined {
+  if (o.resumeIfAny) {
+    const latest = latestCheckpoint(runDir, o.warn);
+    if (latest) {
+      rewindRunDir(runDir, latest.step);
+      return openCheckpoint(latest.dir); // latestCheckpoint verified it
+    }
+    clearRunFiles(runDir);
+  }
   const holdsRun = RUN_FILES.some((name) => existsSync(join(runDir, name)));
   if (o.resume || o.resumeFrom) {
     let checkpoint: LoadedCheckpoint;
@@ -152,6 +165,8 @@ export async function runTraining(o: TrainOptions): Promise<TrainResult> {
     return { summary: metrics.summary(), metrics, runDir, config };
   }
   mkdirSync(join(runDir, "logs"), { recursive: true });
+  // what ranks a launcher starts continue from (src/cli/trainer.ts), written before the config they wait for
+  writeFileAtomic(resumePath(runDir), `${JSON.stringify({ checkpoint: checkpoint?.dir ?? null })}\n`);
   writeFileAtomic(join(runDir, "config.resolved.toml"), resolvedToml(config));
 
   const children = new Children(join(runDir, "logs"));

@@ -77,17 +77,18 @@ export function slurmScript(job: SlurmJob): string {
 # Restarts: a rank that dies fails the srun step (--kill-on-bad-exit), which stops rlx train and
 # fails the job; \`rlx train --max-restarts\` does not apply, since srun, not rlx train, starts the
 # ranks. The job is requeueable instead (--requeue: a node failure or a preemption runs this
-# script again, as \`scontrol requeue JOBID\` or another sbatch of it does), and a run directory
-# that holds checkpoints continues from its newest whole one (--resume) unless RESUME_FROM says.
+# script again, as \`scontrol requeue JOBID\` or another sbatch of it does): run again, rlx train
+# continues from the run's newest whole checkpoint, or starts it over when it has none
+# (--resume-if-any), and every rank takes the checkpoint rlx train chose (RUN_DIR/resume.json).
 ${sbatch.join("\n")}
 
 set -euo pipefail
 
 # ---- settings ----------------------------------------------------------------------------
-RLX="${job.rlx.join(" ")}"   # rlx, on a path every node sees
+RLX=(${job.rlx.map(shellWord).join(" ")})   # rlx, on a path every node sees
 CONFIG=${shellWord(job.config)}
 RUN_DIR=${shellWord(job.runDir)}   # output_dir: on a filesystem every node sees
-RESUME_FROM=""   # a checkpoint to continue from, e.g. $RUN_DIR/checkpoints/step_100 (empty: see Restarts)
+RESUME_FROM=""   # another run's checkpoint to start from, e.g. /shared/runs/sft/checkpoints/step_100
 NODES=${job.nodes}
 TASKS_PER_NODE=${tasks}   # trainer ranks per node
 WORLD_SIZE=$((NODES * TASKS_PER_NODE))   # trainer.world_size, set on rlx train below
@@ -95,21 +96,17 @@ CPUS_PER_TASK=$((SLURM_CPUS_ON_NODE / TASKS_PER_NODE))
 export MASTER_PORT=${job.masterPort}   # rank 0's c10d store, on the first node
 # export GLOO_SOCKET_IFNAME=ib0   # the interface CPU (Gloo) ranks talk over
 # orchestrator-HOST.log, trainer-HOST-rankR.log; a requeued job's in job-ID-restartN
-LOG_DIR="$RUN_DIR.slurm/job-$SLURM_JOB_ID\${SLURM_RESTART_COUNT:+-restart$SLURM_RESTART_COUNT}"
+LOG_DIR=${shellWord(logRoot)}/job-$SLURM_JOB_ID\${SLURM_RESTART_COUNT:+-restart$SLURM_RESTART_COUNT}
 
 mkdir -p "$LOG_DIR"
-resume=()
-if [ -n "$RESUME_FROM" ]; then
-  resume=(--resume-from "$RESUME_FROM")
-elif [ -n "$(ls -A "$RUN_DIR/checkpoints" 2>/dev/null)" ]; then
-  resume=(--resume)   # rlx train and every rank take the newest whole checkpoint
-fi
+resume=(--resume-if-any)   # see Restarts above; the run's own checkpoints win over RESUME_FROM
+if [ -n "$RESUME_FROM" ]; then resume+=(--resume-from "$RESUME_FROM"); fi
 
 # ---- the orchestrator and the policy servers it spawns: once, on this first node ----------
 stamp="$LOG_DIR/started"
 touch "$stamp"
 sleep 1   # so that the config rlx train writes is newer than the stamp on any filesystem
-$RLX train "$CONFIG" "\${resume[@]}" \\
+"\${RLX[@]}" train "$CONFIG" "\${resume[@]}" \\
 ${passedOn.map((o) => `  --set ${shellWord(o)} \\\n`).join("")}  --set output_dir="$RUN_DIR" \\
   --set trainer.world_size=$WORLD_SIZE \\
   --set trainer.dist.launcher=external \\
@@ -119,6 +116,8 @@ orchestrator=$!
 # the ranks read RUN_DIR/config.resolved.toml, which rlx train writes once its checks pass
 until [ "$RUN_DIR/config.resolved.toml" -nt "$stamp" ]; do
   if ! kill -0 $orchestrator 2>/dev/null; then
+    # exit 0 here: the run had trained its max_steps already (a job run again after its end)
+    if wait $orchestrator; then echo "rlx train had nothing to train: see $LOG_DIR"; exit 0; fi
     echo "rlx train stopped before it wrote its config: see $LOG_DIR" >&2
     exit 1
   fi
@@ -129,7 +128,7 @@ done
 srun --ntasks=$WORLD_SIZE --ntasks-per-node=$TASKS_PER_NODE --cpus-per-task=$CPUS_PER_TASK \\
   --kill-on-bad-exit=1 --export=ALL,RLX_THREADS=$CPUS_PER_TASK \\
   --output="$LOG_DIR/trainer-%N-rank%t.log" \\
-  $RLX trainer --run-dir "$RUN_DIR" "\${resume[@]}" &
+  "\${RLX[@]}" trainer --run-dir "$RUN_DIR" &
 ranks=$!
 
 # ---- until one side ends --------------------------------------------------------------------

@@ -31,6 +31,8 @@ export const checkpointDir = (runDir: string, step: number) => join(checkpointsD
 export const auditPath = (runDir: string, step: number) => join(runDir, "rollouts", `step_${step}.jsonl`);
 export const failedPath = (runDir: string, step: number) => join(runDir, "rollouts", `failed_step_${step}.jsonl`);
 export const metricsPath = (runDir: string) => join(runDir, "metrics.jsonl");
+/** {"checkpoint": DIR or null}: what this start of `rlx train` continues from, for ranks a launcher starts. */
+export const resumePath = (runDir: string) => join(runDir, "resume.json");
 
 /** Writes `data` to `path` whole or not at all (tmp + rename); a failed write leaves no tmp file. */
 export function writeFileAtomic(path: string, data: string | Uint8Array): void {

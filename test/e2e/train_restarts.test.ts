@@ -171,3 +171,44 @@ test("--max-restarts 1: the trainer dies, the run restarts; the policy server di
   expect(restarts(runDir).map((r) => r.child)).toEqual(["trainer"]);
   await until(() => processesMentioning(runDir).length === 0, 30_000, "no process of the run left", 50);
 }, 300_000);
+
+test("--resume-if-any (a job script run again): killed before its first checkpoint it starts over, after one it continues, past its end it trains nothing; bitwise the undisturbed run", async () => {
+  const STEPS = 3;
+  const final = (runDir: string) =>
+    digest(join(runDir, "checkpoints", `step_${STEPS}`, "trainer/model/model.safetensors"));
+  const whole = writeConfig(ws, "any-whole", deterministic(STEPS));
+  expect((await rlx(["train", whole.path]).done).code).toBe(0);
+
+  const { path, runDir } = writeConfig(ws, "any-killed", deterministic(STEPS));
+  const args = ["train", path, "--resume-if-any"];
+  const killAll = async (run: Running) => {
+    for (const pid of processesMentioning(`trainer --run-dir ${runDir}`)) process.kill(pid, "SIGKILL");
+    run.proc.kill("SIGKILL");
+    await run.done;
+    await until(() => processesMentioning(runDir).length === 0, 30_000, "no process of the run left", 50);
+  };
+  // the loop has cut step 1 (batches/ holds a run): a plain rerun would refuse to overwrite it
+  let run = rlx(args);
+  await untilWhileRunning(run, () => existsSync(join(runDir, "batches")), 60_000, "the first step file", 1);
+  await killAll(run);
+  const hadCheckpoint = checkpointed(runDir, 1);
+  run = rlx(args);
+  await untilWhileRunning(run, () => checkpointed(runDir, 2), 120_000, "checkpoint 2", 1);
+  await killAll(run);
+  const again = await rlx(args).done;
+  expect(again.err).not.toContain("error:");
+  expect(again.code).toBe(0);
+  // the trainer's starts: step 1, step 1 again (or 2, had checkpoint 1 been written), then step 3
+  const starts = trainerStarts(runDir, "trainer.log");
+  expect(starts).toEqual([1, hadCheckpoint ? 2 : 1, 3]);
+  expect(final(runDir)).toBe(final(whole.runDir));
+  expect(readMetrics(runDir).map((row) => row.step)).toEqual([1, 2, 3]);
+  // the resume record the ranks a launcher starts read
+  const resumed = JSON.parse(readFileSync(join(runDir, "resume.json"), "utf8")) as { checkpoint: string };
+  expect(resumed.checkpoint).toMatch(/checkpoints\/step_[23]$/);
+  const past = await rlx(args).done;
+  expect(past.code).toBe(0);
+  expect(past.out).toContain("no steps were logged");
+  expect(readMetrics(runDir).map((row) => row.step)).toEqual([1, 2, 3]);
+  expect(final(runDir)).toBe(final(whole.runDir));
+}, 300_000);

@@ -37,15 +37,15 @@ test("the script places ranks as srun tasks and the orchestrator once, with laun
     "#SBATCH --time=04:00:00",
     "#SBATCH --output=/shared/runs/a.slurm/job-%j.out",
     "#SBATCH --requeue",
-    "  resume=(--resume)   # rlx train and every rank take the newest whole checkpoint",
-    'RLX="/opt/rlx/rlx"',
+    "RLX=(/opt/rlx/rlx)",
     "RUN_DIR=/shared/runs/a",
     "export MASTER_PORT=29500",
     "WORLD_SIZE=$((NODES * TASKS_PER_NODE))",
     "  --set orchestrator.seq_len=512 \\",
     "  --set trainer.dist.launcher=external \\",
     "srun --ntasks=$WORLD_SIZE --ntasks-per-node=$TASKS_PER_NODE",
-    '  $RLX trainer --run-dir "$RUN_DIR" "${resume[@]}" &',
+    '  "${RLX[@]}" trainer --run-dir "$RUN_DIR" &',
+    "resume=(--resume-if-any)",
   ])
     expect(script).toContain(line);
   expect(script).not.toContain("--set output_dir=/shared"); // RUN_DIR says it once
@@ -87,6 +87,41 @@ test("rlx launch slurm --dry-run prints the script and writes nothing; /tmp and 
   expect(tmp.err).toContain("which every node has its own of");
   const gpus = rlx(["launch", "slurm", config, "--nodes", "2", "--gpus-per-node", "4", "--dry-run"], dir);
   expect(gpus.err).toContain("--gpus-per-node 4 but trainer.device is cpu");
+  const port = rlx(
+    [
+      "launch",
+      "slurm",
+      config,
+      "--nodes",
+      "2",
+      "--set",
+      `output_dir=${runDir}`,
+      "--set",
+      "trainer.dist.master_port=29600",
+      "--dry-run",
+    ],
+    dir,
+  );
+  expect(port.err).toBe("");
+  expect(port.out).toContain("export MASTER_PORT=29600");
+  const conflict = rlx(
+    [
+      "launch",
+      "slurm",
+      config,
+      "--nodes",
+      "2",
+      "--set",
+      `output_dir=${runDir}`,
+      "--set",
+      "trainer.dist.master_port=29600",
+      "--master-port",
+      "29700",
+      "--dry-run",
+    ],
+    dir,
+  );
+  expect(conflict.err).toContain("--master-port 29700 but trainer.dist.master_port = 29600");
 });
 
 test("docs/scaling.md's --dry-run example is the script rlx launch slurm writes for it", () => {
