@@ -27,7 +27,7 @@ interface RlooConfig {
 }
 
 export default ({ Algorithm, z, assignAdvantage }: AlgorithmKit) => {
-  // The algorithm's own config fields (the block minus type, path and sampling), with defaults.
+  // The algorithm's own config fields (the block minus type, path, sampling and loss), with defaults.
   const schema = z.strictObject({
     /** Multiplies every advantage (a per-env learning-rate knob). */
     scale: z.number().positive().default(1),

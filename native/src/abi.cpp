@@ -25,7 +25,7 @@ rlx_batch batch_of(const rlx_batch* in) { return read_struct(in, "rlx_batch"); }
 rlx_loss loss_of(const rlx_loss* in) { return read_struct(in, "rlx_loss"); }
 
 std::vector<rlx_rl_loss> rl_losses_of(const rlx_loss& loss) {
-  require(loss.n_losses >= 0 && loss.n_losses < (1 << 20), c10::str("rlx_loss.n_losses = ", loss.n_losses, " must be >= 0"));
+  require(loss.n_losses >= 0 && loss.n_losses < (1 << 20), c10::str("rlx_loss.n_losses = ", loss.n_losses, " must be in 0..2^20"));
   if (loss.n_losses == 0) return {};
   require(loss.losses != nullptr, c10::str("rlx_loss.losses is null but n_losses is ", loss.n_losses));
   const auto stride = loss.losses->size;

@@ -8,11 +8,11 @@
 
 namespace rlx {
 
-// One rl loss: a type, a reduction and their settings (rlx.h rlx_rl_loss).
+// One rl loss: a type, a reduction and their settings (rlx.h rlx_rl_loss), every one set by
+// parse_settings from the caller's (the defaults live in the config: src/data/loss_types.ts).
 struct RlSettings {
-  int type = RLX_RL_DPPO_KL, reduction = RLX_REDUCE_TOKEN;
-  double constant = 1, mask_low = 0.2, mask_high = 0.2, adv_tau = 1, kl_tau = 1e-3, ipo_threshold = 0.1;
-  double is_low = 0.5, is_high = 5.0, is_cap = 2.0, clip_low = 0.2, clip_high = 0.28;
+  int type, reduction;
+  double constant, mask_low, mask_high, adv_tau, kl_tau, ipo_threshold, is_low, is_high, is_cap, clip_low, clip_high;
 };
 
 struct LossSettings {
@@ -52,7 +52,7 @@ struct TypeTerms {
 TypeTerms clip_type_loss(const at::Tensor& lr, const at::Tensor& adv, const at::Tensor& m, const at::Tensor& seg,
                          int64_t n_seg, const RlSettings& cfg);
 
-// A per-sample sum over members m of x, broadcast back to each token; and members per sample.
+// A per-sample sum over members m of x, broadcast back to each token.
 at::Tensor per_sample_sum(const at::Tensor& x, const at::Tensor& m, const at::Tensor& seg, int64_t n_seg);
 
 }  // namespace rlx

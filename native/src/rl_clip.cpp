@@ -5,8 +5,9 @@
 //
 //   clip_higher  DAPO (Yu et al., arXiv 2503.14476): PPO's clipped objective with its own low and
 //                high epsilon (0.2 / 0.28), so a rare token's probability can rise further:
-//                  l = -min(r A, clip(r, lo, hi) A)
-//                as verl's compute_policy_loss (clip_ratio_low / clip_ratio_high, without dual clip).
+//                  l = -min(r A, clip(r, lo, hi) A),   lr clamped to [-20, 20] first
+//                as verl's compute_policy_loss (clip_ratio_low / clip_ratio_high, without dual clip;
+//                its clamp too: an A < 0 token's r is unbounded, and exp(lr) overflows past lr ~ 88).
 //   cispo        CISPO (MiniMax-M1, arXiv 2506.13585): the importance weight is clipped and
 //                detached, never the token, so every token keeps a gradient:
 //                  l = -sg(clip(r, lo, hi)) A lp       (value -w A, gradient -w A dlp)
@@ -58,7 +59,7 @@ TypeTerms clip_type_loss(const at::Tensor& lr, const at::Tensor& adv, const at::
     return t;
   }
   // clip_higher on the token's ratio, gspo on the sample's
-  auto x = lr, tested = lrd;
+  auto x = at::clamp(lr, -20.0, 20.0), tested = lrd;
   if (cfg.type == RLX_RL_GSPO) {
     tested = per_sample_sum(lrd, m, seg, n_seg) / members();
     x = at::clamp_max(tested + lr - lrd, 10.0);

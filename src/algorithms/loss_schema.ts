@@ -6,12 +6,11 @@
 import { z } from "zod";
 import { ConfigError, configError } from "../errors.ts";
 import {
-  CLIP_DEFAULTS,
-  defaultReduction,
   RL_LOSS_DEFAULTS as D,
   RL_LOSS_TYPES,
   RL_REDUCTIONS,
   type RlLoss,
+  withTypeDefaults,
 } from "../data/loss_types.ts";
 
 export const lossSchema = z
@@ -40,12 +39,7 @@ export const lossSchema = z
     clip_high: z.number().min(0).optional(),
   })
   .refine((l) => l.is_low <= l.is_high, { message: "is_low must be <= is_high", path: ["is_low"] })
-  .transform((l) => ({
-    ...l,
-    reduction: l.reduction ?? defaultReduction(l.type),
-    clip_low: l.clip_low ?? CLIP_DEFAULTS[l.type][0],
-    clip_high: l.clip_high ?? CLIP_DEFAULTS[l.type][1],
-  }));
+  .transform(withTypeDefaults);
 
 /** A parsed loss block: every setting but `constant` filled in. */
 export type LossConfig = z.output<typeof lossSchema>;

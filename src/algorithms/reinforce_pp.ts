@@ -13,7 +13,8 @@
 // The default is the baseline variant: the paper recommends it for complex reasoning tasks with
 // several samples per prompt (outcome rewards, group_size > 1) and plain REINFORCE++ for general
 // RLHF with one sample per prompt. The paper also subtracts a per-token KL penalty from the reward;
-// in rlx the rl loss carries its own KL term ([trainer.loss]), so a_i starts from the env's reward.
+// in rlx a KL term belongs to the rl loss (dppo_kl's kl_tau, [trainer.loss]; the clipping types
+// have none), so a_i starts from the env's reward.
 //
 // "The batch" is this algorithm's rollouts in the batch being cut: they wait on a byBatch barrier
 // (barriers.ts) that the env's barrier book scores at the cut, before the step's samples are built

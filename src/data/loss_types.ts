@@ -77,18 +77,22 @@ export const RL_LOSS_DEFAULTS = {
   is_cap: 2.0,
 } as const;
 
+/** The settings that default by type, filled in where absent: its paper's reduction and clip range. */
+export function withTypeDefaults<
+  T extends { type: RlLossType; reduction?: RlReduction; clip_low?: number; clip_high?: number },
+>(l: T): T & { reduction: RlReduction; clip_low: number; clip_high: number } {
+  const [clip_low, clip_high] = CLIP_DEFAULTS[l.type];
+  return {
+    ...l,
+    reduction: l.reduction ?? defaultReduction(l.type),
+    clip_low: l.clip_low ?? clip_low,
+    clip_high: l.clip_high ?? clip_high,
+  };
+}
+
 /** A whole RlLoss from the settings given: type dppo_kl, its reduction and clip range by type,
  * the rest from RL_LOSS_DEFAULTS, constant 1. */
 export function rlLoss(given: Partial<RlLoss> = {}): RlLoss {
-  const type = given.type ?? "dppo_kl";
-  const [clip_low, clip_high] = CLIP_DEFAULTS[type];
-  return {
-    ...RL_LOSS_DEFAULTS,
-    constant: 1,
-    clip_low,
-    clip_high,
-    ...Object.fromEntries(Object.entries(given).filter(([, v]) => v !== undefined)),
-    type,
-    reduction: given.reduction ?? defaultReduction(type),
-  };
+  const set = Object.fromEntries(Object.entries(given).filter(([, v]) => v !== undefined));
+  return withTypeDefaults({ ...RL_LOSS_DEFAULTS, constant: 1, ...set, type: given.type ?? "dppo_kl" });
 }

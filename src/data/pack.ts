@@ -155,13 +155,15 @@ export function firstFitDecreasing(lengths: readonly number[], seqLen: number): 
 /** A row of zeros for segments of these lengths, padded to a multiple of `padMultiple` (the padding
  * is one more segment), with the given weight streams: every stream 0 (padding's weight), temperature
  * 1, env -1 until the caller copies the samples in; distillK > 0 adds the top-k slots, all empty.
- * parents: each segment's shared segment or -1 (sampleParents; absent when none is shared). */
+ * parents: each segment's shared segment or -1 (sampleParents; absent when none is shared);
+ * lossCodes: each segment's rl loss code (sampleLosses; absent when every one is 0). */
 export function emptyRow(
   lengths: readonly number[],
   streams: readonly StreamName[],
   opts: { padMultiple?: number; padTokenId?: number },
   distillK = 0,
   parents: readonly number[] = [],
+  lossCodes: readonly number[] = [],
 ): PackedRow {
   const used = lengths.reduce((a, b) => a + b, 0);
   const multiple = Math.max(1, opts.padMultiple ?? 1);
@@ -180,6 +182,10 @@ export function emptyRow(
   if (parents.some((p) => p >= 0)) {
     row.sampleParents = new Int32Array(row.sampleLengths.length).fill(-1);
     row.sampleParents.set(parents);
+  }
+  if (lossCodes.some((c) => c !== 0)) {
+    row.sampleLosses = new Int32Array(row.sampleLengths.length);
+    row.sampleLosses.set(lossCodes);
   }
   if (distillK > 0) {
     row.distillK = distillK;
@@ -260,11 +266,8 @@ function buildRow(
     opts,
     Math.max(0, ...members.map((s) => s.distillTargets?.k ?? 0)),
     parents,
+    codes,
   );
-  if (codes.some((c) => c !== 0)) {
-    row.sampleLosses = new Int32Array(row.sampleLengths.length);
-    row.sampleLosses.set(codes);
-  }
   let offset = 0;
   for (const unit of units) {
     const first = samples[unit.members[0]!]!;

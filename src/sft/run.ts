@@ -205,13 +205,14 @@ export async function runSft(config: SftConfig, options: SftOptions = {}): Promi
     tracker?.scalars(row.step!, row);
   };
 
-  // SIGTERM: noted now, acted on between steps (a step is one synchronous native call)
+  const model = await loadModel(checkpoint?.modelDir ?? config.model.path, { dtype: config.model.dtype });
+  // SIGTERM: noted now, acted on between steps (a step is one synchronous native call); removed in
+  // the finally below. One during the load above ends the process as usual: nothing to save yet
   let terminated = false;
   const onTerm = () => {
     terminated = true;
   };
   process.on("SIGTERM", onTerm);
-  const model = await loadModel(checkpoint?.modelDir ?? config.model.path, { dtype: config.model.dtype });
   try {
     ensureLora(model, config.model.lora, config.seed, "the sft config");
     if (t.precision === "bf16-autocast") model.setOption("autocast_bf16", true);

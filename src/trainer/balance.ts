@@ -117,19 +117,15 @@ export function sliceRow(row: PackedRow, picks: readonly number[], opts: Balance
     }
     spans.push({ from: s.start, length: s.length, parent, sample: k });
   }
+  const codes = lossCodesByStart(row);
   const out = emptyRow(
     spans.map((x) => x.length),
     STREAMS.filter((name) => row[name]),
     opts,
     row.distillK ?? 0,
     spans.map((x) => x.parent),
+    spans.map((x) => (x.sample === undefined ? 0 : (codes.get(x.from) ?? 0))),
   );
-  const codes = lossCodesByStart(row);
-  const spanCodes = spans.map((x) => (x.sample === undefined ? 0 : (codes.get(x.from) ?? 0)));
-  if (spanCodes.some((c) => c !== 0)) {
-    out.sampleLosses = new Int32Array(out.sampleLengths.length);
-    out.sampleLosses.set(spanCodes);
-  }
   const starts: number[] = [];
   let offset = 0;
   for (const span of spans) {

@@ -211,6 +211,17 @@ describe("a row of mixed loss types", () => {
     expect(Array.from(out.grad.subarray(0, 4))).toEqual([0, 0, 0, 0]);
   });
 
+  test("clip_higher clamps the log ratio to ±20 as verl does: an A < 0 token's ratio past a float's range stays finite", () => {
+    const t0 = SEG.findIndex((s, t) => s === 1 && MASK[t] === 1); // a member of sample 1, A = -0.5
+    const far = (to: number) => LP.map((x, t) => (t === t0 ? ILP[t]! + to : x));
+    const l = rlLoss({ type: "clip_higher" });
+    const out = lossEval(row(far(100)), settings([l]));
+    const ref = reference(l, far(20));
+    expect(Math.abs(out.all.loss - ref.loss) / ref.loss).toBeLessThan(1e-12);
+    expect(out.grad[t0]).toBe(0);
+    out.grad.forEach((g, t) => t !== t0 && expect(Math.abs(g - ref.grad[t]!)).toBeLessThan(1e-12));
+  });
+
   test("a sample code outside the table is an error naming it", () => {
     expect(() => lossEval({ ...row(), sampleLosses: Int32Array.from([0, 0, 4, 0, 0]) }, settings(table))).toThrow(
       "sample_losses[2] = 4 but the loss table has 4 entries",
