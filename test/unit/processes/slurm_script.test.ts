@@ -72,56 +72,26 @@ function rlx(args: string[], cwd: string) {
   return { code: proc.exitCode, out: proc.stdout.toString(), err: proc.stderr.toString() };
 }
 
-test("rlx launch slurm --dry-run prints the script and writes nothing; /tmp and a CPU/GPU mismatch are refused", () => {
+test("rlx launch slurm --dry-run prints the script and writes nothing; /tmp, a CPU/GPU mismatch and two ports are refused", () => {
   const dir = mkdtempSync(join(tmpdir(), "rlx-launch-"));
   const config = join(ROOT, "configs/quickstart.toml");
   const runDir = `/srv/rlx-launch-test-${Date.now()}/run`;
-  const dry = rlx(["launch", "slurm", config, "--nodes", "2", "--set", `output_dir=${runDir}`, "--dry-run"], dir);
+  const launch = (...args: string[]) => rlx(["launch", "slurm", config, "--nodes", "2", ...args, "--dry-run"], dir);
+  const dry = launch("--set", `output_dir=${runDir}`);
   expect(dry.err).toBe("");
   expect(dry.code).toBe(0);
   expect(dry.out).toContain("#SBATCH --nodes=2");
   expect(existsSync(`${runDir}.slurm`)).toBe(false);
   expect(readdirSync(dir)).toEqual([]);
-  const tmp = rlx(["launch", "slurm", config, "--nodes", "2", "--set", `output_dir=${dir}/run`, "--dry-run"], dir);
+  const tmp = launch("--set", `output_dir=${dir}/run`);
   expect(tmp.code).toBe(1);
   expect(tmp.err).toContain("which every node has its own of");
-  const gpus = rlx(["launch", "slurm", config, "--nodes", "2", "--gpus-per-node", "4", "--dry-run"], dir);
-  expect(gpus.err).toContain("--gpus-per-node 4 but trainer.device is cpu");
-  const port = rlx(
-    [
-      "launch",
-      "slurm",
-      config,
-      "--nodes",
-      "2",
-      "--set",
-      `output_dir=${runDir}`,
-      "--set",
-      "trainer.dist.master_port=29600",
-      "--dry-run",
-    ],
-    dir,
+  expect(launch("--gpus-per-node", "4").err).toContain("--gpus-per-node 4 but trainer.device is cpu");
+  const port = ["--set", `output_dir=${runDir}`, "--set", "trainer.dist.master_port=29600"];
+  expect(launch(...port).out).toContain("export MASTER_PORT=29600");
+  expect(launch(...port, "--master-port", "29700").err).toContain(
+    "--master-port 29700 but trainer.dist.master_port = 29600",
   );
-  expect(port.err).toBe("");
-  expect(port.out).toContain("export MASTER_PORT=29600");
-  const conflict = rlx(
-    [
-      "launch",
-      "slurm",
-      config,
-      "--nodes",
-      "2",
-      "--set",
-      `output_dir=${runDir}`,
-      "--set",
-      "trainer.dist.master_port=29600",
-      "--master-port",
-      "29700",
-      "--dry-run",
-    ],
-    dir,
-  );
-  expect(conflict.err).toContain("--master-port 29700 but trainer.dist.master_port = 29600");
 });
 
 test("docs/scaling.md's --dry-run example is the script rlx launch slurm writes for it", () => {
