@@ -4,6 +4,7 @@
 // the user typed (orchestrator.train.env[1].algo.teacher) and what was expected, so every layer
 // that validates a config block (config, algorithms, envs, sft) reports it the same way.
 import type { z } from "zod";
+import { didYouMean, keysAt } from "./did_you_mean.ts";
 
 export class RlxError extends Error {
   /** What to do about it, printed on its own line under the message. */
@@ -50,15 +51,15 @@ export function keyPath(path: readonly PropertyKey[]): string {
   return out || "(top level)";
 }
 
-function describe(issue: z.core.$ZodIssue, schema: string): { path: readonly PropertyKey[]; text: string } {
+function describe(issue: z.core.$ZodIssue, schema?: z.ZodType): { path: readonly PropertyKey[]; text: string } {
   switch (issue.code) {
     case "unrecognized_keys": {
       const key = issue.keys[0] ?? "?";
       const more = issue.keys.length > 1 ? ` (and ${issue.keys.slice(1).join(", ")})` : "";
-      return {
-        path: [...issue.path, key],
-        text: `unknown key${more}; check the spelling against the schema (${schema})`,
-      };
+      const known = schema ? keysAt(schema, issue.path) : [];
+      const keys = known.length ? ` (the keys here: ${known.join(", ")})` : "";
+      const guess = didYouMean(key, known);
+      return { path: [...issue.path, key], text: `unknown key${more}${guess ? `;${guess}` : ""}${keys}` };
     }
     case "invalid_type": {
       const missing = issue.message.includes("received undefined");
@@ -72,10 +73,11 @@ function describe(issue: z.core.$ZodIssue, schema: string): { path: readonly Pro
   }
 }
 
-/** A ConfigError from zod issues: its fix line, and the schema an unknown key is named against. */
+/** A ConfigError from zod issues: its fix line, and the schema the issues came from (an unknown
+ * key is answered with the keys it accepts there, and the closest one). */
 export interface IssueOptions {
   fix?: string;
-  schema?: string;
+  schema?: z.ZodType;
 }
 
 /** One error listing every issue, each as `FILE: key.path: what is wrong`. */
@@ -83,7 +85,7 @@ export function configError(
   issues: readonly z.core.$ZodIssue[],
   source: string,
   prefix: readonly PropertyKey[] = [],
-  { fix = "edit the file, or override with --set key=value", schema = "src/config/schema.ts" }: IssueOptions = {},
+  { fix = "edit the file, or override with --set key=value", schema }: IssueOptions = {},
 ): ConfigError {
   const lines = issues.map((issue) => {
     const { path, text } = describe(issue, schema);

@@ -73,7 +73,11 @@ export async function loadPlugin(file: string, site: PluginSite, kind: FactoryKi
     if (typeof value !== "object" || value === null)
       throw new ConfigError(`${at}: "${file}" has no default export object`, fix);
     const result = kind.schema.safeParse(value);
-    if (!result.success) throw configError(result.error.issues, `${at}: the default export of "${file}"`, [], fix);
+    if (!result.success)
+      throw configError(result.error.issues, `${at}: the default export of "${file}"`, [], {
+        ...fix,
+        schema: kind.schema,
+      });
     return value;
   }
   if (typeof value !== "function") throw new ConfigError(`${at}: "${file}" has no default export function`, fix);

@@ -47,7 +47,7 @@ export type LossConfig = z.output<typeof lossSchema>;
 /** An algo block's `loss`, parsed; errors name its key path (`path`) in `source`. */
 export function parseLossBlock(block: unknown, source: string, path: (string | number)[]): LossConfig {
   const parsed = lossSchema.safeParse(block);
-  if (!parsed.success) throw configError(parsed.error.issues, source, path);
+  if (!parsed.success) throw configError(parsed.error.issues, source, path, { schema: lossSchema });
   return parsed.data;
 }
 

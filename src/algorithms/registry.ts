@@ -130,7 +130,7 @@ export function parseAlgoConfig(block: Record<string, unknown>, site: AlgoSite):
   const { loss, ...own } = structuredClone(block);
   const schema: z.ZodType = type === "custom" ? customSchema : BUILTIN_ALGORITHMS[type as BuiltinType].schema;
   const result = schema.safeParse(own);
-  if (!result.success) throw configError(result.error.issues, site.source, site.path);
+  if (!result.success) throw configError(result.error.issues, site.source, site.path, { schema });
   if (loss === undefined) return result.data as AlgoConfig;
   return { ...(result.data as AlgoConfig), loss: parseLossBlock(loss, site.source, [...site.path, "loss"]) };
 }
@@ -187,7 +187,7 @@ export async function createAlgorithm(
   const cls = await loadCustomClass(config.path, site);
   const { type, path, sampling, loss, ...own } = config;
   const parsed = cls.schema.safeParse(own);
-  if (!parsed.success) throw configError(parsed.error.issues, site.source, site.path);
+  if (!parsed.success) throw configError(parsed.error.issues, site.source, site.path, { schema: cls.schema });
   const full = { ...(parsed.data as object), type, path, sampling, ...(loss ? { loss } : {}) };
   const warnings = checkAlgorithm(cls, full as AlgoConfig, site, run);
   return { algorithm: new cls(full), warnings };

@@ -6,6 +6,7 @@
 // next token as its value, `--` ends the flags), and anything unknown is a UsageError naming it,
 // with the closest known flag (or command) suggested.
 import { type ArgsDef, type CommandDef } from "citty";
+import { closest } from "../did_you_mean.ts";
 import { UsageError } from "../errors.ts";
 
 type Resolvable<T> = T | Promise<T> | (() => T | Promise<T>);
@@ -78,27 +79,4 @@ export async function checkCommandLine(cmd: CommandDef<any>, rawArgs: readonly s
 function splitFlag(flag: string): [string, string | undefined] {
   const eq = flag.indexOf("=");
   return eq < 0 ? [flag, undefined] : [flag.slice(0, eq), flag.slice(eq + 1)];
-}
-
-/** The candidate with the smallest edit distance to `name` (ties: the first). */
-export function closest(name: string, candidates: readonly string[]): string {
-  let best = candidates[0]!;
-  let bestDistance = Number.POSITIVE_INFINITY;
-  for (const candidate of candidates) {
-    const d = editDistance(name, candidate);
-    if (d < bestDistance) [best, bestDistance] = [candidate, d];
-  }
-  return best;
-}
-
-/** Levenshtein distance (insertions, deletions, substitutions). */
-function editDistance(a: string, b: string): number {
-  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
-  for (let i = 1; i <= a.length; i++) {
-    const row = [i];
-    for (let j = 1; j <= b.length; j++)
-      row[j] = Math.min(previous[j]! + 1, row[j - 1]! + 1, previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
-    previous = row;
-  }
-  return previous[b.length]!;
 }

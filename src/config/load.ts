@@ -29,7 +29,7 @@ export function loadConfig(path: string, overrides: readonly string[] = []): Res
   applyOverrides(raw, overrides);
   const source = overrides.length ? `${path} (with --set)` : path;
   const parsed = configSchema.safeParse(raw);
-  if (!parsed.success) throw configError(parsed.error.issues, source);
+  if (!parsed.success) throw configError(parsed.error.issues, source, [], { schema: configSchema });
   return resolveConfig(parsed.data, source);
 }
 

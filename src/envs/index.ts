@@ -57,7 +57,7 @@ export function checkEnvArgs(
       { fix: "or give the path of a custom env's .ts file" },
     );
   const result = schema.safeParse(env.args);
-  if (!result.success) throw configError(result.error.issues, source, [...path, "args"]);
+  if (!result.success) throw configError(result.error.issues, source, [...path, "args"], { schema });
   return result.data as Record<string, unknown>;
 }
 
@@ -106,7 +106,7 @@ export async function createEnv(
   if (!parsed.success)
     throw configError(parsed.error.issues, site.source, site.path, {
       fix: `see \`rlx env list\` and the ${definition.id} env's schema`,
-      schema: `the ${definition.id} env's args`,
+      schema: definition.args,
     });
   return definition.create(parsed.data);
 }

@@ -153,7 +153,7 @@ export function loadSftConfig(path: string, overrides: readonly string[] = []): 
   const source = overrides.length ? `${path} (with --set)` : path;
   const parsed = sftConfigSchema.safeParse(raw);
   if (!parsed.success) {
-    throw configError(parsed.error.issues, source, [], { schema: "src/sft/config.ts" });
+    throw configError(parsed.error.issues, source, [], { schema: sftConfigSchema });
   }
   checkEvalEnvs(parsed.data, source);
   checkStopBand(parsed.data, source);

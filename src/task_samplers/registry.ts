@@ -69,7 +69,7 @@ export function parseSamplerConfig(block: Record<string, unknown>, site: PluginS
   }
   const schema: z.ZodType = type === "custom" ? customSchema : BUILTIN_SAMPLERS[type as BuiltinSamplerType].schema;
   const result = schema.safeParse(structuredClone(block));
-  if (!result.success) throw configError(result.error.issues, site.source, site.path);
+  if (!result.success) throw configError(result.error.issues, site.source, site.path, { schema });
   return result.data as SamplerConfig;
 }
 
@@ -94,7 +94,7 @@ export async function createSampler(
   const cls = (await loadPlugin(config.path, keySite(site, "path"), samplerPlugin)) as SamplerClass;
   const { type, path, pass_reward, ...own } = config;
   const parsed = cls.schema.safeParse(own);
-  if (!parsed.success) throw configError(parsed.error.issues, site.source, site.path);
+  if (!parsed.success) throw configError(parsed.error.issues, site.source, site.path, { schema: cls.schema });
   const full = { ...(parsed.data as object), type, path, pass_reward };
   checkSampler(cls, full as SamplerConfig, site, run);
   return new cls(full, ctx);

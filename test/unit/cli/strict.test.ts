@@ -8,7 +8,8 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { root } from "../../../src/cli/root.ts";
-import { checkCommandLine, closest } from "../../../src/cli/strict.ts";
+import { checkCommandLine } from "../../../src/cli/strict.ts";
+import { closest } from "../../../src/did_you_mean.ts";
 import { UsageError } from "../../../src/errors.ts";
 import { microModelDir } from "../../fixtures/serve_model.ts";
 

@@ -111,7 +111,12 @@ describe("resolution", () => {
 // error message must contain: the key path and the gist.
 const BAD: [string, string | null, string[], string[]][] = [
   ["unknown top-level key", `${BASE}foo = 1\n${env()}`, [], ["foo", "unknown key"]],
-  ["unknown nested key", `${BASE}[trainer.optim]\nlrr = 1\n${env()}`, [], ["trainer.optim.lrr", "unknown key"]],
+  [
+    "unknown nested key",
+    `${BASE}[trainer.optim]\nlrr = 1\n${env()}`,
+    [],
+    ["trainer.optim.lrr", 'unknown key; did you mean "lr"? (the keys here: lr,'],
+  ],
   [
     "wrong type",
     `[model]\npath = "m"\n[orchestrator]\nbatch_size = "big"\n${env()}`,
@@ -202,10 +207,15 @@ const BAD: [string, string | null, string[], string[]][] = [
     "unknown key in --set",
     BASE + env(),
     ["--set", "trainer.optim.lrr=1"],
-    ["trainer.optim.lrr", "unknown key", "--set"],
+    ["trainer.optim.lrr", 'unknown key; did you mean "lr"?', "--set"],
   ],
   ["malformed --set", BASE + env(), ["--set", "trainer.optim.lr"], ["--set trainer.optim.lr", "key=value"]],
-  ["unknown env arg", BASE + env("args = { bogus = 1 }"), [], ["orchestrator.train.env[0].args.bogus", "unknown key"]],
+  [
+    "unknown env arg",
+    BASE + env("args = { bogus = 1 }"),
+    [],
+    ["orchestrator.train.env[0].args.bogus", "unknown key (the keys here: digits,"],
+  ],
   [
     "custom env file missing",
     BASE + `[[orchestrator.train.env]]\nid = "./nope_env.js"\n`,

@@ -42,7 +42,7 @@ describe("env registry", () => {
     const math = await loadEnv("math");
     await expect(createEnv(math, { digits: 0 })).rejects.toThrow(/^env math: args\.digits: /);
     await expect(createEnv(math, { digitz: 2 })).rejects.toThrow(
-      "env math: args.digitz: unknown key; check the spelling against the schema (the math env's args)",
+      'env math: args.digitz: unknown key; did you mean "digits"? (the keys here: digits, operations,',
     );
     const site = { source: "run.toml", path: ["orchestrator", "train", "env", 0, "args"] };
     await expect(createEnv(math, { digits: 0 }, site)).rejects.toThrow(
