@@ -3,9 +3,10 @@
 // model would see; `demos` writes gold demonstration conversations (tool calls and real tool
 // outputs included) as chat-messages JSONL for `rlx sft` and OPSD. These are how a user debugs an
 // environment and bootstraps a model before RL.
-import { writeFileSync } from "node:fs";
+import { mkdirSync, writeFileSync } from "node:fs";
+import { dirname, resolve } from "node:path";
 import { defineCommand } from "citty";
-import { ConfigError, EnvError } from "../errors.ts";
+import { ConfigError, EnvError, RlxError } from "../errors.ts";
 import type { Env, EnvDefinition, Split } from "../envs/types.ts";
 
 const envArgs = {
@@ -44,11 +45,15 @@ async function openEnv(id: string, argsJson: string | undefined): Promise<{ defi
 }
 
 const list = defineCommand({
-  meta: { name: "list", description: "List the built-in environments" },
-  args: { json: { type: "boolean", description: "Print JSON" } },
+  meta: { name: "list", description: "List the built-in environments, and a custom env file's when given" },
+  args: {
+    file: { type: "positional", required: false, description: "A custom env's .ts file, listed after the built-ins" },
+    json: { type: "boolean", description: "Print JSON" },
+  },
   async run({ args }) {
-    const { envDefinitions } = await import("../envs/index.ts");
-    const rows = envDefinitions().map((d) => ({ id: d.id, description: d.description }));
+    const { envDefinitions, loadEnv } = await import("../envs/index.ts");
+    const custom = args.file ? [await loadEnv(args.file, { source: "rlx env list", path: [] })] : [];
+    const rows = [...envDefinitions(), ...custom].map((d) => ({ id: d.id, description: d.description }));
     if (args.json) return console.log(JSON.stringify(rows, null, 2));
     for (const row of rows) console.log(`${row.id.padEnd(8)} ${row.description}`);
   },
@@ -160,7 +165,14 @@ const demos = defineCommand({
         JSON.stringify({ messages, ...(tools.length ? { tools } : {}), env: definition.id, task_id: task.id }),
       );
     }
-    writeFileSync(args.out, lines.join("\n") + (lines.length ? "\n" : ""));
+    try {
+      mkdirSync(dirname(resolve(args.out)), { recursive: true });
+      writeFileSync(args.out, lines.join("\n") + (lines.length ? "\n" : ""));
+    } catch (err) {
+      throw new RlxError(`rlx env demos: cannot write ${args.out}: ${(err as Error).message}`, {
+        fix: "give --out a file path in a folder you can write to",
+      });
+    }
     console.log(`wrote ${lines.length} demonstrations of ${definition.id} to ${args.out}`);
   },
 });

@@ -93,6 +93,24 @@ describe("rlx env", () => {
     }
   }, 30_000);
 
+  test("list takes a custom env's file; demos makes --out's folder, and a path it cannot write is an error", () => {
+    const listed = JSON.parse(rlx("list", "examples/envs/guess.ts", "--json").stdout) as Array<{ id: string }>;
+    expect(listed.map((e) => e.id).at(-1)).toBe("guess");
+    const dir = mkdtempSync(join(tmpdir(), "rlx-demos-"));
+    try {
+      const nested = join(dir, "missing", "dir", "math.jsonl");
+      expect(rlx("demos", "math", "--n", "2", "--out", nested).code).toBe(0);
+      expect(readFileSync(nested, "utf8").trim().split("\n").length).toBe(2);
+      const blocked = rlx("demos", "math", "--n", "2", "--out", join(nested, "x.jsonl")); // under a file
+      expect(blocked.code).toBe(1);
+      expect(blocked.stderr).toContain(`rlx env demos: cannot write ${join(nested, "x.jsonl")}`);
+      expect(blocked.stderr).toContain("fix: give --out a file path");
+      expect(blocked.stderr).not.toContain("    at ");
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   test("bad ids and args are reported with a fix", () => {
     const unknown = rlx("show", "nope");
     expect(unknown.code).toBe(1);
