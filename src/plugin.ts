@@ -26,9 +26,11 @@ export interface FactoryKind {
   shape: string;
 }
 
-/** A default export that is a plain object `schema` accepts (an EnvDefinition); it is returned as exported. */
+/** A default export that is a plain object `schema` accepts (an EnvDefinition), or a function that
+ * receives `kit` and returns one (the form in which a file gets zod without importing it). */
 export interface ObjectKind<T> {
   schema: z.ZodType<T>;
+  kit: unknown;
   /** The file's expected shape, for the fix line. */
   shape: string;
 }
@@ -63,15 +65,30 @@ export async function loadPlugin(file: string, site: PluginSite, kind: FactoryKi
   try {
     module = await import(resolve(file));
   } catch (err) {
-    throw new ConfigError(`${at}: cannot import "${file}": ${(err as Error).message}`, {
-      fix: `paths are relative to the directory rlx runs in; \`bun ${file}\` shows what fails to load`,
+    // the binary's own modules live at /$bunfs/...: not a path the user can open
+    const message = (err as Error).message.replaceAll(/\/\$bunfs\/\S*/g, "the rlx binary");
+    const pkg = /Cannot find (?:package|module) '([^'./][^']*)'/.exec(message)?.[1];
+    throw new ConfigError(`${at}: cannot import "${file}": ${message}`, {
+      fix: pkg
+        ? `a plugin file cannot import packages ("${pkg}"): its default export receives a kit with what it needs (zod as z), as in ${kind.shape}`
+        : "paths are relative to the directory rlx runs in; the message above says what in the file fails to load",
     });
   }
-  const value = module.default;
+  let value = module.default;
   const fix = { fix: kind.shape };
   if ("schema" in kind) {
+    if (typeof value === "function") {
+      try {
+        value = (value as (kit: unknown) => unknown)(kind.kit);
+      } catch (err) {
+        throw new ConfigError(`${at}: the default export of "${file}" threw: ${(err as Error).message}`, fix);
+      }
+    }
     if (typeof value !== "object" || value === null)
-      throw new ConfigError(`${at}: "${file}" has no default export object`, fix);
+      throw new ConfigError(
+        `${at}: "${file}" has no default export object (or function of the kit returning one)`,
+        fix,
+      );
     const result = kind.schema.safeParse(value);
     if (!result.success)
       throw configError(result.error.issues, `${at}: the default export of "${file}"`, [], {

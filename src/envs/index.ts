@@ -61,8 +61,14 @@ export function checkEnvArgs(
   return result.data as Record<string, unknown>;
 }
 
-/** A custom env file, for the plugin loader: a plain EnvDefinition object (types.ts), checked as it loads. */
+/** What a custom env file's default export receives when it is a function: zod, for its args schema. */
+export const envKit = { z };
+export type EnvKit = typeof envKit;
+
+/** A custom env file, for the plugin loader: an EnvDefinition object (types.ts), or a function of
+ * envKit returning one, checked as it loads. */
 export const envPlugin: ObjectKind<EnvDefinition> = {
+  kit: envKit,
   schema: z.looseObject({
     id: z.string().min(1),
     description: z.string(),
@@ -75,7 +81,7 @@ export const envPlugin: ObjectKind<EnvDefinition> = {
     ),
   }),
   shape:
-    "default-export { id, description, args: z.strictObject({...}), create(args) { return { tools, maxTurns, load, reward } } }",
+    "export default ({ z }) => ({ id, description, args: z.strictObject({...}), create(args) { return { tools, maxTurns, load, reward } } })",
 };
 
 /** A built-in env by id, or a custom env from a file path (relative to the working directory);

@@ -67,7 +67,7 @@ describe("env registry", () => {
         `${at}: description: required (expected string)`,
         `${at}: create: must be a function: create(args) returns the env`,
       ]);
-      expect(err.fix).toStartWith("default-export { id, description,");
+      expect(err.fix).toStartWith("export default ({ z }) => ({ id, description,");
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

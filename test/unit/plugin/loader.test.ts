@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Algorithm } from "../../../src/algorithms/base.ts";
 import { algorithmPlugin } from "../../../src/algorithms/registry.ts";
-import { envPlugin } from "../../../src/envs/index.ts";
+import { createEnv, envPlugin } from "../../../src/envs/index.ts";
 import { ConfigError } from "../../../src/errors.ts";
 import { Judge } from "../../../src/judges/judge.ts";
 import { judgePlugin } from "../../../src/judges/index.ts";
@@ -64,7 +64,9 @@ describe.each(KINDS)("every kind ($name) fails the same way", ({ kind }) => {
   test("no default export; the fix is the file's shape", async () => {
     const path = file("no_default.ts", "export const x = 1;\n");
     const err = await failure(path, kind);
-    expect(err.message).toBe(`${AT}: "${path}" has no default export ${"base" in kind ? "function" : "object"}`);
+    expect(err.message).toBe(
+      `${AT}: "${path}" has no default export ${"base" in kind ? "function" : "object (or function of the kit returning one)"}`,
+    );
     expect(err.fix).toBe(kind.shape);
   });
 });
@@ -102,6 +104,35 @@ describe("a custom env file", () => {
     expect(definition.id).toBe("guess");
   });
 
+  test("in the kit form it gets zod for its args schema, whose unknown keys are answered with the known ones", async () => {
+    const path = file(
+      "kit_env.ts",
+      `export default ({ z }) => ({
+  id: "rev",
+  description: "reverse a word",
+  args: z.strictObject({ words: z.number().int().positive().default(50) }),
+  create: (args) => ({ tools: [], maxTurns: 1, load: async () => [], reward: () => args.words }),
+});
+`,
+    );
+    const definition = await loadPlugin(path, SITE, envPlugin);
+    const env = await createEnv(definition, { words: 7 });
+    expect(env.reward({} as never, {} as never) as unknown).toBe(7);
+    await expect(createEnv(definition, { wrods: 7 })).rejects.toThrow(
+      'env rev: args.wrods: unknown key; did you mean "words"? (the keys here: words)',
+    );
+  });
+
+  test("a file that imports a package is told to take it from the kit", async () => {
+    const path = file(
+      "imports_zod.ts",
+      'import { z } from "zod-not-installed-here";\nexport default { id: String(z) };\n',
+    );
+    const err = await failure(path, envPlugin);
+    expect(err.fix).toStartWith('a plugin file cannot import packages ("zod-not-installed-here")');
+    expect(err.fix).toContain(envPlugin.shape);
+  });
+
   test("a default export of the wrong shape lists each wrong field; a factory file is not an env", async () => {
     const path = file("bad_env.ts", 'export default { id: "", args: {}, create: 1 };\n');
     const err = await failure(path, envPlugin);
@@ -114,7 +145,9 @@ describe("a custom env file", () => {
     ]);
     expect(err.fix).toBe(envPlugin.shape);
     const factory = join(EXAMPLES, "algorithms/rloo.ts");
-    expect((await failure(factory, envPlugin)).message).toBe(`${AT}: "${factory}" has no default export object`);
+    expect((await failure(factory, envPlugin)).message).toStartWith(
+      `${AT}: the default export of "${factory}" threw: `,
+    );
   });
 });
 
