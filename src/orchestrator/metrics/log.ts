@@ -77,12 +77,15 @@ export function consoleLine(step: number, maxSteps: number, m: Metrics, envs: re
   ].join(" | ");
 }
 
-/** "eval math avg@8 0.125 pass@1 0.500" from the eval/<env>/ keys of a line, or "". */
+/** "eval math avg@8 0.125 pass@1 0.500" from the eval/<env>/ keys of a line, or "", with
+ * "errored 25%" where rollouts failed (their score 0 is no answer's). */
 export function evalSummary(m: Metrics): string {
   const perEnv = new Map<string, string[]>();
   for (const [key, value] of Object.entries(m)) {
-    const match = /^eval\/(.+)\/(avg@\d+|pass@1)$/.exec(key);
-    if (match) perEnv.set(match[1]!, [...(perEnv.get(match[1]!) ?? []), `${match[2]} ${num(value)}`]);
+    const match = /^eval\/(.+)\/(avg@\d+|pass@1|error_rate)$/.exec(key);
+    if (!match || (match[2] === "error_rate" && !value)) continue;
+    const part = match[2] === "error_rate" ? `errored ${(100 * value).toFixed(0)}%` : `${match[2]} ${num(value)}`;
+    perEnv.set(match[1]!, [...(perEnv.get(match[1]!) ?? []), part]);
   }
   return perEnv.size ? `eval ${[...perEnv].map(([env, parts]) => `${env} ${parts.join(" ")}`).join(" ")}` : "";
 }

@@ -5,7 +5,7 @@ import { expect, test } from "bun:test";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { MetricsLog } from "../../../src/orchestrator/metrics/log.ts";
+import { evalSummary, MetricsLog } from "../../../src/orchestrator/metrics/log.ts";
 import type { PublishedStep } from "../../../src/rundir/paths.ts";
 
 const published = (step: number, orchestrator: Record<string, number>): PublishedStep => ({
@@ -50,4 +50,11 @@ test("summary: a two-step run compares step 1 with step 2 and has no eval table 
   ]);
   expect(lines.slice(3, 4)).toEqual([""]);
   expect(lines[4]).toMatch(/^time per step, mean of 2: /);
+});
+
+test("an eval line says how many of an env's rollouts errored, when any did", () => {
+  expect(evalSummary({ "eval/math/avg@1": 0, "eval/math/pass@1": 0, "eval/math/error_rate": 1 })).toBe(
+    "eval math avg@1 0.000 pass@1 0.000 errored 100%",
+  );
+  expect(evalSummary({ "eval/math/avg@4": 0.5, "eval/math/error_rate": 0 })).toBe("eval math avg@4 0.500");
 });
