@@ -7,7 +7,7 @@
 import { defineCommand } from "citty";
 import { consola } from "consola";
 import { loadConfig, resolvedToml } from "../config/load.ts";
-import { nameCustomEnvs } from "../config/env_names.ts";
+import { loadCustomEnvs } from "../config/custom_envs.ts";
 import { lossSettings, lossText } from "../config/loss_text.ts";
 import { ConfigError } from "../errors.ts";
 import { repeated } from "./run.ts";
@@ -59,7 +59,7 @@ export default defineCommand({
     }
     if (args["dry-run"]) {
       const { config, warnings } = loadConfig(args.config, overrides);
-      await nameCustomEnvs(config, args.config);
+      await loadCustomEnvs(config, args.config);
       const { checkModelDir } = await import("../config/model_check.ts");
       const model = checkModelDir(config.model.path, config.orchestrator.seq_len);
       warnings.push(...model.warnings);

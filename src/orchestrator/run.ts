@@ -7,7 +7,7 @@
 import { existsSync, mkdirSync, rmSync } from "node:fs";
 import { join, relative, resolve } from "node:path";
 import { loadConfig, resolvedToml } from "../config/load.ts";
-import { nameCustomEnvs } from "../config/env_names.ts";
+import { loadCustomEnvs } from "../config/custom_envs.ts";
 import type { ResolvedConfig } from "../config/resolve.ts";
 import { ConfigError, RlxError } from "../errors.ts";
 import { ChatRenderer } from "../model/render.ts";
@@ -146,7 +146,7 @@ export async function runTraining(o: TrainOptions): Promise<TrainResult> {
   const { config, warnings } = loadConfig(o.configPath, o.overrides);
   for (const warning of warnings) o.warn(warning);
   const source = o.overrides.length ? `${o.configPath} (with --set)` : o.configPath;
-  await nameCustomEnvs(config, source);
+  await loadCustomEnvs(config, source);
   const runDir = resolve(config.output_dir);
   const checkpoint = prepareRunDir(runDir, o);
   const resumeState = checkpoint && orchestratorState(checkpoint);
@@ -181,6 +181,7 @@ export async function runTraining(o: TrainOptions): Promise<TrainResult> {
   process.on("SIGINT", onInt);
   process.on("SIGTERM", onTerm);
   let policy: LivePolicy | undefined;
+  let looping = false; // a fresh run that fails before its loop leaves nothing a rerun needs --force for
   try {
     // the trainer first: its start-up (libtorch, the model) overlaps the policy's and the envs'
     const mode = policyMode(config, o.inference ?? "auto");
@@ -211,6 +212,7 @@ export async function runTraining(o: TrainOptions): Promise<TrainResult> {
     o.info(
       `run ${runDir}: ${envs.map((e) => `${e.resolved.name} (${e.algoName})`).join(", ")}; ${checkpoint ? `resuming after step ${checkpoint.step}` : "starting at step 1"} of ${config.max_steps}`,
     );
+    looping = true;
     const result = await runTrainLoop({
       config,
       runDir,
@@ -229,5 +231,6 @@ export async function runTraining(o: TrainOptions): Promise<TrainResult> {
     process.off("SIGTERM", onTerm);
     await children.stopAll();
     await policy?.close();
+    if (!looping && !checkpoint) clearRunFiles(runDir);
   }
 }

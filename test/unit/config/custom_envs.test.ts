@@ -4,7 +4,7 @@ import { expect, test } from "bun:test";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { nameCustomEnvs } from "../../../src/config/env_names.ts";
+import { loadCustomEnvs } from "../../../src/config/custom_envs.ts";
 import { loadConfig } from "../../../src/config/load.ts";
 import { ConfigError } from "../../../src/errors.ts";
 
@@ -25,13 +25,13 @@ const entry = (extra = "") => `[[orchestrator.train.env]]\nid = ${JSON.stringify
 test("an unnamed custom env takes its definition's id; built-ins and given names are kept", async () => {
   const { config, path } = load(`${entry()}[[orchestrator.train.env]]\nid = "math"\n${entry('name = "mine"')}`);
   expect(config.orchestrator.train.env.map((e) => e.name)).toEqual([envFile, "math", "mine"]);
-  await nameCustomEnvs(config, path);
+  await loadCustomEnvs(config, path);
   expect(config.orchestrator.train.env.map((e) => e.name)).toEqual(["vowels", "math", "mine"]);
 });
 
 test("a file's id that another entry already uses as its name is refused, naming the key", async () => {
   const { config, path } = load(`${entry('name = "vowels"')}${entry()}`);
-  const err = await nameCustomEnvs(config, path).catch((e: unknown) => e);
+  const err = await loadCustomEnvs(config, path).catch((e: unknown) => e);
   expect(err).toBeInstanceOf(ConfigError);
   expect((err as Error).message).toContain("orchestrator.train.env[1].name");
   expect((err as Error).message).toContain('named "vowels" by its file');
