@@ -1,8 +1,11 @@
 // The environment interface (docs/architecture.md §9). An environment is a plain object, not a class to
 // extend, so a custom env in a user's `.ts` file needs nothing from rlx's sources to be valid:
 //
-//   export default { id: "my_env", description: "...", args: z.strictObject({...}),
-//                    create(args) { return { tools: [], maxTurns: 1, load, reward }; } };
+//   export default ({ z }) => ({ id: "my_env", description: "...", args: z.strictObject({...}),
+//                                create(args) { return { tools: [], maxTurns: 1, load, reward }; } });
+//
+// (a function of the kit, which gives zod; a plain object works as well when it needs no schema).
+// docs/environments.md walks through one (examples/envs/reverse.ts).
 //
 // `args` validates the `args = {...}` table of an `[[orchestrator.train.env]]` entry (defaults
 // live in the schema). `create(args)` returns the running env: its tasks, its tools, its turn
