@@ -65,7 +65,7 @@ export async function trainWithRestarts(o: TrainOptions): Promise<TrainResult> {
     } catch (err) {
       if (!(err instanceof ChildError) || restart > maxRestarts) throw err;
       const latest = latestCheckpoint(runDir, o.warn);
-      attempt = { ...o, resumeIfAny: true, force: false };
+      attempt = { ...o, resume: false, resumeIfAny: true, force: false };
       const record: RestartRecord = {
         restart,
         max_restarts: maxRestarts,
