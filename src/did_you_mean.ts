@@ -33,18 +33,25 @@ interface Def {
   shape?: Record<string, z.ZodType>;
   innerType?: z.ZodType;
   in?: z.ZodType;
+  out?: z.ZodType;
+  left?: z.ZodType;
+  right?: z.ZodType;
   element?: z.ZodType;
   valueType?: z.ZodType;
   options?: z.ZodType[];
   getter?: () => z.ZodType;
 }
-const def = (schema: z.ZodType) => (schema as unknown as { _zod: { def: Def } })._zod.def;
+// a schema that is not zod 4's (an env file may bring any object with safeParse) has no def
+const def = (schema: z.ZodType): Def =>
+  (schema as unknown as { _zod?: { def?: Def } })?._zod?.def ?? { type: "unknown" };
 
 /** The schemas a value of `schema` may be checked by, wrappers taken off. */
 function unwrap(schema: z.ZodType): z.ZodType[] {
   const d = def(schema);
   if (d.innerType) return unwrap(d.innerType); // optional, default, nullable, readonly, catch, ...
-  if (d.type === "pipe" && d.in) return unwrap(d.in); // a transform: the input's keys
+  // a transform (in: the object) or a preprocess (out: the object)
+  if (d.type === "pipe") return [...(d.in ? unwrap(d.in) : []), ...(d.out ? unwrap(d.out) : [])];
+  if (d.type === "intersection") return [...(d.left ? unwrap(d.left) : []), ...(d.right ? unwrap(d.right) : [])];
   if (d.type === "lazy" && d.getter) return unwrap(d.getter());
   if (d.type === "union" && d.options) return d.options.flatMap(unwrap);
   return [schema];

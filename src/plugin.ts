@@ -1,8 +1,9 @@
 // Loads a user's plugin file: a custom algorithm (src/algorithms/registry.ts), sampler
 // (src/task_samplers/registry.ts), judge (src/judges/index.ts) or env (src/envs/index.ts) is a .ts file
-// that a compiled rlx binary imports from disk, so the file needs none of rlx's sources. Two kinds:
-// a factory, whose default export receives a kit (the base class, zod, helpers) and returns a
-// class extending that base; and a plain object (an env), checked against a schema. One loader,
+// that a compiled rlx binary imports from disk, so the file needs none of rlx's sources (nor any
+// package: what it needs comes in a kit). Two kinds: a factory, whose default export receives a kit
+// (the base class, zod, helpers) and returns a class extending that base; and an object (an env),
+// default-exported as it is or returned by a function of its kit, checked against a schema. One loader,
 // so every kind fails the same way: a ConfigError naming the config file, the key the user typed,
 // the file, and the shape the file must have.
 import { existsSync } from "node:fs";
@@ -78,8 +79,10 @@ export async function loadPlugin(file: string, site: PluginSite, kind: FactoryKi
   const fix = { fix: kind.shape };
   if ("schema" in kind) {
     if (typeof value === "function") {
+      if (/^class\b/.test(Function.prototype.toString.call(value)))
+        throw new ConfigError(`${at}: the default export of "${file}" is a class, not an object`, fix);
       try {
-        value = (value as (kit: unknown) => unknown)(kind.kit);
+        value = await (value as (kit: unknown) => unknown)(kind.kit);
       } catch (err) {
         throw new ConfigError(`${at}: the default export of "${file}" threw: ${(err as Error).message}`, fix);
       }

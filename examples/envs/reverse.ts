@@ -25,25 +25,37 @@ function word(n: number, length: number): string {
   return out;
 }
 
+/** FNV-1a, 32 bits: which split a word belongs to. */
+function fnv1a(text: string): number {
+  let h = 2166136261;
+  for (const c of text) h = Math.imul(h ^ c.charCodeAt(0), 16777619) >>> 0;
+  return h;
+}
+
 export default ({ z }: EnvKit): EnvDefinition => ({
   id: "reverse",
   description: "reverse a word: a single-turn exact-match reward",
   args: z.strictObject({
     /** Letters per word. */
     length: z.number().int().min(2).max(12).default(5),
-    /** Tasks per split; every fifth word is held out for eval, so the splits never share one. */
+    /** Tasks per split (the splits never share a word). */
     tasks: z.number().int().positive().default(500),
   }),
   create: (args: { length: number; tasks: number }) => ({
     tools: [],
     maxTurns: 1,
     async load(split, seed): Promise<Task[]> {
+      // each word once, in the split its letters choose (one in five held out), so the splits
+      // never share a word; fewer tasks than asked when short words run out
       const tasks: Task[] = [];
-      for (let n = 0; tasks.length < args.tasks; n++) {
-        if ((n % 5 === 0) !== (split === "eval")) continue;
+      const seen = new Set<string>();
+      for (let n = 0; tasks.length < args.tasks && n < 50 * args.tasks; n++) {
         const w = word(n, args.length);
+        if (seen.has(w)) continue;
+        seen.add(w);
+        if ((fnv1a(w) % 5 === 0) !== (split === "eval")) continue;
         tasks.push({
-          id: `${split}-${n}`,
+          id: w,
           prompt: [{ role: "user", content: `Reverse the word "${w}". Reply with the reversed word only.` }],
           answer: [...w].reverse().join(""),
         });

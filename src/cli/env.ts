@@ -51,7 +51,11 @@ const list = defineCommand({
     json: { type: "boolean", description: "Print JSON" },
   },
   async run({ args }) {
-    const { envDefinitions, loadEnv } = await import("../envs/index.ts");
+    const { envDefinitions, isEnvPath, loadEnv } = await import("../envs/index.ts");
+    if (args.file && !isEnvPath(args.file))
+      throw new ConfigError(`rlx env list ${args.file}: not a file path (the built-ins are listed anyway)`, {
+        fix: "give a custom env's .ts file, e.g. ./my_env.ts, or nothing",
+      });
     const custom = args.file ? [await loadEnv(args.file, { source: "rlx env list", path: [] })] : [];
     const rows = [...envDefinitions(), ...custom].map((d) => ({ id: d.id, description: d.description }));
     if (args.json) return console.log(JSON.stringify(rows, null, 2));

@@ -1,9 +1,10 @@
 // The environment registry: built-in envs by id, and custom envs from a `.ts`/`.js` file path
 // (`id = "./my_env.ts"` in `[[orchestrator.train.env]]`), through the plugin loader that custom
 // algorithms, samplers and judges use (src/plugin.ts), so its errors read the same.
-// A custom env file default-exports a plain EnvDefinition object (see types.ts); nothing from
-// rlx's sources (or zod) needs to be importable from it, which is what lets a compiled binary load
-// it; without an `args` schema the env receives its args table as written.
+// A custom env file default-exports an EnvDefinition object (see types.ts), or a function of envKit
+// ({ z }) returning one; nothing from rlx's sources or any package needs to be importable from it,
+// which is what lets a compiled binary load it; without an `args` schema the env receives its args
+// table as written.
 import { type ZodType, z } from "zod";
 import { ConfigError, configError, keyPath } from "../errors.ts";
 import { checkPluginFile, loadPlugin, type ObjectKind, type PluginSite, siteText } from "../plugin.ts";
@@ -111,7 +112,7 @@ export async function createEnv(
   const parsed = definition.args.safeParse(args ?? {});
   if (!parsed.success)
     throw configError(parsed.error.issues, site.source, site.path, {
-      fix: `see \`rlx env list\` and the ${definition.id} env's schema`,
+      fix: `use the keys listed; \`rlx env show ${definition.id} --args '{...}'\` tries args without a model`,
       schema: definition.args,
     });
   return definition.create(parsed.data);

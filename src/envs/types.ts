@@ -16,7 +16,8 @@
 // A reward may call out (a judge: src/judges/) and return a Promise. The orchestrator runs each
 // env's rewards through a gate (the env entry's `reward = { concurrency, timeout_s }`,
 // src/clients/gate.ts) as each rollout finishes; a reward that throws, rejects or times out fails
-// its rollout with the reason (excluded from training and from every mean, never scored 0).
+// its rollout with the reason (excluded from training and from the step's means, never scored 0;
+// an eval counts it as 0 and reports its error rate).
 
 import type { ZodType } from "zod";
 import type { ChatMessage, ToolSpec } from "../data/chat.ts";

@@ -60,10 +60,15 @@ const SIGTERM_GRACE_MS = 25_000;
 
 const RUN_FILES = ["metrics.jsonl", "batches", "weights", "checkpoints", "rollouts", "tensorboard"];
 
-/** Deletes what a run trained and wrote (not its logs/): a restart with no checkpoint starts over. */
-function clearRunFiles(runDir: string): void {
-  for (const name of RUN_FILES) rmSync(join(runDir, name), { recursive: true, force: true });
+/** Deletes what a run trained and wrote (not its logs/), or only the `created` ones: an attempt
+ * with no checkpoint starts over (--resume-if-any), and a start that fails before its loop removes
+ * what it made, so a rerun needs no --force. */
+function clearRunFiles(runDir: string, created = RUN_FILES): void {
+  for (const name of created) rmSync(join(runDir, name), { recursive: true, force: true });
 }
+
+/** The run files that exist now (before the start, to know what it created). */
+const presentRunFiles = (runDir: string) => RUN_FILES.filter((name) => existsSync(join(runDir, name)));
 
 /** Resolves what to continue from, and makes the run directory match it. */
 function prepareRunDir(runDir: string, o: TrainOptions): LoadedCheckpoint | undefined {
@@ -149,6 +154,13 @@ export async function runTraining(o: TrainOptions): Promise<TrainResult> {
   await loadCustomEnvs(config, source);
   const runDir = resolve(config.output_dir);
   const checkpoint = prepareRunDir(runDir, o);
+  const before = presentRunFiles(runDir);
+  // a start that fails (or is stopped) before its loop removes the run files it made
+  const undoStart = () =>
+    clearRunFiles(
+      runDir,
+      RUN_FILES.filter((name) => !before.includes(name)),
+    );
   const resumeState = checkpoint && orchestratorState(checkpoint);
   if (resumeState && resumeState.step >= config.max_steps) {
     // killed after its last checkpoint: only metrics lines may be missing
@@ -170,18 +182,21 @@ export async function runTraining(o: TrainOptions): Promise<TrainResult> {
   writeFileAtomic(join(runDir, "config.resolved.toml"), resolvedToml(config));
 
   const children = new Children(join(runDir, "logs"));
+  let looping = false;
   const stop = (signal: string) => {
     o.warn(`${signal}: stopping the run (children: ${children.pids.join(", ") || "none"})`);
     // a pre-empted run gives the trainer time to checkpoint its last finished step (ckpt.on_sigterm)
     const grace = signal === "SIGTERM" && config.ckpt.on_sigterm ? SIGTERM_GRACE_MS : undefined;
-    void children.stopAll(grace).finally(() => process.exit(signal === "SIGINT" ? 130 : 143));
+    void children.stopAll(grace).finally(() => {
+      if (!looping) undoStart();
+      process.exit(signal === "SIGINT" ? 130 : 143);
+    });
   };
   const onInt = () => stop("SIGINT");
   const onTerm = () => stop("SIGTERM");
   process.on("SIGINT", onInt);
   process.on("SIGTERM", onTerm);
   let policy: LivePolicy | undefined;
-  let looping = false; // a fresh run that fails before its loop leaves nothing a rerun needs --force for
   try {
     // the trainer first: its start-up (libtorch, the model) overlaps the policy's and the envs'
     const mode = policyMode(config, o.inference ?? "auto");
@@ -231,6 +246,6 @@ export async function runTraining(o: TrainOptions): Promise<TrainResult> {
     process.off("SIGTERM", onTerm);
     await children.stopAll();
     await policy?.close();
-    if (!looping && !checkpoint) clearRunFiles(runDir);
+    if (!looping) undoStart();
   }
 }

@@ -84,7 +84,9 @@ export function evalSummary(m: Metrics): string {
   for (const [key, value] of Object.entries(m)) {
     const match = /^eval\/(.+)\/(avg@\d+|pass@1|error_rate)$/.exec(key);
     if (!match || (match[2] === "error_rate" && !value)) continue;
-    const part = match[2] === "error_rate" ? `errored ${(100 * value).toFixed(0)}%` : `${match[2]} ${num(value)}`;
+    const percent = 100 * value;
+    const errored = `errored ${percent < 1 ? percent.toFixed(1) : percent.toFixed(0)}%`;
+    const part = match[2] === "error_rate" ? errored : `${match[2]} ${num(value)}`;
     perEnv.set(match[1]!, [...(perEnv.get(match[1]!) ?? []), part]);
   }
   return perEnv.size ? `eval ${[...perEnv].map(([env, parts]) => `${env} ${parts.join(" ")}`).join(" ")}` : "";

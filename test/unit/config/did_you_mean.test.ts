@@ -37,4 +37,9 @@ test("keysAt walks a schema along a key path through its wrappers", () => {
   expect(keysAt(schema, ["named", "any"])).toEqual(["h"]);
   expect(keysAt(schema, ["a"])).toEqual([]);
   expect(keysAt(schema, ["nowhere", "deeper"])).toEqual([]);
+  const before = z.preprocess((v) => v, z.strictObject({ i: z.number() }));
+  expect(keysAt(before, [])).toEqual(["i"]);
+  expect(keysAt(z.intersection(z.object({ j: z.number() }), z.object({ k: z.number() })), [])).toEqual(["j", "k"]);
+  // an env file may bring any schema with safeParse: no keys known, no crash
+  expect(keysAt({ safeParse: () => ({ success: true }) } as never, ["x"])).toEqual([]);
 });

@@ -148,6 +148,10 @@ describe("a custom env file", () => {
     expect((await failure(factory, envPlugin)).message).toStartWith(
       `${AT}: the default export of "${factory}" threw: `,
     );
+    const cls = file("class_env.ts", "export default class Env {}\n");
+    expect((await failure(cls, envPlugin)).message).toBe(
+      `${AT}: the default export of "${cls}" is a class, not an object`,
+    );
   });
 });
 
