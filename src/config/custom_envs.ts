@@ -7,8 +7,8 @@
 //   - its `args`, train and eval entries alike, checked against the file's schema, so a typo is an
 //     error naming the config file and key path before a policy starts, as a built-in's is at
 //     resolution. The args stay as written: the env parses them when it is created.
-import { ConfigError, configError, keyPath } from "../errors.ts";
-import { isEnvPath, loadEnv } from "../envs/index.ts";
+import { ConfigError, keyPath } from "../errors.ts";
+import { isEnvPath, loadEnv, parseEnvArgs } from "../envs/index.ts";
 import type { ResolvedConfig } from "./resolve.ts";
 
 /** Checks every custom env's args and names each unnamed custom train env after its definition's
@@ -22,9 +22,7 @@ export async function loadCustomEnvs(config: ResolvedConfig, source: string): Pr
       if (!isEnvPath(env.id)) continue;
       const path = ["orchestrator", list, "env", i];
       const definition = await loadEnv(env.id, { source, path: [...path, "id"] });
-      const parsed = definition.args?.safeParse(env.args ?? {});
-      if (parsed && !parsed.success)
-        throw configError(parsed.error.issues, source, [...path, "args"], { schema: definition.args });
+      if (definition.args) parseEnvArgs(definition.args, env.args ?? {}, source, [...path, "args"]);
       if (list === "eval" || !("name" in env) || env.name !== env.id) continue;
       if (taken.has(definition.id))
         throw new ConfigError(

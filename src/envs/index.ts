@@ -57,9 +57,21 @@ export function checkEnvArgs(
       `${source}: ${keyPath([...path, "id"])}: unknown environment "${env.id}"; built-in: ${listEnvs().join(", ")}`,
       { fix: "or give the path of a custom env's .ts file" },
     );
-  const result = schema.safeParse(env.args);
-  if (!result.success) throw configError(result.error.issues, source, [...path, "args"], { schema });
-  return result.data as Record<string, unknown>;
+  return parseEnvArgs(schema, env.args, source, [...path, "args"]);
+}
+
+/** An args table parsed by an env's schema (defaults filled in); one that does not fit is a
+ * ConfigError naming each key under `path` in `source`, with the keys the schema has there. */
+export function parseEnvArgs(
+  schema: ZodType,
+  args: unknown,
+  source: string,
+  path: readonly (string | number)[],
+  fix?: string,
+): Record<string, unknown> {
+  const parsed = schema.safeParse(args);
+  if (!parsed.success) throw configError(parsed.error.issues, source, path, { schema, ...(fix ? { fix } : {}) });
+  return parsed.data as Record<string, unknown>;
 }
 
 /** What a custom env file's default export receives when it is a function: zod, for its args schema. */
@@ -109,11 +121,6 @@ export async function createEnv(
   site: PluginSite = { source: `env ${definition.id}`, path: ["args"] },
 ): Promise<Env> {
   if (!definition.args) return definition.create(args ?? {});
-  const parsed = definition.args.safeParse(args ?? {});
-  if (!parsed.success)
-    throw configError(parsed.error.issues, site.source, site.path, {
-      fix: `use the keys listed; \`rlx env show ${definition.id} --args '{...}'\` tries args without a model`,
-      schema: definition.args,
-    });
-  return definition.create(parsed.data);
+  const fix = `use the keys listed; \`rlx env show ${definition.id} --args '{...}'\` tries args without a model`;
+  return definition.create(parseEnvArgs(definition.args, args ?? {}, site.source, site.path, fix));
 }
