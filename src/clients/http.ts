@@ -24,15 +24,26 @@ export class Semaphore {
   private held = 0;
   constructor(private readonly limit: number) {}
   async run<T>(fn: () => Promise<T>): Promise<T> {
-    if (this.held >= this.limit) await new Promise<void>((resolve) => this.waiting.push(resolve));
-    else this.held++;
+    const release = await this.acquire();
     try {
       return await fn();
     } finally {
+      release();
+    }
+  }
+
+  /** Waits for a slot; the returned call frees it (once). */
+  async acquire(): Promise<() => void> {
+    if (this.held >= this.limit) await new Promise<void>((resolve) => this.waiting.push(resolve));
+    else this.held++;
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
       const next = this.waiting.shift();
       if (next) next();
       else this.held--;
-    }
+    };
   }
 }
 

@@ -1,14 +1,14 @@
 // Custom envs, once their files may be loaded (resolution, resolve.ts, is synchronous and never
 // loads env files; this runs before anything starts, in `rlx train` and its --dry-run alike):
-//   - a custom env's name: in `[[orchestrator.train.env]]` a custom env's `id` is a file path;
-//     without a `name`, the env is named by the `id` its file declares (`vowels`, not
-//     `/path/to/vowels.ts`), so metrics keys, console lines and the summary read as they do for
-//     built-ins;
+//   - a custom env's name: in `[[orchestrator.train.env]]` a custom env's `id` is a file path or an
+//     env server's URL; without a `name`, the env is named by the `id` its file or its server's
+//     /info declares (`vowels`, not `/path/to/vowels.ts`), so metrics keys, console lines and the
+//     summary read as they do for built-ins (a server that does not answer is an error here);
 //   - its `args`, train and eval entries alike, checked against the file's schema, so a typo is an
 //     error naming the config file and key path before a policy starts, as a built-in's is at
 //     resolution. The args stay as written: the env parses them when it is created.
 import { ConfigError, keyPath } from "../errors.ts";
-import { isEnvPath, loadEnv, parseEnvArgs } from "../envs/index.ts";
+import { isEnvPath, isEnvUrl, loadEnv, parseEnvArgs, remoteSettings } from "../envs/index.ts";
 import type { ResolvedConfig } from "./resolve.ts";
 
 /** Checks every custom env's args and names each unnamed custom train env after its definition's
@@ -19,14 +19,14 @@ export async function loadCustomEnvs(config: ResolvedConfig, source: string): Pr
   const lists = [["train", train] as const, ["eval", config.orchestrator.eval?.env ?? []] as const];
   for (const [list, envs] of lists)
     for (const [i, env] of envs.entries()) {
-      if (!isEnvPath(env.id)) continue;
+      if (!isEnvPath(env.id) && !isEnvUrl(env.id)) continue;
       const path = ["orchestrator", list, "env", i];
-      const definition = await loadEnv(env.id, { source, path: [...path, "id"] });
+      const definition = await loadEnv(env.id, { source, path: [...path, "id"] }, remoteSettings(env.remote));
       if (definition.args) parseEnvArgs(definition.args, env.args ?? {}, source, [...path, "args"]);
       if (list === "eval" || !("name" in env) || env.name !== env.id) continue;
       if (taken.has(definition.id))
         throw new ConfigError(
-          `${source}: ${keyPath([...path, "name"])}: the custom env ${env.id} is named "${definition.id}" by its file, a name another env has`,
+          `${source}: ${keyPath([...path, "name"])}: the env ${env.id} is named "${definition.id}" by its ${isEnvUrl(env.id) ? "server" : "file"}, a name another env has`,
           { fix: `give this entry a name of its own, e.g. name = "${definition.id}_2"` },
         );
       taken.delete(env.name);

@@ -6,6 +6,7 @@
 import { z } from "zod";
 import { modelReferenceSchema } from "../algorithms/schemas.ts";
 import { judgeSchema } from "../judges/schema.ts";
+import { remoteBlock } from "../envs/remote/index.ts";
 import { lossSchema } from "../algorithms/loss_schema.ts";
 import { LORA_TARGETS } from "../model/config.ts";
 
@@ -44,8 +45,10 @@ export const loraSchema = z.strictObject({
 });
 
 const envEntry = z.strictObject({
-  /** Built-in env id (math, forth, search) or a path to a custom env's .ts file. */
+  /** Built-in env id (math, forth, search), a path to a custom env's .ts file, or an env server's URL. */
   id: z.string().min(1),
+  /** When `id` is an env server's URL: its key, timeouts, concurrency and shape (docs/environments.md). */
+  remote: remoteBlock,
   /** Name in metrics and logs; defaults to id. Must be unique across train envs. */
   name: z.string().min(1).optional(),
   /** Relative share of rollouts drawn from this env. */

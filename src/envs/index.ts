@@ -1,6 +1,7 @@
-// The environment registry: built-in envs by id, and custom envs from a `.ts`/`.js` file path
+// The environment registry: built-in envs by id, custom envs from a `.ts`/`.js` file path
 // (`id = "./my_env.ts"` in `[[orchestrator.train.env]]`), through the plugin loader that custom
-// algorithms, samplers and judges use (src/plugin.ts), so its errors read the same.
+// algorithms, samplers and judges use (src/plugin.ts), so its errors read the same, and env servers
+// by URL (`id = "http://127.0.0.1:8765"`, remote/).
 // A custom env file default-exports an EnvDefinition object (see types.ts), or a function of envKit
 // ({ z }) returning one; nothing from rlx's sources or any package needs to be importable from it,
 // which is what lets a compiled binary load it; without an `args` schema the env receives its args
@@ -13,7 +14,10 @@ import math from "./math/index.ts";
 import nim from "./nim/index.ts";
 import proposer from "./proposer/index.ts";
 import search from "./search/index.ts";
+import { DEFAULT_REMOTE, isEnvUrl, loadRemoteEnv, type RemoteSettings } from "./remote/index.ts";
 import type { Env, EnvDefinition } from "./types.ts";
+
+export { DEFAULT_REMOTE, isEnvUrl, remoteBlock, remoteSettings, type RemoteSettings } from "./remote/index.ts";
 
 const BUILT_IN: Record<string, EnvDefinition> = { math, forth, search, nim, proposer };
 
@@ -32,9 +36,9 @@ export function envArgsSchema(id: string): ZodType | undefined {
   return BUILT_IN[id]?.args;
 }
 
-/** Whether an env id is a file path (a custom env) rather than a built-in's name. */
+/** Whether an env id is a file path (a custom env) rather than a built-in's name or a server's URL. */
 export function isEnvPath(idOrPath: string): boolean {
-  return /\.(ts|js|mjs|mts)$/.test(idOrPath) || idOrPath.includes("/");
+  return !isEnvUrl(idOrPath) && (/\.(ts|js|mjs|mts)$/.test(idOrPath) || idOrPath.includes("/"));
 }
 
 /**
@@ -47,6 +51,7 @@ export function checkEnvArgs(
   source: string,
   path: readonly (string | number)[],
 ): Record<string, unknown> {
+  if (isEnvUrl(env.id)) return env.args; // the server checks them, once it is reached
   if (isEnvPath(env.id)) {
     checkPluginFile(env.id, { source, path: [...path, "id"] });
     return env.args;
@@ -97,17 +102,20 @@ export const envPlugin: ObjectKind<EnvDefinition> = {
     "export default ({ z }) => ({ id, description, args: z.strictObject({...}), create(args) { return { tools, maxTurns, load, reward } } })",
 };
 
-/** A built-in env by id, or a custom env from a file path (relative to the working directory);
- * `site` is the key that names it, for errors (none on the command line). */
+/** A built-in env by id, a custom env from a file path (relative to the working directory), or an
+ * env server by URL (`remote`: its entry's settings); `site` is the key that names it, for errors
+ * (none on the command line). */
 export async function loadEnv(
   idOrPath: string,
   site: PluginSite = { source: "env", path: [] },
+  remote: RemoteSettings = DEFAULT_REMOTE,
 ): Promise<EnvDefinition> {
   const builtIn = BUILT_IN[idOrPath];
   if (builtIn) return builtIn;
+  if (isEnvUrl(idOrPath)) return loadRemoteEnv(idOrPath, remote, siteText(site));
   if (!isEnvPath(idOrPath)) {
     throw new ConfigError(`${siteText(site)}: unknown env "${idOrPath}"`, {
-      fix: `use one of ${Object.keys(BUILT_IN).join(", ")}, or a path to a .ts file that default-exports an env`,
+      fix: `use one of ${Object.keys(BUILT_IN).join(", ")}, a path to a .ts file that default-exports an env, or an env server's URL`,
     });
   }
   return loadPlugin(idOrPath, site, envPlugin);

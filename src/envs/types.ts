@@ -12,6 +12,10 @@
 // limit and its reward. The rollout protocol is fixed by the driver (src/rollout/driver.ts):
 // model turn, parse tool calls, run each tool, append the outputs, until the model answers
 // without a tool call or `maxTurns` model turns have been sampled. With no tools it is single-turn.
+// Two other shapes hand the turns to the env (an env served by another process, src/envs/remote/,
+// has one of them): `open` (step-driven: the env answers each model turn with the next messages, a
+// reward and `done`) and `drive` (env-driven: the env runs the episode and calls the policy through
+// an OpenAI-compatible endpoint rlx gives it, src/rollout/served.ts).
 //
 // A reward may call out (a judge: src/judges/) and return a Promise. The orchestrator runs each
 // env's rewards through a gate (the env entry's `reward = { concurrency, timeout_s }`,
@@ -77,6 +81,50 @@ export interface EpisodeResult {
   barriers?: Record<string, Record<string, { key: string; size?: number }>>;
 }
 
+/** One turn's answer from an env that answers the model itself (a step-driven env: `open`). */
+export interface StepResult {
+  /** What the model sees next (tool results, a user turn); may be empty once `done`. */
+  messages: ChatMessage[];
+  /** This step's reward: a rollout's reward is the sum over its steps. */
+  reward: number;
+  done: boolean;
+  /** Named numbers; a later step's value of a name replaces an earlier one's. */
+  metrics?: Record<string, number>;
+}
+
+/** One episode of a step-driven env: opened per rollout, stepped with each model turn, closed. */
+export interface EnvSession {
+  /** The episode's opening messages, when the env gives them (else the task's prompt). */
+  prompt?: ChatMessage[];
+  step(reply: ChatMessage): Promise<StepResult>;
+  /** Called once, however the rollout ended; its errors are ignored. */
+  close(): Promise<void>;
+}
+
+/** An OpenAI-compatible endpoint serving the policy to one episode of an env-driven env (`drive`):
+ * every completion requested with `apiKey` is a turn of that episode's rollout. */
+export interface PolicyEndpoint {
+  /** Ends in /v1: `${baseUrl}/chat/completions`. */
+  baseUrl: string;
+  apiKey: string;
+  model: string;
+}
+
+/** What an env-driven episode returns: the conversation as the env ended it, and its reward. */
+export interface DrivenEpisode {
+  /** OpenAI-shaped messages; rlx keeps the tokens it served, so none are needed back. */
+  messages?: unknown[];
+  reward: number;
+  metrics?: Record<string, number>;
+}
+
+/** The reward an env's own episode gave (`open`'s summed steps, `drive`'s result): a rollout of such
+ * an env carries it in `rollout.info.envReward`, where its `reward` reads it. */
+export interface EnvReward {
+  reward: number;
+  metrics: Record<string, number>;
+}
+
 export interface Env {
   /** Empty for single-turn envs. */
   tools: Tool[];
@@ -92,6 +140,10 @@ export interface Env {
   /** Multi-agent: runs one episode, the env choosing turn order; the orchestrator makes one trace
    * (a rollout tagged with its role) per trace that took a turn. `reward` still scores eval. */
   episode?(ctx: EpisodeContext): Promise<EpisodeResult>;
+  /** Step-driven: the env answers each model turn itself (instead of `tools` running in rlx). */
+  open?(task: Task): Promise<EnvSession>;
+  /** Env-driven: the env runs the whole episode, calling the policy through `ctx.policy`. */
+  drive?(ctx: { task: Task; policy: PolicyEndpoint; signal: AbortSignal }): Promise<DrivenEpisode>;
   /** A gold conversation for the task, tool calls and real tool outputs included. */
   demonstrate?(task: Task): Promise<ChatMessage[]>;
 }

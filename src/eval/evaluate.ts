@@ -15,7 +15,7 @@
 //   metric/<name>  the mean of each of the env's reward components (e.g. metric/formatted)
 // Failures are data here as in training: an eval never throws for a failed rollout; the caller
 // decides what an error_rate of 1 means (rlx eval stops with the first error's message).
-import { createEnv, loadEnv } from "../envs/index.ts";
+import { createEnv, loadEnv, type RemoteSettings } from "../envs/index.ts";
 import type { Env, Task } from "../envs/types.ts";
 import type { SamplingClient } from "../clients/types.ts";
 import type { ChatMessage } from "../data/chat.ts";
@@ -220,6 +220,8 @@ export interface EvalEnvSpec {
   name?: string;
   id: string;
   args?: Record<string, unknown>;
+  /** When `id` is an env server's URL: its settings (absent: the defaults). */
+  remote?: RemoteSettings;
   /** Held-out tasks to use: the first N of the eval split; -1 = all. */
   numExamples: number;
   /** Seed passed to the env's load (it only orders/samples the split). */
@@ -228,7 +230,7 @@ export interface EvalEnvSpec {
 
 /** Creates the env and loads the first `numExamples` tasks of its held-out (eval) split. */
 export async function loadEvalTasks(spec: EvalEnvSpec): Promise<{ name: string; env: Env; tasks: Task[] }> {
-  const definition = await loadEnv(spec.id);
+  const definition = await loadEnv(spec.id, undefined, spec.remote);
   const name = spec.name ?? definition.id;
   const env = await createEnv(definition, spec.args ?? {}, { source: `eval env ${name}`, path: ["args"] });
   const tasks = await env.load("eval", spec.seed ?? 0);

@@ -15,7 +15,7 @@ import { algorithmName, createAlgorithm } from "../algorithms/registry.ts";
 import type { FrozenModel } from "../algorithms/schemas.ts";
 import { type ResolvedConfig, type ResolvedEnv, runView } from "../config/resolve.ts";
 import type { Rollout, Task } from "../data/types.ts";
-import { createEnv, loadEnv } from "../envs/index.ts";
+import { createEnv, loadEnv, remoteSettings } from "../envs/index.ts";
 import type { Env } from "../envs/types.ts";
 import { ConfigError, EndpointError, keyPath } from "../errors.ts";
 import { type ChatClient, OpenAIChatClient } from "../clients/chat_client.ts";
@@ -212,7 +212,7 @@ export async function setupTrainEnvs(o: SetupOptions): Promise<TrainEnv[]> {
   for (const [index, resolved] of o.config.orchestrator.train.env.entries()) {
     const entry = { source: o.source, path: ["orchestrator", "train", "env", index] };
     const exact = await createEnv(
-      await loadEnv(resolved.id, keySite(entry, "id")),
+      await loadEnv(resolved.id, keySite(entry, "id"), remoteSettings(resolved.remote)),
       resolved.args,
       keySite(entry, "args"),
     );

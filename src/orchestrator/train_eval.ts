@@ -8,6 +8,7 @@
 import type { ResolvedConfig } from "../config/resolve.ts";
 import type { ChatRenderer } from "../model/render.ts";
 import { type EvalSettings, evalMetrics, evaluate, loadEvalTasks } from "../eval/evaluate.ts";
+import { remoteSettings } from "../envs/index.ts";
 import type { LivePolicy } from "../processes/live_policy.ts";
 
 type Loaded = Awaited<ReturnType<typeof loadEvalTasks>> & { settings: EvalSettings };
@@ -36,6 +37,7 @@ export class TrainEval {
           ...(entry.name ? { name: entry.name } : {}),
           id: entry.id,
           args: entry.args,
+          remote: remoteSettings(entry.remote),
           numExamples: block.num_examples,
           seed: config.seed,
         })),

@@ -2,27 +2,24 @@
 // asks the client for a completion as token ids with logprobs, parses the completion into an
 // assistant message, runs its tool calls, appends the observations, and repeats until the model
 // answers without a tool call or the env's turn limit is reached. The result is a Rollout
-// (src/data/types.ts) with one segment per run of tokens.
+// (src/data/types.ts) with one segment per run of tokens (sequence.ts keeps them: tokens in, tokens
+// out). A step-driven env (`open`) answers each turn itself instead of the tools, with a reward per
+// step; an env-driven one (`drive`) runs the whole episode against an endpoint (served.ts).
 //
-// Tokens in, tokens out: the sampled ids are appended to the sequence as they came back and never
-// re-tokenized; each new turn's prompt is the previous sequence plus the template's tokens for the
-// new messages (ChatRenderer.bridge). When the template does not extend its previous rendering,
-// the driver starts a new sample from a fresh rendering and records the break in
-// `info.extensionBreaks`.
-//
-// Failure is data: a tool that throws, a malformed completion record, the context limit, the time
+// Failure is data: a tool or an env's step that throws, a malformed completion record, the context limit, the time
 // limit, or a reward that throws or runs past its gate's timeout (a judge: src/judges/) give a
 // rollout with `error` set and the reason (excluded from training; its reward 0 is a placeholder).
 // The reward is computed here, as the episode ends, so judging one rollout overlaps the generation
 // of the others. Only a bug in this file could throw out of runRollout.
 import type { ChatMessage } from "../data/chat.ts";
-import { parseAssistant } from "../model/parse.ts";
-import type { AttributedTokens, ChatRenderer, RenderOptions } from "../model/render.ts";
+import type { ChatRenderer, RenderOptions } from "../model/render.ts";
 import { malformedCallObservation, runToolCall } from "../envs/tools.ts";
-import type { Env, RewardResult, Task } from "../envs/types.ts";
+import type { Env, EnvReward, RewardResult, StepResult, Task } from "../envs/types.ts";
 import { CallTimeout, type CallGate } from "../clients/gate.ts";
-import type { Completion, SamplingClient } from "../clients/types.ts";
-import type { Rollout, Segment } from "../data/types.ts";
+import type { SamplingClient } from "../clients/types.ts";
+import type { Rollout } from "../data/types.ts";
+import { RolloutLimit, RolloutTokens, raceDeadline } from "./sequence.ts";
+import { driveServed } from "./served.ts";
 
 export interface SamplingParams {
   maxTokens: number;
@@ -52,49 +49,6 @@ export interface RolloutRequest {
   rewardGate?: CallGate;
 }
 
-/** A limit the episode ran into; the rollout records it as its error. */
-class RolloutLimit extends Error {}
-
-/** Awaits `work`, or rejects with a RolloutLimit when the episode's deadline passes first. */
-function raceDeadline<T>(work: Promise<T> | T, deadline: number): Promise<T> {
-  const left = deadline - performance.now();
-  if (!Number.isFinite(left)) return Promise.resolve(work);
-  if (left <= 0) return Promise.reject(new RolloutLimit("rollout timed out"));
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new RolloutLimit("rollout timed out")), left);
-  });
-  return Promise.race([Promise.resolve(work), timeout]).finally(() => clearTimeout(timer));
-}
-
-/** Splits attributed tokens into segments, one per run of tokens of the same message. */
-function appendRendered(rollout: Rollout, tokens: AttributedTokens, sample: number): void {
-  for (let i = 0; i < tokens.tokenIds.length;) {
-    const messageIndex = tokens.messageIndex[i]!;
-    let end = i;
-    while (end < tokens.tokenIds.length && tokens.messageIndex[end] === messageIndex) end++;
-    rollout.segments.push({
-      role: rollout.messages[messageIndex]?.role ?? "assistant", // past the end: the generation prompt
-      tokenIds: tokens.tokenIds.slice(i, end),
-      sampled: false,
-      isContent: tokens.isContent.slice(i, end),
-      messageIndex,
-      sample,
-    });
-    i = end;
-  }
-}
-
-function checkCompletion(completion: Completion): void {
-  if (completion.logprobs.length !== completion.tokenIds.length) {
-    throw new Error(
-      `sampling client returned ${completion.tokenIds.length} tokens but ${completion.logprobs.length} logprobs`,
-    );
-  }
-  if (completion.logprobs.some((lp) => !Number.isFinite(lp) || lp > 1e-6))
-    throw new Error("sampling client returned a logprob that is not finite and <= 0");
-}
-
 async function drive(
   req: RolloutRequest,
   rollout: Rollout,
@@ -109,107 +63,74 @@ async function drive(
     addGenerationPrompt: true,
     templateArgs: req.templateArgs,
   };
-  const messages = rollout.messages;
-  const stopStrings = tokenizer.stopIds.map((id) => tokenizer.tokenString(id) ?? "").filter((s) => s);
-  const finishReasons: string[] = [];
-  const breaks: Array<{ turn: number; sample: number }> = [];
-  rollout.info.finishReasons = finishReasons;
-  rollout.info.extensionBreaks = breaks;
+  const session = env.open ? await raceDeadline(env.open(task), deadline) : undefined;
+  try {
+    if (session?.prompt) rollout.messages = [...session.prompt];
+    const tokens = new RolloutTokens(rollout, renderer);
+    tokens.render(options);
 
-  const first = renderer.render(messages, options);
-  appendRendered(rollout, first, 0);
-  let sequence = first.tokenIds;
-  let templateText = first.text;
-  let sample = 0;
-
-  for (let turn = 0; ; turn++) {
-    const room = maxContext - sequence.length;
-    if (room <= 0)
-      throw new RolloutLimit(
-        `context limit: the prompt has ${sequence.length} tokens, max_context_tokens is ${maxContext}`,
+    for (let turn = 0; ; turn++) {
+      const room = maxContext - tokens.sequence.length;
+      if (room <= 0)
+        throw new RolloutLimit(
+          `context limit: the prompt has ${tokens.sequence.length} tokens, max_context_tokens is ${maxContext}`,
+        );
+      const { seed } = req.sampling;
+      const completion = await raceDeadline(
+        req.client.complete({
+          promptIds: tokens.sequence,
+          maxTokens: Math.min(req.sampling.maxTokens, room),
+          temperature: req.sampling.temperature,
+          topP: req.sampling.topP,
+          topK: req.sampling.topK,
+          stop: tokenizer.stopIds,
+          seed: seed === undefined ? undefined : seed + turn,
+          session: rollout.id,
+        }),
+        deadline,
       );
-    const { seed } = req.sampling;
-    const completion = await raceDeadline(
-      req.client.complete({
-        promptIds: sequence,
-        maxTokens: Math.min(req.sampling.maxTokens, room),
-        temperature: req.sampling.temperature,
-        topP: req.sampling.topP,
-        topK: req.sampling.topK,
-        stop: tokenizer.stopIds,
-        seed: seed === undefined ? undefined : seed + turn,
-        session: rollout.id,
-      }),
-      deadline,
-    );
-    checkCompletion(completion);
-    finishReasons.push(completion.finishReason);
-    if (rollout.numTurns === 0) rollout.policyVersion = completion.policyVersion;
-    rollout.numTurns++;
+      const parsed = tokens.sampled(completion, req.sampling.temperature);
+      const truncated = completion.finishReason === "length";
 
-    const assistantIndex = messages.length;
-    const segment: Segment = {
-      role: "assistant",
-      tokenIds: completion.tokenIds,
-      sampled: true,
-      logprobs: completion.logprobs,
-      isContent: completion.tokenIds.map((id) => !tokenizer.specialIds.has(id)),
-      messageIndex: assistantIndex,
-      sample,
-      policyVersion: completion.policyVersion,
-      // The temperature the logprobs are taken at: greedy (0) reports temperature-1 logprobs.
-      temperature: req.sampling.temperature > 0 ? req.sampling.temperature : 1,
-    };
-    rollout.segments.push(segment);
-    sequence = [...sequence, ...completion.tokenIds];
-    const parsed = parseAssistant(tokenizer.decode(completion.tokenIds), stopStrings);
-    messages.push(parsed.message);
-
-    if (completion.finishReason === "length") return void (rollout.stopReason = "length");
-    if (env.tools.length === 0 || parsed.blocks.length === 0) return void (rollout.stopReason = "done");
-
-    for (const block of parsed.blocks) {
-      if ("error" in block) {
-        messages.push(malformedCallObservation(block.error));
-        counters.malformed_tool_calls!++;
-        counters.tool_errors!++;
-        continue;
+      if (session) {
+        const step = await raceDeadline(session.step(parsed.message), deadline);
+        addStep(rollout, step);
+        if (truncated) return void (rollout.stopReason = "length");
+        if (step.done) return void (rollout.stopReason = "done");
+        if (step.messages.length === 0)
+          throw new Error(`env ${req.envId} answered a turn with no messages and done = false`);
+        rollout.messages.push(...step.messages);
+      } else {
+        if (truncated) return void (rollout.stopReason = "length");
+        if (env.tools.length === 0 || parsed.blocks.length === 0) return void (rollout.stopReason = "done");
+        for (const block of parsed.blocks) {
+          if ("error" in block) {
+            rollout.messages.push(malformedCallObservation(block.error));
+            counters.malformed_tool_calls!++;
+            counters.tool_errors!++;
+            continue;
+          }
+          const observation = await raceDeadline(runToolCall(env.tools, block.call, task), deadline);
+          rollout.messages.push(observation.message);
+          counters.tool_calls!++;
+          if (observation.isError) counters.tool_errors!++;
+        }
       }
-      const observation = await raceDeadline(runToolCall(env.tools, block.call, task), deadline);
-      messages.push(observation.message);
-      counters.tool_calls!++;
-      if (observation.isError) counters.tool_errors!++;
-    }
 
-    const lastTurn = turn + 1 >= env.maxTurns;
-    const nextOptions = { ...options, addGenerationPrompt: !lastTurn };
-    const stopId = completion.tokenIds.at(-1);
-    const stopText = stopId === undefined ? undefined : tokenizer.tokenString(stopId);
-    const bridged =
-      stopText && tokenizer.stopIds.includes(stopId!)
-        ? renderer.bridge(
-            templateText,
-            messages,
-            assistantIndex,
-            stopText,
-            nextOptions,
-            tokenizer.decode(completion.tokenIds),
-          )
-        : null;
-    if (bridged) {
-      appendRendered(rollout, bridged.tokens, sample);
-      sequence = [...sequence, ...bridged.tokens.tokenIds];
-      templateText = bridged.text;
-    } else {
-      sample++;
-      breaks.push({ turn: turn + 1, sample });
-      const fresh = renderer.render(messages, nextOptions);
-      appendRendered(rollout, fresh, sample);
-      sequence = fresh.tokenIds;
-      templateText = fresh.text;
+      const lastTurn = turn + 1 >= env.maxTurns;
+      tokens.extend(completion, { ...options, addGenerationPrompt: !lastTurn });
+      if (lastTurn) return void (rollout.stopReason = "max_turns");
     }
-    if (lastTurn) return void (rollout.stopReason = "max_turns");
+  } finally {
+    await session?.close().catch(() => {});
   }
+}
+
+/** Adds a step-driven env's step to the reward its episode gives (rollout.info.envReward). */
+function addStep(rollout: Rollout, step: StepResult): void {
+  if (!Number.isFinite(step.reward)) throw new Error(`the env gave a step a non-finite reward (${step.reward})`);
+  const total = (rollout.info.envReward as EnvReward | undefined) ?? { reward: 0, metrics: {} };
+  rollout.info.envReward = { reward: total.reward + step.reward, metrics: { ...total.metrics, ...step.metrics } };
 }
 
 /** A reward that threw, rejected or timed out (the message says which). */
@@ -253,7 +174,7 @@ export async function runRollout(req: RolloutRequest): Promise<Rollout> {
   const deadline = req.timeoutMs === undefined ? Number.POSITIVE_INFINITY : performance.now() + req.timeoutMs;
   const started = performance.now();
   try {
-    await drive(req, rollout, counters, deadline);
+    await (req.env.drive ? driveServed(req, rollout, deadline) : drive(req, rollout, counters, deadline));
     rollout.numSamples = 1 + (rollout.info.extensionBreaks as unknown[]).length;
     const { reward, metrics, judge } = await scoreReward(req, rollout);
     if (judge) rollout.judge = judge;

@@ -9,43 +9,12 @@ import type { Env, Task } from "../../../src/envs/types.ts";
 import forth, { FORTH_SYSTEM_PROMPT } from "../../../src/envs/forth/index.ts";
 import math from "../../../src/envs/math/index.ts";
 import { createEnv } from "../../../src/envs/index.ts";
-import type { Completion, CompletionRequest, SamplingClient } from "../../../src/clients/types.ts";
+import type { SamplingClient } from "../../../src/clients/types.ts";
 import { CHATML_TEMPLATE, IM_END_ID } from "../../../src/model/byte_tokenizer.ts";
-import type { ChatRenderer } from "../../../src/model/render.ts";
+import { ScriptedClient } from "../../fixtures/scripted_client.ts";
 import { runRollout, type RolloutRequest } from "../../../src/rollout/driver.ts";
 import { perToken, rolloutLength, sampleRanges, type Rollout } from "../../../src/data/types.ts";
 import { byteRenderer } from "../envs/helpers.ts";
-
-type Reply = string | { text: string; finish: "length" };
-
-/** Replays `replies` in order: each is encoded as plain bytes plus <|im_end|> (unless cut short). */
-class ScriptedClient implements SamplingClient {
-  readonly requests: CompletionRequest[] = [];
-  constructor(
-    private readonly renderer: ChatRenderer,
-    private readonly replies: Reply[],
-    private readonly version = 7,
-  ) {}
-  async complete(request: CompletionRequest): Promise<Completion> {
-    this.requests.push(request);
-    const reply = this.replies.shift();
-    if (reply === undefined) throw new Error("script exhausted");
-    const text = typeof reply === "string" ? reply : reply.text;
-    let tokenIds = this.renderer.tokenizer.encodePlain(text);
-    if (typeof reply === "string") tokenIds.push(IM_END_ID);
-    const cut = tokenIds.length > request.maxTokens || typeof reply !== "string";
-    tokenIds = tokenIds.slice(0, request.maxTokens);
-    return {
-      tokenIds,
-      logprobs: tokenIds.map((_, i) => -0.05 - (i % 5) / 10),
-      finishReason: cut ? "length" : "stop",
-      policyVersion: this.version,
-    };
-  }
-  async score(): Promise<number[][]> {
-    throw new Error("not used");
-  }
-}
 
 const renderer = byteRenderer();
 const decode = (ids: number[]) => renderer.tokenizer.decode(ids);
