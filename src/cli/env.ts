@@ -45,16 +45,23 @@ async function openEnv(id: string, argsJson: string | undefined): Promise<{ defi
 }
 
 const list = defineCommand({
-  meta: { name: "list", description: "List the built-in environments, and a custom env file's when given" },
+  meta: {
+    name: "list",
+    description: "List the built-in environments, and a custom env file's or an env server's when given",
+  },
   args: {
-    file: { type: "positional", required: false, description: "A custom env's .ts file, listed after the built-ins" },
+    file: {
+      type: "positional",
+      required: false,
+      description: "A custom env's .ts file or an env server's URL, listed after the built-ins",
+    },
     json: { type: "boolean", description: "Print JSON" },
   },
   async run({ args }) {
-    const { envDefinitions, isEnvPath, loadEnv } = await import("../envs/index.ts");
-    if (args.file && !isEnvPath(args.file))
-      throw new ConfigError(`rlx env list ${args.file}: not a file path (the built-ins are listed anyway)`, {
-        fix: "give a custom env's .ts file, e.g. ./my_env.ts, or nothing",
+    const { envDefinitions, isEnvPath, isEnvUrl, loadEnv } = await import("../envs/index.ts");
+    if (args.file && !isEnvPath(args.file) && !isEnvUrl(args.file))
+      throw new ConfigError(`rlx env list ${args.file}: not a file path or a URL (the built-ins are listed anyway)`, {
+        fix: "give a custom env's .ts file, e.g. ./my_env.ts, an env server's URL, or nothing",
       });
     const custom = args.file ? [await loadEnv(args.file, { source: "rlx env list", path: [] })] : [];
     const rows = [...envDefinitions(), ...custom].map((d) => ({ id: d.id, description: d.description }));
@@ -66,7 +73,11 @@ const list = defineCommand({
 const show = defineCommand({
   meta: { name: "show", description: "Print tasks of an environment" },
   args: {
-    id: { type: "positional", required: true, description: "Env id or path to a custom env .ts file" },
+    id: {
+      type: "positional",
+      required: true,
+      description: "Env id, path to a custom env .ts file, or an env server's URL",
+    },
     split: { type: "string", description: "train or eval (default eval)" },
     n: { type: "string", description: "Number of tasks (default 3)" },
     seed: { type: "string", description: "Seed passed to load (default 0)" },
@@ -144,7 +155,11 @@ const demos = defineCommand({
     description: "Write gold demonstration conversations as chat-messages JSONL (for rlx sft and OPSD)",
   },
   args: {
-    id: { type: "positional", required: true, description: "Env id or path to a custom env .ts file" },
+    id: {
+      type: "positional",
+      required: true,
+      description: "Env id, path to a custom env .ts file, or an env server's URL",
+    },
     out: { type: "string", required: true, description: "Output JSONL file" },
     n: { type: "string", description: "Number of demonstrations (default 100)" },
     split: { type: "string", description: "train or eval (default train)" },

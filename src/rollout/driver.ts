@@ -170,7 +170,9 @@ export async function runRollout(req: RolloutRequest): Promise<Rollout> {
     numTurns: 0,
     info: {},
   };
-  const counters: Record<string, number> = { tool_calls: 0, tool_errors: 0, malformed_tool_calls: 0 };
+  // Counts of the tool calls rlx runs; an env that answers turns itself reports its own.
+  const runsTools = !req.env.open && !req.env.drive;
+  const counters: Record<string, number> = runsTools ? { tool_calls: 0, tool_errors: 0, malformed_tool_calls: 0 } : {};
   const deadline = req.timeoutMs === undefined ? Number.POSITIVE_INFINITY : performance.now() + req.timeoutMs;
   const started = performance.now();
   try {

@@ -73,13 +73,26 @@ describe("a step-driven Python env", () => {
       sumOf(task),
     );
     // A conversation it did not run is scored by replaying its turns (a judge's exact reward).
-    expect(await env.reward(task, { ...r, info: {} })).toEqual({ reward: 1, metrics: { correct: 1, tool_calls: 1 } });
+    expect(await env.reward(task, { ...r, info: {} })).toEqual({
+      reward: 1,
+      metrics: { correct: 1, tool_calls: 1, wrong_answers: 0 },
+    });
   });
 
-  test("a wrong answer is scored 0 and the args reach the server, which refuses a misspelled one", async () => {
+  test("a wrong answer gets the env's turn asking again, to the last turn; the args reach the server, which refuses a misspelled one", async () => {
     const { env, task } = await remote(step.url);
-    const r = await rollout(env, task, new ScriptedClient(renderer, ["7"]));
-    expect([r.reward, r.metrics.correct, r.stopReason, r.numTurns]).toEqual([0, 0, "done", 1]);
+    const r = await rollout(env, task, new ScriptedClient(renderer, ["7", "8", "9", "10"]));
+    expect([r.reward, r.metrics.correct, r.metrics.wrong_answers, r.stopReason, r.numTurns]).toEqual([
+      0,
+      0,
+      4,
+      "done",
+      4,
+    ]);
+    const asked = r.messages.filter((m) => m.role === "user").slice(1);
+    expect(asked.map((m) => m.content)).toEqual(
+      Array(3).fill("That is not the sum. Try again; you may use the calculator."),
+    );
     const bad = await createEnv(await loadEnv(step.url), { digitz: 3 });
     await expect(bad.load("train", 0)).rejects.toThrow("unknown arg 'digitz'; the args are digits, tasks");
   });

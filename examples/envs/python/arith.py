@@ -81,6 +81,9 @@ def calculate(arguments):
         return f"error: {err}", True
 
 
+RETRY = "That is not the sum. Try again; you may use the calculator."
+
+
 def score(task_id, reply):
     """1 when the reply's last number is the sum."""
     numbers = re.findall(r"-?\d+", reply or "")

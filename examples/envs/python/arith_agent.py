@@ -2,7 +2,8 @@
 only: the same addition task as arith_step.py, but this server runs the episode itself, as a
 verifiers environment does. rlx sends /run the task and a policy endpoint (an OpenAI-compatible
 base URL with a key of the episode's own); the server calls /chat/completions through urllib,
-runs the calculator calls it gets back, and returns the conversation and its reward. It never
+runs the calculator calls it gets back, asks again after a wrong answer (as arith_step.py does), and
+returns the conversation and its reward. It never
 returns tokens: rlx kept the ones it served.
 
     python3 examples/envs/python/arith_agent.py --port 8766
@@ -46,18 +47,23 @@ class ArithAgent:
         if task is None:
             raise EnvError(f"no task {task_id!r}")
         messages = list(task["prompt"])
-        calls = 0
-        for _ in range(self.max_turns):
+        calls, correct = 0, 0.0
+        for turn in range(self.max_turns):
             reply = chat(policy, messages)
             messages.append(reply)
-            if not reply.get("tool_calls"):
+            if turn + 1 == self.max_turns:
+                correct = 0.0 if reply.get("tool_calls") else arith.score(task_id, reply.get("content"))
                 break
-            for call in reply["tool_calls"]:
-                output, _ = arith.calculate(json.loads(call["function"]["arguments"] or "{}"))
-                messages.append({"role": "tool", "tool_call_id": call["id"], "name": "calculator", "content": output})
-                calls += 1
-        last = messages[-1]
-        correct = arith.score(task_id, last.get("content")) if last["role"] == "assistant" else 0.0
+            if reply.get("tool_calls"):
+                for call in reply["tool_calls"]:
+                    output, _ = arith.calculate(json.loads(call["function"]["arguments"] or "{}"))
+                    messages.append({"role": "tool", "tool_call_id": call["id"], "name": "calculator", "content": output})
+                    calls += 1
+                continue
+            correct = arith.score(task_id, reply.get("content"))
+            if correct:
+                break
+            messages.append({"role": "user", "content": arith.RETRY})
         return {"messages": messages, "reward": correct, "metrics": {"correct": correct, "tool_calls": calls}}
 
 

@@ -1,7 +1,8 @@
 """A step-driven env server for rlx (docs/environments.md, "Python environments"), standard library
 only: addition with a calculator tool and an exact reward. rlx drives: it resets a session per
 rollout and sends each model turn to /step; a turn that calls the calculator gets the tool's result
-back (reward 0, not done), a turn without a call is the answer (reward 1 when it is the sum, done).
+back (reward 0, not done); a turn without a call is an answer: reward 1 and done when it is the sum,
+else a user turn asking again (reward 0), until the last of max_turns turns.
 
     python3 examples/envs/python/arith_step.py --port 8765
 
@@ -39,7 +40,7 @@ class ArithStep:
             raise EnvError(f"no task {task_id!r}: task ids are a+b")
         with self.lock:
             session_id = f"s{next(self.ids)}"
-            self.sessions[session_id] = {"task": task_id, "calls": 0}
+            self.sessions[session_id] = {"task": task_id, "calls": 0, "turns": 0, "wrong": 0}
         return {"session_id": session_id}
 
     def step(self, session_id, message):
@@ -47,7 +48,9 @@ class ArithStep:
         if session is None:
             raise EnvError(f"no session {session_id!r} (closed, or never opened)")
         calls = message.get("tool_calls") or []
-        if calls:
+        session["turns"] += 1
+        last = session["turns"] >= self.max_turns
+        if calls and not last:
             results = []
             for call in calls:
                 fn = call.get("function", {})
@@ -62,7 +65,11 @@ class ArithStep:
             session["calls"] += len(calls)
             return {"messages": results, "reward": 0.0, "done": False, "metrics": {"tool_calls": session["calls"]}}
         correct = arith.score(session["task"], message.get("content"))
-        return {"messages": [], "reward": correct, "done": True, "metrics": {"correct": correct, "tool_calls": session["calls"]}}
+        session["wrong"] += 1 - int(correct)
+        metrics = {"correct": correct, "tool_calls": session["calls"], "wrong_answers": session["wrong"]}
+        if correct or last:
+            return {"messages": [], "reward": correct, "done": True, "metrics": metrics}
+        return {"messages": [{"role": "user", "content": arith.RETRY}], "reward": 0.0, "done": False, "metrics": metrics}
 
     def close(self, session_id):
         with self.lock:
