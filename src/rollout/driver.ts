@@ -6,9 +6,10 @@
 // out). A step-driven env (`open`) answers each turn itself instead of the tools, with a reward per
 // step; an env-driven one (`drive`) runs the whole episode against an endpoint (served.ts).
 //
-// Failure is data: a tool or an env's step that throws, a malformed completion record, the context limit, the time
-// limit, or a reward that throws or runs past its gate's timeout (a judge: src/judges/) give a
-// rollout with `error` set and the reason (excluded from training; its reward 0 is a placeholder).
+// Failure is data: a tool or an env's step that throws, a malformed completion record, the context
+// limit, the time limit, or a reward that throws or runs past its gate's timeout (a judge:
+// src/judges/) give a rollout with `error` set and the reason (excluded from training; its reward 0
+// is a placeholder).
 // The reward is computed here, as the episode ends, so judging one rollout overlaps the generation
 // of the others. Only a bug in this file could throw out of runRollout.
 import type { ChatMessage } from "../data/chat.ts";
@@ -63,7 +64,14 @@ async function drive(
     addGenerationPrompt: true,
     templateArgs: req.templateArgs,
   };
-  const session = env.open ? await raceDeadline(env.open(task), deadline) : undefined;
+  const opening = env.open?.(task);
+  // A session that opens after the deadline is closed then: it holds one of the env's slots.
+  const session = opening
+    ? await raceDeadline(opening, deadline).catch((err) => {
+        void opening.then((late) => late.close()).catch(() => {});
+        throw err;
+      })
+    : undefined;
   try {
     if (session?.prompt) rollout.messages = [...session.prompt];
     const tokens = new RolloutTokens(rollout, renderer);

@@ -33,7 +33,9 @@ export async function driveServed(req: RolloutRequest, rollout: Rollout, deadlin
         signal: controller.signal,
       }),
       deadline,
-    );
+    ).catch((err) => {
+      throw episode.failure ?? err; // the env failed because its turn did: that is the reason
+    });
     if (episode.failure) throw episode.failure;
     if (rollout.numTurns === 0) throw new Error(`env ${req.envId} ended its episode without calling the policy`);
     if (!Number.isFinite(result.reward))

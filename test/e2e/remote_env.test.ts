@@ -18,6 +18,7 @@ import { ChatRenderer } from "../../src/model/render.ts";
 import { Tokenizer } from "../../src/model/tokenizer.ts";
 import type { NativeModel } from "../../src/native/model.ts";
 import { runRollout } from "../../src/rollout/driver.ts";
+import { episodeEndpoint } from "../../src/rollout/endpoint.ts";
 import { byteRenderer } from "../unit/envs/helpers.ts";
 import { ScriptedClient } from "../fixtures/scripted_client.ts";
 import { type EnvServer, faultyEnvServer, startEnvServer } from "../fixtures/env_servers.ts";
@@ -173,6 +174,24 @@ describe("an env-driven Python env", () => {
       r.segments.findLastIndex((s) => s.sampled),
     );
     expect(client.requests[1]!.promptIds).toEqual(before.flatMap((s) => s.tokenIds));
+  });
+
+  test("a turn past the context limit fails the episode with that reason; a key that is no episode's is refused", async () => {
+    const { env, task } = await remote(agent.url);
+    const r = await runRollout({
+      ...{ id: "r", groupId: "g", envId: "arith_agent", env, task, renderer, sampling },
+      client: new ScriptedClient(renderer, ["7", "8"]),
+      maxContextTokens: 150,
+    });
+    expect(r.stopReason).toBe("error");
+    expect(r.error).toContain("context limit: the prompt has");
+    const refused = await fetch(`${episodeEndpoint().baseUrl}/chat/completions`, {
+      method: "POST",
+      headers: { authorization: "Bearer rlx-episode-0" },
+      body: JSON.stringify({ model: "policy", messages: [{ role: "user", content: "hi" }] }),
+    });
+    expect(refused.status).toBe(401);
+    expect(((await refused.json()) as { message: string }).message).toContain("unknown or expired API key");
   });
 
   describe("against a tiny real model", () => {

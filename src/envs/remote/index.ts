@@ -13,7 +13,7 @@
 // not allow fails the rollout with the reason. Calls that change a session are never retried (a
 // repeated step would act twice); /info and /tasks are.
 import { z } from "zod";
-import { ConfigError } from "../../errors.ts";
+import { ConfigError, EnvError } from "../../errors.ts";
 import { JsonEndpoint, Semaphore } from "../../clients/http.ts";
 import type { ChatMessage } from "../../data/chat.ts";
 import type { Rollout } from "../../data/types.ts";
@@ -137,7 +137,9 @@ function remoteEnv(
     tools: info.tools.map((spec) => ({
       spec,
       run: () => {
-        throw new Error(`${spec.function.name} runs on the env server (its /step), not in rlx`);
+        throw new EnvError(`${spec.function.name} runs in the env server at ${listing.url}, not in rlx`, {
+          fix: "a remote env's tools are called by its sessions (/step) or its episodes (/run)",
+        });
       },
     })),
     maxTurns: info.max_turns,
