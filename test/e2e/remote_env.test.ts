@@ -21,7 +21,7 @@ import { runRollout } from "../../src/rollout/driver.ts";
 import { episodeEndpoint } from "../../src/rollout/endpoint.ts";
 import { byteRenderer } from "../unit/envs/helpers.ts";
 import { ScriptedClient } from "../fixtures/scripted_client.ts";
-import { type EnvServer, faultyEnvServer, startEnvServer } from "../fixtures/env_servers.ts";
+import { faultyEnvServer, sharedEnvServers, startEnvServer } from "../fixtures/env_servers.ts";
 import { LocalSamplingClient } from "./rollout_client.ts";
 
 const renderer = byteRenderer();
@@ -29,15 +29,7 @@ const call = (expression: string) =>
   `<tool_call>\n{"name": "calculator", "arguments": {"expression": ${JSON.stringify(expression)}}}\n</tool_call>`;
 const sampling = { maxTokens: 200, temperature: 1, topP: 1, topK: 0, seed: 1 };
 
-let step: EnvServer;
-let agent: EnvServer;
-beforeAll(async () => {
-  [step, agent] = await Promise.all([startEnvServer("arith_step.py"), startEnvServer("arith_agent.py")]);
-});
-afterAll(() => {
-  step?.stop();
-  agent?.stop();
-});
+const servers = sharedEnvServers();
 
 async function remote(url: string, remoteTable: Record<string, unknown> = {}): Promise<{ env: Env; task: Task }> {
   const definition = await loadEnv(url, undefined, remoteSettings(remoteBlock.parse(remoteTable)));
@@ -54,7 +46,7 @@ const sumOf = (task: Task) => String(task.id.split("+").reduce((s, n) => s + Num
 
 describe("a step-driven Python env", () => {
   test("the calculator's result comes from the server into the conversation and the tokens; the answer is rewarded", async () => {
-    const { env, task } = await remote(step.url);
+    const { env, task } = await remote(servers.step.url);
     expect(env.open).toBeDefined();
     expect(env.tools.map((t) => t.spec.function.name)).toEqual(["calculator"]);
     const client = new ScriptedClient(renderer, [call(task.id.replace("+", " + ")), sumOf(task)]);
@@ -81,7 +73,7 @@ describe("a step-driven Python env", () => {
   });
 
   test("a wrong answer gets the env's turn asking again, to the last turn; the args reach the server, which refuses a misspelled one", async () => {
-    const { env, task } = await remote(step.url);
+    const { env, task } = await remote(servers.step.url);
     const r = await rollout(env, task, new ScriptedClient(renderer, ["7", "8", "9", "10"]));
     expect([r.reward, r.metrics.correct, r.metrics.wrong_answers, r.stopReason, r.numTurns]).toEqual([
       0,
@@ -94,13 +86,13 @@ describe("a step-driven Python env", () => {
     expect(asked.map((m) => m.content)).toEqual(
       Array(3).fill("That is not the sum. Try again; you may use the calculator."),
     );
-    const bad = await createEnv(await loadEnv(step.url), { digitz: 3 });
+    const bad = await createEnv(await loadEnv(servers.step.url), { digitz: 3 });
     await expect(bad.load("train", 0)).rejects.toThrow("unknown arg 'digitz'; the args are digits, tasks");
   });
 
   test("remote.shape that the server contradicts is refused, naming both", async () => {
-    await expect(remote(step.url, { shape: "env" })).rejects.toThrow(
-      `remote.shape is "env" but the server at ${step.url} is "step"`,
+    await expect(remote(servers.step.url, { shape: "env" })).rejects.toThrow(
+      `remote.shape is "env" but the server at ${servers.step.url} is "step"`,
     );
   });
 });
@@ -161,7 +153,7 @@ describe("faults become failed rollouts with their reason", () => {
 
 describe("an env-driven Python env", () => {
   test("the server's calculator call and answer go through the episode's endpoint; the tool result is bridged into the tokens", async () => {
-    const { env, task } = await remote(agent.url);
+    const { env, task } = await remote(servers.agent.url);
     expect(env.drive).toBeDefined();
     const client = new ScriptedClient(renderer, [call(task.id), sumOf(task)]);
     const r = await rollout(env, task, client);
@@ -177,7 +169,7 @@ describe("an env-driven Python env", () => {
   });
 
   test("a turn past the context limit fails the episode with that reason; a key that is no episode's is refused", async () => {
-    const { env, task } = await remote(agent.url);
+    const { env, task } = await remote(servers.agent.url);
     const r = await runRollout({
       ...{ id: "r", groupId: "g", envId: "arith_agent", env, task, renderer, sampling },
       client: new ScriptedClient(renderer, ["7", "8"]),
@@ -219,7 +211,7 @@ describe("an env-driven Python env", () => {
         score: (sequences) => inner.score(sequences),
       };
       const tiny = new ChatRenderer(Tokenizer.load(join(dir, "tiny")));
-      const { env, task } = await remote(agent.url);
+      const { env, task } = await remote(servers.agent.url);
       for (let i = 0; i < 3; i++) {
         served.length = 0;
         const r = await rollout(env, task, client, tiny);

@@ -4,23 +4,15 @@
 // hold the env's own turns (its "try again" after a wrong answer) and its rewards; the held-out eval
 // during the run and `rlx eval --env URL` score a remote env as a built-in one; `rlx env list/show`
 // take a URL; and a server that dies during the run fails rollouts with the reason, not the run.
-import { afterAll, beforeAll, expect, test } from "bun:test";
+import { expect, test } from "bun:test";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { Tokenizer } from "../../src/model/tokenizer.ts";
-import { type EnvServer, startEnvServer } from "../fixtures/env_servers.ts";
+import { sharedEnvServers, startEnvServer } from "../fixtures/env_servers.ts";
 import { readAudit, readMetrics, rlx, sharedWorkspace, writeConfig } from "./train_helpers.ts";
 
 const ws = sharedWorkspace();
-let step: EnvServer;
-let agent: EnvServer;
-beforeAll(async () => {
-  [step, agent] = await Promise.all([startEnvServer("arith_step.py"), startEnvServer("arith_agent.py")]);
-});
-afterAll(() => {
-  step?.stop();
-  agent?.stop();
-});
+const servers = sharedEnvServers();
 
 const RETRY = "That is not the sum. Try again; you may use the calculator.";
 
@@ -49,7 +41,7 @@ args = { digits = 1, tasks = 20 }
 `;
 
 test("GRPO on a step-driven and an env-driven Python env: the env's turns and rewards in the audit, eval on the remote env", async () => {
-  const { path, runDir } = writeConfig(ws, "remote", body(step.url, agent.url));
+  const { path, runDir } = writeConfig(ws, "remote", body(servers.step.url, servers.agent.url));
   const dry = await rlx(["train", path, "--dry-run"]).done;
   expect(dry.code).toBe(0);
   expect(dry.out).toContain("arith_agent");
@@ -81,7 +73,7 @@ test("GRPO on a step-driven and an env-driven Python env: the env's turns and re
     "--model",
     ws.model,
     "--env",
-    step.url,
+    servers.step.url,
     "--args",
     '{"digits": 1, "tasks": 20}',
     "--n",
@@ -96,19 +88,19 @@ test("GRPO on a step-driven and an env-driven Python env: the env's turns and re
 }, 300_000);
 
 test("rlx env list and show take an env server's URL", async () => {
-  const listed = await rlx(["env", "list", agent.url, "--json"]).done;
+  const listed = await rlx(["env", "list", servers.agent.url, "--json"]).done;
   expect(listed.code).toBe(0);
   const rows = JSON.parse(listed.out) as Array<{ id: string; description: string }>;
   expect(rows.at(-1)!.id).toBe("arith_agent");
-  expect(rows.at(-1)!.description).toContain(`env-driven, served at ${agent.url}`);
-  const shown = await rlx(["env", "show", step.url, "--args", '{"digits": 3}', "--n", "2"]).done;
+  expect(rows.at(-1)!.description).toContain(`env-driven, served at ${servers.agent.url}`);
+  const shown = await rlx(["env", "show", servers.step.url, "--args", '{"digits": 3}', "--n", "2"]).done;
   expect(shown.code).toBe(0);
   expect(shown.out).toMatch(/What is \d{3} \+ \d{3}\?/);
 });
 
 test("a server that dies during a run fails its rollouts with the reason; the run goes on and records them", async () => {
   const dying = await startEnvServer("arith_step.py");
-  const { path, runDir } = writeConfig(ws, "dies", body(dying.url, agent.url, 3));
+  const { path, runDir } = writeConfig(ws, "dies", body(dying.url, servers.agent.url, 3));
   const run = rlx(["train", path, "--inference", "in-process"]);
   const firstStep = join(runDir, "rollouts", "step_1.jsonl");
   for (let i = 0; i < 600 && !existsSync(firstStep); i++) await Bun.sleep(100);
