@@ -44,7 +44,10 @@ ADD='{"operations": ["+"], "word_problems": false}'
 SUB='{"operations": ["-"], "word_problems": false, "train_size": 3000}'
 BARE='{"operations": ["+"], "format": "bare"}'
 K=16 # top-k distillation's teacher tokens per position (parts topk, 8bv and 6bf); TOPK sets it on both envs of row 8b
-TOPK=(--set "orchestrator.train.env[0].algo.k=$K" --set "orchestrator.train.env[1].algo.k=$K")
+# These rows were measured with the forward KL, top-k's default then (reverse_kl is now): they name it.
+FWD=(--set orchestrator.algo.divergence=forward_kl)
+TOPK=(--set "orchestrator.train.env[0].algo.k=$K" --set "orchestrator.train.env[1].algo.k=$K"
+  --set "orchestrator.train.env[0].algo.divergence=forward_kl" --set "orchestrator.train.env[1].algo.divergence=forward_kl")
 mkdir -p $OUT $ROWS
 started=$(date +%s)
 
@@ -226,12 +229,12 @@ teacher
 serve add-teacher $OUT/teacher/model $PORT
 for seed in $SEEDS; do
   rl 4k opd-topk "$seed" opd "row 4 with top-k distillation: OPD against the served teacher's top $K, forward KL, 40 steps" $OUT/student/model \
-    --set orchestrator.algo.teacher.name=add-teacher --set orchestrator.algo.teacher.base_url=http://127.0.0.1:$PORT/v1 --set orchestrator.algo.k=$K
+    --set orchestrator.algo.teacher.name=add-teacher --set orchestrator.algo.teacher.base_url=http://127.0.0.1:$PORT/v1 --set orchestrator.algo.k=$K "${FWD[@]}"
 done
 hint_student
 for seed in $SEEDS; do
   rl 6bk opsd-topk "$seed" opsd "row 6b with top-k distillation: OPSD from the hint-reading student, its hinted self's top $K, forward KL, 40 steps" \
-    $OUT/hint-student/model --set orchestrator.algo.demo_key=solution --set orchestrator.algo.k=$K
+    $OUT/hint-student/model --set orchestrator.algo.demo_key=solution --set orchestrator.algo.k=$K "${FWD[@]}"
 done
 sub_teacher
 serve sub-teacher $OUT/sub-teacher/model $((PORT + 1))
@@ -273,7 +276,7 @@ hint_student
 serve hint-teacher $OUT/hint-student/model $((PORT + 3))
 for seed in $SEEDS; do
   rl 6bf opsd-topk-frozen "$seed" opsd "row 6bk with a frozen teacher: OPSD whose hinted teacher is the starting hint-reading student under rlx serve, its top $K, forward KL, 40 steps" \
-    $OUT/hint-student/model --set orchestrator.algo.demo_key=solution --set orchestrator.algo.k=$K \
+    $OUT/hint-student/model --set orchestrator.algo.demo_key=solution --set orchestrator.algo.k=$K "${FWD[@]}" \
     --set orchestrator.algo.teacher.name=hint-teacher --set orchestrator.algo.teacher.base_url=http://127.0.0.1:$((PORT + 3))/v1
 done
 fi

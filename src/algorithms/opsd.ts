@@ -10,7 +10,8 @@
 // are scored verbatim (never re-rendered), so the join falls on the hint's closing special token.
 // With k > 0 (top-k distillation, src/algorithms/distill.ts) the hinted policy's k most likely
 // tokens per position (temperature 1) are the target of the trainer's distill component instead:
-// forward KL by default, the SDFT paper's analytic form over the top-k and a tail bucket.
+// the reverse KL by default, as k = 0; `divergence = "forward_kl"` is the SDFT paper's analytic
+// form over the top-k and a tail bucket.
 // Deviations from the SDFT paper, kept from prime-rl and known risks (arXiv 2601.19897, §5): with
 // k = 0 reverse KL with a single-sample estimator instead of the analytic forward KL, and the live policy as
 // teacher, not an EMA of it (the paper reports the live teacher can diverge). `teacher` (a frozen
@@ -35,13 +36,26 @@ import { assignDistillTargets, assignRefLogprobs, sampleSequences } from "./rout
 import { frozenModelSchema, samplingSchema } from "./schemas.ts";
 import { checkSameTokenizer } from "./tokenizer_check.ts";
 
+/** What a template may name: the demonstration, and the task's question (its last user turn). */
+const PLACEHOLDERS = ["demonstration", "question"];
+
 const schema = z.strictObject({
   type: z.literal("opsd"),
   sampling: samplingSchema,
   demo_key: z.string().min(1).default("demonstration"),
+  /** The hint: `{demonstration}` (required) and `{question}` (the task's user turn) are filled in. */
   template: z
     .string()
-    .refine((t) => t.includes("{demonstration}"), "the template must contain {demonstration}")
+    .superRefine((t, ctx) => {
+      const unknown = [...t.matchAll(/\{(\w+)\}/g)].map((m) => m[1]!).find((name) => !PLACEHOLDERS.includes(name));
+      if (unknown)
+        ctx.addIssue({
+          code: "custom",
+          message: `the template names {${unknown}}, which opsd does not fill in; its placeholders are ${PLACEHOLDERS.map((p) => `{${p}}`).join(", ")}`,
+        });
+      else if (!t.includes("{demonstration}"))
+        ctx.addIssue({ code: "custom", message: "the template must contain {demonstration}" });
+    })
     .default("Here is an example of an expert response:\n<demonstration>\n{demonstration}\n</demonstration>"),
   /** A frozen server that scores the hinted sequences; absent: the live policy (SDFT's self-teacher). */
   teacher: frozenModelSchema.optional(),
@@ -107,7 +121,12 @@ export class Opsd extends Algorithm<OpsdConfig> {
   /** The hint block's token ids: a system message holding the filled-in template. */
   hintIds(rollout: Rollout): number[] {
     if (!this.renderer) throw new Error("opsd: used before setup");
-    const hint = this.config.template.replaceAll("{demonstration}", findDemonstration(rollout, this.config.demo_key));
+    const values: Record<string, string> = {
+      demonstration: findDemonstration(rollout, this.config.demo_key),
+      question: rollout.task.prompt.findLast((m) => m.role === "user")?.content ?? "",
+    };
+    // One pass, so a demonstration that contains "{question}" stays as written.
+    const hint = this.config.template.replace(/\{(demonstration|question)\}/g, (_, name: string) => values[name]!);
     return this.renderer.render([{ role: "system", content: hint }], { addGenerationPrompt: false }).tokenIds;
   }
 

@@ -5,9 +5,10 @@
 // parsed and checked by their registries (src/algorithms/registry.ts, src/task_samplers/registry.ts),
 // env args by each env's schema, the run-wide rules here. Errors name
 // the key path the user typed; rules that are legal but almost certainly a mistake become warnings.
-import type { RunView } from "../algorithms/base.ts";
+import type { AlgorithmClass, RunView } from "../algorithms/base.ts";
 import type { FrozenModel } from "../algorithms/schemas.ts";
 import { resolveLoss, runLoss } from "../algorithms/loss_schema.ts";
+import { distillTemperatureRule } from "../algorithms/distill.ts";
 import type { RlLoss } from "../data/loss_types.ts";
 import {
   type AlgoConfig,
@@ -85,6 +86,15 @@ function checkAlgo(algo: AlgoConfig, site: AlgoSite, run: RunView): string[] {
   if (algo.type !== "custom") return checkAlgorithm(BUILTIN_ALGORITHMS[algo.type], algo, site, run);
   checkPluginFile(algo.path, keySite(site, "path"));
   return [];
+}
+
+/** Distillation's temperature rule (src/algorithms/distill.ts) for a built-in algorithm, at the key
+ * that set the env's temperature; a custom class's action loss is known only once it loads. */
+function checkTemperature(algo: AlgoConfig, temperature: { value: number; path: (string | number)[] }, source: string) {
+  if (algo.type === "custom") return;
+  const cls: AlgorithmClass = BUILTIN_ALGORITHMS[algo.type];
+  const broken = distillTemperatureRule(algo.type, new cls(algo).actionLoss, temperature.value);
+  if (broken) throw new ConfigError(`${source}: ${keyPath(temperature.path)}: ${broken.message}`, { fix: broken.fix });
 }
 
 /** A built-in sampler's rule now; a custom file must exist now, its class is checked when it loads. */
@@ -215,6 +225,10 @@ export function resolveConfig(config: RawConfig, source: string): Resolution {
       : structuredClone(defaultAlgo);
     const group_size = env.group_size ?? orch.group_size;
     const algoPath = env.algo ? [...path, "algo"] : ["orchestrator", "algo"];
+    const temperature =
+      env.temperature === undefined
+        ? { value: orch.temperature, path: ["orchestrator", "temperature"] }
+        : { value: env.temperature, path: [...path, "temperature"] };
     warnings.push(...checkAlgo(algo, { source, path: algoPath, env: { path, name, groupSize: group_size } }, run));
     const args = checkEnvArgs(env, source, path);
     if (env.ratio_steps !== undefined && env.ratio_end === undefined)
@@ -227,6 +241,8 @@ export function resolveConfig(config: RawConfig, source: string): Resolution {
       : structuredClone(defaultSampler);
     checkSamplerBlock(sampler, { source, path: samplerPath }, orch);
     const roles = resolveRoles(env.roles, { source, path: [...path, "roles"] }, name, group_size, run, warnings);
+    for (const checked of [algo, ...Object.values(roles).map((role) => role.algo)])
+      if (checked) checkTemperature(checked, temperature, source);
     return {
       ...env,
       roles,

@@ -218,6 +218,27 @@ describe("opsd", () => {
     expect(r.refLogprobs).toEqual([0, 0, -0.9, -1.0].map((x, i) => (i < 2 ? 0 : x)));
     expect(r.refLogprobs![2]).toBeCloseTo(-(6 + 2 + 1) / 10, 12);
   });
+  test("the template fills in {question} (the task's last user turn) in one pass; another placeholder is refused, named", async () => {
+    const algo = opsd({ template: "Q:{question} D:{demonstration}" });
+    await setupWith(algo, []);
+    const r = singleTurn(1, 2, 2, { info: { demonstration: "{question}" } });
+    r.task = {
+      ...r.task,
+      prompt: [
+        { role: "system", content: "sys" },
+        { role: "user", content: "why" },
+      ],
+    };
+    expect(algo.hintIds(r)).toEqual([900, ...utf8("Q:why D:{question}"), 901]);
+    for (const [template, message] of [
+      [
+        "{demonstration} {problem}",
+        "the template names {problem}, which opsd does not fill in; its placeholders are {demonstration}, {question}",
+      ],
+      ["{question} only", "the template must contain {demonstration}"],
+    ])
+      expect(() => opsd({ template })).toThrow(message);
+  });
   test("finds the demonstration in the task, then task.info; a missing one names the keys", async () => {
     const algo = opsd({ demo_key: "solution", template: "{demonstration}" });
     await setupWith(algo, []);

@@ -132,7 +132,8 @@ describe("top-k distillation settings (k, divergence, beta, min_teacher_prob) of
       rejects(algo('k = 8, divergence = "kl"'), ".toml", "orchestrator.train.env[0].algo.divergence", "forward_kl");
       rejects(algo('k = 8, divergence = "jsd", beta = 1'), ".toml", "orchestrator.train.env[0].algo.beta");
       rejects(algo("k = 8, beta = 0.5"), ".toml", "orchestrator.train.env[0].algo.beta", "generalized JSD");
-      rejects(algo('divergence = "reverse_kl"'), ".toml", "orchestrator.train.env[0].algo.divergence", "k = 0");
+      rejects(algo('divergence = "forward_kl"'), ".toml", "orchestrator.train.env[0].algo.divergence", "k = 0");
+      expect(load(algo('divergence = "reverse_kl"')).config.orchestrator.train.env[0]!.algo).toMatchObject({ k: 0 });
       rejects(algo("min_teacher_prob = 0.01"), ".toml", "orchestrator.train.env[0].algo.min_teacher_prob", "k = 0");
       rejects(algo("k = 8, min_teacher_prob = 1"), ".toml", "orchestrator.train.env[0].algo.min_teacher_prob");
     });
@@ -147,15 +148,39 @@ describe("top-k distillation settings (k, divergence, beta, min_teacher_prob) of
       expect(new cls(config({})).actionLoss).toBe("ref_kl");
       expect(new cls(config({ k: 4 })).actionLoss).toBe("distill");
       expect(
-        [{}, { divergence: "reverse_kl" }, { divergence: "jsd" }, { divergence: "jsd", beta: 0.2 }].map((f) =>
-          distillBeta({ k: 4, ...f } as DistillConfig),
-        ),
-      ).toEqual([0, 1, 0.5, 0.2]);
+        [
+          {},
+          { divergence: "reverse_kl" },
+          { divergence: "forward_kl" },
+          { divergence: "jsd" },
+          { divergence: "jsd", beta: 0.2 },
+        ].map((f) => distillBeta({ k: 4, ...f } as DistillConfig)),
+      ).toEqual([1, 1, 0, 0.5, 0.2]); // the reverse KL by default, as k = 0
       expect(load(algo('k = 16, divergence = "jsd", beta = 0.3')).config.orchestrator.train.env[0]!.algo).toMatchObject(
         { k: 16, divergence: "jsd", beta: 0.3 },
       );
     });
+    test(`${type}: teacher and student at temperature 1: the env samples at 1 or 0 (greedy), k = 0 and k > 0 alike`, () => {
+      for (const k of [0, 8]) {
+        rejects(`${algo(`k = ${k}`)}\ntemperature = 0.7`, "orchestrator.train.env[0].temperature", "not 0.7");
+        for (const temperature of ["1.0", "0.0"])
+          expect(load(`${algo(`k = ${k}`)}\ntemperature = ${temperature}`).config.orchestrator.train.env).toHaveLength(
+            1,
+          );
+      }
+      const inherited = join(dir, `t${n++}.toml`);
+      writeFileSync(
+        inherited,
+        `[model]\npath = "m"\n[orchestrator]\ntemperature = 1.2\n[[orchestrator.train.env]]\nid = "math"\nalgo = ${algo("k = 0")}\n`,
+      );
+      expect(() => loadConfig(inherited)).toThrow(
+        `${inherited}: orchestrator.temperature: ${type} compares the student`,
+      );
+    });
   }
+  test("the temperature rule is distillation's: grpo samples at any temperature", () => {
+    expect(load('{ type = "grpo" }\ntemperature = 0.7').config.orchestrator.train.env[0]!.temperature).toBe(0.7);
+  });
 });
 
 describe("reinforce_pp's baseline and the overlong block of grpo, max_rl, rloo and reinforce_pp name the key and the file", () => {

@@ -127,7 +127,7 @@ test("opsd with k > 0 scores hint + sequence with the policy's top-k and slices 
   const hint = [900, ...utf8("D:ab"), 901]; // 6 tokens: the sequence's position p is p + 6 in the call
   expect(calls).toEqual([[...hint, 10, 11, 12, 13]]);
   expect(r.distillTargets!.ids).toEqual([-1, -1, -1, -1, -1, -1, 80, 81, 82, 90, 91, 92]);
-  expect(r.distillTargets!.beta).toBe(0); // forward KL by default
+  expect(r.distillTargets!.beta).toBe(1); // the reverse KL by default, as k = 0
   expect(algo.actionLoss).toBe("distill");
 });
 
