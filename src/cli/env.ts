@@ -41,7 +41,7 @@ async function openEnv(id: string, argsJson: string | undefined): Promise<{ defi
     }
   }
   const definition = await loadEnv(id, { source: "rlx env", path: [] });
-  return { definition, env: await createEnv(definition, args, { source: "rlx env --args", path: [] }) };
+  return { definition, env: await createEnv(definition, args, { source: "rlx env --args", path: [] }, id) };
 }
 
 const list = defineCommand({

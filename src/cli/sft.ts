@@ -33,8 +33,8 @@ export default defineCommand({
     },
   },
   async run({ args, rawArgs }) {
-    const { loadSftConfig } = await import("../sft/config.ts");
-    const config = loadSftConfig(args.config, repeated(rawArgs, "--set"));
+    const { loadSftRun } = await import("../sft/config.ts");
+    const config = await loadSftRun(args.config, repeated(rawArgs, "--set"));
     if (args["dry-run"]) {
       console.log(`# resolved ${args.config}\n${stringifyToml(JSON.parse(JSON.stringify(config)))}`);
       return;

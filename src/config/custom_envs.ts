@@ -8,8 +8,25 @@
 //     error naming the config file and key path before a policy starts, as a built-in's is at
 //     resolution. The args stay as written: the env parses them when it is created.
 import { ConfigError, keyPath } from "../errors.ts";
-import { isEnvPath, isEnvUrl, loadEnv, parseEnvArgs, remoteSettings } from "../envs/index.ts";
+import { isEnvPath, isEnvUrl, loadEnv, parseEnvArgs, remoteBlock, remoteSettings } from "../envs/index.ts";
+import type { EnvDefinition } from "../envs/types.ts";
+
+type RemoteBlock = Parameters<typeof remoteSettings>[0];
 import type { ResolvedConfig } from "./resolve.ts";
+
+/** A custom env entry's definition (its file's, or its server's), its args checked against the
+ * file's schema; undefined for a built-in. `path` is the entry's key path in `source`. */
+export async function customEnvDefinition(
+  env: { id: string; args?: Record<string, unknown>; remote?: RemoteBlock },
+  source: string,
+  path: readonly (string | number)[],
+): Promise<EnvDefinition | undefined> {
+  if (!isEnvPath(env.id) && !isEnvUrl(env.id)) return undefined;
+  const site = { source, path: [...path, "id"] };
+  const definition = await loadEnv(env.id, site, remoteSettings(remoteBlock.parse(env.remote)));
+  if (definition.args) parseEnvArgs(definition.args, env.args ?? {}, source, [...path, "args"]);
+  return definition;
+}
 
 /** Checks every custom env's args and names each unnamed custom train env after its definition's
  * id (names stay unique), in place. */
@@ -19,11 +36,9 @@ export async function loadCustomEnvs(config: ResolvedConfig, source: string): Pr
   const lists = [["train", train] as const, ["eval", config.orchestrator.eval?.env ?? []] as const];
   for (const [list, envs] of lists)
     for (const [i, env] of envs.entries()) {
-      if (!isEnvPath(env.id) && !isEnvUrl(env.id)) continue;
       const path = ["orchestrator", list, "env", i];
-      const definition = await loadEnv(env.id, { source, path: [...path, "id"] }, remoteSettings(env.remote));
-      if (definition.args) parseEnvArgs(definition.args, env.args ?? {}, source, [...path, "args"]);
-      if (list === "eval" || !("name" in env) || env.name !== env.id) continue;
+      const definition = await customEnvDefinition(env, source, path);
+      if (!definition || list === "eval" || !("name" in env) || env.name !== env.id) continue;
       if (taken.has(definition.id))
         throw new ConfigError(
           `${source}: ${keyPath([...path, "name"])}: the env ${env.id} is named "${definition.id}" by its ${isEnvUrl(env.id) ? "server" : "file"}, a name another env has`,

@@ -219,6 +219,8 @@ export const configSchema = z.strictObject({
         num_examples: z.number().int().min(-1).default(64),
         /** Samples per task for pass@k / avg@k. */
         k: positiveInt.default(8),
+        /** Also one temperature-0 sample per task: eval/<env>/greedy/pass@1. */
+        greedy: z.boolean().default(false),
       })
       .optional(),
   }),

@@ -122,13 +122,14 @@ export async function loadEnv(
 }
 
 /** Validates `args` against the env's schema (defaults filled in) and creates the env; `site` is
- * where the args table was given, for errors. */
+ * where the args table was given, `ref` how the user names the env (a custom env's path), for errors. */
 export async function createEnv(
   definition: EnvDefinition,
   args: unknown = {},
   site: PluginSite = { source: `env ${definition.id}`, path: ["args"] },
+  ref = definition.id,
 ): Promise<Env> {
   if (!definition.args) return definition.create(args ?? {});
-  const fix = `use the keys listed; \`rlx env show ${definition.id} --args '{...}'\` tries args without a model`;
+  const fix = `use the keys listed; \`rlx env show ${ref} --args '{...}'\` tries args without a model`;
   return definition.create(parseEnvArgs(definition.args, args ?? {}, site.source, site.path, fix));
 }

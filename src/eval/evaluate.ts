@@ -232,7 +232,7 @@ export interface EvalEnvSpec {
 export async function loadEvalTasks(spec: EvalEnvSpec): Promise<{ name: string; env: Env; tasks: Task[] }> {
   const definition = await loadEnv(spec.id, undefined, spec.remote);
   const name = spec.name ?? definition.id;
-  const env = await createEnv(definition, spec.args ?? {}, { source: `eval env ${name}`, path: ["args"] });
+  const env = await createEnv(definition, spec.args ?? {}, { source: `eval env ${name}`, path: ["args"] }, spec.id);
   const tasks = await env.load("eval", spec.seed ?? 0);
   return { name, env, tasks: spec.numExamples < 0 ? tasks : tasks.slice(0, spec.numExamples) };
 }

@@ -215,6 +215,7 @@ export async function setupTrainEnvs(o: SetupOptions): Promise<TrainEnv[]> {
       await loadEnv(resolved.id, keySite(entry, "id"), remoteSettings(resolved.remote)),
       resolved.args,
       keySite(entry, "args"),
+      resolved.id,
     );
     const judge = resolved.judge;
     const env = judge

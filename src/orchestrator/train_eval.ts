@@ -43,6 +43,7 @@ export class TrainEval {
         })),
         settings: {
           k: block.k,
+          greedy: block.greedy,
           temperature: entry.temperature ?? orch.temperature,
           maxTokens: entry.max_tokens ?? orch.max_tokens,
           seed: config.seed,

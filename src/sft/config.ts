@@ -12,7 +12,8 @@
 //   [save]     interval, keep, dtype, on_sigterm  resumable checkpoints (`rlx sft --resume`); the final model always goes to <output_dir>/model
 import { z } from "zod";
 import { ConfigError, configError } from "../errors.ts";
-import { checkEnvArgs } from "../envs/index.ts";
+import { checkEnvArgs, isEnvPath, isEnvUrl, remoteBlock } from "../envs/index.ts";
+import { customEnvDefinition } from "../config/custom_envs.ts";
 import { readToml } from "../config/load.ts";
 import { applyOverrides } from "../config/overrides.ts";
 import { configSchema, loraSchema } from "../config/schema.ts";
@@ -21,10 +22,12 @@ const positiveInt = z.number().int().positive();
 const runTrainer = configSchema.shape.trainer.unwrap().shape;
 
 const evalEnv = z.strictObject({
-  /** Built-in env id or a custom env's .ts path. */
+  /** Built-in env id, a custom env's .ts path or an env server's URL. */
   id: z.string().min(1),
-  /** Name in metrics; defaults to id. */
+  /** Name in metrics; defaults to the env's own id (a custom env's file or server names it). */
   name: z.string().min(1).optional(),
+  /** When `id` is an env server's URL: its settings (docs/environments.md). */
+  remote: remoteBlock,
   args: z.record(z.string(), z.unknown()).default({}),
   /** Overrides of the [eval] settings for this env. */
   k: positiveInt.optional(),
@@ -130,13 +133,15 @@ function checkEvalEnvs(config: SftConfig, source: string): void {
   config.eval?.env.forEach((env, i) => (env.args = checkEnvArgs(env, source, ["eval", "env", i])));
 }
 
-/** The stop band's metric must belong to an eval env, and its band must not be empty. */
-function checkStopBand(config: SftConfig, source: string): void {
+/** The stop band's metric must belong to an eval env, and its band must not be empty. Until a custom
+ * env is loaded its name is unknown (its file or server gives it): `named` says whether they were. */
+function checkStopBand(config: SftConfig, source: string, named = false): void {
   const stop = config.eval?.stop;
   if (!stop) return;
+  const unnamed = config.eval!.env.some((e) => !e.name && (isEnvPath(e.id) || isEnvUrl(e.id)));
   const names = config.eval!.env.map((e) => e.name ?? e.id);
   const env = stop.metric.split("/")[1]!;
-  if (!names.includes(env)) {
+  if (!names.includes(env) && (named || !unnamed)) {
     throw new ConfigError(`${source}: eval.stop.metric ${stop.metric} names env ${env}, which is not an eval env`, {
       fix: `use eval/<name>/..., where <name> is one of ${names.join(", ")}`,
     });
@@ -165,6 +170,20 @@ export function loadSftConfig(path: string, overrides: readonly string[] = []): 
     });
   }
   return parsed.data;
+}
+
+/** An sft config (loadSftConfig) whose custom eval envs are loaded: each checked against its file's
+ * args schema and, without a `name`, named by its file's or server's id, as `rlx train` names them;
+ * then the stop band's metric is checked against those names. */
+export async function loadSftRun(path: string, overrides: readonly string[] = []): Promise<SftConfig> {
+  const config = loadSftConfig(path, overrides);
+  const source = overrides.length ? `${path} (with --set)` : path;
+  for (const [i, env] of (config.eval?.env ?? []).entries()) {
+    const definition = await customEnvDefinition(env, source, ["eval", "env", i]);
+    if (definition && !env.name) env.name = definition.id;
+  }
+  checkStopBand(config, source, true);
+  return config;
 }
 
 /** The data files as a list, each repeated `data.repeat` times. */

@@ -38,6 +38,7 @@ import { rewindRunDir, writeCheckpoint } from "../rundir/checkpoint.ts";
 import { metricsPath } from "../rundir/paths.ts";
 import { TensorBoardLog } from "../rundir/tensorboard.ts";
 import { type EnvEval, evalMetrics, evaluate, loadEvalTasks } from "../eval/evaluate.ts";
+import { remoteSettings } from "../envs/index.ts";
 import { learningRate } from "../trainer/schedule.ts";
 import { type SftExample, SftBatches } from "./batches.ts";
 import { readSftRows } from "./data.ts";
@@ -177,6 +178,7 @@ export async function runSft(config: SftConfig, options: SftOptions = {}): Promi
             id: e.id,
             name: e.name,
             args: e.args,
+            remote: remoteSettings(e.remote),
             numExamples: config.eval!.num_examples,
             seed: config.seed,
           }),

@@ -35,6 +35,7 @@ remote = { shape = "env" }
 [orchestrator.eval]
 interval = 2
 num_examples = 4
+greedy = true
 [[orchestrator.eval.env]]
 id = "${stepUrl}"
 args = { digits = 1, tasks = 20 }
@@ -64,7 +65,7 @@ test("GRPO on a step-driven and an env-driven Python env: the env's turns and re
     "reward/arith_agent",
     "metric/arith/wrong_answers",
     "metric/arith_agent/correct",
-    "eval/arith/pass@1",
+    "eval/arith/greedy/pass@1",
   ])
     expect(metrics.at(-1)![key]).toBeNumber();
 

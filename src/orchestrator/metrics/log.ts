@@ -77,16 +77,17 @@ export function consoleLine(step: number, maxSteps: number, m: Metrics, envs: re
   ].join(" | ");
 }
 
-/** "eval math avg@8 0.125 pass@1 0.500" from the eval/<env>/ keys of a line, or "", with
+/** "eval math avg@8 0.125 pass@1 0.500 greedy 0.600" from the eval/<env>/ keys of a line, or "", with
  * "errored 25%" where rollouts failed (their score 0 is no answer's). */
 export function evalSummary(m: Metrics): string {
   const perEnv = new Map<string, string[]>();
   for (const [key, value] of Object.entries(m)) {
-    const match = /^eval\/(.+)\/(avg@\d+|pass@1|error_rate)$/.exec(key);
+    const match = /^eval\/(.+?)\/(avg@\d+|pass@1|greedy\/pass@1|error_rate)$/.exec(key);
     if (!match || (match[2] === "error_rate" && !value)) continue;
     const percent = 100 * value;
     const errored = `errored ${percent < 1 ? percent.toFixed(1) : percent.toFixed(0)}%`;
-    const part = match[2] === "error_rate" ? errored : `${match[2]} ${num(value)}`;
+    const label = match[2] === "greedy/pass@1" ? "greedy" : match[2];
+    const part = match[2] === "error_rate" ? errored : `${label} ${num(value)}`;
     perEnv.set(match[1]!, [...(perEnv.get(match[1]!) ?? []), part]);
   }
   return perEnv.size ? `eval ${[...perEnv].map(([env, parts]) => `${env} ${parts.join(" ")}`).join(" ")}` : "";

@@ -119,5 +119,9 @@ describe("rlx env", () => {
     expect(rlx("show", "math", "--args", '{"digitz": 3}').stderr).toContain("rlx env --args: digitz: unknown key");
     expect(rlx("show", "math", "--args", "{oops").stderr).toContain("--args is not valid JSON");
     expect(rlx("show", "math", "--split", "test").stderr).toContain('--split must be "train" or "eval"');
+    // A custom env's fix names it as the user does, by its path (its id "reverse" is no built-in).
+    const typo = rlx("show", "examples/envs/reverse.ts", "--args", '{"lenght": 4}');
+    expect(typo.stderr).toContain('lenght: unknown key; did you mean "length"?');
+    expect(typo.stderr).toContain("`rlx env show examples/envs/reverse.ts --args '{...}'`");
   });
 });

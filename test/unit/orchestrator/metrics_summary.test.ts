@@ -58,3 +58,9 @@ test("an eval line says how many of an env's rollouts errored, when any did", ()
   );
   expect(evalSummary({ "eval/math/avg@4": 0.5, "eval/math/error_rate": 0 })).toBe("eval math avg@4 0.500");
 });
+
+test("an eval line shows the greedy score when the eval takes a greedy sample", () => {
+  expect(evalSummary({ "eval/rev/avg@8": 0.25, "eval/rev/pass@1": 0.25, "eval/rev/greedy/pass@1": 0.375 })).toBe(
+    "eval rev avg@8 0.250 pass@1 0.250 greedy 0.375",
+  );
+});

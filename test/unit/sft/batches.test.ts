@@ -6,7 +6,7 @@ import { expect, test } from "bun:test";
 import { mkdtempSync, readdirSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { dataPaths, loadSftConfig } from "../../../src/sft/config.ts";
+import { dataPaths, loadSftConfig, loadSftRun } from "../../../src/sft/config.ts";
 import { type SftExample, SftBatches, sftSample } from "../../../src/sft/batches.ts";
 import { stepsForEpochs } from "../../../src/sft/run.ts";
 
@@ -138,4 +138,24 @@ test("every configs/sft_*.toml loads", () => {
   const files = readdirSync(dir).filter((f) => /^sft_.*\.toml$/.test(f));
   expect(files.length).toBeGreaterThanOrEqual(2);
   for (const file of files) expect(loadSftConfig(join(dir, file)).model.path).toMatch(/^models\/tiny(-bare)?$/);
+});
+
+test("sft config: a custom eval env is named by its file's id, as rlx train names it, and the stop band checked against that name", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "rlx-sft-custom-"));
+  const file = join(import.meta.dir, "../../../examples/envs/reverse.ts");
+  const write = (metric: string) => {
+    const path = join(dir, `${metric.split("/")[1]}.toml`);
+    writeFileSync(
+      path,
+      `[model]\npath = "m"\n[data]\npath = "a.jsonl"\n[eval]\nenv = [{ id = ${JSON.stringify(file)}, args = { length = 4 } }]\n[eval.stop]\nmetric = "${metric}"\nmin = 0.3\n`,
+    );
+    return path;
+  };
+  const config = await loadSftRun(write("eval/reverse/greedy/pass@1"));
+  expect(config.eval!.env[0]!.name).toBe("reverse");
+  const wrong = write("eval/rev/greedy/pass@1");
+  await expect(loadSftRun(wrong)).rejects.toThrow(
+    `${wrong}: eval.stop.metric eval/rev/greedy/pass@1 names env rev, which is not an eval env`,
+  );
+  await expect(loadSftRun(wrong)).rejects.toMatchObject({ fix: "use eval/<name>/..., where <name> is one of reverse" });
 });
