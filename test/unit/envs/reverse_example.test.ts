@@ -1,8 +1,14 @@
 // examples/envs/reverse.ts, the single-turn example docs/environments.md walks through: it loads in
 // the kit form with its args schema, its splits never share a word and are the same for a seed,
-// its gold demonstrations earn reward 1, and a wrong or missing reply earns 0.
+// its gold demonstrations earn reward 1, and a wrong or missing reply earns 0; the page's
+// walkthrough configs load as written.
 import { expect, test } from "bun:test";
+import { mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { loadConfig } from "../../../src/config/load.ts";
+import { loadCustomEnvs } from "../../../src/config/custom_envs.ts";
+import { loadSftRun } from "../../../src/sft/config.ts";
 import { createEnv, loadEnv } from "../../../src/envs/index.ts";
 import { assistant, finishedRollout, rewardNow } from "./helpers.ts";
 
@@ -39,4 +45,26 @@ test("the reverse example: disjoint, seeded splits; gold replies score 1, others
     expect(rewardNow(env, task, finishedRollout(task)).metrics).toEqual({ correct: 0, answered: 0 });
   }
   await expect(createEnv(definition, { lenght: 4 })).rejects.toThrow('did you mean "length"?');
+});
+
+test("docs/environments.md's walkthrough configs load as written: the sft band names the env by its file's id", async () => {
+  const docs = readFileSync(join(import.meta.dir, "../../../docs/environments.md"), "utf8");
+  const blocks = [...docs.matchAll(/```toml\n(output_dir = "outputs\/(sft|rl)_reverse"[\s\S]*?)```/g)];
+  expect(blocks.map((b) => b[2])).toEqual(["sft", "rl"]);
+  const dir = mkdtempSync(join(tmpdir(), "rlx-docs-reverse-"));
+  const cwd = process.cwd();
+  try {
+    symlinkSync(join(import.meta.dir, "../../../examples"), join(dir, "examples"));
+    for (const [, text, kind] of blocks) writeFileSync(join(dir, `${kind}.toml`), text!);
+    process.chdir(dir); // the configs name the env file relative to where rlx runs
+    const sft = await loadSftRun("sft.toml");
+    expect(sft.eval!.env[0]!.name).toBe("reverse");
+    const rl = loadConfig("rl.toml");
+    await loadCustomEnvs(rl.config, "rl.toml");
+    expect(rl.config.orchestrator.train.env[0]!.name).toBe("reverse");
+    expect(rl.config.orchestrator.eval!.greedy).toBe(true);
+  } finally {
+    process.chdir(cwd);
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
