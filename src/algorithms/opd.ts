@@ -11,8 +11,9 @@
 // the action tokens go to the trainer's distill component: a divergence between the teacher's
 // top-k (plus a tail bucket) and the student's distribution over the same buckets, which can raise
 // tokens the student never sampled. Deliberate choices:
-//   - teacher scores at temperature 1 (prefill logprobs), as prime-rl; the distill loss reads the
-//     student at temperature 1 too, whatever the env's sampling temperature;
+//   - teacher and student meet at temperature 1 (docs/algorithms.md, the temperature rule): the
+//     teacher's prefill logprobs are of temperature 1, as prime-rl's, and the env samples at 1 (or
+//     0, greedy), which config resolution enforces (distill.ts, distillTemperatureRule);
 //   - setup refuses a teacher with another tokenizer (vocab size and a probe string): token ids
 //     would be scored as different text and the KL would be garbage, silently;
 //   - each sample of a rollout (after an extension break) is scored on its own, like a branch.
