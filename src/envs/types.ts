@@ -96,7 +96,8 @@ export interface StepResult {
 export interface EnvSession {
   /** The episode's opening messages, when the env gives them (else the task's prompt). */
   prompt?: ChatMessage[];
-  step(reply: ChatMessage): Promise<StepResult>;
+  /** `signal` fires when the rollout has ended without waiting for this step (its deadline). */
+  step(reply: ChatMessage, signal?: AbortSignal): Promise<StepResult>;
   /** Called once, however the rollout ended; its errors are ignored. */
   close(): Promise<void>;
 }

@@ -64,6 +64,7 @@ async function drive(
     addGenerationPrompt: true,
     templateArgs: req.templateArgs,
   };
+  const abort = new AbortController(); // a step still running when the rollout ends is cut off
   const opening = env.open?.(task);
   // A session that opens after the deadline is closed then: it holds one of the env's slots.
   const session = opening
@@ -97,11 +98,12 @@ async function drive(
         }),
         deadline,
       );
-      const parsed = tokens.sampled(completion, req.sampling.temperature);
+      const parsed = tokens.sampled(completion, req.sampling.temperature, session !== undefined);
       const truncated = completion.finishReason === "length";
 
       if (session) {
-        const step = await raceDeadline(session.step(parsed.message), deadline);
+        counters.malformed_tool_calls! += parsed.blocks.filter((block) => "error" in block).length;
+        const step = await raceDeadline(session.step(parsed.message, abort.signal), deadline);
         addStep(rollout, step);
         if (truncated) return void (rollout.stopReason = "length");
         if (step.done) return void (rollout.stopReason = "done");
@@ -130,7 +132,8 @@ async function drive(
       if (lastTurn) return void (rollout.stopReason = "max_turns");
     }
   } finally {
-    await session?.close().catch(() => {});
+    abort.abort();
+    void session?.close().catch(() => {}); // not awaited: the rollout is over, the server may be slow
   }
 }
 
@@ -178,13 +181,16 @@ export async function runRollout(req: RolloutRequest): Promise<Rollout> {
     numTurns: 0,
     info: {},
   };
-  // Counts of the tool calls rlx runs; an env that answers turns itself reports its own.
+  // Counts of the tool calls rlx runs; an env that answers turns itself reports its own, and rlx
+  // counts the calls that did not parse (sent to the env as their text).
   const runsTools = !req.env.open && !req.env.drive;
-  const counters: Record<string, number> = runsTools ? { tool_calls: 0, tool_errors: 0, malformed_tool_calls: 0 } : {};
+  const counters: Record<string, number> = runsTools
+    ? { tool_calls: 0, tool_errors: 0, malformed_tool_calls: 0 }
+    : { malformed_tool_calls: 0 };
   const deadline = req.timeoutMs === undefined ? Number.POSITIVE_INFINITY : performance.now() + req.timeoutMs;
   const started = performance.now();
   try {
-    await (req.env.drive ? driveServed(req, rollout, deadline) : drive(req, rollout, counters, deadline));
+    await (req.env.drive ? driveServed(req, rollout, counters, deadline) : drive(req, rollout, counters, deadline));
     rollout.numSamples = 1 + (rollout.info.extensionBreaks as unknown[]).length;
     const { reward, metrics, judge } = await scoreReward(req, rollout);
     if (judge) rollout.judge = judge;

@@ -17,7 +17,10 @@ export class RolloutLimit extends Error {}
 export function raceDeadline<T>(work: Promise<T> | T, deadline: number): Promise<T> {
   const left = deadline - performance.now();
   if (!Number.isFinite(left)) return Promise.resolve(work);
-  if (left <= 0) return Promise.reject(new RolloutLimit("rollout timed out"));
+  if (left <= 0) {
+    Promise.resolve(work).catch(() => {}); // already sent: its late failure is no one's to handle
+    return Promise.reject(new RolloutLimit("rollout timed out"));
+  }
   let timer: ReturnType<typeof setTimeout> | undefined;
   const timeout = new Promise<never>((_, reject) => {
     timer = setTimeout(() => reject(new RolloutLimit("rollout timed out")), left);
@@ -35,10 +38,17 @@ export function checkCompletion(completion: Completion): void {
     throw new Error("sampling client returned a logprob that is not finite and <= 0");
 }
 
+/** A sampled turn: the assistant message parsed from it, and its text as decoded (stop token aside). */
+export interface SampledTurn extends ParsedAssistant {
+  text: string;
+}
+
 /** The token sequence of a rollout being sampled: the current sample's ids and its rendered text. */
 export class RolloutTokens {
   /** The current sample's token ids: the next turn's prompt. */
   sequence: number[] = [];
+  /** Where the current sample's conversation starts in `rollout.messages` (after a rewrite, served.ts). */
+  from = 0;
   private templateText = "";
   private sample = 0;
   private readonly breaks: Array<{ turn: number; sample: number }> = [];
@@ -55,9 +65,11 @@ export class RolloutTokens {
     rollout.info.extensionBreaks = this.breaks;
   }
 
-  /** Renders the rollout's messages so far as a new sample (the first, or after a break). */
-  render(options: RenderOptions): void {
-    const fresh = this.renderer.render(this.rollout.messages, options);
+  /** Renders the rollout's messages from `from` on as a new sample (the first, after a break, or
+   * a conversation that starts there). */
+  render(options: RenderOptions, from = this.from): void {
+    this.from = from;
+    const fresh = this.renderer.render(this.rollout.messages.slice(from), options);
     if (this.sequence.length > 0) {
       this.sample++;
       this.breaks.push({ turn: this.rollout.numTurns, sample: this.sample });
@@ -67,8 +79,10 @@ export class RolloutTokens {
     this.templateText = fresh.text;
   }
 
-  /** Appends a sampled turn (its tokens, logprobs and version) and the assistant message parsed from it. */
-  sampled(completion: Completion, temperature: number): ParsedAssistant {
+  /** Appends a sampled turn (its tokens, logprobs and version) and the assistant message parsed from
+   * it; with `asText`, a turn with a tool call that does not parse is kept as its text, as vLLM's
+   * tool parser returns it (an env served elsewhere then sees what the model wrote). */
+  sampled(completion: Completion, temperature: number, asText = false): SampledTurn {
     checkCompletion(completion);
     const tokenizer = this.renderer.tokenizer;
     const rollout = this.rollout;
@@ -88,23 +102,28 @@ export class RolloutTokens {
       temperature: temperature > 0 ? temperature : 1,
     });
     this.sequence = [...this.sequence, ...completion.tokenIds];
-    const parsed = parseAssistant(tokenizer.decode(completion.tokenIds), this.stopStrings);
-    rollout.messages.push(parsed.message);
-    return parsed;
+    let text = tokenizer.decode(completion.tokenIds);
+    while (this.stopStrings.some((stop) => text.endsWith(stop)))
+      text = text.slice(0, -this.stopStrings.find((stop) => text.endsWith(stop))!.length);
+    const parsed = parseAssistant(text);
+    const malformed = parsed.blocks.some((block) => "error" in block);
+    const message: ChatMessage = asText && malformed ? { role: "assistant", content: text } : parsed.message;
+    rollout.messages.push(message);
+    return { ...parsed, message, text };
   }
 
   /** After the last sampled turn, `rollout.messages` gained messages: appends their tokens (the
    * template's, bridged onto the sample) or, when the template does not extend, starts a new sample. */
   extend(completion: Completion, options: RenderOptions): void {
     const tokenizer = this.renderer.tokenizer;
-    const assistantIndex = this.rollout.segments.findLast((s) => s.sampled)!.messageIndex;
+    const assistantIndex = this.rollout.segments.findLast((s) => s.sampled)!.messageIndex - this.from;
     const stopId = completion.tokenIds.at(-1);
     const stopText = stopId === undefined ? undefined : tokenizer.tokenString(stopId);
     const bridged =
       stopText && tokenizer.stopIds.includes(stopId!)
         ? this.renderer.bridge(
             this.templateText,
-            this.rollout.messages,
+            this.rollout.messages.slice(this.from),
             assistantIndex,
             stopText,
             options,
@@ -126,9 +145,9 @@ export class RolloutTokens {
   private append(tokens: AttributedTokens): void {
     const rollout = this.rollout;
     for (let i = 0; i < tokens.tokenIds.length;) {
-      const messageIndex = tokens.messageIndex[i]!;
+      const messageIndex = this.from + tokens.messageIndex[i]!;
       let end = i;
-      while (end < tokens.tokenIds.length && tokens.messageIndex[end] === messageIndex) end++;
+      while (end < tokens.tokenIds.length && this.from + tokens.messageIndex[end]! === messageIndex) end++;
       rollout.segments.push({
         role: (rollout.messages[messageIndex] as ChatMessage | undefined)?.role ?? "assistant", // past the end: the generation prompt
         tokenIds: tokens.tokenIds.slice(i, end),

@@ -21,7 +21,7 @@ import { runRollout } from "../../src/rollout/driver.ts";
 import { episodeEndpoint } from "../../src/rollout/endpoint.ts";
 import { byteRenderer } from "../unit/envs/helpers.ts";
 import { ScriptedClient } from "../fixtures/scripted_client.ts";
-import { faultyEnvServer, sharedEnvServers, startEnvServer } from "../fixtures/env_servers.ts";
+import { fakeEnvServer, faultyEnvServer, sharedEnvServers, startEnvServer } from "../fixtures/env_servers.ts";
 import { LocalSamplingClient } from "./rollout_client.ts";
 
 const renderer = byteRenderer();
@@ -88,6 +88,31 @@ describe("a step-driven Python env", () => {
     );
     const bad = await createEnv(await loadEnv(servers.step.url), { digitz: 3 });
     await expect(bad.load("train", 0)).rejects.toThrow("unknown arg 'digitz'; the args are digits, tasks");
+  });
+
+  test("a reset's messages are the prompt; a tool call that does not parse reaches the env as its text, counted", async () => {
+    const server = fakeEnvServer("step", (path) =>
+      path === "/reset"
+        ? { session_id: "s1", messages: [{ role: "user", content: "from reset" }] }
+        : path === "/step"
+          ? { messages: [], reward: 0, done: true }
+          : {},
+    );
+    try {
+      const { env, task } = await remote(server.url);
+      const broken = "<tool_call>\n{not json\n</tool_call>";
+      const r = await rollout(env, task, new ScriptedClient(renderer, [broken]));
+      expect(r.error).toBeUndefined();
+      expect(r.messages[0]).toEqual({ role: "user", content: "from reset" });
+      expect(renderer.tokenizer.decode(r.segments[0]!.tokenIds)).toContain("from reset");
+      const stepped = server.requests.find((q) => q.path === "/step")!.body.message as { content: string };
+      expect(stepped.content).toBe(broken);
+      expect(r.metrics.malformed_tool_calls).toBe(1);
+      await Bun.sleep(50); // the close is not awaited by the rollout
+      expect(server.requests.map((q) => q.path)).toEqual(["/reset", "/step", "/close"]);
+    } finally {
+      server.stop();
+    }
   });
 
   test("remote.shape that the server contradicts is refused, naming both", async () => {
@@ -170,12 +195,15 @@ describe("an env-driven Python env", () => {
 
   test("a turn past the context limit fails the episode with that reason; a key that is no episode's is refused", async () => {
     const { env, task } = await remote(servers.agent.url);
+    const tools = env.tools.map((t) => t.spec);
+    const first = renderer.render(task.prompt, { tools, addGenerationPrompt: true }).tokenIds.length;
+    // Room for the first turn ("7" and its end token) but not for the env's "try again" after it.
     const r = await runRollout({
       ...{ id: "r", groupId: "g", envId: "arith_agent", env, task, renderer, sampling },
       client: new ScriptedClient(renderer, ["7", "8"]),
-      maxContextTokens: 150,
+      maxContextTokens: first + 10,
     });
-    expect(r.stopReason).toBe("error");
+    expect([r.stopReason, r.numTurns]).toEqual(["error", 1]);
     expect(r.error).toContain("context limit: the prompt has");
     const refused = await fetch(`${episodeEndpoint().baseUrl}/chat/completions`, {
       method: "POST",
@@ -186,6 +214,40 @@ describe("an env-driven Python env", () => {
     expect(((await refused.json()) as { message: string }).message).toContain("unknown or expired API key");
   });
 
+  test("a conversation the env rewrites is a new sample after the first, every segment's message where it was", async () => {
+    const server = fakeEnvServer("env", async (path, body) => {
+      const policy = body.policy as { base_url: string; api_key: string };
+      const chat = (content: string) =>
+        fetch(`${policy.base_url}/chat/completions`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${policy.api_key}` },
+          body: JSON.stringify({ model: "policy", messages: [{ role: "user", content }] }),
+        }).then((r) => r.json());
+      await chat("first");
+      await chat("second, from scratch");
+      return { reward: 0.5 };
+    });
+    try {
+      const { env, task } = await remote(server.url);
+      const r = await rollout(env, task, new ScriptedClient(renderer, ["x", "y"]));
+      expect(r.error).toBeUndefined();
+      expect([r.reward, r.numSamples, r.numTurns]).toEqual([0.5, 2, 2]);
+      expect(r.messages.map((m) => `${m.role}:${m.content}`)).toEqual([
+        "user:first",
+        "assistant:x",
+        "user:second, from scratch",
+        "assistant:y",
+      ]);
+      for (const segment of r.segments)
+        expect(segment.role).toBe(r.messages[segment.messageIndex]?.role ?? "assistant");
+      expect(r.segments.filter((s) => s.sampled).map((s) => [s.messageIndex, s.sample])).toEqual([
+        [1, 0],
+        [3, 1],
+      ]);
+    } finally {
+      server.stop();
+    }
+  });
   describe("against a tiny real model", () => {
     let dir: string;
     let model: NativeModel;
@@ -222,6 +284,7 @@ describe("an env-driven Python env", () => {
         expect(sampled.map((s) => s.logprobs)).toEqual(served.map((c) => c.logprobs));
         expect(sampled.every((s) => s.policyVersion === 3)).toBe(true);
         expect(r.messages.slice(0, 2)).toEqual(task.prompt);
+        expect(r.messages[2]!.role).toBe("assistant"); // the prompt once, then the model's turn
         expect([0, 1]).toContain(r.reward);
       }
     }, 120_000);

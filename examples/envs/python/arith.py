@@ -57,17 +57,30 @@ def tasks(split, seed, args):
         if (a, b) in seen or in_eval(a, b) != (split == "eval"):
             continue
         seen.add((a, b))
-        out.append({
-            "id": f"{a}+{b}",
-            "prompt": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": f"What is {a} + {b}?"}],
-            "answer": str(a + b),
-        })
+        out.append(task_of(f"{a}+{b}"))
     return out
 
 
+def task_of(task_id):
+    """The task an id names (ids are a+b): the same whatever seed listed it."""
+    a, b = answer_parts(task_id)
+    return {
+        "id": task_id,
+        "prompt": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": f"What is {a} + {b}?"}],
+        "answer": str(a + b),
+    }
+
+
+def answer_parts(task_id):
+    try:
+        a, b = task_id.split("+")
+        return int(a), int(b)
+    except ValueError:
+        raise EnvError(f"no task {task_id!r}: task ids are a+b")
+
+
 def answer_of(task_id):
-    a, b = task_id.split("+")
-    return int(a) + int(b)
+    return sum(answer_parts(task_id))
 
 
 def calculate(arguments):

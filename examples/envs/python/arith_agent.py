@@ -43,10 +43,8 @@ class ArithAgent:
         return arith.tasks(split, seed, args)
 
     def run(self, task_id, args, policy):
-        task = next((t for t in arith.tasks("train", 0, args) + arith.tasks("eval", 0, args) if t["id"] == task_id), None)
-        if task is None:
-            raise EnvError(f"no task {task_id!r}")
-        messages = list(task["prompt"])
+        arith.check_args(args)
+        messages = list(arith.task_of(task_id)["prompt"])
         calls, correct = 0, 0.0
         for turn in range(self.max_turns):
             reply = chat(policy, messages)

@@ -34,10 +34,7 @@ class ArithStep:
 
     def reset(self, task_id, args):
         arith.check_args(args)
-        try:
-            arith.answer_of(task_id)
-        except ValueError:
-            raise EnvError(f"no task {task_id!r}: task ids are a+b")
+        arith.answer_of(task_id)  # an id that names no task is an EnvError
         with self.lock:
             session_id = f"s{next(self.ids)}"
             self.sessions[session_id] = {"task": task_id, "calls": 0, "turns": 0, "wrong": 0}

@@ -38,26 +38,41 @@ def serve(env, description=None):
             self.answer(404, {"error": f"GET {self.path}: not a route of this env server"})
 
         def do_POST(self):
+            routes = {
+                "/tasks": ("split",),
+                "/reset": ("task_id",),
+                "/step": ("session_id", "message"),
+                "/close": ("session_id",),
+                "/run": ("task_id", "policy"),
+            }
+            shapes = {"/reset": "step", "/step": "step", "/close": "step", "/run": "env"}
+            if self.path not in routes or shapes.get(self.path, env.shape) != env.shape:
+                return self.answer(404, {"error": f"POST {self.path}: not a route of a {env.shape}-driven env"})
             try:
                 length = int(self.headers.get("content-length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
+            except ValueError as err:
+                return self.answer(400, {"error": f"the request body is not JSON: {err}"})
+            missing = [key for key in routes[self.path] if key not in body]
+            if missing:
+                return self.answer(400, {"error": f"POST {self.path}: the request lacks {', '.join(missing)}"})
+            args = body.get("args") or {}
+            try:
                 if self.path == "/tasks":
-                    result = {"tasks": env.tasks(body["split"], body.get("seed", 0), body.get("args") or {})}
-                elif self.path == "/reset" and env.shape == "step":
-                    result = env.reset(body["task_id"], body.get("args") or {})
-                elif self.path == "/step" and env.shape == "step":
+                    result = {"tasks": env.tasks(body["split"], body.get("seed", 0), args)}
+                elif self.path == "/reset":
+                    result = env.reset(body["task_id"], args)
+                elif self.path == "/step":
                     result = env.step(body["session_id"], body["message"])
-                elif self.path == "/close" and env.shape == "step":
+                elif self.path == "/close":
                     env.close(body["session_id"])
                     result = {}
-                elif self.path == "/run" and env.shape == "env":
-                    result = env.run(body["task_id"], body.get("args") or {}, body["policy"])
                 else:
-                    return self.answer(404, {"error": f"POST {self.path}: not a route of a {env.shape}-driven env"})
+                    result = env.run(body["task_id"], args, body["policy"])
             except EnvError as err:
                 return self.answer(400, {"error": str(err)})
-            except KeyError as err:
-                return self.answer(400, {"error": f"the request lacks {err}"})
+            except Exception as err:  # a bug in the env, or a call it made that failed: its reason, not a dropped connection
+                return self.answer(500, {"error": f"{type(err).__name__}: {err}"})
             self.answer(200, result)
 
         def answer(self, status, body):

@@ -75,7 +75,13 @@ export async function loadRemoteEnv(url: string, settings: RemoteSettings, where
       });
     headers.authorization = `Bearer ${key}`;
   }
-  const http = { timeoutMs: settings.timeoutMs, backoffMs: 250, concurrency: 256, headers };
+  // The HTTP gate never holds back a session's call: sessions are limited by `slots`.
+  const http = {
+    timeoutMs: settings.timeoutMs,
+    backoffMs: 250,
+    concurrency: Math.max(256, 2 * settings.concurrency),
+    headers,
+  };
   const listing = new JsonEndpoint(base, { ...http, retries: 3 });
   const session = new JsonEndpoint(base, { ...http, retries: 0 });
   let info: EnvInfo;
@@ -96,8 +102,16 @@ export async function loadRemoteEnv(url: string, settings: RemoteSettings, where
   return {
     id: info.id,
     description: `${info.description} (${info.shape}-driven, served at ${base})`,
-    create: (args: Record<string, unknown>) => remoteEnv(info, args ?? {}, listing, session, settings),
+    create: (args: Record<string, unknown>) => remoteEnv(info, args ?? {}, listing, session, slotsOf(base, settings)),
   };
+}
+
+/** One limit per server, however many envs (train, eval) reach it: the first entry's concurrency. */
+const serverSlots = new Map<string, Semaphore>();
+function slotsOf(base: string, settings: RemoteSettings): Semaphore {
+  let slots = serverSlots.get(base);
+  if (!slots) serverSlots.set(base, (slots = new Semaphore(settings.concurrency)));
+  return slots;
 }
 
 function remoteEnv(
@@ -105,9 +119,8 @@ function remoteEnv(
   args: Record<string, unknown>,
   listing: JsonEndpoint,
   server: JsonEndpoint,
-  settings: RemoteSettings,
+  slots: Semaphore,
 ): Env {
-  const slots = new Semaphore(settings.concurrency);
   const open = async (task: Task): Promise<EnvSession> => {
     const release = await slots.acquire();
     try {
@@ -115,8 +128,8 @@ function remoteEnv(
       const id = reset.session_id;
       return {
         prompt: reset.messages?.length ? (reset.messages as ChatMessage[]) : undefined,
-        async step(reply) {
-          const step = await call(server, "/step", { session_id: id, message: reply }, stepAnswer);
+        async step(reply, signal) {
+          const step = await call(server, "/step", { session_id: id, message: reply }, stepAnswer, signal);
           return { ...step, messages: step.messages as ChatMessage[] };
         },
         async close() {

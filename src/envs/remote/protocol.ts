@@ -3,12 +3,12 @@
 // OpenEnv's reset/step (one session per episode, named by the id its reset returns, so many run at
 // once) with messages in OpenAI's chat form:
 //
-//   GET  /info                                        -> {id, description, shape: "step" | "env", tools, max_turns}
+//   GET  /info                                        -> {id, description, shape, tools = [], max_turns = 1}
 //   POST /tasks {split, seed, args}                   -> {tasks: [{id, prompt, answer, solution?, info?}]}
 //   POST /reset {task_id, args}                       -> {session_id, messages?}              (step)
 //   POST /step  {session_id, message}                 -> {messages, reward, done, metrics?}   (step)
 //   POST /close {session_id}                          -> {}                                   (step)
-//   POST /run   {task_id, args, policy, max_tokens}   -> {messages, reward, metrics?}         (env)
+//   POST /run   {task_id, args, policy}               -> {messages?, reward, metrics?}        (env)
 //
 // A non-2xx answer is an error; its body's `error` is the reason. Every answer is checked here, so a
 // server that answers something else fails its rollout with the field that is wrong.
