@@ -5,7 +5,7 @@
 // during the run and `rlx eval --env URL` score a remote env as a built-in one; `rlx env list/show`
 // take a URL; and a server that dies during the run fails rollouts with the reason, not the run.
 import { expect, test } from "bun:test";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { Tokenizer } from "../../src/model/tokenizer.ts";
 import { sharedEnvServers, startEnvServer } from "../fixtures/env_servers.ts";
@@ -18,10 +18,10 @@ const RETRY = "That is not the sum. Try again; you may use the calculator.";
 
 const body = (stepUrl: string, agentUrl: string, maxSteps = 2) => `max_steps = ${maxSteps}
 [orchestrator]
-max_failure_rate = 0.9
+max_failure_rate = 0.9   # the dying server's env is half the batch
 batch_size = 8
 group_size = 4
-seq_len = 1024
+seq_len = 2048   # the env-driven server takes 4 turns: a ~700-token prompt (the tool), 3 retries
 max_tokens = 8
 filter_zero_advantages = false
 [[orchestrator.train.env]]
@@ -51,6 +51,7 @@ test("GRPO on a step-driven and an env-driven Python env: the env's turns and re
   expect(done.code).toBe(0);
   const records = [...readAudit(runDir).values()].flat();
   expect(new Set(records.map((r) => r.env))).toEqual(new Set(["arith", "arith_agent"]));
+  expect(readdirSync(join(runDir, "rollouts")).filter((f) => f.startsWith("failed"))).toEqual([]);
   const tokenizer = Tokenizer.load(ws.model);
   for (const env of ["arith", "arith_agent"]) {
     const mine = records.filter((r) => r.env === env);
@@ -114,5 +115,5 @@ test("a server that dies during a run fails its rollouts with the reason; the ru
     .flatMap((f) => readFileSync(f, "utf8").trim().split("\n"))
     .map((line) => JSON.parse(line) as { env: string; error: string });
   expect(failed.length).toBeGreaterThan(0);
-  expect(failed.every((f) => f.env === "arith" && f.error.includes(dying.url))).toBe(true);
+  expect(failed.filter((f) => !(f.env === "arith" && f.error.includes(dying.url)))).toEqual([]);
 }, 300_000);
