@@ -151,6 +151,29 @@ describe("faults become failed rollouts with their reason", () => {
     }
   });
 
+  test("a session that opens after the rollout's deadline is closed then, freeing its slot", async () => {
+    const server = fakeEnvServer("step", async (path) => {
+      if (path === "/reset") await Bun.sleep(400);
+      if (path === "/step") return { messages: [], reward: 1, done: true };
+      return path === "/reset" ? { session_id: "late" } : {};
+    });
+    try {
+      const { env, task } = await remote(server.url, { concurrency: 1 });
+      const r = await rollout(env, task, new ScriptedClient(renderer, ["hi"]), renderer, 100);
+      expect(r.stopReason).toBe("error");
+      expect(r.error).toContain("rollout timed out");
+      await Bun.sleep(600);
+      expect(server.requests.map((q) => [q.path, q.body.session_id])).toEqual([
+        ["/reset", undefined],
+        ["/close", "late"],
+      ]);
+      // concurrency = 1: the next rollout gets the slot back
+      expect((await rollout(env, task, new ScriptedClient(renderer, ["hi"]))).reward).toBe(1);
+    } finally {
+      server.stop();
+    }
+  });
+
   test("a server that answers a body that is not JSON, or JSON without a reward", async () => {
     for (const [fault, reason] of [
       ["bad_json", "status 200 but the body is not JSON: {reward: 1, done: tru"],
