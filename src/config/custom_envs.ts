@@ -8,22 +8,20 @@
 //     error naming the config file and key path before a policy starts, as a built-in's is at
 //     resolution. The args stay as written: the env parses them when it is created.
 import { ConfigError, keyPath } from "../errors.ts";
-import { isEnvPath, isEnvUrl, loadEnv, parseEnvArgs, remoteBlock, remoteSettings } from "../envs/index.ts";
+import { DEFAULT_REMOTE, isEnvPath, isEnvUrl, loadEnv, parseEnvArgs, remoteSettings } from "../envs/index.ts";
 import type { EnvDefinition } from "../envs/types.ts";
-
-type RemoteBlock = Parameters<typeof remoteSettings>[0];
 import type { ResolvedConfig } from "./resolve.ts";
 
 /** A custom env entry's definition (its file's, or its server's), its args checked against the
  * file's schema; undefined for a built-in. `path` is the entry's key path in `source`. */
 export async function customEnvDefinition(
-  env: { id: string; args?: Record<string, unknown>; remote?: RemoteBlock },
+  env: { id: string; args?: Record<string, unknown>; remote?: Parameters<typeof remoteSettings>[0] },
   source: string,
   path: readonly (string | number)[],
 ): Promise<EnvDefinition | undefined> {
   if (!isEnvPath(env.id) && !isEnvUrl(env.id)) return undefined;
   const site = { source, path: [...path, "id"] };
-  const definition = await loadEnv(env.id, site, remoteSettings(remoteBlock.parse(env.remote)));
+  const definition = await loadEnv(env.id, site, env.remote ? remoteSettings(env.remote) : DEFAULT_REMOTE);
   if (definition.args) parseEnvArgs(definition.args, env.args ?? {}, source, [...path, "args"]);
   return definition;
 }
