@@ -19,17 +19,10 @@ import type { Env, EnvReward, RewardResult, StepResult, Task } from "../envs/typ
 import { CallTimeout, type CallGate } from "../clients/gate.ts";
 import type { SamplingClient } from "../clients/types.ts";
 import type { Rollout } from "../data/types.ts";
-import { RolloutLimit, RolloutTokens, raceDeadline } from "./sequence.ts";
+import { RolloutLimit, RolloutTokens, raceDeadline, type SamplingParams } from "./sequence.ts";
 import { driveServed } from "./served.ts";
 
-export interface SamplingParams {
-  maxTokens: number;
-  temperature: number;
-  topP: number;
-  topK: number;
-  /** Turn t is sampled with seed + t. */
-  seed?: number;
-}
+export type { SamplingParams } from "./sequence.ts";
 
 export interface RolloutRequest {
   id: string;
@@ -57,7 +50,6 @@ async function drive(
   deadline: number,
 ): Promise<void> {
   const { env, renderer, task } = req;
-  const tokenizer = renderer.tokenizer;
   const maxContext = req.maxContextTokens ?? Number.POSITIVE_INFINITY;
   const options: RenderOptions = {
     tools: env.tools.map((tool) => tool.spec),
@@ -79,25 +71,7 @@ async function drive(
     tokens.render(options);
 
     for (let turn = 0; ; turn++) {
-      const room = maxContext - tokens.sequence.length;
-      if (room <= 0)
-        throw new RolloutLimit(
-          `context limit: the prompt has ${tokens.sequence.length} tokens, max_context_tokens is ${maxContext}`,
-        );
-      const { seed } = req.sampling;
-      const completion = await raceDeadline(
-        req.client.complete({
-          promptIds: tokens.sequence,
-          maxTokens: Math.min(req.sampling.maxTokens, room),
-          temperature: req.sampling.temperature,
-          topP: req.sampling.topP,
-          topK: req.sampling.topK,
-          stop: tokenizer.stopIds,
-          seed: seed === undefined ? undefined : seed + turn,
-          session: rollout.id,
-        }),
-        deadline,
-      );
+      const completion = await raceDeadline(tokens.next(req.client, req.sampling, maxContext), deadline);
       const parsed = tokens.sampled(completion, req.sampling.temperature, session !== undefined);
       const truncated = completion.finishReason === "length";
 

@@ -7,8 +7,17 @@
 import type { ChatMessage } from "../data/chat.ts";
 import { parseAssistant, type ParsedAssistant } from "../model/parse.ts";
 import type { AttributedTokens, ChatRenderer, RenderOptions } from "../model/render.ts";
-import type { Completion } from "../clients/types.ts";
+import type { Completion, SamplingClient } from "../clients/types.ts";
 import type { Rollout } from "../data/types.ts";
+
+export interface SamplingParams {
+  maxTokens: number;
+  temperature: number;
+  topP: number;
+  topK: number;
+  /** Turn t is sampled with seed + t. */
+  seed?: number;
+}
 
 /** A limit the episode ran into; the rollout records it as its error. */
 export class RolloutLimit extends Error {}
@@ -77,6 +86,33 @@ export class RolloutTokens {
     this.append(fresh);
     this.sequence = fresh.tokenIds;
     this.templateText = fresh.text;
+  }
+
+  /** Asks `client` for the next turn of the current sample with the run's sampling settings (turn
+   * t seeded seed + t), at most `maxTokens` and what the context limit leaves; past the limit, a
+   * RolloutLimit. */
+  async next(
+    client: SamplingClient,
+    sampling: SamplingParams,
+    maxContext: number,
+    maxTokens = sampling.maxTokens,
+  ): Promise<Completion> {
+    const room = maxContext - this.sequence.length;
+    if (room <= 0)
+      throw new RolloutLimit(
+        `context limit: the prompt has ${this.sequence.length} tokens, max_context_tokens is ${maxContext}`,
+      );
+    const { seed } = sampling;
+    return client.complete({
+      promptIds: this.sequence,
+      maxTokens: Math.min(maxTokens, room),
+      temperature: sampling.temperature,
+      topP: sampling.topP,
+      topK: sampling.topK,
+      stop: this.renderer.tokenizer.stopIds,
+      seed: seed === undefined ? undefined : seed + this.rollout.numTurns,
+      session: this.rollout.id,
+    });
   }
 
   /** Appends a sampled turn (its tokens, logprobs and version) and the assistant message parsed from

@@ -116,22 +116,9 @@ class ServedEpisode {
     };
     this.follow(inputs.messages, options);
     const promptLength = this.tokens.sequence.length;
-    const room = (req.maxContextTokens ?? Number.POSITIVE_INFINITY) - promptLength;
-    if (room <= 0)
-      throw new RolloutLimit(
-        `context limit: the prompt has ${promptLength} tokens, max_context_tokens is ${req.maxContextTokens}`,
-      );
-    const { seed } = req.sampling;
-    const completion = await req.client.complete({
-      promptIds: this.tokens.sequence,
-      maxTokens: Math.min(req.sampling.maxTokens, asked ?? Number.POSITIVE_INFINITY, room),
-      temperature: req.sampling.temperature,
-      topP: req.sampling.topP,
-      topK: req.sampling.topK,
-      stop: req.renderer.tokenizer.stopIds,
-      seed: seed === undefined ? undefined : seed + rollout.numTurns,
-      session: rollout.id,
-    });
+    const maxContext = req.maxContextTokens ?? Number.POSITIVE_INFINITY;
+    const cap = Math.min(req.sampling.maxTokens, asked ?? Number.POSITIVE_INFINITY);
+    const completion = await this.tokens.next(req.client, req.sampling, maxContext, cap);
     if (this.closed) refuse("the episode ended while this turn was sampled");
     const turn = this.tokens.sampled(completion, req.sampling.temperature, true);
     this.counters.malformed_tool_calls! += turn.blocks.filter((block) => "error" in block).length;
