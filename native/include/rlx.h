@@ -22,7 +22,7 @@
 extern "C" {
 #endif
 
-#define RLX_ABI_VERSION 10
+#define RLX_ABI_VERSION 11
 
 /* Opaque handles: a model, its AdamW optimizer, a generator over a model, a c10d process group. */
 typedef struct rlx_model rlx_model;
@@ -342,6 +342,31 @@ int rlx_model_shard_local(rlx_model* model, int unit, void* data, int64_t nbytes
 /* RLX_SHARD_OPTIMIZER: all-gathers the slices into the whole parameters (after writing slices);
  * RLX_SHARD_FULL: nothing. Collective. */
 int rlx_model_shard_gather(rlx_model* model);
+
+/* ---- weight transfer (trainer to policy servers over c10d; docs/engines.md) -------------- */
+/* A channel is a two-rank group: the trainer rank 0, the server rank 1. A transfer is a header
+ * (version, bytes, dtype), the parameters in their fixed order cut into messages of at most
+ * bucket_bytes, and a trailer (a checksum of every byte, a hash of the names and shapes).
+ * Sends the model's weights as dtype over each of n channels, stamped version; a model sharded
+ * "full" gathers one parameter at a time, every rank of its group calling this (n = 0 except on
+ * the sender). Returns how many channels failed (failed[i] = 1 for each, rlx_last_error names
+ * them; a failed channel refuses further calls), or -1 for a call that could not start. */
+int rlx_weights_send(rlx_model* model, rlx_group* const* channels, int n, int dtype, int64_t version,
+                     int64_t bucket_bytes, int32_t* failed);
+/* A server's end of a channel: joins as rank 1 on a native thread and returns at once. Each
+ * transfer is received there too, into a fresh model shaped like the served one, so serving goes
+ * on meanwhile: start it, poll between decode steps, take the model once it arrived whole. */
+typedef struct rlx_receiver rlx_receiver;
+rlx_receiver* rlx_receiver_open(const char* backend, const char* address, int port, int64_t timeout_ms);
+/* Receives the transfer of `version` into a model like `like` (its config, dtype, device). */
+int rlx_receiver_start(rlx_receiver* receiver, rlx_model* like, int64_t version);
+/* 0 joining or receiving, 1 a transfer arrived whole (take it), 2 idle, -1 the last transfer or the
+ * join failed (rlx_last_error says why; a transfer that failed mid-way leaves the channel broken). */
+int rlx_receiver_poll(rlx_receiver* receiver);
+/* The received model (after poll returned 1); the caller frees it. */
+rlx_model* rlx_receiver_take(rlx_receiver* receiver);
+/* Returns at once; a transfer in progress is abandoned (its thread ends at its timeout). */
+int rlx_receiver_free(rlx_receiver* receiver);
 
 #ifdef __cplusplus
 }

@@ -24,7 +24,7 @@ inline void require(bool ok, const std::string& message) {
 // Live handles. Every object handed out through the ABI is registered here with its kind, and
 // every entry point resolves the raw pointer through `get`, so a null, freed or wrong-kind handle
 // is an error message, never a segfault that takes the whole Bun process down.
-enum class Kind : int { Model = 1, Optimizer = 2, Generator = 3, Group = 4 };
+enum class Kind : int { Model = 1, Optimizer = 2, Generator = 3, Group = 4, Receiver = 5 };
 
 void register_handle(const void* p, Kind kind);
 void unregister_handle(const void* p, Kind kind);

@@ -82,6 +82,60 @@ c10::intrusive_ptr<c10d::Store> make_store(const std::string& kind, const std::s
 #endif  // RLX_C10D
 
 }  // namespace
+
+void check_group_args(const std::string& b, const std::string& kind, const std::string& addr, int rank, int world_size,
+                      int64_t timeout_ms) {
+  require(b == "gloo" || b == "nccl", "unknown backend \"" + b + "\" (\"gloo\" on CPU, \"nccl\" on CUDA)");
+  require(kind == "tcp" || kind == "file", "unknown store \"" + kind + "\" (\"tcp\" or \"file\")");
+  require(!addr.empty(), kind == "tcp" ? "tcp store needs a host address" : "file store needs a path");
+  require(world_size >= 1, "world_size must be >= 1, got " + std::to_string(world_size));
+  require(rank >= 0 && rank < world_size,
+          "rank must be in 0.." + std::to_string(world_size - 1) + ", got " + std::to_string(rank));
+  require(timeout_ms > 0, "timeout_ms must be > 0, got " + std::to_string(timeout_ms));
+  require(backend_built(b), not_built(b));
+}
+
+#if defined(RLX_C10D)
+
+std::unique_ptr<Group> join_group(const std::string& b, const std::string& kind, const std::string& addr, int port, int rank,
+                                  int world_size, int64_t timeout_ms) {
+  auto g = std::make_unique<Group>();
+  g->backend = b, g->rank = rank, g->world = world_size, g->timeout_ms = timeout_ms;
+  const auto timeout = std::chrono::milliseconds(timeout_ms);
+  const std::string where = kind == "tcp" ? "tcp://" + addr + ":" + std::to_string(port) : "file " + addr;
+  try {
+    g->store = make_store(kind, addr, port, rank, world_size, timeout);
+  } catch (const ArgError&) {
+    throw;
+  } catch (...) {
+    throw std::runtime_error(who(*g) + ": cannot join the c10d store " + where + " within " + std::to_string(timeout_ms) +
+                             " ms: " + message_of(std::current_exception()));
+  }
+  try {
+    if (b == "gloo") {
+#if defined(RLX_GLOO)
+      auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
+      opts->devices.push_back(gloo_device(kind, addr));
+      g->pg = c10::make_intrusive<c10d::ProcessGroupGloo>(g->store, rank, world_size, opts);
+#endif
+    } else {
+#if defined(RLX_NCCL)
+      auto opts = c10d::ProcessGroupNCCL::Options::create();
+      opts->timeout = timeout;
+      g->pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(g->store, rank, world_size, opts);
+      g->device = at::Device(at::kCUDA);  // the current device: one GPU per rank (CUDA_VISIBLE_DEVICES)
+#endif
+    }
+  } catch (...) {
+    throw std::runtime_error(who(*g) + ": the " + b + " rendezvous over " + where + " failed (did every rank start, with "
+                             "the same world size and a fresh store, within " + std::to_string(timeout_ms) +
+                             " ms?): " + message_of(std::current_exception()));
+  }
+  return g;
+}
+
+#endif  // RLX_C10D
+
 }  // namespace rlx
 
 using namespace rlx;
@@ -98,47 +152,9 @@ RLX_API rlx_group* rlx_dist_create(const char* backend, const char* store, const
   RLX_TRY(nullptr, {
     require(backend && store && address, "backend, store and address must not be null");
     const std::string b = backend, kind = store, addr = address;
-    require(b == "gloo" || b == "nccl", "unknown backend \"" + b + "\" (\"gloo\" on CPU, \"nccl\" on CUDA)");
-    require(kind == "tcp" || kind == "file", "unknown store \"" + kind + "\" (\"tcp\" or \"file\")");
-    require(!addr.empty(), kind == "tcp" ? "tcp store needs a host address" : "file store needs a path");
-    require(world_size >= 1, "world_size must be >= 1, got " + std::to_string(world_size));
-    require(rank >= 0 && rank < world_size,
-            "rank must be in 0.." + std::to_string(world_size - 1) + ", got " + std::to_string(rank));
-    require(timeout_ms > 0, "timeout_ms must be > 0, got " + std::to_string(timeout_ms));
-    require(backend_built(b), not_built(b));
+    check_group_args(b, kind, addr, rank, world_size, timeout_ms);
 #if defined(RLX_C10D)
-    auto g = std::make_unique<Group>();
-    g->backend = b, g->rank = rank, g->world = world_size, g->timeout_ms = timeout_ms;
-    const auto timeout = std::chrono::milliseconds(timeout_ms);
-    const std::string where = kind == "tcp" ? "tcp://" + addr + ":" + std::to_string(port) : "file " + addr;
-    try {
-      g->store = make_store(kind, addr, port, rank, world_size, timeout);
-    } catch (const ArgError&) {
-      throw;
-    } catch (...) {
-      throw std::runtime_error(who(*g) + ": cannot join the c10d store " + where + " within " + std::to_string(timeout_ms) +
-                               " ms: " + message_of(std::current_exception()));
-    }
-    try {
-      if (b == "gloo") {
-#if defined(RLX_GLOO)
-        auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
-        opts->devices.push_back(gloo_device(kind, addr));
-        g->pg = c10::make_intrusive<c10d::ProcessGroupGloo>(g->store, rank, world_size, opts);
-#endif
-      } else {
-#if defined(RLX_NCCL)
-        auto opts = c10d::ProcessGroupNCCL::Options::create();
-        opts->timeout = timeout;
-        g->pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(g->store, rank, world_size, opts);
-        g->device = at::Device(at::kCUDA);  // the current device: one GPU per rank (CUDA_VISIBLE_DEVICES)
-#endif
-      }
-    } catch (...) {
-      throw std::runtime_error(who(*g) + ": the " + b + " rendezvous over " + where + " failed (did every rank start, with "
-                               "the same world size and a fresh store, within " + std::to_string(timeout_ms) +
-                               " ms?): " + message_of(std::current_exception()));
-    }
+    auto g = join_group(b, kind, addr, port, rank, world_size, timeout_ms);
     register_handle(g.get(), Kind::Group);
     return reinterpret_cast<rlx_group*>(g.release());
 #else

@@ -28,6 +28,13 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #endif
 
+namespace rlx {
+// Refuses what no group can be made of (an unknown backend or store, a rank outside the world, a
+// backend this build lacks), naming the argument and the fix.
+void check_group_args(const std::string& backend, const std::string& store, const std::string& address, int rank,
+                      int world_size, int64_t timeout_ms);
+}  // namespace rlx
+
 #if defined(RLX_C10D)
 
 namespace rlx {
@@ -63,6 +70,11 @@ inline std::string message_of(std::exception_ptr error) {
     return "unknown error";
   }
 }
+
+// Joins a group (dist.cpp, after check_group_args): returns once every rank has joined, or throws
+// after timeout_ms naming the store and what to check.
+std::unique_ptr<Group> join_group(const std::string& backend, const std::string& store, const std::string& address,
+                                  int port, int rank, int world_size, int64_t timeout_ms);
 
 // The group behind a handle; one that failed earlier is refused (dist_ops.cpp).
 Group& get_group(void* handle);

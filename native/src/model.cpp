@@ -189,7 +189,9 @@ static std::string shape_str(at::IntArrayRef shape) {
 
 // Parameters are drawn in float32 on the CPU from one seeded generator in the fixed parameter
 // order, then converted and moved: the same seed gives the same model on every device and dtype.
-static std::unique_ptr<Model> build_model(const ModelConfig& c, at::ScalarType dtype, at::Device device, uint64_t seed) {
+// Without `draw` they are left uninitialized (a model about to be overwritten whole).
+std::unique_ptr<Model> build_model(const ModelConfig& c, at::ScalarType dtype, at::Device device, uint64_t seed,
+                                   bool draw) {
   auto m = std::make_unique<Model>();
   m->cfg = c;
   m->dtype = dtype;
@@ -198,12 +200,13 @@ static std::unique_ptr<Model> build_model(const ModelConfig& c, at::ScalarType d
   const double init_std = 0.02;  // HF initializer_range default for Llama/Qwen
   // A parameter drawn into `into` (a row block of a layer's joint buffer) when given.
   auto add = [&](const std::string& name, std::vector<int64_t> shape, char init, at::Tensor into = {}) {
-    at::Tensor t;
-    if (init == 'n') t = at::normal(0.0, init_std, shape, gen, at::kFloat);
-    else if (init == '1') t = at::ones(shape, at::kFloat);
-    else t = at::zeros(shape, at::kFloat);
-    if (into.defined()) t = into.copy_(t);
-    else t = t.to(device, dtype);
+    at::Tensor t = into.defined() ? into : at::empty(shape, m->opts(dtype));
+    if (draw) {
+      at::Tensor drawn = init == 'n'   ? at::normal(0.0, init_std, shape, gen, at::kFloat)
+                         : init == '1' ? at::ones(shape, at::kFloat)
+                                       : at::zeros(shape, at::kFloat);
+      t.copy_(drawn);
+    }
     t.set_requires_grad(true);
     m->param_index[name] = m->params.size();
     m->params.emplace_back(name, t);
@@ -295,7 +298,7 @@ RLX_API rlx_model* rlx_model_create(const char* config_json, int dtype, const ch
     at::Device dev(device && *device ? std::string(device) : std::string("cpu"));
     require(dev.is_cpu() || dev.is_cuda(), "device must be \"cpu\" or \"cuda[:N]\", got \"" + dev.str() + "\"");
     require(!dev.is_cuda() || at::hasCUDA(), "device \"" + dev.str() + "\" asked for, but this libtorch has no CUDA");
-    auto model = rlx::build_model(cfg, dt, dev, seed);
+    auto model = rlx::build_model(cfg, dt, dev, seed, true);
     rlx::register_handle(model.get(), rlx::Kind::Model);
     return reinterpret_cast<rlx_model*>(model.release());
   })

@@ -116,6 +116,10 @@ struct Model {
   }
 };
 
+// A model of config c (rlx_model_create), its parameters drawn from seed, or left uninitialized
+// without `draw` (a model about to be overwritten whole, as a received weight transfer is).
+std::unique_ptr<Model> build_model(const ModelConfig& c, at::ScalarType dtype, at::Device device, uint64_t seed,
+                                   bool draw);
 Model& get_model(void* handle);
 // get_model for a call that needs the whole weights: a model sharded "full" is refused, naming `what`.
 Model& whole_model(void* handle, const char* what);

@@ -58,6 +58,7 @@ const char* kind_name(Kind kind) {
     case Kind::Optimizer: return "optimizer";
     case Kind::Generator: return "generator";
     case Kind::Group: return "process group";
+    case Kind::Receiver: return "weight receiver";
   }
   return "unknown";
 }

@@ -155,6 +155,11 @@ export class NativeModel {
     return new NativeModel(handle as Pointer, config, dtype, device);
   }
 
+  /** Wraps a model the shim made shaped like `like` (a received weight transfer, weights.ts). */
+  static adopt(handle: Pointer, like: NativeModel): NativeModel {
+    return new NativeModel(handle, like.config, like.dtype, like.device);
+  }
+
   /** The raw handle for other wrappers (train, generate); throws once freed. */
   get handle(): Pointer {
     if (this.#handle === null) throw new NativeError("this model has been freed");

@@ -1,0 +1,284 @@
+// The server's side of a weight transfer (rlx.h, "weight transfer"; the wire format is
+// weights_wire.h). Everything that blocks runs on the receiver's own thread: joining the channel,
+// and each transfer into a fresh model. The caller (a policy server's event loop, through
+// bun:ffi) only starts a transfer, polls it between decode steps and takes the model once it has
+// arrived whole, so serving never waits on the network.
+//
+// Memory: the received model, one staging copy, until the caller swaps it in and frees the old.
+// A transfer refused at the header, or whose checksum does not match what arrived, leaves the
+// channel usable; one that failed mid-way (a dead trainer, a timeout) leaves it broken.
+#include <condition_variable>
+#include <optional>
+#include <thread>
+
+#include "weights_wire.h"
+#if defined(RLX_CUDA)
+#include <c10/cuda/CUDAFunctions.h>
+#endif
+
+#if defined(RLX_C10D)
+
+namespace rlx {
+namespace {
+
+// A transfer this end refused, or read whole and found corrupted: the channel stays usable.
+struct Refused : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct Job {
+  ModelConfig cfg;
+  at::ScalarType dtype;
+  int dtype_code;
+  at::Device device;
+  int64_t version;
+};
+
+enum class Phase { Joining, Idle, Busy, Ready, Failed };
+
+struct State {
+  std::mutex mu;
+  std::condition_variable cv;
+  Phase phase = Phase::Joining;
+  bool closing = false;
+  std::string where;   // the channel's store, for messages
+  std::string error;   // the last failure
+  std::string broken;  // why the channel cannot be used again; empty while it can
+  std::optional<Job> job;
+  std::unique_ptr<Model> received;
+  std::unique_ptr<Group> group;
+};
+
+void recv(Group& g, at::Tensor& t, int tag) {
+  std::vector<at::Tensor> v{t};
+  g.pg->recv(v, 0, tag)->wait();
+}
+
+void send(Group& g, const at::Tensor& t, int tag) {
+  std::vector<at::Tensor> v{t};
+  g.pg->send(v, 0, tag)->wait();
+}
+
+std::unique_ptr<Model> receive(Group& g, const Job& job) {
+  at::NoGradGuard no_grad;
+  const auto longs = at::TensorOptions().dtype(at::kLong).device(g.device);
+  auto header = at::zeros({wire::kHeaderLen}, longs);
+  recv(g, header, wire::kHeaderTag);
+  const auto h = header.cpu();
+  const int64_t* v = h.data_ptr<int64_t>();
+
+  auto m = build_model(job.cfg, job.dtype, job.device, 0, false);
+  const auto shapes = wire::param_shapes(*m);
+  std::vector<int64_t> sizes;
+  int64_t total = 0;
+  for (const auto& [name, shape] : shapes) {
+    sizes.push_back(c10::multiply_integers(shape) * static_cast<int64_t>(c10::elementSize(job.dtype)));
+    total += sizes.back();
+  }
+  const int64_t bucket = v[wire::kBucketAt];
+  int64_t reason = wire::kGo;
+  if (v[wire::kMagicAt] != wire::kMagic || bucket < 8 || bucket % 8 != 0) reason = wire::kBadHeader;
+  else if (v[wire::kVersionAt] != job.version) reason = wire::kOtherVersion;
+  else if (v[wire::kDtypeAt] != job.dtype_code) reason = wire::kOtherDtype;
+  else if (v[wire::kBytesAt] != total) reason = wire::kOtherBytes;
+  send(g, at::tensor(std::vector<int64_t>{reason, job.version, job.dtype_code, total}, at::kLong).to(g.device),
+       wire::kAckTag);
+  if (reason != wire::kGo)
+    throw Refused("refused the transfer: " + std::string(wire::reason_text(reason)) + " (the trainer sent version " +
+                  std::to_string(v[wire::kVersionAt]) + ", dtype code " + std::to_string(v[wire::kDtypeAt]) + ", " +
+                  std::to_string(v[wire::kBytesAt]) + " bytes; this server expects version " +
+                  std::to_string(job.version) + ", dtype code " + std::to_string(job.dtype_code) + ", " +
+                  std::to_string(total) + " bytes)");
+
+  // Each parameter's bytes; a message within one parameter lands there directly when the
+  // channel's device is the model's, others go through a staging buffer.
+  std::vector<at::Tensor> params;
+  for (auto& [name, t] : m->params) params.push_back(wire::as_bytes(t));
+  const bool direct = g.device == job.device;
+  const auto messages = wire::plan(sizes, bucket);
+  uint64_t checksum = 0;
+  for (size_t k = 0; k < messages.size(); ++k) {
+    const auto& msg = messages[k];
+    const int tag = wire::kFirstMessageTag + static_cast<int>(k);
+    at::Tensor body;
+    if (msg.pieces.size() == 1 && direct) {
+      const auto& piece = msg.pieces[0];
+      body = params[piece.param].narrow(0, piece.offset, piece.bytes);
+      recv(g, body, tag);
+    } else {
+      body = at::empty({msg.bytes}, at::TensorOptions().dtype(at::kByte).device(g.device));
+      recv(g, body, tag);
+      int64_t at = 0;
+      for (const auto& piece : msg.pieces) {
+        params[piece.param].narrow(0, piece.offset, piece.bytes).copy_(body.narrow(0, at, piece.bytes));
+        at += piece.bytes;
+      }
+    }
+    checksum = wire::fold(checksum, wire::message_sum(body), msg.bytes);
+  }
+  auto trailer = at::zeros({2}, longs);
+  recv(g, trailer, wire::kFirstMessageTag + static_cast<int>(messages.size()));
+  const auto t = trailer.cpu();
+  if (static_cast<uint64_t>(t.data_ptr<int64_t>()[0]) != checksum)
+    throw Refused("version " + std::to_string(job.version) + " arrived, but its checksum differs from the trainer's: "
+                  "the received weights were dropped and the old ones kept");
+  if (t.data_ptr<int64_t>()[1] != wire::manifest_hash(shapes, job.dtype_code))
+    throw Refused("version " + std::to_string(job.version) + " arrived, but the trainer's parameter names or shapes "
+                  "differ from this server's model: the received weights were dropped");
+#if defined(RLX_CUDA)
+  if (job.device.is_cuda()) c10::cuda::device_synchronize();  // the caller's thread uses it next
+#endif
+  return m;
+}
+
+void run(std::shared_ptr<State> s, std::string backend, std::string address, int port, int64_t timeout_ms) {
+  try {
+    auto g = join_group(backend, "tcp", address, port, 1, 2, timeout_ms);
+    std::lock_guard<std::mutex> lock(s->mu);
+    s->group = std::move(g);
+    s->phase = s->job ? Phase::Busy : Phase::Idle;
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(s->mu);
+    s->error = s->broken = "cannot join the weight channel " + s->where + ": " + message_of(std::current_exception());
+    s->phase = Phase::Failed;
+    return;
+  }
+  while (true) {
+    std::optional<Job> job;
+    {
+      std::unique_lock<std::mutex> lock(s->mu);
+      s->cv.wait(lock, [&] { return s->closing || s->job.has_value(); });
+      if (s->closing) return;
+      job.swap(s->job);
+      s->phase = Phase::Busy;
+    }
+    std::unique_ptr<Model> model;
+    std::string error, broken;
+    try {
+      model = receive(*s->group, *job);
+    } catch (const Refused& e) {
+      error = e.what();
+    } catch (...) {
+      error = broken = "receiving version " + std::to_string(job->version) + " over the weight channel " + s->where +
+                       " failed: " + message_of(std::current_exception());
+    }
+    std::lock_guard<std::mutex> lock(s->mu);
+    s->received = std::move(model);
+    s->phase = s->received ? Phase::Ready : Phase::Failed;
+    s->error = error;
+    s->broken = broken;
+    if (!broken.empty()) return;
+  }
+}
+
+int code_of(at::ScalarType dtype) {
+  for (int code : {RLX_F32, RLX_BF16, RLX_F16, RLX_F64})
+    if (dtype_from_code(code) == dtype) return code;
+  throw ArgError("a served model's dtype must be f32, bf16, f16 or f64");
+}
+
+}  // namespace
+
+struct Receiver {
+  std::shared_ptr<State> state;
+  std::thread thread;
+};
+
+}  // namespace rlx
+
+using namespace rlx;
+
+RLX_API rlx_receiver* rlx_receiver_open(const char* backend, const char* address, int port, int64_t timeout_ms) {
+  RLX_TRY(nullptr, {
+    require(backend && address, "rlx_receiver_open: backend and address must not be null");
+    check_group_args(backend, "tcp", address, 1, 2, timeout_ms);
+    require(port > 0 && port < 65536, "the weight channel's port must be in 1..65535, got " + std::to_string(port));
+    auto r = std::make_unique<Receiver>();
+    r->state = std::make_shared<State>();
+    r->state->where = "tcp://" + std::string(address) + ":" + std::to_string(port);
+    r->thread = std::thread(run, r->state, std::string(backend), std::string(address), port, timeout_ms);
+    register_handle(r.get(), Kind::Receiver);
+    return reinterpret_cast<rlx_receiver*>(r.release());
+  })
+}
+
+RLX_API int rlx_receiver_start(rlx_receiver* receiver, rlx_model* like, int64_t version) {
+  RLX_TRY(-1, {
+    auto& s = *get<Receiver>(receiver, Kind::Receiver)->state;
+    auto& m = whole_model(like, "rlx_receiver_start");
+    require(m.lora.rank == 0, "a weight transfer over c10d carries full weights; this served model has LoRA adapters");
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (!s.broken.empty())
+      throw std::runtime_error("the weight channel cannot be used again (" + s.broken + "); restart the run (--resume)");
+    require(!s.job && (s.phase == Phase::Joining || s.phase == Phase::Idle || s.phase == Phase::Failed),
+            "a transfer is in progress on this channel, or received and not taken");
+    s.job = Job{m.cfg, m.dtype, code_of(m.dtype), m.device, version};
+    if (s.phase != Phase::Joining) s.phase = Phase::Busy;
+    s.cv.notify_all();
+    return 0;
+  })
+}
+
+RLX_API int rlx_receiver_poll(rlx_receiver* receiver) {
+  RLX_TRY(-1, {
+    auto& s = *get<Receiver>(receiver, Kind::Receiver)->state;
+    std::lock_guard<std::mutex> lock(s.mu);
+    switch (s.phase) {
+      case Phase::Joining:
+      case Phase::Busy: return 0;
+      case Phase::Ready: return 1;
+      case Phase::Idle: return 2;
+      case Phase::Failed: last_error() = s.error; return -1;
+    }
+    return -1;
+  })
+}
+
+RLX_API rlx_model* rlx_receiver_take(rlx_receiver* receiver) {
+  RLX_TRY(nullptr, {
+    auto& s = *get<Receiver>(receiver, Kind::Receiver)->state;
+    std::lock_guard<std::mutex> lock(s.mu);
+    require(s.phase == Phase::Ready, "no received model to take (poll until it returns 1)");
+    auto* model = s.received.release();
+    register_handle(model, Kind::Model);
+    s.phase = Phase::Idle;
+    return reinterpret_cast<rlx_model*>(model);
+  })
+}
+
+RLX_API int rlx_receiver_free(rlx_receiver* receiver) {
+  RLX_TRY(-1, {
+    auto* r = get<Receiver>(receiver, Kind::Receiver);
+    unregister_handle(r, Kind::Receiver);
+    bool blocked;
+    {
+      std::lock_guard<std::mutex> lock(r->state->mu);
+      r->state->closing = true;
+      blocked = r->state->phase == Phase::Joining || r->state->phase == Phase::Busy;
+    }
+    r->state->cv.notify_all();
+    // A thread inside a join or a transfer ends at its timeout; it owns what it uses (the state).
+    if (blocked) r->thread.detach();
+    else r->thread.join();
+    delete r;
+    return 0;
+  })
+}
+
+#else  // no c10d backend compiled in
+
+using namespace rlx;
+
+RLX_API rlx_receiver* rlx_receiver_open(const char* backend, const char* address, int, int64_t timeout_ms) {
+  RLX_TRY(nullptr, {
+    require(backend && address, "rlx_receiver_open: backend and address must not be null");
+    check_group_args(backend, "tcp", address, 1, 2, timeout_ms);
+    return nullptr;
+  })
+}
+RLX_API int rlx_receiver_start(rlx_receiver* r, rlx_model*, int64_t) { RLX_TRY(-1, { get<void>(r, Kind::Receiver); return 0; }) }
+RLX_API int rlx_receiver_poll(rlx_receiver* r) { RLX_TRY(-1, { get<void>(r, Kind::Receiver); return 0; }) }
+RLX_API rlx_model* rlx_receiver_take(rlx_receiver* r) { RLX_TRY(nullptr, { get<void>(r, Kind::Receiver); return nullptr; }) }
+RLX_API int rlx_receiver_free(rlx_receiver* r) { RLX_TRY(-1, { get<void>(r, Kind::Receiver); return 0; }) }
+
+#endif

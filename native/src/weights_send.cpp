@@ -1,0 +1,217 @@
+// The trainer's side of a weight transfer (rlx.h, "weight transfer"; the wire format is
+// weights_wire.h): after an optimizer step, the weights converted to the servers' dtype go to
+// every channel at once, message by message.
+//
+// What the sender holds beyond the model: one parameter converted to the wire dtype at a time
+// (none when it already is: a parameter's own memory is sent), a staging buffer for each batched
+// message, and at most two messages in flight. A model sharded "full" gathers one parameter at a
+// time, never the whole model.
+//
+// A channel that fails (its server died, refused the transfer, or stopped receiving past the
+// timeout) is named and left out of the rest of the transfer; the others finish it. Its group
+// refuses later calls: the caller decides whether the run goes on without that server.
+#include <deque>
+
+#include "shard.h"
+#include "weights_wire.h"
+
+#if defined(RLX_C10D)
+
+namespace rlx {
+namespace {
+
+struct Channel {
+  Group* g;
+  int index;
+  std::string error;  // empty while it works
+};
+
+// The channels of one transfer and the sends still in flight on them.
+class Fanout {
+ public:
+  Fanout(std::vector<Channel> channels) : channels_(std::move(channels)) {}
+
+  std::vector<Channel>& channels() { return channels_; }
+
+  void fail(Channel& c, const std::string& what, std::exception_ptr e) {
+    if (!c.error.empty()) return;
+    c.error = "channel " + std::to_string(c.index) + ": " + what + " failed: " + message_of(e);
+    c.g->failure = c.error;
+  }
+
+  // Starts sending t (kept alive until sent) on every working channel.
+  void send(const at::Tensor& t, int tag, const std::string& what) {
+    InFlight f{{}, t, t.numel() * t.element_size(), what};
+    for (auto& c : channels_) {
+      if (!c.error.empty()) continue;
+      try {
+        std::vector<at::Tensor> v{t};
+        f.works.emplace_back(&c, c.g->pg->send(v, 1, tag));
+      } catch (...) {
+        fail(c, what, std::current_exception());
+      }
+    }
+    bytes_ += f.bytes;
+    in_flight_.push_back(std::move(f));
+  }
+
+  // Waits for the oldest sends until at most `bytes` are in flight.
+  void drain(int64_t bytes) {
+    while (!in_flight_.empty() && bytes_ > bytes) {
+      auto& f = in_flight_.front();
+      for (auto& [c, work] : f.works) {
+        try {
+          work->wait();
+        } catch (...) {
+          fail(*c, f.what, std::current_exception());
+        }
+      }
+      bytes_ -= f.bytes;
+      in_flight_.pop_front();
+    }
+  }
+
+  // Each working channel's server's answer to the header; a refusal fails that channel.
+  void read_acks(int64_t version) {
+    for (auto& c : channels_) {
+      if (!c.error.empty()) continue;
+      auto ack = at::zeros({wire::kAckLen}, at::TensorOptions().dtype(at::kLong).device(c.g->device));
+      try {
+        std::vector<at::Tensor> v{ack};
+        c.g->pg->recv(v, 1, wire::kAckTag)->wait();
+      } catch (...) {
+        fail(c, "the server's answer to the header", std::current_exception());
+        continue;
+      }
+      auto a = ack.cpu();
+      const int64_t* v = a.data_ptr<int64_t>();
+      if (v[wire::kReasonAt] == wire::kGo) continue;
+      c.error = "channel " + std::to_string(c.index) + ": the server refused version " + std::to_string(version) + ": " +
+                wire::reason_text(v[wire::kReasonAt]) + " (it expects version " + std::to_string(v[wire::kWantVersionAt]) +
+                ", dtype code " + std::to_string(v[wire::kWantDtypeAt]) + ", " + std::to_string(v[wire::kWantBytesAt]) +
+                " bytes)";
+    }
+  }
+
+ private:
+  struct InFlight {
+    std::vector<std::pair<Channel*, c10::intrusive_ptr<c10d::Work>>> works;
+    at::Tensor keep;
+    int64_t bytes;
+    std::string what;
+  };
+  std::vector<Channel> channels_;
+  std::deque<InFlight> in_flight_;
+  int64_t bytes_ = 0;
+};
+
+at::Tensor whole_param(Model& m, size_t index) {
+  const auto& [name, t] = m.params[index];
+  return is_sliced(m) ? gather_param(m, name) : t;  // the gather is collective
+}
+
+}  // namespace
+}  // namespace rlx
+
+using namespace rlx;
+
+RLX_API int rlx_weights_send(rlx_model* model, rlx_group* const* channels, int n, int dtype, int64_t version,
+                             int64_t bucket_bytes, int32_t* failed) {
+  RLX_TRY(-1, {
+    auto& m = get_model(model);
+    require(m.lora.rank == 0,
+            "a weight transfer over c10d carries full weights, and this model has LoRA adapters: publish them on disk "
+            "(weight_transfer = \"disk\"), where only the adapter travels");
+    require(n >= 0 && (n == 0 || (channels != nullptr && failed != nullptr)),
+            "rlx_weights_send: n channels >= 0, with the channels and a failed[n] array");
+    require(bucket_bytes >= 8 && bucket_bytes % 8 == 0,
+            "bucket_bytes must be a positive multiple of 8, got " + std::to_string(bucket_bytes));
+    const auto dt = dtype_from_code(dtype);
+    at::NoGradGuard no_grad;
+    if (n == 0) {
+      // another rank of a model sharded "full": its part in the sender's gathers, in their order
+      if (is_sliced(m))
+        for (size_t p = 0; p < m.params.size(); ++p) whole_param(m, p);
+      return 0;
+    }
+    std::vector<Channel> list;
+    for (int i = 0; i < n; ++i) {
+      auto& g = get_group(channels[i]);
+      require(g.world == 2 && g.rank == 0, "channel " + std::to_string(i) + " is not a weight channel's sending end "
+                                           "(a two-rank group joined as rank 0), it is " + who(g));
+      require(list.empty() || g.device == list[0].g->device, "every channel must use one backend");
+      list.push_back(Channel{&g, i, ""});
+      failed[i] = 0;
+    }
+    Fanout out(std::move(list));
+    const auto device = out.channels()[0].g->device;
+    const auto shapes = wire::param_shapes(m);
+    std::vector<int64_t> sizes;
+    int64_t total = 0;
+    for (const auto& [name, shape] : shapes) {
+      sizes.push_back(c10::multiply_integers(shape) * static_cast<int64_t>(c10::elementSize(dt)));
+      total += sizes.back();
+    }
+    const auto messages = wire::plan(sizes, bucket_bytes);
+    auto longs = [&](std::vector<int64_t> v) { return at::tensor(v, at::kLong).to(device); };
+    out.send(longs({wire::kMagic, version, total, dtype, bucket_bytes, static_cast<int64_t>(sizes.size()), 0, 0}),
+             wire::kHeaderTag, "the header");
+    out.drain(0);
+    out.read_acks(version);
+
+    uint64_t checksum = 0;
+    size_t have = SIZE_MAX;
+    at::Tensor current;  // the bytes of parameter `have`, as the wire dtype on the channels' device
+    auto bytes_of = [&](size_t p) {
+      if (have != p) current = wire::as_bytes(whole_param(m, p).to(device, dt).contiguous()), have = p;
+      return current;
+    };
+    for (size_t k = 0; k < messages.size(); ++k) {
+      const auto& msg = messages[k];
+      at::Tensor body;
+      if (msg.pieces.size() == 1) {
+        const auto& piece = msg.pieces[0];
+        body = bytes_of(piece.param).narrow(0, piece.offset, piece.bytes);
+      } else {
+        body = at::empty({msg.bytes}, at::TensorOptions().dtype(at::kByte).device(device));
+        int64_t at = 0;
+        for (const auto& piece : msg.pieces) {
+          body.narrow(0, at, piece.bytes).copy_(bytes_of(piece.param).narrow(0, piece.offset, piece.bytes));
+          at += piece.bytes;
+        }
+      }
+      checksum = wire::fold(checksum, wire::message_sum(body), msg.bytes);
+      out.drain(bucket_bytes);  // at most two messages in flight
+      out.send(body, wire::kFirstMessageTag + static_cast<int>(k),
+               "message " + std::to_string(k + 1) + " of " + std::to_string(messages.size()));
+    }
+    out.send(longs({static_cast<int64_t>(checksum), wire::manifest_hash(shapes, dtype)}),
+             wire::kFirstMessageTag + static_cast<int>(messages.size()), "the trailer");
+    out.drain(0);
+
+    int count = 0;
+    std::string errors;
+    for (auto& c : out.channels()) {
+      if (c.error.empty()) continue;
+      failed[c.index] = 1;
+      ++count;
+      errors += (errors.empty() ? "" : "; ") + c.error;
+    }
+    last_error() = errors;
+    return count;
+  })
+}
+
+#else  // no c10d backend compiled in
+
+using namespace rlx;
+
+RLX_API int rlx_weights_send(rlx_model*, rlx_group* const* channels, int n, int, int64_t, int64_t, int32_t*) {
+  RLX_TRY(-1, {
+    require(n == 0 || channels != nullptr, "rlx_weights_send: channels is null");
+    for (int i = 0; i < n; ++i) get<void>(channels[i], Kind::Group);
+    return 0;
+  })
+}
+
+#endif

@@ -1,0 +1,113 @@
+// The parts of the weight-transfer wire format both ends compute (weights_wire.h).
+#include "weights_wire.h"
+
+#include "shard.h"
+
+namespace rlx::wire {
+
+std::vector<Message> plan(const std::vector<int64_t>& param_bytes, int64_t bucket) {
+  std::vector<Message> messages;
+  Message open;
+  auto close = [&] {
+    if (!open.pieces.empty()) messages.push_back(std::move(open));
+    open = Message{};
+  };
+  for (size_t p = 0; p < param_bytes.size(); ++p) {
+    const int64_t n = param_bytes[p];
+    if (n > bucket) {
+      close();
+      for (int64_t offset = 0; offset < n; offset += bucket) {
+        const int64_t len = std::min(bucket, n - offset);
+        messages.push_back(Message{{Piece{p, offset, len}}, len});
+      }
+      continue;
+    }
+    if (open.bytes + n > bucket) close();
+    open.pieces.push_back(Piece{p, 0, n});
+    open.bytes += n;
+  }
+  close();
+  return messages;
+}
+
+std::vector<std::pair<std::string, std::vector<int64_t>>> param_shapes(const Model& m) {
+  std::unordered_map<std::string, std::vector<int64_t>> sliced;
+  if (is_sliced(m))
+    for (const auto& u : m.shards->units)
+      for (const auto& f : u.fields)
+        if (!f.name.empty()) sliced[f.name] = f.shape;
+  std::vector<std::pair<std::string, std::vector<int64_t>>> out;
+  for (const auto& [name, t] : m.params)
+    out.emplace_back(name, t.defined() ? t.sizes().vec() : sliced.at(name));
+  return out;
+}
+
+int64_t manifest_hash(const std::vector<std::pair<std::string, std::vector<int64_t>>>& params, int dtype) {
+  uint64_t h = 1469598103934665603ULL;
+  auto mix = [&](const void* data, size_t n) {
+    for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<const uint8_t*>(data)[i]) * 1099511628211ULL;
+  };
+  for (const auto& [name, shape] : params) {
+    mix(name.data(), name.size() + 1);  // with its terminator: names cannot run into each other
+    mix(shape.data(), shape.size() * sizeof(int64_t));
+    const int64_t end = -1;
+    mix(&end, sizeof end);
+  }
+  mix(&dtype, sizeof dtype);
+  return static_cast<int64_t>(h);
+}
+
+uint64_t message_sum(const at::Tensor& bytes) {
+  const int64_t n = bytes.numel(), words = n / 8, tail = n % 8;
+  uint64_t sum = 0;
+  if (bytes.is_cuda()) {
+    if (words > 0) {
+      auto w = bytes.narrow(0, 0, words * 8);
+      if (w.storage_offset() % 8 != 0) w = w.clone();
+      auto w_W = w.view(at::kLong);
+      auto odd_W = at::arange(words, w_W.options()).mul_(2).add_(1);
+      sum = static_cast<uint64_t>(w_W.mul(odd_W).sum().item<int64_t>());  // wraps mod 2^64, as below
+    }
+    if (tail > 0) {
+      auto last = bytes.narrow(0, words * 8, tail).cpu();
+      uint64_t w = 0;
+      std::memcpy(&w, last.data_ptr(), static_cast<size_t>(tail));
+      sum += w * (2 * static_cast<uint64_t>(words) + 1);
+    }
+    return sum;
+  }
+  // On the CPU, Fletcher's two running sums instead of a multiply per word: with a += w_i and
+  // b += a, b = sum (n - i) w_i, so sum i w_i = n a - b and the checksum is 2 (n a - b) + a.
+  const auto* p = static_cast<const uint8_t*>(bytes.data_ptr());
+  uint64_t a = 0, b = 0;
+  for (int64_t i = 0; i < words; ++i) {
+    uint64_t w;
+    std::memcpy(&w, p + 8 * i, 8);
+    a += w;
+    b += a;
+  }
+  const uint64_t count = static_cast<uint64_t>(words);
+  sum = 2 * (count * a - b) + a;
+  if (tail > 0) {
+    uint64_t w = 0;
+    std::memcpy(&w, p + 8 * words, static_cast<size_t>(tail));
+    sum += w * (2 * count + 1);
+  }
+  return sum;
+}
+
+at::Tensor as_bytes(const at::Tensor& t) {
+  return t.detach().reshape({-1}).view(at::kByte);
+}
+
+const char* reason_text(int64_t reason) {
+  switch (reason) {
+    case kOtherVersion: return "it was told to receive another version";
+    case kOtherDtype: return "it serves another dtype";
+    case kOtherBytes: return "its model has another size (another architecture)";
+    case kBadHeader: return "the header was not a weight transfer's";
+  }
+  return "unknown reason";
+}
+
+}  // namespace rlx::wire

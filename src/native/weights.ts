@@ -1,0 +1,115 @@
+// Weight transfer over c10d (native/src/weights_*.cpp; docs/engines.md, "Weights in memory"): the
+// trainer's rank 0 sends each step's weights over one channel per policy server, a two-rank group
+// in which it is rank 0 and serves the rendezvous store; each server's WeightReceiver joins as
+// rank 1. A channel per server (not one group for all) is what lets a run go on without a server
+// that died: a c10d group cannot shrink.
+//
+// The sending side blocks (the trainer has nothing else to do meanwhile); the receiving side never
+// does: the receiver's native thread joins and receives, and the engine polls it between decode
+// steps (src/engine/reloads.ts).
+import type { Pointer } from "bun:ffi";
+import { NativeError } from "../errors.ts";
+import type { DType } from "../data/dtypes.ts";
+import type { DistBackend, ProcessGroup } from "./dist.ts";
+import { check, loadNative, native } from "./ffi.ts";
+import { cstr, DTYPE_CODE, NativeModel } from "./model.ts";
+
+export const DEFAULT_TRANSFER_BUCKET = 64 * 1024 * 1024;
+
+export interface SendResult {
+  /** Indices of the channels that failed (their groups refuse later calls). */
+  failed: number[];
+  /** Each failed channel's reason, joined. */
+  error: string;
+}
+
+/**
+ * Sends the model's weights as `dtype`, stamped `version`, over every channel. On a model sharded
+ * "full" every rank calls it, only the sender with channels (the others take part in the gathers).
+ */
+export function sendWeights(
+  model: NativeModel,
+  channels: ProcessGroup[],
+  options: { dtype: DType; version: number; bucketBytes?: number },
+): SendResult {
+  const failed = new Int32Array(Math.max(1, channels.length));
+  const handles = new BigUint64Array(Math.max(1, channels.length));
+  channels.forEach((c, i) => (handles[i] = BigInt(c.handle as unknown as number)));
+  const lib = native();
+  const result = lib.rlx_weights_send(
+    model.handle,
+    handles,
+    channels.length,
+    DTYPE_CODE[options.dtype],
+    options.version,
+    options.bucketBytes ?? DEFAULT_TRANSFER_BUCKET,
+    failed,
+  );
+  const count = check(lib, result);
+  return {
+    failed: [...failed.subarray(0, channels.length)].flatMap((f, i) => (f ? [i] : [])),
+    error: count > 0 ? String(lib.rlx_last_error()) : "",
+  };
+}
+
+export type ReceiveState = "busy" | "ready" | "idle";
+
+/** A server's end of its weight channel (rank 1); see the file header. */
+export class WeightReceiver {
+  #handle: Pointer | null;
+  readonly where: string;
+
+  private constructor(handle: Pointer, where: string) {
+    this.#handle = handle;
+    this.where = where;
+  }
+
+  /** Starts joining the channel whose store the trainer serves at host:port; returns at once. */
+  static async open(options: {
+    host: string;
+    port: number;
+    backend?: DistBackend;
+    timeoutMs: number;
+  }): Promise<WeightReceiver> {
+    const lib = await loadNative();
+    const handle = check(
+      lib,
+      lib.rlx_receiver_open(cstr(options.backend ?? "gloo"), cstr(options.host), options.port, options.timeoutMs),
+    );
+    return new WeightReceiver(handle as Pointer, `tcp://${options.host}:${options.port}`);
+  }
+
+  get handle(): Pointer {
+    if (this.#handle === null) throw new NativeError("this weight receiver has been closed");
+    return this.#handle;
+  }
+
+  /** Starts receiving `version` into a fresh model shaped like `like` (on the native thread). */
+  start(like: NativeModel, version: number): void {
+    check(native(), native().rlx_receiver_start(this.handle, like.handle, version));
+  }
+
+  /** "busy" while joining or receiving; throws the transfer's failure. */
+  poll(): ReceiveState {
+    const state = native().rlx_receiver_poll(this.handle);
+    if (state === -1)
+      throw new NativeError(String(native().rlx_last_error()), {
+        fix: "see the trainer's log (logs/trainer.log) for its side of the transfer",
+      });
+    return state === 1 ? "ready" : state === 2 ? "idle" : "busy";
+  }
+
+  /** The received model, once poll() said "ready"; the caller owns it. */
+  take(like: NativeModel): NativeModel {
+    const handle = check(native(), native().rlx_receiver_take(this.handle));
+    return NativeModel.adopt(handle as Pointer, like);
+  }
+
+  /** Idempotent; a transfer in progress is abandoned. */
+  close(): void {
+    if (this.#handle === null) return;
+    const handle = this.#handle;
+    this.#handle = null;
+    check(native(), native().rlx_receiver_free(handle));
+  }
+}

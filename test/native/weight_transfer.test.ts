@@ -1,0 +1,140 @@
+// Weight transfer over c10d Gloo (src/native/weights.ts), both ends in this process: the receiver
+// joins and receives on its native thread while this thread sends, as a trainer and a policy
+// server do across processes (test/e2e/train_weight_transfer.test.ts runs those).
+//   - the received model is bit-identical to the sender's weights converted to the wire dtype
+//     (f32, bf16), on a model with every optional tensor (biases, q/k norms), with buckets that
+//     split parameters and batch small ones;
+//   - its generation (greedy tokens and logprobs) equals the sender's converted model's;
+//   - a refused transfer (another version, another dtype, another architecture) fails both ends
+//     with the reason, and the channel then carries the next transfer;
+//   - poll() reports "busy" while the sender has not sent: the receiving side never blocks;
+//   - a receiver whose trainer never comes reports the join's failure within its timeout.
+import { afterEach, describe, expect, test } from "bun:test";
+import { distAvailable, ProcessGroup } from "../../src/native/dist.ts";
+import { generate } from "../../src/native/generate.ts";
+import { type DType, NativeModel } from "../../src/native/model.ts";
+import { sendWeights, WeightReceiver } from "../../src/native/weights.ts";
+import { TINY, TINY_FULL } from "./tiny_model.ts";
+
+const gloo = await distAvailable("gloo");
+const TIMEOUT_MS = 20_000;
+const cleanup: Array<() => void> = [];
+afterEach(() => {
+  for (const free of cleanup.splice(0).reverse()) free();
+});
+
+function freePort(): number {
+  const listener = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
+  const port = listener.port;
+  listener.stop(true);
+  return port;
+}
+
+/** A channel with both ends here: the receiver starts joining, then rank 0 joins (blocking). */
+async function channel(timeoutMs = TIMEOUT_MS) {
+  const port = freePort();
+  const receiver = await WeightReceiver.open({ host: "127.0.0.1", port, timeoutMs });
+  cleanup.push(() => receiver.close());
+  const sender = await ProcessGroup.create({
+    rank: 0,
+    worldSize: 2,
+    store: { type: "tcp", host: "127.0.0.1", port },
+    timeoutMs,
+  });
+  cleanup.push(() => sender.free());
+  return { receiver, sender };
+}
+
+async function model(config = TINY_FULL, dtype: DType = "f32", seed = 1): Promise<NativeModel> {
+  const m = await NativeModel.create(config, { dtype, seed });
+  cleanup.push(() => m.free());
+  return m;
+}
+
+async function untilSettled(receiver: WeightReceiver): Promise<string> {
+  for (;;) {
+    const state = receiver.poll();
+    if (state !== "busy") return state;
+    await Bun.sleep(1);
+  }
+}
+
+/** Greedy tokens and their logprobs of a few prompts. */
+function greedy(m: NativeModel) {
+  const prompts = [
+    [1, 2, 3, 4],
+    [7, 9, 11],
+  ];
+  return generate(m, prompts, { temperature: 0, maxNewTokens: 6 }).map((c) => [c.tokens, c.logprobs]);
+}
+
+describe.skipIf(!gloo)("weight transfer over a c10d channel", () => {
+  for (const dtype of ["f32", "bf16"] as const) {
+    test(`${dtype}: the received weights are the sender's, bit for bit, and generate the same`, async () => {
+      const { receiver, sender } = await channel();
+      const trained = await model(TINY_FULL, "f32", 5); // the trainer's float32 masters
+      const served = await model(TINY_FULL, dtype, 9); // the server's current (older) weights
+      receiver.start(served, 3);
+      expect(receiver.poll()).toBe("busy"); // nothing sent yet, and nothing blocks here
+      // 256-byte buckets: the embedding and projections are split, norms and biases batched
+      const result = sendWeights(trained, [sender], { dtype, version: 3, bucketBytes: 256 });
+      expect(result).toEqual({ failed: [], error: "" });
+      expect(await untilSettled(receiver)).toBe("ready");
+      const received = receiver.take(served);
+      cleanup.push(() => received.free());
+      expect(receiver.poll()).toBe("idle");
+      const reference = await model(TINY_FULL, dtype); // what a load from disk at `dtype` holds
+      for (const { name, shape } of trained.params())
+        reference.setParam(name, trained.getParam(name, dtype), dtype, shape);
+      for (const { name } of trained.params()) expect(received.getParam(name)).toEqual(reference.getParam(name));
+      expect(greedy(received)).toEqual(greedy(reference));
+      expect(greedy(received)).not.toEqual(greedy(served));
+    });
+  }
+
+  test("a refused transfer names the reason on both ends, and the channel carries the next one", async () => {
+    const { receiver, sender } = await channel();
+    const trained = await model(TINY_FULL, "f32", 5);
+    const served = await model(TINY_FULL, "f32", 9);
+    const cases: Array<[string, () => Promise<NativeModel>, number, RegExp]> = [
+      ["another version", async () => served, 4, /told to receive another version.*expects version 4/],
+      ["another dtype", () => model(TINY_FULL, "bf16"), 3, /another dtype/],
+      ["another architecture", () => model(TINY, "f32"), 3, /another size/],
+    ];
+    for (const [, like, want, pattern] of cases) {
+      receiver.start(await like(), want);
+      const result = sendWeights(trained, [sender], { dtype: "f32", version: 3, bucketBytes: 4096 });
+      expect(result.failed).toEqual([0]);
+      expect(result.error).toMatch(pattern);
+      await expect(untilSettled(receiver)).rejects.toThrow(/refused the transfer/);
+    }
+    // a refusal ends the transfer on both ends at the header: the channel carries the next one
+    receiver.start(served, 3);
+    expect(sendWeights(trained, [sender], { dtype: "f32", version: 3, bucketBytes: 4096 })).toEqual({
+      failed: [],
+      error: "",
+    });
+    expect(await untilSettled(receiver)).toBe("ready");
+    receiver.take(served).free();
+  });
+
+  test("a receiver whose trainer never joins fails within its timeout, naming the channel", async () => {
+    const port = freePort();
+    const receiver = await WeightReceiver.open({ host: "127.0.0.1", port, timeoutMs: 1500 });
+    cleanup.push(() => receiver.close());
+    const start = performance.now();
+    let error = "";
+    while (!error) {
+      try {
+        receiver.poll();
+      } catch (err) {
+        error = (err as Error).message;
+      }
+      await Bun.sleep(20);
+    }
+    expect(error).toContain(`cannot join the weight channel tcp://127.0.0.1:${port}`);
+    expect(performance.now() - start).toBeLessThan(15_000);
+    const served = await model();
+    expect(() => receiver.start(served, 1)).toThrow(/cannot be used again/);
+  });
+});
