@@ -16,6 +16,7 @@
 // version the engine held when the request was sent: the oldest weights that can have produced
 // any of its tokens, so staleness is never under-counted (versionStamped below).
 import { EndpointError } from "../errors.ts";
+import type { ChannelPlan } from "../processes/weight_channels.ts";
 import { OpenAIClient } from "./client.ts";
 import { DEFAULT_HTTP, JsonEndpoint } from "./http.ts";
 import { SglangClient } from "./sglang_client.ts";
@@ -32,6 +33,10 @@ export interface PolicyEngine {
   check(): Promise<void>;
   /** Every server serves the model directory `dir` (absolute) as `version` once this resolves. */
   publish(dir: string, version: number): Promise<void>;
+  /** weight_transfer = "c10d" (rlx only): server i joins the channel at plan.ports[i]. */
+  joinChannels?(plan: ChannelPlan): Promise<void>;
+  /** weight_transfer = "c10d": every server receives `version` over its channel and serves it. */
+  receive?(version: number): Promise<void>;
 }
 
 export interface EngineOptions {
@@ -70,14 +75,34 @@ class RlxEngine implements PolicyEngine {
   readonly reportsVersion = true;
   readonly client: OpenAIClient;
 
+  private readonly roots: JsonEndpoint[];
+
   constructor(options: EngineOptions) {
     this.client = new OpenAIClient(options);
+    // a receive lasts as long as the transfer: bounded by the channel's own timeout instead
+    this.roots = rootEndpoints(options).map((e) => new JsonEndpoint(e.url, { ...e.options, timeoutMs: 2 ** 31 - 1 }));
   }
 
   async check(): Promise<void> {}
 
   publish(dir: string, version: number): Promise<void> {
     return this.client.updateWeights(dir, version);
+  }
+
+  async joinChannels(plan: ChannelPlan): Promise<void> {
+    if (plan.ports.length !== this.roots.length)
+      throw new EndpointError(`${plan.ports.length} weight channels for ${this.roots.length} policy servers`);
+    const body = (i: number) => ({
+      host: plan.host,
+      port: plan.ports[i],
+      backend: plan.backend,
+      timeout_ms: plan.timeoutMs,
+    });
+    await Promise.all(this.roots.map((server, i) => post(server, "/weight_channel", body(i))));
+  }
+
+  async receive(version: number): Promise<void> {
+    await Promise.all(this.roots.map((server) => post(server, "/update_weights", { version, transfer: "c10d" })));
   }
 }
 

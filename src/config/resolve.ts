@@ -192,12 +192,31 @@ function checkEngine(config: RawConfig, source: string): void {
     );
 }
 
+/** What weight_transfer = "c10d" carries today (docs/engines.md, "Weights in memory"). */
+function checkWeightTransfer(config: RawConfig, source: string): void {
+  const inf = config.inference;
+  if (inf.weight_transfer !== "c10d") return;
+  if (inf.engine !== "rlx")
+    throw new ConfigError(
+      `${source}: inference.weight_transfer = "c10d" reaches rlx policies only, and inference.engine is "${inf.engine}"`,
+      { fix: 'set inference.weight_transfer = "disk" (the engine then loads each published step)' },
+    );
+  if (config.model.lora)
+    throw new ConfigError(
+      `${source}: inference.weight_transfer = "c10d" carries full weights, and [model.lora] trains adapters`,
+      {
+        fix: 'set inference.weight_transfer = "disk": with LoRA only the adapter (megabytes) is written and read',
+      },
+    );
+}
+
 const withLoss = (loss: RlLoss | undefined) => (loss ? { loss } : {});
 
 export function resolveConfig(config: RawConfig, source: string): Resolution {
   const warnings: string[] = [];
   const orch = config.orchestrator;
   checkDeterministic(config, source);
+  checkWeightTransfer(config, source);
   checkShard(config, source);
   checkEngine(config, source);
   const run = runView(config);

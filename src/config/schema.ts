@@ -259,6 +259,18 @@ export const configSchema = z.strictObject({
        * docs/serve.md). Spawned servers and the in-process policy; a deterministic run turns it off.
        */
       prefix_caching: z.boolean().default(true),
+      /**
+       * How each step's weights reach the policy (docs/engines.md, "Weights in memory"): "disk"
+       * publishes weights/step_N/ and every server loads it; "c10d" sends them from the trainer's
+       * rank 0 over one c10d channel per server (Gloo on CPU, NCCL on GPU), and weights/step_N/
+       * holds only the step's marker except every publish_every steps, at checkpoints, at hub
+       * pushes and at the last step. rlx policies (spawned, in-process, or rlx serve at base_urls).
+       */
+      weight_transfer: z.enum(["disk", "c10d"]).default("disk"),
+      /** With weight_transfer = "c10d": also write weights/step_N/ every N steps (0 = never besides the above). */
+      publish_every: z.number().int().min(0).default(0),
+      /** With "c10d": seconds a channel's join and each transfer may take before the server is named as failed. */
+      transfer_timeout_s: z.number().positive().default(600),
     })
     .prefault({}),
 

@@ -10,8 +10,9 @@
 //   - Bounded memory. The KV cache is preallocated (slots x maxModelLen); requests beyond the slots
 //     wait in a queue of at most `maxQueue`; past that, submit throws QueueFullError (HTTP 429)
 //     instead of growing without bound.
-//   - Weight reloads, two modes. Either way the new directory is loaded and validated in full
-//     first, so a bad directory leaves the old weights serving.
+//   - Weight reloads, two modes. Either way the new weights (a directory loaded, or a transfer
+//     received over a weight channel while decoding goes on: reloads.ts) are whole and validated
+//     before the swap, so a bad directory or transfer leaves the old weights serving.
 //     "drain" (rlx serve's default): admission stops, the running sequences finish on the old
 //     weights, then the model and a fresh generator are swapped in. Every token of a result comes
 //     from one version, at the cost of waiting for the longest running sequence.
@@ -42,10 +43,12 @@ import {
   type ReloadMode,
 } from "./engine_api.ts";
 import { Job } from "./job.ts";
-import { checkRequest, checkSequences, checkTopCount, type Limits, loadSameArchitecture } from "./limits.ts";
+import { checkRequest, checkSequences, checkTopCount, type Limits } from "./limits.ts";
+import { channelSource, directorySource, type Fetched, type WeightSource } from "./reloads.ts";
+import type { WeightReceiver } from "../native/weights.ts";
 
 interface Reload {
-  dir: string;
+  source: WeightSource;
   version: number;
   done: (err?: Error, adapterOnly?: boolean) => void;
 }
@@ -209,10 +212,26 @@ export class Engine {
    * a LoRA adapter moved (adapterOnly).
    */
   reloadWeights(dir: string, version: number): Promise<{ adapterOnly: boolean }> {
+    return this.#queueReload(directorySource(dir, this.#loadWeights, this.#adapterSwap), version);
+  }
+
+  /**
+   * Receives `version` over a weight channel (src/native/weights.ts) and swaps it in as
+   * reloadWeights does. The transfer runs on the receiver's thread: decoding goes on meanwhile, and
+   * in drain mode admission pauses only once it has arrived.
+   */
+  receiveWeights(receiver: WeightReceiver, version: number): Promise<void> {
+    return this.#queueReload(
+      channelSource(receiver, () => this.#model, version),
+      version,
+    ).then(() => undefined);
+  }
+
+  #queueReload(source: WeightSource, version: number): Promise<{ adapterOnly: boolean }> {
     if (this.#closed) return Promise.reject(new EngineClosedError("the inference engine is shutting down"));
     return new Promise((resolve, reject) => {
       this.#reloads.push({
-        dir,
+        source,
         version,
         done: (err, adapterOnly = false) => (err ? reject(err) : resolve({ adapterOnly })),
       });
@@ -250,10 +269,13 @@ export class Engine {
     try {
       while (this.#busy()) {
         this.#coreShare?.apply();
+        const next = this.#reloads[0];
+        const due = next !== undefined && next.source.ready(); // a transfer: once it arrived
         const canReload = this.reloadMode === "in-flight" || this.#running.size === 0;
-        if (this.#reloads.length > 0 && canReload) await this.#reload();
-        else if (this.#reloads.length === 0 || this.reloadMode === "in-flight") this.#admit();
+        if (due && canReload) await this.#reload();
+        else if (!due || this.reloadMode === "in-flight") this.#admit();
         if (this.#running.size > 0) this.#step();
+        else if (next && !due && this.#queue.length === 0) await Bun.sleep(1); // only a transfer to wait for
         await yieldToEventLoop();
       }
     } finally {
@@ -347,40 +369,29 @@ export class Engine {
 
   async #reload(): Promise<void> {
     const reload = this.#reloads.shift()!;
-    // A LoRA adapter for the served base: copied into the served model in place (checked whole
-    // first), between two decode steps in-flight or with nothing running in drain mode.
-    let swap: (() => void) | null;
+    let fetched: Fetched | undefined;
     try {
-      swap = await this.#adapterSwap(this.#model, reload.dir);
-    } catch (err) {
-      reload.done(err as Error);
-      return;
-    }
-    if (swap) {
-      swap();
-      this.stats.adapterReloads++;
-      this.#version = reload.version;
-      reload.done(undefined, true);
-      return;
-    }
-    let model: NativeModel | undefined;
-    try {
-      model = await loadSameArchitecture(reload.dir, this.#model, this.#loadWeights);
+      fetched = await reload.source.fetch(this.#model);
       // In-flight: this runs between two decode steps, and the cache and sequences stay.
-      if (this.reloadMode === "in-flight") this.#generator.setModel(model);
+      if ("model" in fetched && this.reloadMode === "in-flight") this.#generator.setModel(fetched.model);
     } catch (err) {
-      model?.free();
+      if (fetched && "model" in fetched) fetched.model.free();
       reload.done(err as Error);
       return;
     }
-    if (this.reloadMode === "drain") {
-      this.#generator.free();
-      this.#generator = this.#newGenerator(model);
+    if ("swap" in fetched) {
+      fetched.swap(); // a LoRA adapter, copied into the served model in place (checked whole first)
+      this.stats.adapterReloads++;
+    } else {
+      if (this.reloadMode === "drain") {
+        this.#generator.free();
+        this.#generator = this.#newGenerator(fetched.model);
+      }
+      if (this.#ownsModel) this.#model.free();
+      this.#model = fetched.model;
+      this.#ownsModel = true;
     }
-    if (this.#ownsModel) this.#model.free();
-    this.#model = model;
-    this.#ownsModel = true;
     this.#version = reload.version;
-    reload.done();
+    reload.done(undefined, "swap" in fetched);
   }
 }

@@ -39,6 +39,9 @@ import type { TrainEval } from "./train_eval.ts";
 import { HubSync } from "./hub_sync.ts";
 import { WeightWatcher } from "./weight_watcher.ts";
 
+/** How long an error waits for a child's death to be reported (children.ts takes up to 2 s for its output). */
+const CHILD_REPORT_GRACE_MS = 3000;
+
 /** What the orchestrator checkpoints (inside every step file N: any step may be checkpointed). */
 export interface OrchestratorState {
   format: 2;
@@ -97,7 +100,17 @@ export async function runTrainLoop(o: LoopOptions): Promise<LoopResult> {
     async (version) => (evaluator?.due(version) ? evaluator.run() : {}),
   );
   const failures = new FailureWindow(orch.max_failure_rate);
-  const guard = <T>(work: Promise<T>) => Promise.race([work, o.failure]);
+  // A child's death also fails what was talking to it (a policy server's reload, its completions):
+  // such an error waits a moment for the death to be reported, which is the error that counts (it
+  // names the child, and ckpt.max_restarts restarts for it).
+  const guard = <T>(work: Promise<T>) =>
+    Promise.race([
+      work.catch(async (err: unknown) => {
+        await Promise.race([o.failure, Bun.sleep(CHILD_REPORT_GRACE_MS)]);
+        throw err;
+      }),
+      o.failure,
+    ]);
   for (const dir of ["batches", "rollouts"]) mkdirSync(join(runDir, dir), { recursive: true });
 
   try {

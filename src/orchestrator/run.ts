@@ -26,6 +26,7 @@ import { type LoopResult, type OrchestratorState, runTrainLoop } from "./loop.ts
 import { MetricsLog } from "./metrics/log.ts";
 import type { LivePolicy } from "../processes/live_policy.ts";
 import { type InferenceMode, startPolicy } from "../processes/policy_start.ts";
+import { planChannels } from "../processes/weight_channels.ts";
 import { setupTrainEnvs } from "./setup.ts";
 import { TrainEval } from "./train_eval.ts";
 
@@ -202,6 +203,8 @@ export async function runTraining(o: TrainOptions): Promise<TrainResult> {
     const mode = policyMode(config, o.inference ?? "auto");
     const policyProcesses =
       config.inference.base_urls.length > 0 ? 0 : mode === "in-process" ? 1 : config.inference.servers;
+    // the weight channels' ports, written before the trainer that serves them starts
+    const channels = planChannels(config, runDir, config.inference.base_urls.length || policyProcesses);
     const launch = planLaunch(config, {
       runDir,
       policyProcesses,
@@ -220,6 +223,7 @@ export async function runTraining(o: TrainOptions): Promise<TrainResult> {
       threads: launch.serverThreads,
       ...(launch.coreShare ? { coreShare: launch.coreShare } : {}),
     });
+    if (channels) await policy.joinChannels(channels);
     const tokenizer = Tokenizer.load(config.model.path);
     const renderer = new ChatRenderer(tokenizer);
     const envs = await setupTrainEnvs({ config, source, policy, tokenizer, renderer, info: o.info, warn: o.warn });

@@ -1,7 +1,8 @@
 // The orchestrator's view of the trainer's progress: it polls the run directory for published
 // weights (src/rundir/paths.ts: a `weights/step_N/` is whole once its marker exists), moves the
-// policy to the newest, runs the due eval on it, and hands each step's marker to the metrics log
-// in step order. The step loop waits on it for its async bound.
+// policy to the newest (loaded from the directory, or received over the weight channels when the
+// marker says so), runs the due eval on it, and hands each step's marker to the metrics log in
+// step order. The step loop waits on it for its async bound.
 import { existsSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { PUBLISHED_MARKER, type PublishedStep, weightsDir } from "../rundir/paths.ts";
@@ -55,7 +56,11 @@ export class WeightWatcher {
       const newest = markers.at(-1);
       if (!newest) return;
       const reloadStart = performance.now();
-      await this.policy.load(resolve(weightsDir(this.runDir, newest.step)), newest.step);
+      // over the weight channels the trainer sends every step, and each is received in turn (it
+      // waits for the receive before it writes the next marker, so there is one); from disk only
+      // the newest is loaded
+      if (newest.transfer === "c10d") for (const marker of markers) await this.policy.receive(marker.step);
+      else await this.policy.load(resolve(weightsDir(this.runDir, newest.step)), newest.step);
       const reloadSeconds = (performance.now() - reloadStart) / 1000;
       this.published = newest.step;
       const extra = { "time/reload": reloadSeconds, ...(await this.afterLoad(newest.step)) };

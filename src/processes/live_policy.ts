@@ -18,6 +18,9 @@ import { type PolicyEngine, versionStamped } from "../clients/policy_engines.ts"
 import { LocalClient } from "../engine/local.ts";
 import type { SamplingClient } from "../clients/types.ts";
 import type { CoreShare } from "../native/core_share.ts";
+import { WeightReceiver } from "../native/weights.ts";
+import { RlxError } from "../errors.ts";
+import type { ChannelPlan } from "./weight_channels.ts";
 
 export interface LivePolicy {
   readonly client: SamplingClient;
@@ -25,6 +28,10 @@ export interface LivePolicy {
   readonly version: number;
   /** Serves the model directory `dir` as `version` from now on. */
   load(dir: string, version: number): Promise<void>;
+  /** weight_transfer = "c10d": joins the run's weight channels (weight_channels.ts); returns at once. */
+  joinChannels(plan: ChannelPlan): Promise<void>;
+  /** Receives `version` over the weight channels and serves it from now on. */
+  receive(version: number): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -47,11 +54,23 @@ export class RemotePolicy implements LivePolicy {
     this.version = version;
   }
 
+  async joinChannels(plan: ChannelPlan): Promise<void> {
+    if (!this.engine.joinChannels) throw new RlxError(`a ${this.engine.kind} policy has no weight channels`);
+    await this.engine.joinChannels(plan);
+  }
+
+  async receive(version: number): Promise<void> {
+    if (!this.engine.receive) throw new RlxError(`a ${this.engine.kind} policy has no weight channels`);
+    await this.engine.receive(version);
+    this.version = version;
+  }
+
   async close(): Promise<void> {}
 }
 
 /** The policy in this process: src/engine/local.ts's LocalClient over the batching engine. */
 export class InProcessPolicy implements LivePolicy {
+  private receiver: WeightReceiver | undefined;
   private constructor(readonly client: LocalClient) {}
 
   /** `maxModelLen` bounds prompt + completion tokens (the run's seq_len). */
@@ -79,7 +98,22 @@ export class InProcessPolicy implements LivePolicy {
     return this.client.updateWeights(dir, version);
   }
 
-  close(): Promise<void> {
-    return this.client.close();
+  async joinChannels(plan: ChannelPlan): Promise<void> {
+    this.receiver = await WeightReceiver.open({
+      host: plan.host,
+      port: plan.ports[0]!,
+      backend: plan.backend,
+      timeoutMs: plan.timeoutMs,
+    });
+  }
+
+  receive(version: number): Promise<void> {
+    if (!this.receiver) return Promise.reject(new RlxError("the in-process policy joined no weight channel"));
+    return this.client.engine.receiveWeights(this.receiver, version);
+  }
+
+  async close(): Promise<void> {
+    await this.client.close();
+    this.receiver?.close();
   }
 }

@@ -69,7 +69,7 @@ export function threadShare(config: ResolvedConfig, ranksHere: number, policyPro
 }
 
 /** A port the OS reports free now on `host`. */
-function freePort(host: string): number {
+export function freePort(host: string): number {
   const listener = Bun.listen({ hostname: host, port: 0, socket: { data() {} } });
   const port = listener.port;
   listener.stop(true);

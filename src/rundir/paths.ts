@@ -22,6 +22,8 @@ export interface PublishedStep {
   perEnv: Record<string, Record<string, number>>;
   /** Seconds spent waiting for the step file, training, and saving the weights. */
   timing: { wait: number; train: number; publish: number; checkpoint: number };
+  /** "c10d": the weights follow over the weight channels (the directory may hold only this marker). */
+  transfer?: "c10d";
 }
 
 export const batchPath = (runDir: string, step: number) => join(runDir, "batches", `step_${step}.bin`);

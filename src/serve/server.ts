@@ -5,16 +5,17 @@
 // served as usual.
 //
 // Routes: GET /health, GET /v1/models, POST /v1/completions, POST /v1/chat/completions,
-// POST /tokenize and /detokenize (vLLM's), and on policy servers POST /update_weights
-// {"path": DIR, "version": N}, which loads the directory and swaps it in as the engine's reload
-// mode says (drain: requests already generating finish on the old weights first; in-flight:
-// between two decode steps, they continue on the new weights), and every response reports its
+// POST /tokenize and /detokenize (vLLM's), and on policy servers the weight routes
+// (weight_routes.ts): POST /update_weights loads a directory, or receives a transfer over the
+// trainer's weight channel (POST /weight_channel), and swaps it in as the engine's reload mode
+// says (drain: requests already generating finish on the old weights first; in-flight: between
+// two decode steps, they continue on the new weights); every response reports its
 // `policy_version` (the version at admission, the oldest that produced any of its tokens).
 // With an API key every route but /health answers 401 without it; a policy server's weights
 // root bounds what /update_weights may load (403 outside it; auth.ts).
-import { existsSync, statSync } from "node:fs";
 import type { Tokenizer } from "../model/tokenizer.ts";
-import { hasApiKey, isUnderRoot } from "./auth.ts";
+import { hasApiKey } from "./auth.ts";
+import { WeightRoutes } from "./weight_routes.ts";
 import { handleChat, renderChat } from "./chat.ts";
 import { readChatInputs } from "./chat_request.ts";
 import type { ServeContext } from "./choice.ts";
@@ -61,6 +62,13 @@ export function startServer(options: ServerOptions): RunningServer {
       if (draining) throw new EngineClosedError("the server is shutting down");
       return handler(c, request);
     };
+  const weights = new WeightRoutes(options.weightsRoot);
+  const policyRoute = (handler: Handler) => ({
+    method: "POST",
+    handler: options.policy
+      ? generating(handler)
+      : () => errorResponse(404, "this server does not accept weight updates (start rlx serve with --policy)"),
+  });
   const routes: Record<string, { method: string; handler: Handler }> = {
     "/health": {
       method: "GET",
@@ -72,12 +80,8 @@ export function startServer(options: ServerOptions): RunningServer {
     "/v1/chat/completions": { method: "POST", handler: generating(handleChat) },
     "/tokenize": { method: "POST", handler: handleTokenize },
     "/detokenize": { method: "POST", handler: handleDetokenize },
-    "/update_weights": {
-      method: "POST",
-      handler: options.policy
-        ? generating((c, request) => handleUpdateWeights(c, request, options.weightsRoot))
-        : () => errorResponse(404, "this server does not accept weight updates (start rlx serve with --policy)"),
-    },
+    "/update_weights": policyRoute((c, request) => weights.update(c, request)),
+    "/weight_channel": policyRoute((c, request) => weights.joinChannel(c, request)),
   };
 
   const server = Bun.serve({
@@ -109,30 +113,10 @@ export function startServer(options: ServerOptions): RunningServer {
     async drain() {
       draining = true;
       await ctx.engine.close();
+      weights.close();
       await server.stop(false);
     },
   };
-}
-
-async function handleUpdateWeights(ctx: ServeContext, request: Request, root: string | undefined): Promise<Response> {
-  const f = Fields.parse(await request.text());
-  const path = f.string("path") ?? f.string("model_path");
-  if (path === undefined)
-    throw new InvalidRequestError("path is required (a model directory in Hugging Face layout)", "path");
-  if (root !== undefined && !isUnderRoot(path, root))
-    return errorResponse(403, `path ${path} is not under the weights root this server was started with`, "path");
-  if (!existsSync(path) || !statSync(path).isDirectory())
-    throw new InvalidRequestError(`path ${path} is not a directory`, "path");
-  const version = f.int("version", ctx.engine.version + 1, { min: 0 });
-  let adapterOnly: boolean;
-  try {
-    ({ adapterOnly } = await ctx.engine.reloadWeights(path, version));
-  } catch (err) {
-    if (err instanceof InvalidRequestError || err instanceof EngineClosedError) throw err;
-    throw new InvalidRequestError(`loading ${path} failed: ${(err as Error).message}`, "path");
-  }
-  // adapter_only: a LoRA adapter for the served base was copied into the served model (docs/lora.md)
-  return Response.json({ status: "ok", path, policy_version: ctx.engine.version, adapter_only: adapterOnly });
 }
 
 async function handleTokenize(ctx: ServeContext, request: Request): Promise<Response> {

@@ -50,6 +50,7 @@ import { restoreShardedCheckpoint, restoreWholeCheckpoint, restoreWholeOptimizer
 import type { NativeModel } from "../native/model.ts";
 import { checkpoint, followStep, publishStep, type Trained, writesShards } from "./publish.ts";
 import { trainStepOnRank } from "./ranks.ts";
+import { followSend, WeightChannels } from "./weight_send.ts";
 import { learningRate } from "./schedule.ts";
 import { nativeLearner, type Learner, trainStep } from "./step.ts";
 import { runLoss } from "../algorithms/loss_schema.ts";
@@ -223,6 +224,9 @@ export async function runTrainer(opts: TrainerOptions): Promise<void> {
   const cores = CoreShare.fromEnv("trainer");
   const learner = cores ? sharingCores(nativeLearner(model, optimizer), cores) : nativeLearner(model, optimizer);
   const dp = group ? { group, model, cost: costModelOf(model.config), shard: t.shard } : null;
+  // inference.weight_transfer = "c10d": rank 0 waits here until every policy process has joined
+  const inMemory = config.inference.weight_transfer === "c10d";
+  using channels = inMemory && lead ? await WeightChannels.open(runDir, log) : null;
   const loaded = restored?.sharded ? `${restored.dir} (its shards)` : sourceDir;
   const sharding = t.shard === "none" ? "" : `, shard ${t.shard}`;
   log(
@@ -291,6 +295,7 @@ export async function runTrainer(opts: TrainerOptions): Promise<void> {
       last = trained;
       if (!lead) {
         followStep(trained);
+        if (inMemory) followSend(model, config);
         log(
           `${who}: step ${step} loss ${result.metrics.loss?.toFixed(4)} micro_batches ${result.metrics.micro_batches} ${((performance.now() - trainStart) / 1000).toFixed(2)}s`,
         );
@@ -303,9 +308,11 @@ export async function runTrainer(opts: TrainerOptions): Promise<void> {
         { step, orchestrator: batch.metrics ?? {}, metrics: result.metrics, perEnv: result.perEnv },
         { wait: (trainStart - waitStart) / 1000, train: (performance.now() - trainStart) / 1000 },
       );
+      // after the marker: the orchestrator sees it and has the policy receive what is sent
+      const sent = channels?.send(model, config, step);
       const m = result.metrics;
       log(
-        `${who}: step ${step} loss ${m.loss?.toFixed(4)} grad_norm ${m.grad_norm?.toFixed(3)} lr ${lr.toExponential(2)} tokens ${m.tokens} ${marker.timing.train.toFixed(2)}s`,
+        `${who}: step ${step} loss ${m.loss?.toFixed(4)} grad_norm ${m.grad_norm?.toFixed(3)} lr ${lr.toExponential(2)} tokens ${m.tokens} ${marker.timing.train.toFixed(2)}s${sent ? ` sent ${(sent.bytes / 2 ** 20).toFixed(1)} MiB in ${sent.seconds.toFixed(2)}s` : ""}`,
       );
     }
   } finally {

@@ -7,7 +7,7 @@
 //
 // Also the checkpoint a SIGTERM asks for (`ckpt.on_sigterm`): written between steps, of the last
 // finished one, so a pre-empted run loses at most the step in flight.
-import { readdirSync, rmSync } from "node:fs";
+import { mkdirSync, readdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import type { ResolvedConfig } from "../config/resolve.ts";
 import { saveModel } from "../model/hf.ts";
@@ -50,17 +50,20 @@ export function publishStep(
   const { runDir, config, step } = t;
   const publishStart = performance.now();
   const dir = weightsDir(runDir, step);
-  diskWrite(`publishing ${dir}`, () =>
-    saveModel(t.model, dir, {
-      dtype: config.model.dtype,
-      sourceDir: t.sourceDir,
-      writeExtra: mergedWriter(t, config.model.dtype),
-    }),
-  );
+  if (writesWeights(config, step))
+    diskWrite(`publishing ${dir}`, () =>
+      saveModel(t.model, dir, {
+        dtype: config.model.dtype,
+        sourceDir: t.sourceDir,
+        writeExtra: mergedWriter(t, config.model.dtype),
+      }),
+    );
+  else mkdirSync(dir, { recursive: true }); // the marker only: the weights travel over c10d
   const checkpointStart = performance.now();
   if (isCheckpointStep(step, config)) checkpoint(t);
   const published: PublishedStep = {
     ...marker,
+    ...(config.inference.weight_transfer === "c10d" ? { transfer: "c10d" as const } : {}),
     timing: {
       ...timing,
       publish: (checkpointStart - publishStart) / 1000,
@@ -73,6 +76,18 @@ export function publishStep(
   rmSync(batchPath(runDir, step), { force: true });
   pruneWeights(runDir, config.orchestrator.max_async_level + 3, step);
   return published;
+}
+
+/**
+ * Whether step `step`'s weights are written as weights/step_N/: always with weight_transfer =
+ * "disk"; with "c10d" (the policy receives them in memory, weight_send.ts) every
+ * inference.publish_every steps, at checkpoints, at hub pushes and at the last step.
+ */
+export function writesWeights(config: ResolvedConfig, step: number): boolean {
+  const inf = config.inference;
+  if (inf.weight_transfer === "disk" || step === config.max_steps || isCheckpointStep(step, config)) return true;
+  if (config.hub.repo !== undefined && step % config.hub.interval === 0) return true;
+  return inf.publish_every > 0 && step % inf.publish_every === 0;
 }
 
 /** On a rank other than 0 of a model sharded "full": the collective gathers of rank 0's
@@ -92,7 +107,7 @@ export const writesShards = (model: NativeModel, group: ProcessGroup | null | un
 /** On a rank other than 0: its part in rank 0's publishing of the step (the gathers of a
  * "full" model's weights) and in a due sharded checkpoint, in the order rank 0 runs them. */
 export function followStep(t: Trained): void {
-  if (t.config.trainer.shard === "full") followPublish(t.model, t.config);
+  if (t.config.trainer.shard === "full" && writesWeights(t.config, t.step)) followPublish(t.model, t.config);
   if (isCheckpointStep(t.step, t.config) && writesShards(t.model, t.group)) checkpoint(t);
 }
 

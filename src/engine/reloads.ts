@@ -1,0 +1,57 @@
+// Where a weight reload's new weights come from (Engine.reloadWeights and receiveWeights): a
+// published directory on disk, or a transfer arriving over a weight channel (src/native/weights.ts).
+// Either way the engine gets what to swap in only once it is whole: a new model, or (a LoRA adapter
+// for the served base) a function that copies the adapter into the served model in place.
+import type { NativeModel } from "../native/model.ts";
+import type { WeightReceiver } from "../native/weights.ts";
+import { loadSameArchitecture } from "./limits.ts";
+
+export type Fetched = { model: NativeModel } | { swap: () => void };
+
+export interface WeightSource {
+  /** Whether fetch() can run now: always for a directory; for a transfer, once it arrived (or failed). */
+  ready(): boolean;
+  /** The new weights for the served model `served`; throws what made them unusable. */
+  fetch(served: NativeModel): Promise<Fetched>;
+}
+
+/** A published directory: an adapter copied in place when it fits the served model, else loaded whole. */
+export function directorySource(
+  dir: string,
+  load: (dir: string) => Promise<NativeModel>,
+  adapterSwap: (served: NativeModel, dir: string) => Promise<(() => void) | null>,
+): WeightSource {
+  return {
+    ready: () => true,
+    async fetch(served) {
+      const swap = await adapterSwap(served, dir);
+      return swap ? { swap } : { model: await loadSameArchitecture(dir, served, load) };
+    },
+  };
+}
+
+/**
+ * A transfer over `receiver` into a model shaped like the served one, started when the engine
+ * first asks whether it is ready (when it heads the engine's reloads); the receiver's thread
+ * receives it while the engine keeps decoding.
+ */
+export function channelSource(receiver: WeightReceiver, served: () => NativeModel, version: number): WeightSource {
+  let started = false;
+  let failure: Error | undefined;
+  return {
+    ready() {
+      try {
+        if (!started) receiver.start(served(), version);
+        started = true;
+        return receiver.poll() !== "busy";
+      } catch (err) {
+        failure = err as Error;
+        return true;
+      }
+    },
+    async fetch(like) {
+      if (failure) throw failure;
+      return { model: receiver.take(like) };
+    },
+  };
+}
