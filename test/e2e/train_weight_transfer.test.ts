@@ -39,11 +39,14 @@ test("a deterministic run gives the same weights and metrics with disk and c10d"
     const { path, runDir } = writeConfig(
       ws,
       `det-${transfer}`,
-      `max_steps = 3\ndeterministic = true\n${body(`[inference]
+      `max_steps = 3\ndeterministic = true\n${body(
+        `[inference]
 weight_transfer = "${transfer}"
 [ckpt]
 interval = 1
-keep = 3`, "max_async_level = 0")}`,
+keep = 3`,
+        "max_async_level = 0",
+      )}`,
     );
     const { code, err } = await rlx(["train", path]).done;
     expect(err).not.toContain("error:");
@@ -95,14 +98,17 @@ test("a policy server that dies stops the run naming it; with max_restarts the r
   const { path, runDir } = writeConfig(
     ws,
     "server-dies",
-    `max_steps = 4\n${body(`[inference]
+    `max_steps = 4\n${body(
+      `[inference]
 servers = 1
 port = ${21000 + (process.pid % 20000)}
 weight_transfer = "c10d"
 [ckpt]
 interval = 1
 max_restarts = 1
-restart_backoff_s = 0`, "max_async_level = 1")}`,
+restart_backoff_s = 0`,
+      "max_async_level = 1",
+    )}`,
   );
   const run = rlx(["train", path]);
   const marker = join(runDir, "weights", "step_1", "published.json");

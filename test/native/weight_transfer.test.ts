@@ -8,13 +8,39 @@
 //   - a refused transfer (another version, another dtype, another architecture) fails both ends
 //     with the reason, and the channel then carries the next transfer;
 //   - poll() reports "busy" while the sender has not sent: the receiving side never blocks;
-//   - a receiver whose trainer never comes reports the join's failure within its timeout.
+//   - a receiver whose trainer never comes reports the join's failure within its timeout;
+//   - a sender killed mid-transfer fails the receiver's transfer (the served model is untouched),
+//     and a receiver that dies mid-transfer fails the sender's channel, naming it, within the
+//     timeout (fixtures/weight_peer.ts is the other process).
 import { afterEach, describe, expect, test } from "bun:test";
+import { join } from "node:path";
 import { distAvailable, ProcessGroup } from "../../src/native/dist.ts";
 import { generate } from "../../src/native/generate.ts";
 import { type DType, NativeModel } from "../../src/native/model.ts";
 import { sendWeights, WeightReceiver } from "../../src/native/weights.ts";
 import { TINY, TINY_FULL } from "./tiny_model.ts";
+import { PEER_MODEL } from "./fixtures/weight_peer_model.ts";
+
+const PEER = join(import.meta.dir, "fixtures/weight_peer.ts");
+
+/** Starts fixtures/weight_peer.ts in `role` and waits for its first line. */
+async function peer(role: "send" | "recv", port: number) {
+  const proc = Bun.spawn([process.execPath, PEER, role, String(port)], {
+    env: { ...process.env, RLX_THREADS: "1" },
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  cleanup.push(() => proc.kill("SIGKILL"));
+  const reader = proc.stdout.getReader();
+  let out = "";
+  while (!out.includes("\n")) {
+    const { done, value } = await reader.read();
+    if (done) throw new Error(`the peer exited first:\n${await new Response(proc.stderr).text()}`);
+    out += new TextDecoder().decode(value);
+  }
+  reader.releaseLock();
+  return { proc, first: out.trim() };
+}
 
 const gloo = await distAvailable("gloo");
 const TIMEOUT_MS = 20_000;
@@ -136,5 +162,43 @@ describe.skipIf(!gloo)("weight transfer over a c10d channel", () => {
     expect(performance.now() - start).toBeLessThan(15_000);
     const served = await model();
     expect(() => receiver.start(served, 1)).toThrow(/cannot be used again/);
+  });
+
+  test("a sender killed mid-transfer fails the receiver's transfer; the served model is untouched", async () => {
+    const port = freePort();
+    const receiver = await WeightReceiver.open({ host: "127.0.0.1", port, timeoutMs: TIMEOUT_MS });
+    cleanup.push(() => receiver.close());
+    const served = await model(PEER_MODEL, "f32", 7);
+    const before = served.getParam("model.embed_tokens.weight");
+    receiver.start(served, 1);
+    const { proc, first } = await peer("send", port);
+    expect(first).toBe("sending");
+    await Bun.sleep(100);
+    expect(receiver.poll()).toBe("busy"); // mid-transfer
+    proc.kill("SIGKILL");
+    await expect(untilSettled(receiver)).rejects.toThrow(/receiving version 1 over the weight channel .* failed/);
+    expect(served.getParam("model.embed_tokens.weight")).toEqual(before);
+    expect(() => receiver.start(served, 2)).toThrow(/cannot be used again.*--resume/);
+  });
+
+  test("a receiver that dies mid-transfer fails the sender's channel, naming it", async () => {
+    const port = freePort();
+    const sending = await model(PEER_MODEL, "f32", 2);
+    const join = ProcessGroup.create({
+      rank: 0,
+      worldSize: 2,
+      store: { type: "tcp", host: "127.0.0.1", port },
+      timeoutMs: 10_000,
+    });
+    const { proc, first } = await peer("recv", port); // exits with code 3 200 ms into the transfer
+    const sender = await join;
+    cleanup.push(() => sender.free());
+    expect(first).toBe("receiving");
+    const start = performance.now();
+    const result = sendWeights(sending, [sender], { dtype: "f32", version: 1, bucketBytes: 1024 });
+    expect(await proc.exited).toBe(3);
+    expect(result.failed).toEqual([0]);
+    expect(result.error).toMatch(/^channel 0: (message \d+ of \d+|the trailer) failed/);
+    expect(performance.now() - start).toBeLessThan(15_000);
   });
 });
