@@ -4,6 +4,8 @@
 // that version's (scored against the published weights). Also: the client's retries ride out the
 // server's 429 backpressure, and a bad weights path is a 400 that leaves the old weights serving.
 // The server runs as `rlx train` starts it: an API key, and weights only from the run's weights/.
+// Over its weight channel (POST /weight_channel, this process as the trainer) a transfer is served
+// exactly as the same weights loaded from disk: the same greedy tokens, the same logprobs.
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -15,7 +17,9 @@ import { score } from "../../src/native/generate.ts";
 import type { NativeModel } from "../../src/native/model.ts";
 import { microModelDir } from "../fixtures/serve_model.ts";
 import { type ServeProcess, startServe } from "./serve_harness.ts";
-import { until } from "./train_helpers.ts";
+import { freePort, until } from "./train_helpers.ts";
+import { ProcessGroup } from "../../src/native/dist.ts";
+import { sendWeights } from "../../src/native/weights.ts";
 
 const KEY = "policy-key";
 const run = mkdtempSync(join(tmpdir(), "rlx-policy-"));
@@ -136,3 +140,40 @@ test("a weights path that does not load is a 400 naming path; the old weights ke
   expect(c.policyVersion).toBe(2);
   expectVersionLogprobs(c, 1);
 });
+
+const post = (path: string, body: unknown, key = KEY) =>
+  fetch(`${serve.url}${path}`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${key}` },
+    body: JSON.stringify(body),
+  });
+
+test("the weight channel: a wrong key is refused; a transfer is served as the same step loaded from disk", async () => {
+  expect((await post("/weight_channel", { host: "127.0.0.1", port: 1 }, "wrong")).status).toBe(401);
+  const noChannel = await post("/update_weights", { version: 5, transfer: "c10d" });
+  expect(noChannel.status).toBe(400);
+  expect(await noChannel.text()).toContain("POST /weight_channel first");
+  const noPort = await post("/weight_channel", { host: "127.0.0.1" });
+  expect(((await noPort.json()) as { param: string }).param).toBe("port");
+
+  // this process is the trainer: it serves the channel's store and sends step 1's weights as version 5
+  const port = freePort();
+  expect((await post("/weight_channel", { host: "127.0.0.1", port, timeout_ms: 20_000 })).status).toBe(200);
+  using channel = await ProcessGroup.create({
+    rank: 0,
+    worldSize: 2,
+    store: { type: "tcp", host: "127.0.0.1", port },
+    timeoutMs: 20_000,
+  });
+  const received = post("/update_weights", { version: 5, transfer: "c10d" });
+  await Bun.sleep(300); // the request on its way before this thread blocks in the send
+  expect(sendWeights(models.get(1)!, [channel], { dtype: "f32", version: 5 })).toEqual({ failed: [], error: "" });
+  expect((await received).status).toBe(200);
+  const greedy = { ...request(3), temperature: 0 };
+  const overChannel = await client().complete(greedy);
+  expect(overChannel.policyVersion).toBe(5);
+  expect((await post("/update_weights", { path: weights(1), version: 6 })).status).toBe(200);
+  const fromDisk = await client().complete(greedy);
+  expect(fromDisk.policyVersion).toBe(6);
+  expect([overChannel.tokenIds, overChannel.logprobs]).toEqual([fromDisk.tokenIds, fromDisk.logprobs]);
+}, 60_000);
