@@ -201,12 +201,9 @@ std::unique_ptr<Model> build_model(const ModelConfig& c, at::ScalarType dtype, a
   // A parameter drawn into `into` (a row block of a layer's joint buffer) when given.
   auto add = [&](const std::string& name, std::vector<int64_t> shape, char init, at::Tensor into = {}) {
     at::Tensor t = into.defined() ? into : at::empty(shape, m->opts(dtype));
-    if (draw) {
-      at::Tensor drawn = init == 'n'   ? at::normal(0.0, init_std, shape, gen, at::kFloat)
-                         : init == '1' ? at::ones(shape, at::kFloat)
-                                       : at::zeros(shape, at::kFloat);
-      t.copy_(drawn);
-    }
+    if (draw)
+      t.copy_(init == 'n'   ? at::normal(0.0, init_std, shape, gen, at::kFloat)
+              : init == '1' ? at::ones(shape, at::kFloat) : at::zeros(shape, at::kFloat));
     t.set_requires_grad(true);
     m->param_index[name] = m->params.size();
     m->params.emplace_back(name, t);

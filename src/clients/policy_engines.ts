@@ -16,7 +16,7 @@
 // version the engine held when the request was sent: the oldest weights that can have produced
 // any of its tokens, so staleness is never under-counted (versionStamped below).
 import { EndpointError } from "../errors.ts";
-import type { ChannelPlan } from "../processes/weight_channels.ts";
+import type { ChannelPlan } from "../native/weights.ts";
 import { OpenAIClient } from "./client.ts";
 import { DEFAULT_HTTP, JsonEndpoint } from "./http.ts";
 import { SglangClient } from "./sglang_client.ts";

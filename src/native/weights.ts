@@ -16,6 +16,15 @@ import { cstr, DTYPE_CODE, NativeModel } from "./model.ts";
 
 export const DEFAULT_TRANSFER_BUCKET = 64 * 1024 * 1024;
 
+/** A run's weight channels: where the trainer serves their stores (src/processes/weight_channels.ts). */
+export interface ChannelPlan {
+  host: string;
+  /** One per policy process, in the order of the policy's servers. */
+  ports: number[];
+  backend: DistBackend;
+  timeoutMs: number;
+}
+
 export interface SendResult {
   /** Indices of the channels that failed (their groups refuse later calls). */
   failed: number[];

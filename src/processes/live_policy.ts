@@ -18,9 +18,8 @@ import { type PolicyEngine, versionStamped } from "../clients/policy_engines.ts"
 import { LocalClient } from "../engine/local.ts";
 import type { SamplingClient } from "../clients/types.ts";
 import type { CoreShare } from "../native/core_share.ts";
-import { WeightReceiver } from "../native/weights.ts";
+import { type ChannelPlan, WeightReceiver } from "../native/weights.ts";
 import { RlxError } from "../errors.ts";
-import type { ChannelPlan } from "./weight_channels.ts";
 
 export interface LivePolicy {
   readonly client: SamplingClient;

@@ -11,18 +11,10 @@ import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { ResolvedConfig } from "../config/resolve.ts";
 import { RlxError } from "../errors.ts";
-import type { DistBackend } from "../native/dist.ts";
+import type { ChannelPlan } from "../native/weights.ts";
 import { writeFileAtomic } from "../rundir/paths.ts";
 import { policyDevice } from "./policy_start.ts";
 import { freePort, localRanks } from "./trainer_ranks.ts";
-
-export interface ChannelPlan {
-  host: string;
-  /** One per policy process, in the order of the policy's servers. */
-  ports: number[];
-  backend: DistBackend;
-  timeoutMs: number;
-}
 
 export const channelPlanPath = (runDir: string) => join(runDir, "weight_channels.json");
 
