@@ -3,13 +3,13 @@
 // stdin publishes one step and answers one JSON line:
 //   disk DIR VERSION   saveModel(DIR) as the run's dtype: {"write": seconds}
 //   c10d VERSION       sendWeights on every channel:      {"send": seconds}
-//   bun bench/_weight_sender.ts MODEL_DIR DTYPE PORT[,PORT...]
+//   bun bench/_weight_sender.ts MODEL_DIR DTYPE PORT[,PORT...] DEVICE
 import { saveModel, loadModel } from "../src/model/hf.ts";
 import { ProcessGroup } from "../src/native/dist.ts";
 import { sendWeights } from "../src/native/weights.ts";
 
-const [modelDir, dtype, portList] = process.argv.slice(2) as [string, "f32" | "bf16", string];
-const model = await loadModel(modelDir, { dtype: "f32" });
+const [modelDir, dtype, portList, device] = process.argv.slice(2) as [string, "f32" | "bf16", string, string];
+const model = await loadModel(modelDir, { dtype: "f32", device });
 const channels: ProcessGroup[] = [];
 for (const port of portList.split(",").filter(Boolean))
   channels.push(

@@ -2,7 +2,7 @@
 // every server loads it) against weights over c10d (the trainer sends, every server receives while
 // it keeps serving), side by side in one command, with 1 and 2 policy servers.
 //
-//   bun bench/weight_transfer.ts [--preset qwen3-0.6b] [--dtype f32] [--servers 1,2] [--rounds 3]
+//   bun bench/weight_transfer.ts [--preset qwen3-0.6b] [--dtype f32] [--servers 1,2] [--rounds 3] [--device cpu]
 //
 // The trainer is bench/_weight_sender.ts in its own process (a trainer is); the servers are
 // `rlx serve --policy` processes of one thread each; this process plays the orchestrator. Time
@@ -23,6 +23,7 @@ const preset = flag("preset", "qwen3-0.6b");
 const dtype = flag("dtype", "f32");
 const serverCounts = flag("servers", "1,2").split(",").map(Number);
 const rounds = Number(flag("rounds", "3"));
+const device = flag("device", "cpu");
 const root = mkdtempSync(join(tmpdir(), "rlx-bench-transfer-"));
 const modelDir = join(root, "model");
 const weightsRoot = join(root, "weights");
@@ -48,7 +49,7 @@ async function complete(url: string, tokens: number): Promise<number> {
 /** The trainer process: answers one JSON line per command. */
 function trainer(ports: number[]) {
   const proc = Bun.spawn(
-    [process.execPath, join(import.meta.dir, "_weight_sender.ts"), modelDir, dtype, ports.join(",")],
+    [process.execPath, join(import.meta.dir, "_weight_sender.ts"), modelDir, dtype, ports.join(","), device],
     { stdin: "pipe", stdout: "pipe", stderr: "inherit" },
   );
   const reader = proc.stdout.getReader();
@@ -156,7 +157,7 @@ async function bench(servers: ServeProcess[]) {
 
 const info = await runtimeInfo();
 const cpu = (await Bun.file("/proc/cpuinfo").text()).match(/model name\s*:\s*(.*)/)?.[1] ?? "unknown CPU";
-console.log(`${cpu}, libtorch ${info.torch_version}; ${preset} as ${dtype}; ${rounds} rounds (medians)\n`);
+console.log(`${cpu}, libtorch ${info.torch_version}; ${preset} as ${dtype} on ${device}; ${rounds} rounds (medians)\n`);
 const table: (string | number)[][] = [
   ["servers", "path", "total s", "trainer s", "servers s", "first completion s", "disk / c10d"],
 ];
@@ -167,7 +168,10 @@ try {
     for (let i = 0; i < n; i++)
       servers.push(
         await startServe(
-          ["--model", modelDir, "--policy", "--weights-root", weightsRoot, "--dtype", dtype, "--max-batch", "4"],
+          [
+            ...["--model", modelDir, "--policy", "--weights-root", weightsRoot],
+            ...["--dtype", dtype, "--device", device, "--max-batch", "4"],
+          ],
           300_000,
         ),
       );

@@ -4,9 +4,11 @@
 # made it); the shim is built against python3's torch; `rlx doctor` and the native tests run on
 # it (test/native/cuda.test.ts included: a "full" sharded step over NCCL among them); then
 # bench/gpu.ts measures on the qwen3-0.6b preset, and bench/dist_step.ts a "full" sharded step
-# there (with and without the next layer's gather overlapping the compute, and its peak memory).
+# there (with and without the next layer's gather overlapping the compute, and its peak memory),
+# and bench/weight_transfer.ts a step's weights reaching a GPU policy server from disk and over a
+# weight channel (Gloo: NCCL needs two GPUs, one per end).
 # Everything it prints and writes lands in $OUT (default .gpu/out): doctor.json, native_tests.txt,
-# gpu_check.json, gpu_check.txt, shard_step.txt.
+# gpu_check.json, gpu_check.txt, shard_step.txt, weight_transfer.txt.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-.gpu/out}
@@ -39,4 +41,6 @@ RLX_BENCH_PYTHON=$(command -v python3) "$BUN" bench/gpu.ts --device cuda --prese
   --batches 1,64,256 --json "$OUT/gpu_check.json" | tee "$OUT/gpu_check.txt"
 step "sharded training: a \"full\" step on one NCCL rank with and without gathering ahead, its peak memory"
 "$BUN" bench/dist_step.ts --device cuda --shard full --preset qwen3-0.6b --samples 16 --steps 3 | tee "$OUT/shard_step.txt"
+step "weight transfer: a qwen3-0.6b step to one policy server on the GPU, disk against c10d (Gloo channel)"
+"$BUN" bench/weight_transfer.ts --device cuda --dtype bf16 --servers 1 --rounds 2 | tee "$OUT/weight_transfer.txt"
 step "done"

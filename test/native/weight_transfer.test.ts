@@ -8,6 +8,7 @@
 //   - a refused transfer (another version, another dtype, another architecture) fails both ends
 //     with the reason, and the channel then carries the next transfer;
 //   - poll() reports "busy" while the sender has not sent: the receiving side never blocks;
+//   - on a GPU (scripts/gpu_check.sh), models in CUDA memory go through Gloo's host buffers whole;
 //   - a receiver whose trainer never comes reports the join's failure within its timeout;
 //   - a sender killed mid-transfer fails the receiver's transfer (the served model is untouched),
 //     and a receiver that dies mid-transfer fails the sender's channel, naming it, within the
@@ -17,6 +18,7 @@ import { join } from "node:path";
 import { distAvailable, ProcessGroup } from "../../src/native/dist.ts";
 import { generate } from "../../src/native/generate.ts";
 import { type DType, NativeModel } from "../../src/native/model.ts";
+import { runtimeInfo } from "../../src/native/runtime.ts";
 import { sendWeights, WeightReceiver } from "../../src/native/weights.ts";
 import { TINY, TINY_FULL } from "./tiny_model.ts";
 import { PEER_MODEL } from "./fixtures/weight_peer_model.ts";
@@ -43,6 +45,7 @@ async function peer(role: "send" | "recv", port: number) {
 }
 
 const gloo = await distAvailable("gloo");
+const cuda = (await runtimeInfo()).cuda;
 const TIMEOUT_MS = 20_000;
 const cleanup: Array<() => void> = [];
 afterEach(() => {
@@ -71,8 +74,8 @@ async function channel(timeoutMs = TIMEOUT_MS) {
   return { receiver, sender };
 }
 
-async function model(config = TINY_FULL, dtype: DType = "f32", seed = 1): Promise<NativeModel> {
-  const m = await NativeModel.create(config, { dtype, seed });
+async function model(config = TINY_FULL, dtype: DType = "f32", seed = 1, device = "cpu"): Promise<NativeModel> {
+  const m = await NativeModel.create(config, { dtype, seed, device });
   cleanup.push(() => m.free());
   return m;
 }
@@ -117,6 +120,22 @@ describe.skipIf(!gloo)("weight transfer over a c10d channel", () => {
       expect(greedy(received)).not.toEqual(greedy(served));
     });
   }
+
+  test.skipIf(!cuda)("GPU models over Gloo: sent from and received into CUDA memory, bit for bit", async () => {
+    const { receiver, sender } = await channel();
+    const trained = await model(TINY_FULL, "f32", 5, "cuda");
+    const served = await model(TINY_FULL, "bf16", 9, "cuda");
+    receiver.start(served, 2);
+    expect(sendWeights(trained, [sender], { dtype: "bf16", version: 2, bucketBytes: 256 })).toEqual({
+      failed: [],
+      error: "",
+    });
+    expect(await untilSettled(receiver)).toBe("ready");
+    const received = receiver.take(served);
+    cleanup.push(() => received.free());
+    expect(received.device).toBe("cuda");
+    for (const { name } of trained.params()) expect(received.getParam(name)).toEqual(trained.getParam(name, "bf16"));
+  });
 
   test("a refused transfer names the reason on both ends, and the channel carries the next one", async () => {
     const { receiver, sender } = await channel();
