@@ -178,8 +178,13 @@ export async function runTraining(o: TrainOptions): Promise<TrainResult> {
     return { summary: metrics.summary(), metrics, runDir, config };
   }
   mkdirSync(join(runDir, "logs"), { recursive: true });
-  // what ranks a launcher starts continue from (src/cli/trainer.ts), written before the config they wait for
+  const mode = policyMode(config, o.inference ?? "auto");
+  const policyProcesses =
+    config.inference.base_urls.length > 0 ? 0 : mode === "in-process" ? 1 : config.inference.servers;
+  // what ranks a launcher starts continue from (src/cli/trainer.ts) and the weight channels rank 0
+  // serves, written before the config they wait for
   writeFileAtomic(resumePath(runDir), `${JSON.stringify({ checkpoint: checkpoint?.dir ?? null })}\n`);
+  const channels = planChannels(config, runDir, config.inference.base_urls.length || policyProcesses);
   writeFileAtomic(join(runDir, "config.resolved.toml"), resolvedToml(config));
 
   const children = new Children(join(runDir, "logs"));
@@ -200,11 +205,6 @@ export async function runTraining(o: TrainOptions): Promise<TrainResult> {
   let policy: LivePolicy | undefined;
   try {
     // the trainer first: its start-up (libtorch, the model) overlaps the policy's and the envs'
-    const mode = policyMode(config, o.inference ?? "auto");
-    const policyProcesses =
-      config.inference.base_urls.length > 0 ? 0 : mode === "in-process" ? 1 : config.inference.servers;
-    // the weight channels' ports, written before the trainer that serves them starts
-    const channels = planChannels(config, runDir, config.inference.base_urls.length || policyProcesses);
     const launch = planLaunch(config, {
       runDir,
       policyProcesses,
