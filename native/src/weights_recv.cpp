@@ -96,26 +96,42 @@ std::unique_ptr<Model> receive(Group& g, const Job& job) {
   for (auto& [name, t] : m->params) params.push_back(wire::as_bytes(t));
   const bool direct = g.device == job.device;
   const auto messages = wire::plan(sizes, bucket);
-  uint64_t checksum = 0;
-  for (size_t k = 0; k < messages.size(); ++k) {
-    const auto& msg = messages[k];
-    const int tag = wire::kFirstMessageTag + static_cast<int>(k);
+  // Each message's receive is posted before the previous one is checked and scattered, so the
+  // network and this thread's copies overlap (the sender keeps two messages in flight too).
+  struct Pending {
+    const wire::Message* msg;
     at::Tensor body;
-    if (msg.pieces.size() == 1 && direct) {
-      const auto& piece = msg.pieces[0];
-      body = params[piece.param].narrow(0, piece.offset, piece.bytes);
-      recv(g, body, tag);
-    } else {
-      body = at::empty({msg.bytes}, at::TensorOptions().dtype(at::kByte).device(g.device));
-      recv(g, body, tag);
+    bool staged;
+    c10::intrusive_ptr<c10d::Work> work;
+  };
+  auto post = [&](size_t k) {
+    const auto& msg = messages[k];
+    Pending p{&msg, {}, !(msg.pieces.size() == 1 && direct), {}};
+    p.body = p.staged ? at::empty({msg.bytes}, at::TensorOptions().dtype(at::kByte).device(g.device))
+                      : params[msg.pieces[0].param].narrow(0, msg.pieces[0].offset, msg.pieces[0].bytes);
+    std::vector<at::Tensor> v{p.body};
+    p.work = g.pg->recv(v, 0, wire::kFirstMessageTag + static_cast<int>(k));
+    return p;
+  };
+  uint64_t checksum = 0;
+  auto finish = [&](Pending& p) {
+    p.work->wait();
+    if (p.staged) {
       int64_t at = 0;
-      for (const auto& piece : msg.pieces) {
-        params[piece.param].narrow(0, piece.offset, piece.bytes).copy_(body.narrow(0, at, piece.bytes));
+      for (const auto& piece : p.msg->pieces) {
+        params[piece.param].narrow(0, piece.offset, piece.bytes).copy_(p.body.narrow(0, at, piece.bytes));
         at += piece.bytes;
       }
     }
-    checksum = wire::fold(checksum, wire::message_sum(body), msg.bytes);
+    checksum = wire::fold(checksum, wire::message_sum(p.body), p.msg->bytes);
+  };
+  std::optional<Pending> previous;
+  for (size_t k = 0; k < messages.size(); ++k) {
+    auto current = post(k);
+    if (previous) finish(*previous);
+    previous = std::move(current);
   }
+  if (previous) finish(*previous);
   auto trailer = at::zeros({2}, longs);
   recv(g, trailer, wire::kFirstMessageTag + static_cast<int>(messages.size()));
   const auto t = trailer.cpu();
