@@ -170,7 +170,7 @@ try {
         await startServe(
           [
             ...["--model", modelDir, "--policy", "--weights-root", weightsRoot],
-            ...["--dtype", dtype, "--device", device, "--max-batch", "4"],
+            ...["--dtype", dtype, "--device", device, "--max-batch", "4", "--max-model-len", "64"],
           ],
           300_000,
         ),

@@ -358,8 +358,10 @@ int rlx_weights_send(rlx_model* model, rlx_group* const* channels, int n, int dt
  * on meanwhile: start it, poll between decode steps, take the model once it arrived whole. */
 typedef struct rlx_receiver rlx_receiver;
 rlx_receiver* rlx_receiver_open(const char* backend, const char* address, int port, int64_t timeout_ms);
-/* Receives the transfer of `version` into a model like `like` (its config, dtype, device). */
-int rlx_receiver_start(rlx_receiver* receiver, rlx_model* like, int64_t version);
+/* Receives the transfer of `version` into a model like `like` (its config, dtype, device): into
+ * `into` when given (a model of that shape no longer in use, such as the one the last transfer
+ * replaced; the receiver takes it over, its handle becomes invalid), else a new one. */
+int rlx_receiver_start(rlx_receiver* receiver, rlx_model* like, rlx_model* into, int64_t version);
 /* 0 joining or receiving, 1 a transfer arrived whole (take it), 2 idle, -1 the last transfer or the
  * join failed (rlx_last_error says why; a transfer that failed mid-way leaves the channel broken). */
 int rlx_receiver_poll(rlx_receiver* receiver);

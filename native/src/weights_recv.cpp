@@ -32,6 +32,7 @@ struct Job {
   int dtype_code;
   at::Device device;
   int64_t version;
+  std::shared_ptr<Model> into;  // a retired model of the same shape to receive into, or null
 };
 
 enum class Phase { Joining, Idle, Busy, Ready, Failed };
@@ -67,7 +68,11 @@ std::unique_ptr<Model> receive(Group& g, const Job& job) {
   const auto h = header.cpu();
   const int64_t* v = h.data_ptr<int64_t>();
 
-  auto m = build_model(job.cfg, job.dtype, job.device, 0, false);
+  // Into a retired model when the caller gave one: its pages are already mapped, and a fresh one's
+  // would fault in under the socket copies (the larger part of a transfer's time on a VM).
+  std::unique_ptr<Model> m;
+  if (job.into) m.reset(new Model(std::move(*job.into)));
+  else m = build_model(job.cfg, job.dtype, job.device, 0, false);
   const auto shapes = wire::param_shapes(*m);
   std::vector<int64_t> sizes;
   int64_t total = 0;
@@ -218,17 +223,29 @@ RLX_API rlx_receiver* rlx_receiver_open(const char* backend, const char* address
   })
 }
 
-RLX_API int rlx_receiver_start(rlx_receiver* receiver, rlx_model* like, int64_t version) {
+RLX_API int rlx_receiver_start(rlx_receiver* receiver, rlx_model* like, rlx_model* into, int64_t version) {
   RLX_TRY(-1, {
     auto& s = *get<Receiver>(receiver, Kind::Receiver)->state;
     auto& m = whole_model(like, "rlx_receiver_start");
     require(m.lora.rank == 0, "a weight transfer over c10d carries full weights; this served model has LoRA adapters");
+    std::shared_ptr<Model> target;
+    if (into != nullptr) {
+      auto& t = whole_model(into, "rlx_receiver_start (into)");
+      require(&t != &m && t.dtype == m.dtype && t.device == m.device && t.lora.rank == 0 &&
+                  wire::param_shapes(t) == wire::param_shapes(m),
+              "rlx_receiver_start: `into` must be another model of the served model's shape, dtype and device");
+    }
     std::lock_guard<std::mutex> lock(s.mu);
     if (!s.broken.empty())
       throw std::runtime_error("the weight channel cannot be used again (" + s.broken + "); restart the run (--resume)");
     require(!s.job && (s.phase == Phase::Joining || s.phase == Phase::Idle || s.phase == Phase::Failed),
             "a transfer is in progress on this channel, or received and not taken");
-    s.job = Job{m.cfg, m.dtype, code_of(m.dtype), m.device, version};
+    if (into != nullptr) {  // the receiver owns it from here: its handle is no longer valid
+      auto* t = get<Model>(into, Kind::Model);
+      unregister_handle(t, Kind::Model);
+      target.reset(t);
+    }
+    s.job = Job{m.cfg, m.dtype, code_of(m.dtype), m.device, version, std::move(target)};
     if (s.phase != Phase::Joining) s.phase = Phase::Busy;
     s.cv.notify_all();
     return 0;
@@ -292,7 +309,7 @@ RLX_API rlx_receiver* rlx_receiver_open(const char* backend, const char* address
     return nullptr;
   })
 }
-RLX_API int rlx_receiver_start(rlx_receiver* r, rlx_model*, int64_t) { RLX_TRY(-1, { get<void>(r, Kind::Receiver); return 0; }) }
+RLX_API int rlx_receiver_start(rlx_receiver* r, rlx_model*, rlx_model*, int64_t) { RLX_TRY(-1, { get<void>(r, Kind::Receiver); return 0; }) }
 RLX_API int rlx_receiver_poll(rlx_receiver* r) { RLX_TRY(-1, { get<void>(r, Kind::Receiver); return 0; }) }
 RLX_API rlx_model* rlx_receiver_take(rlx_receiver* r) { RLX_TRY(nullptr, { get<void>(r, Kind::Receiver); return nullptr; }) }
 RLX_API int rlx_receiver_free(rlx_receiver* r) { RLX_TRY(-1, { get<void>(r, Kind::Receiver); return 0; }) }

@@ -3,8 +3,8 @@
 // every channel at once, message by message.
 //
 // What the sender holds beyond the model: one parameter converted to the wire dtype at a time
-// (none when it already is: a parameter's own memory is sent), a staging buffer for each batched
-// message, and at most two messages in flight. A model sharded "full" gathers one parameter at a
+// (none when it already is: a parameter's own memory is sent), two staging buffers for batches of
+// small parameters, and at most two messages in flight. A model sharded "full" gathers one parameter at a
 // time, never the whole model.
 //
 // A channel that fails (its server died, refused the transfer, or stopped receiving past the
@@ -41,7 +41,7 @@ class Fanout {
 
   // Starts sending t (kept alive until sent) on every working channel.
   void send(const at::Tensor& t, int tag, const std::string& what) {
-    InFlight f{{}, t, t.numel() * t.element_size(), what};
+    InFlight f{{}, t, what};
     for (auto& c : channels_) {
       if (!c.error.empty()) continue;
       try {
@@ -51,13 +51,12 @@ class Fanout {
         fail(c, what, std::current_exception());
       }
     }
-    bytes_ += f.bytes;
     in_flight_.push_back(std::move(f));
   }
 
-  // Waits for the oldest sends until at most `bytes` are in flight.
-  void drain(int64_t bytes) {
-    while (!in_flight_.empty() && bytes_ > bytes) {
+  // Waits for the oldest sends until at most `messages` are in flight.
+  void drain(size_t messages) {
+    while (in_flight_.size() > messages) {
       auto& f = in_flight_.front();
       for (auto& [c, work] : f.works) {
         try {
@@ -66,8 +65,7 @@ class Fanout {
           fail(*c, f.what, std::current_exception());
         }
       }
-      bytes_ -= f.bytes;
-      in_flight_.pop_front();
+        in_flight_.pop_front();
     }
   }
 
@@ -97,12 +95,10 @@ class Fanout {
   struct InFlight {
     std::vector<std::pair<Channel*, c10::intrusive_ptr<c10d::Work>>> works;
     at::Tensor keep;
-    int64_t bytes;
     std::string what;
   };
   std::vector<Channel> channels_;
   std::deque<InFlight> in_flight_;
-  int64_t bytes_ = 0;
 };
 
 at::Tensor whole_param(Model& m, size_t index) {
@@ -166,14 +162,20 @@ RLX_API int rlx_weights_send(rlx_model* model, rlx_group* const* channels, int n
       if (have != p) current = wire::as_bytes(whole_param(m, p).to(device, dt).contiguous()), have = p;
       return current;
     };
+    // Batched small parameters go through two staging buffers in turn: at most two messages are
+    // in flight, and the one before last is done before its buffer is filled again.
+    at::Tensor staging[2];
     for (size_t k = 0; k < messages.size(); ++k) {
       const auto& msg = messages[k];
+      out.drain(1);
       at::Tensor body;
       if (msg.pieces.size() == 1) {
         const auto& piece = msg.pieces[0];
         body = bytes_of(piece.param).narrow(0, piece.offset, piece.bytes);
       } else {
-        body = at::empty({msg.bytes}, at::TensorOptions().dtype(at::kByte).device(device));
+        auto& buffer = staging[k % 2];
+        if (!buffer.defined()) buffer = at::empty({bucket_bytes}, at::TensorOptions().dtype(at::kByte).device(device));
+        body = buffer.narrow(0, 0, msg.bytes);
         int64_t at = 0;
         for (const auto& piece : msg.pieces) {
           body.narrow(0, at, piece.bytes).copy_(bytes_of(piece.param).narrow(0, piece.offset, piece.bytes));
@@ -181,7 +183,6 @@ RLX_API int rlx_weights_send(rlx_model* model, rlx_group* const* channels, int n
         }
       }
       checksum = wire::fold(checksum, wire::message_sum(body), msg.bytes);
-      out.drain(bucket_bytes);  // at most two messages in flight
       out.send(body, wire::kFirstMessageTag + static_cast<int>(k),
                "message " + std::to_string(k + 1) + " of " + std::to_string(messages.size()));
     }

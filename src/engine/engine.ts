@@ -33,17 +33,16 @@ import { type GenToken, NativeGenerator, score, type TopLogprobs } from "../nati
 import type { CoreShare } from "../native/core_share.ts";
 import { type ScoredTop, scoreTop } from "../native/score_top.ts";
 import type { NativeModel } from "../native/model.ts";
-import { EngineClosedError, InvalidRequestError, QueueFullError } from "./errors.ts";
+import { EngineClosedError, QueueFullError } from "./errors.ts";
 import {
   type EngineFinish,
   type EngineOptions,
   type EngineRequest,
   type EngineResult,
-  RELOAD_MODES,
   type ReloadMode,
 } from "./engine_api.ts";
 import { Job } from "./job.ts";
-import { checkRequest, checkSequences, checkTopCount, type Limits } from "./limits.ts";
+import { checkEngineOptions, checkRequest, checkSequences, checkTopCount, type Limits } from "./limits.ts";
 import { channelSource, directorySource, type Fetched, type WeightSource } from "./reloads.ts";
 import type { WeightReceiver } from "../native/weights.ts";
 
@@ -64,6 +63,8 @@ export class Engine {
   readonly maxLogprobs: number;
   readonly prefixCaching: boolean;
   #model: NativeModel;
+  /** The model the last transfer replaced, kept to receive the next one into (reloads.ts). */
+  #retired: NativeModel | undefined;
   #generator: NativeGenerator;
   #version: number;
   #queue: Job[] = [];
@@ -80,28 +81,13 @@ export class Engine {
   readonly stats = { admitted: 0, steps: 0, generatedTokens: 0, maxRunning: 0, adapterReloads: 0 };
 
   constructor(model: NativeModel, options: EngineOptions) {
-    if (!Number.isInteger(options.maxBatch) || options.maxBatch < 1)
-      throw new InvalidRequestError(`maxBatch must be a positive integer, got ${options.maxBatch}`, "max_batch");
-    this.maxBatch = options.maxBatch;
-    this.maxModelLen = options.maxModelLen ?? Math.min(model.config.max_position_embeddings, 2048);
-    if (
-      !Number.isInteger(this.maxModelLen) ||
-      this.maxModelLen < 2 ||
-      this.maxModelLen > model.config.max_position_embeddings
-    ) {
-      throw new InvalidRequestError(
-        `maxModelLen must be an integer in 2..${model.config.max_position_embeddings} (the model's max_position_embeddings), got ${this.maxModelLen}`,
-        "max_model_len",
-      );
-    }
+    ({
+      maxBatch: this.maxBatch,
+      maxModelLen: this.maxModelLen,
+      reloadMode: this.reloadMode,
+    } = checkEngineOptions(model, options));
     this.maxQueue = options.maxQueue ?? 16 * this.maxBatch;
     this.maxPrefillTokens = options.maxPrefillTokens ?? 8192;
-    this.reloadMode = options.reloadMode ?? "drain";
-    if (!RELOAD_MODES.includes(this.reloadMode))
-      throw new InvalidRequestError(
-        `reloadMode must be one of ${RELOAD_MODES.join(", ")}, got ${this.reloadMode}`,
-        "reload_mode",
-      );
     this.maxLogprobs = options.maxLogprobs ?? 20;
     this.#version = options.version ?? 0;
     this.#model = model;
@@ -221,10 +207,13 @@ export class Engine {
    * in drain mode admission pauses only once it has arrived.
    */
   receiveWeights(receiver: WeightReceiver, version: number): Promise<void> {
-    return this.#queueReload(
-      channelSource(receiver, () => this.#model, version),
-      version,
-    ).then(() => undefined);
+    const retired = () => {
+      const model = this.#retired;
+      this.#retired = undefined;
+      return model;
+    };
+    const source = channelSource(receiver, () => this.#model, retired, version);
+    return this.#queueReload(source, version).then(() => undefined);
   }
 
   #queueReload(source: WeightSource, version: number): Promise<{ adapterOnly: boolean }> {
@@ -251,6 +240,7 @@ export class Engine {
     await this.idle();
     this.#generator.free();
     if (this.#ownsModel) this.#model.free();
+    this.#retired?.free();
   }
 
   #busy(): boolean {
@@ -387,7 +377,11 @@ export class Engine {
         this.#generator.free();
         this.#generator = this.#newGenerator(fetched.model);
       }
-      if (this.#ownsModel) this.#model.free();
+      // a transfer's source keeps the replaced model to receive the next one into
+      if (this.#ownsModel && fetched.keepReplaced) {
+        this.#retired?.free();
+        this.#retired = this.#model;
+      } else if (this.#ownsModel) this.#model.free();
       this.#model = fetched.model;
       this.#ownsModel = true;
     }

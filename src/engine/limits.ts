@@ -1,9 +1,10 @@
 // What the batching engine (src/engine/engine.ts) accepts, checked before anything reaches the
-// shim: prompts and scored sequences inside the vocabulary and the context length, alternatives
+// shim: its own settings, prompts and scored sequences inside the vocabulary and the context length, alternatives
 // per token up to max_logprobs, and reloaded weights of the served architecture. Every refusal is an InvalidRequestError naming the request
 // field, so `rlx serve` answers it with a 400 in OpenAI's error shape.
 import type { NativeModel } from "../native/model.ts";
 import { InvalidRequestError } from "./errors.ts";
+import { type EngineOptions, RELOAD_MODES, type ReloadMode } from "./engine_api.ts";
 
 export interface Limits {
   vocabSize: number;
@@ -79,4 +80,27 @@ export async function loadSameArchitecture(
     );
   }
   return model;
+}
+
+/** The engine's batch, context and reload settings, defaulted and checked against the model. */
+export function checkEngineOptions(
+  model: NativeModel,
+  options: EngineOptions,
+): { maxBatch: number; maxModelLen: number; reloadMode: ReloadMode } {
+  if (!Number.isInteger(options.maxBatch) || options.maxBatch < 1)
+    throw new InvalidRequestError(`maxBatch must be a positive integer, got ${options.maxBatch}`, "max_batch");
+  const positions = model.config.max_position_embeddings;
+  const maxModelLen = options.maxModelLen ?? Math.min(positions, 2048);
+  if (!Number.isInteger(maxModelLen) || maxModelLen < 2 || maxModelLen > positions)
+    throw new InvalidRequestError(
+      `maxModelLen must be an integer in 2..${positions} (the model's max_position_embeddings), got ${maxModelLen}`,
+      "max_model_len",
+    );
+  const reloadMode = options.reloadMode ?? "drain";
+  if (!RELOAD_MODES.includes(reloadMode))
+    throw new InvalidRequestError(
+      `reloadMode must be one of ${RELOAD_MODES.join(", ")}, got ${reloadMode}`,
+      "reload_mode",
+    );
+  return { maxBatch: options.maxBatch, maxModelLen, reloadMode };
 }

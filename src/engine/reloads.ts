@@ -6,7 +6,8 @@ import type { NativeModel } from "../native/model.ts";
 import type { WeightReceiver } from "../native/weights.ts";
 import { loadSameArchitecture } from "./limits.ts";
 
-export type Fetched = { model: NativeModel } | { swap: () => void };
+/** keepReplaced: the model this one replaces goes back to the source for its next fetch. */
+export type Fetched = { model: NativeModel; keepReplaced?: boolean } | { swap: () => void };
 
 export interface WeightSource {
   /** Whether fetch() can run now: always for a directory; for a transfer, once it arrived (or failed). */
@@ -33,15 +34,21 @@ export function directorySource(
 /**
  * A transfer over `receiver` into a model shaped like the served one, started when the engine
  * first asks whether it is ready (when it heads the engine's reloads); the receiver's thread
- * receives it while the engine keeps decoding.
+ * receives it while the engine keeps decoding. `retired()` hands over the model the last transfer
+ * replaced, if the engine kept one, to be received into (its memory is already mapped).
  */
-export function channelSource(receiver: WeightReceiver, served: () => NativeModel, version: number): WeightSource {
+export function channelSource(
+  receiver: WeightReceiver,
+  served: () => NativeModel,
+  retired: () => NativeModel | undefined,
+  version: number,
+): WeightSource {
   let started = false;
   let failure: Error | undefined;
   return {
     ready() {
       try {
-        if (!started) receiver.start(served(), version);
+        if (!started) receiver.start(served(), version, retired());
         started = true;
         return receiver.poll() !== "busy";
       } catch (err) {
@@ -51,7 +58,7 @@ export function channelSource(receiver: WeightReceiver, served: () => NativeMode
     },
     async fetch(like) {
       if (failure) throw failure;
-      return { model: receiver.take(like) };
+      return { model: receiver.take(like), keepReplaced: true };
     },
   };
 }

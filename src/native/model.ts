@@ -294,6 +294,11 @@ export class NativeModel {
     this.free();
   }
 
+  /** Forgets the handle without freeing it: the shim took the model over (WeightReceiver.start). */
+  disown(): void {
+    this.#handle = null;
+  }
+
   #copyOut(
     name: string,
     dtype: DType,

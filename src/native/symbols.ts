@@ -65,7 +65,7 @@ export const symbols = {
   // weight transfer
   rlx_weights_send: { args: [ptr, ptr, i32, i32, i64, i64, ptr], returns: i32 },
   rlx_receiver_open: { args: [ptr, ptr, i32, i64], returns: ptr },
-  rlx_receiver_start: { args: [ptr, ptr, i64], returns: i32 },
+  rlx_receiver_start: { args: [ptr, ptr, ptr, i64], returns: i32 },
   rlx_receiver_poll: { args: [ptr], returns: i32 },
   rlx_receiver_take: { args: [ptr], returns: ptr },
   rlx_receiver_free: { args: [ptr], returns: i32 },

@@ -93,9 +93,15 @@ export class WeightReceiver {
     return this.#handle;
   }
 
-  /** Starts receiving `version` into a fresh model shaped like `like` (on the native thread). */
-  start(like: NativeModel, version: number): void {
-    check(native(), native().rlx_receiver_start(this.handle, like.handle, version));
+  /**
+   * Starts receiving `version` (on the native thread) into a model shaped like `like`: into `into`
+   * when given (a model of that shape no longer used, which the receiver takes over: it must not
+   * be used or freed after), else a new one.
+   */
+  start(like: NativeModel, version: number, into?: NativeModel): void {
+    const target = into?.handle ?? null;
+    check(native(), native().rlx_receiver_start(this.handle, like.handle, target, version));
+    into?.disown();
   }
 
   /** "busy" while joining or receiving; throws the transfer's failure. */
