@@ -13,7 +13,6 @@
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { initModel } from "../src/model/presets.ts";
 import { runtimeInfo } from "../src/native/runtime.ts";
 import { freePort } from "../test/e2e/train_helpers.ts";
 import { type ServeProcess, startServe } from "../test/e2e/serve_harness.ts";
@@ -28,7 +27,16 @@ const root = mkdtempSync(join(tmpdir(), "rlx-bench-transfer-"));
 const modelDir = join(root, "model");
 const weightsRoot = join(root, "weights");
 mkdirSync(weightsRoot);
-await initModel({ preset, out: modelDir, seed: 0, dtype: "f32" });
+// in a child: the model it builds would stay in this process's memory
+Bun.spawnSync([
+  process.execPath,
+  join(import.meta.dir, "../src/main.ts"),
+  "init",
+  "--preset",
+  preset,
+  "--out",
+  modelDir,
+]);
 process.env.RLX_THREADS = "1";
 
 const post = (url: string, path: string, body: unknown) =>

@@ -198,6 +198,8 @@ export class Engine {
    * a LoRA adapter moved (adapterOnly).
    */
   reloadWeights(dir: string, version: number): Promise<{ adapterOnly: boolean }> {
+    this.#retired?.free(); // kept only while weights come over a channel
+    this.#retired = undefined;
     return this.#queueReload(directorySource(dir, this.#loadWeights, this.#adapterSwap), version);
   }
 

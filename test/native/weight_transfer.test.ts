@@ -8,6 +8,7 @@
 //   - a refused transfer (another version, another dtype, another architecture) fails both ends
 //     with the reason, and the channel then carries the next transfer;
 //   - poll() reports "busy" while the sender has not sent: the receiving side never blocks;
+//   - a transfer received into the model the previous one replaced overwrites every byte of it;
 //   - on a GPU (scripts/gpu_check.sh), models in CUDA memory go through Gloo's host buffers whole;
 //   - a receiver whose trainer never comes reports the join's failure within its timeout;
 //   - a sender killed mid-transfer fails the receiver's transfer (the served model is untouched),
@@ -135,6 +136,27 @@ describe.skipIf(!gloo)("weight transfer over a c10d channel", () => {
     cleanup.push(() => received.free());
     expect(received.device).toBe("cuda");
     for (const { name } of trained.params()) expect(received.getParam(name)).toEqual(trained.getParam(name, "bf16"));
+  });
+
+  test("a transfer into the model the last one replaced overwrites all of it; `into` of another shape is refused", async () => {
+    const { receiver, sender } = await channel();
+    const served = await model(TINY_FULL, "f32", 9);
+    const first = await model(TINY_FULL, "f32", 5);
+    receiver.start(served, 1);
+    sendWeights(first, [sender], { dtype: "f32", version: 1, bucketBytes: 512 });
+    expect(await untilSettled(receiver)).toBe("ready");
+    const retired = receiver.take(served); // holds version 1 now
+    const second = await model(TINY_FULL, "f32", 6);
+    expect(() => receiver.start(served, 2, served)).toThrow(/another model of the served model's shape/);
+    const small = await model(TINY, "f32");
+    expect(() => receiver.start(served, 2, small)).toThrow(/another model of the served model's shape/);
+    receiver.start(served, 2, retired);
+    expect(() => retired.handle).toThrow(/freed/); // the receiver owns it now
+    sendWeights(second, [sender], { dtype: "f32", version: 2, bucketBytes: 512 });
+    expect(await untilSettled(receiver)).toBe("ready");
+    const received = receiver.take(served);
+    cleanup.push(() => received.free());
+    for (const { name } of second.params()) expect(received.getParam(name)).toEqual(second.getParam(name));
   });
 
   test("a refused transfer names the reason on both ends, and the channel carries the next one", async () => {
