@@ -10,6 +10,7 @@
 // with the new version on every server, split into the trainer's part (serialize + write, or
 // send), the servers' (load + swap, or receive + swap) and the first completion. Then the decode
 // rate of one client on server 0 while a transfer runs, against the same client with none.
+// The disk rounds run first, then the c10d rounds (see bench() for why not interleaved).
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -127,12 +128,16 @@ async function bench(servers: ServeProcess[]) {
     const t3 = performance.now();
     return { total: (t3 - t0) / 1000, trainer: send!, servers: (t2 - t0) / 1000, first: (t3 - t2) / 1000 };
   };
+  // In blocks, not interleaved: a server keeps the model a transfer replaced to receive the next
+  // one into only while transfers follow each other (a directory reload frees it), as in a run.
+  // Each block starts with a warm-up round (first loads, first allocations).
   const results = { disk: [] as Split[], c10d: [] as Split[] };
-  await disk(); // warm-up: first loads, first allocations
-  await c10d();
-  for (let r = 0; r < rounds; r++) {
-    results.disk.push(await disk());
-    results.c10d.push(await c10d());
+  for (const [path, round] of [
+    ["disk", disk],
+    ["c10d", c10d],
+  ] as const) {
+    await round();
+    for (let r = 0; r < rounds; r++) results[path].push(await round());
   }
   // decode of one client on server 0, while a transfer runs and while none does
   const decodeRate = async (during: Promise<unknown> | null, seconds: number): Promise<number> => {
