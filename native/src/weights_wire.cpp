@@ -12,9 +12,10 @@ std::vector<Message> plan(const std::vector<int64_t>& param_bytes, int64_t bucke
     if (!open.pieces.empty()) messages.push_back(std::move(open));
     open = Message{};
   };
+  const int64_t own = std::min<int64_t>(bucket, kOwnMessageBytes);
   for (size_t p = 0; p < param_bytes.size(); ++p) {
     const int64_t n = param_bytes[p];
-    if (n > bucket) {
+    if (n >= own) {
       close();
       for (int64_t offset = 0; offset < n; offset += bucket) {
         const int64_t len = std::min(bucket, n - offset);

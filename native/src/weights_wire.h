@@ -33,8 +33,10 @@ struct Message {
   int64_t bytes = 0;
 };
 
-// Cuts the parameters' bytes, in order, into messages of at most `bucket` bytes: a parameter
-// larger than that is split into messages of its own, smaller ones are batched whole.
+// Cuts the parameters' bytes, in order, into messages of at most `bucket` bytes: a parameter of at
+// least kOwnMessageBytes goes in messages of its own (split when larger than `bucket`), sent from
+// and received into its own memory; smaller ones (norms, biases) are batched whole.
+constexpr int64_t kOwnMessageBytes = 1 << 20;
 std::vector<Message> plan(const std::vector<int64_t>& param_bytes, int64_t bucket);
 
 // The names and whole shapes of the model's parameters in their fixed order (a model sharded
