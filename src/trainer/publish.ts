@@ -1,6 +1,7 @@
 // What rank 0 of the trainer writes after a step (docs/run-directory.md, "A step"): the weights as
-// `weights/step_N/`, the checkpoint when the step is due one, then the marker `published.json`
-// (the step's metrics), then it deletes the step file and prunes old weights. Each write is whole
+// `weights/step_N/` (with weight_transfer = "c10d" only on some steps: writesWeights), the
+// checkpoint when the step is due one, then the marker `published.json` (the step's metrics),
+// then it deletes the step file and prunes old weights. Each write is whole
 // or not at all, and a write the disk refuses is a DiskError naming it (src/rundir/paths.ts): the
 // run stops with that, no partial directory is left to be taken as whole, and --resume continues
 // from the newest whole checkpoint once there is space.
