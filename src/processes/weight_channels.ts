@@ -4,9 +4,10 @@
 // directory (weight_channels.json) before it starts the trainer, so the rank 0 it starts and one a
 // launcher starts read the same plan; it then asks each policy process to join its channel.
 //
-// Where rank 0 runs: on this machine when rlx train starts it (the channels' host is 127.0.0.1),
-// else at trainer.dist.master_addr, on ports master_port + 1, + 2, ... (free ports cannot be
-// picked for another machine).
+// Where rank 0 is reached: at 127.0.0.1 when rlx train starts it and every policy process is on
+// this machine, else at trainer.dist.master_addr (an address the servers reach); on free ports
+// when rank 0 runs here, else on master_port + 1, + 2, ... (free ports cannot be picked for
+// another machine).
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { ResolvedConfig } from "../config/resolve.ts";
@@ -23,14 +24,16 @@ export function planChannels(config: ResolvedConfig, runDir: string, policyProce
   if (config.inference.weight_transfer !== "c10d") return null;
   const dist = config.trainer.dist;
   const rank0Here = localRanks(config).includes(0);
-  const host = rank0Here ? "127.0.0.1" : dist.master_addr;
-  const ports = Array.from({ length: policyProcesses }, (_, i) =>
-    rank0Here ? freePort(host) : dist.master_port + 1 + i,
-  );
   if (!rank0Here && dist.master_port === 0)
     throw new RlxError('weight_transfer = "c10d" with trainer rank 0 on another machine needs a fixed port', {
       fix: "set trainer.dist.master_port (the channels use the ports after it)",
     });
+  // policy servers elsewhere (base_urls) reach rank 0 at master_addr
+  const local = config.inference.base_urls.every((url) => /^https?:\/\/(127\.|localhost|\[::1\])/.test(url));
+  const host = rank0Here && local ? "127.0.0.1" : dist.master_addr;
+  const ports = Array.from({ length: policyProcesses }, (_, i) =>
+    rank0Here ? freePort(host) : dist.master_port + 1 + i,
+  );
   const plan: ChannelPlan = {
     host,
     ports,
