@@ -1,8 +1,8 @@
 // Weight transfer over c10d (native/src/weights_*.cpp; docs/engines.md, "Weights in memory"): the
 // trainer's rank 0 sends each step's weights over one channel per policy server, a two-rank group
 // in which it is rank 0 and serves the rendezvous store; each server's WeightReceiver joins as
-// rank 1. A channel per server (not one group for all) is what lets a run go on without a server
-// that died: a c10d group cannot shrink.
+// rank 1. A channel per server (not one group for all) keeps a dead server's failure to its own
+// channel, the others finishing the transfer: a c10d group cannot shrink.
 //
 // The sending side blocks (the trainer has nothing else to do meanwhile); the receiving side never
 // does: the receiver's native thread joins and receives, and the engine polls it between decode
@@ -26,7 +26,8 @@ export interface ChannelPlan {
 }
 
 export interface SendResult {
-  /** Indices of the channels that failed (their groups refuse later calls). */
+  /** Indices of the channels that failed: one that broke mid-transfer refuses later calls, one
+   * whose server refused the header (another version, dtype or size) stays usable. */
   failed: number[];
   /** Each failed channel's reason, joined. */
   error: string;

@@ -20,6 +20,7 @@ import { distAvailable, ProcessGroup } from "../../src/native/dist.ts";
 import { generate } from "../../src/native/generate.ts";
 import { type DType, NativeModel } from "../../src/native/model.ts";
 import { runtimeInfo } from "../../src/native/runtime.ts";
+import { freePort as freePortOn } from "../../src/processes/trainer_ranks.ts";
 import { sendWeights, WeightReceiver } from "../../src/native/weights.ts";
 import { TINY, TINY_FULL } from "./tiny_model.ts";
 import { PEER_MODEL } from "./fixtures/weight_peer_model.ts";
@@ -53,12 +54,7 @@ afterEach(() => {
   for (const free of cleanup.splice(0).reverse()) free();
 });
 
-function freePort(): number {
-  const listener = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
-  const port = listener.port;
-  listener.stop(true);
-  return port;
-}
+const freePort = () => freePortOn("127.0.0.1");
 
 /** A channel with both ends here: the receiver starts joining, then rank 0 joins (blocking). */
 async function channel(timeoutMs = TIMEOUT_MS) {
