@@ -22,7 +22,7 @@
 extern "C" {
 #endif
 
-#define RLX_ABI_VERSION 11
+#define RLX_ABI_VERSION 12
 
 /* Opaque handles: a model, its AdamW optimizer, a generator over a model, a c10d process group. */
 typedef struct rlx_model rlx_model;
@@ -96,9 +96,7 @@ int rlx_model_get_merged_param(rlx_model* model, const char* name, void* out, in
  *
  * Inputs are structs whose first field is their size as the caller compiled it. The shim reads
  * the fields it knows: a longer struct (a newer caller) is accepted, a shorter one is an error
- * naming both sizes. Every field is 8 bytes (no padding). Fields are appended, never inserted;
- * the next one is planned as
- *   rlx_batch: the context-parallel chunk (its offset in the full row, the full length, its group). */
+ * naming both sizes. Every field is 8 bytes (no padding). Fields are appended, never inserted. */
 typedef struct rlx_batch {
   int64_t size;                  /* sizeof(rlx_batch) of the caller */
   int64_t n_tokens;              /* T */
@@ -126,6 +124,10 @@ typedef struct rlx_batch {
                                      * backward (always so for a model sharded "full") */
   const int32_t* sample_losses;  /* [n_samples] or NULL (all 0): each sample's rl loss, 0 = rlx_loss's
                                   * own settings, k >= 1 = rlx_loss.losses[k - 1] */
+  rlx_group* context_group;      /* NULL, or the group the row is split over (context parallelism):
+                                  * every rank of it passes the same whole row; rank r of C runs
+                                  * chunks r and 2C-1-r of 2C (docs/scaling.md, "Long context"),
+                                  * and each writes the whole row's metrics */
 } rlx_batch;
 /* sample_parents (docs/architecture.md §4): each sample's earlier sample whose tokens it continues,
  * or -1. A continuation attends to all of its parent and causally to itself, its positions go on
@@ -300,6 +302,10 @@ int rlx_dist_available(const char* backend);
 rlx_group* rlx_dist_create(const char* backend, const char* store, const char* address, int port, int rank, int world_size,
                            int64_t timeout_ms);
 int rlx_dist_free(rlx_group* group);
+/* A group of some of parent's ranks (ranks: n distinct parent ranks, ascending), over parent's
+ * store under a key prefix of its own; the new group's rank i is ranks[i]. Only those ranks call
+ * it, and every rank creates its subgroups in the same order. */
+rlx_group* rlx_dist_subgroup(rlx_group* parent, const int32_t* ranks, int n);
 /* Sums every parameter's gradient over the ranks in place (SUM: losses are divided by global
  * counts), in buckets of about bucket_bytes (<= 0: 25 MiB); a non-finite-loss mark spreads to all. */
 int rlx_dist_allreduce_grads(rlx_group* group, rlx_model* model, int64_t bucket_bytes);

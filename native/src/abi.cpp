@@ -57,7 +57,8 @@ RLX_API const char* rlx_abi_layout(void) {
         RLX_FIELD(rlx_batch, distill_weights) + "," + RLX_FIELD(rlx_batch, distill_betas) + "," +
         RLX_FIELD(rlx_batch, distill_ids) + "," + RLX_FIELD(rlx_batch, distill_logprobs) + "," +
         RLX_FIELD(rlx_batch, env_index) + "," + RLX_FIELD(rlx_batch, shard_group) + "," +
-        RLX_FIELD(rlx_batch, activation_checkpointing) + "," + RLX_FIELD(rlx_batch, sample_losses) + "}},\"rlx_loss\":{\"size\":" + std::to_string(sizeof(rlx_loss)) +
+        RLX_FIELD(rlx_batch, activation_checkpointing) + "," + RLX_FIELD(rlx_batch, sample_losses) + "," +
+        RLX_FIELD(rlx_batch, context_group) + "}},\"rlx_loss\":{\"size\":" + std::to_string(sizeof(rlx_loss)) +
         ",\"fields\":{" + RLX_FIELD(rlx_loss, size) + "," + RLX_FIELD(rlx_loss, type) + "," +
         RLX_FIELD(rlx_loss, reduction) + "," + RLX_FIELD(rlx_loss, n_rl) + "," + RLX_FIELD(rlx_loss, n_ce) + "," +
         RLX_FIELD(rlx_loss, n_ref_kl) + "," + RLX_FIELD(rlx_loss, n_distill) + "," +

@@ -97,40 +97,70 @@ void check_group_args(const std::string& b, const std::string& kind, const std::
 
 #if defined(RLX_C10D)
 
+namespace {
+
+// The backend's process group over a store the group's ranks share.
+void connect(Group& g, const c10::intrusive_ptr<c10d::Store>& store, const std::string& where) {
+  const auto timeout = std::chrono::milliseconds(g.timeout_ms);
+  try {
+    if (g.backend == "gloo") {
+#if defined(RLX_GLOO)
+      auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
+      opts->devices.push_back(gloo_device(g.store_kind, g.address));
+      g.pg = c10::make_intrusive<c10d::ProcessGroupGloo>(store, g.rank, g.world, opts);
+#endif
+    } else {
+#if defined(RLX_NCCL)
+      auto opts = c10d::ProcessGroupNCCL::Options::create();
+      opts->timeout = timeout;
+      g.pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, g.rank, g.world, opts);
+      g.device = at::Device(at::kCUDA);  // the current device: one GPU per rank (CUDA_VISIBLE_DEVICES)
+#endif
+    }
+  } catch (...) {
+    throw std::runtime_error(who(g) + ": the " + g.backend + " rendezvous over " + where + " failed (did every rank start, with "
+                             "the same world size and a fresh store, within " + std::to_string(g.timeout_ms) +
+                             " ms?): " + message_of(std::current_exception()));
+  }
+}
+
+}  // namespace
+
 std::unique_ptr<Group> join_group(const std::string& b, const std::string& kind, const std::string& addr, int port, int rank,
                                   int world_size, int64_t timeout_ms) {
   auto g = std::make_unique<Group>();
   g->backend = b, g->rank = rank, g->world = world_size, g->timeout_ms = timeout_ms;
-  const auto timeout = std::chrono::milliseconds(timeout_ms);
+  g->store_kind = kind, g->address = addr;
   const std::string where = kind == "tcp" ? "tcp://" + addr + ":" + std::to_string(port) : "file " + addr;
   try {
-    g->store = make_store(kind, addr, port, rank, world_size, timeout);
+    g->store = make_store(kind, addr, port, rank, world_size, std::chrono::milliseconds(timeout_ms));
   } catch (const ArgError&) {
     throw;
   } catch (...) {
     throw std::runtime_error(who(*g) + ": cannot join the c10d store " + where + " within " + std::to_string(timeout_ms) +
                              " ms: " + message_of(std::current_exception()));
   }
-  try {
-    if (b == "gloo") {
-#if defined(RLX_GLOO)
-      auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
-      opts->devices.push_back(gloo_device(kind, addr));
-      g->pg = c10::make_intrusive<c10d::ProcessGroupGloo>(g->store, rank, world_size, opts);
-#endif
-    } else {
-#if defined(RLX_NCCL)
-      auto opts = c10d::ProcessGroupNCCL::Options::create();
-      opts->timeout = timeout;
-      g->pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(g->store, rank, world_size, opts);
-      g->device = at::Device(at::kCUDA);  // the current device: one GPU per rank (CUDA_VISIBLE_DEVICES)
-#endif
-    }
-  } catch (...) {
-    throw std::runtime_error(who(*g) + ": the " + b + " rendezvous over " + where + " failed (did every rank start, with "
-                             "the same world size and a fresh store, within " + std::to_string(timeout_ms) +
-                             " ms?): " + message_of(std::current_exception()));
+  connect(*g, g->store, where);
+  return g;
+}
+
+std::unique_ptr<Group> join_subgroup(Group& parent, const std::vector<int>& ranks) {
+  std::string list;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    require(ranks[i] >= 0 && ranks[i] < parent.world && (i == 0 || ranks[i] > ranks[i - 1]),
+            "subgroup ranks must be distinct ranks of the parent (0.." + std::to_string(parent.world - 1) +
+                "), ascending");
+    list += (i ? "," : "") + std::to_string(ranks[i]);
   }
+  const auto own = std::find(ranks.begin(), ranks.end(), parent.rank);
+  require(own != ranks.end(), who(parent) + " is not among the subgroup's ranks [" + list + "]");
+  auto g = std::make_unique<Group>();
+  g->backend = parent.backend, g->timeout_ms = parent.timeout_ms, g->device = parent.device;
+  g->store_kind = parent.store_kind, g->address = parent.address;
+  g->rank = static_cast<int>(own - ranks.begin()), g->world = static_cast<int>(ranks.size());
+  const std::string prefix = "subgroup/" + std::to_string(++parent.subgroups) + "/" + list;
+  g->store = c10::make_intrusive<c10d::PrefixStore>(prefix, parent.store);
+  connect(*g, g->store, "the parent group's store (" + prefix + ")");
   return g;
 }
 
@@ -165,6 +195,16 @@ RLX_API rlx_group* rlx_dist_create(const char* backend, const char* store, const
 
 #if defined(RLX_C10D)
 
+RLX_API rlx_group* rlx_dist_subgroup(rlx_group* parent, const int32_t* ranks, int n) {
+  RLX_TRY(nullptr, {
+    auto& p = get_group(parent);
+    require(ranks != nullptr && n >= 1, "a subgroup needs n >= 1 ranks");
+    auto g = join_subgroup(p, std::vector<int>(ranks, ranks + n));
+    register_handle(g.get(), Kind::Group);
+    return reinterpret_cast<rlx_group*>(g.release());
+  })
+}
+
 RLX_API int rlx_dist_free(rlx_group* group) {
   RLX_TRY(-1, {
     auto* g = get<Group>(group, Kind::Group);  // a failed group can still be freed
@@ -179,6 +219,9 @@ RLX_API int rlx_dist_free(rlx_group* group) {
 // The collectives' entry points too: dist_ops.cpp compiles to nothing in this build.
 
 RLX_API int rlx_dist_free(rlx_group* group) { RLX_TRY(-1, { get<void>(group, Kind::Group); return 0; }) }
+RLX_API rlx_group* rlx_dist_subgroup(rlx_group* parent, const int32_t*, int) {
+  RLX_TRY(nullptr, { get<void>(parent, Kind::Group); return nullptr; })
+}
 RLX_API int rlx_dist_allreduce_grads(rlx_group* group, rlx_model*, int64_t) { RLX_TRY(-1, { get<void>(group, Kind::Group); return 0; }) }
 RLX_API int rlx_dist_allreduce(rlx_group* group, void*, int, int64_t, int) { RLX_TRY(-1, { get<void>(group, Kind::Group); return 0; }) }
 RLX_API int rlx_dist_broadcast_params(rlx_group* group, rlx_model*, int) { RLX_TRY(-1, { get<void>(group, Kind::Group); return 0; }) }

@@ -25,6 +25,7 @@
 #if defined(RLX_GLOO) || defined(RLX_NCCL)
 #define RLX_C10D 1
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #endif
 
@@ -53,6 +54,8 @@ struct Group {
   int rank = 0, world = 1;
   int64_t timeout_ms = 0;
   at::Device device = at::kCPU;
+  std::string store_kind, address;  // how it was joined (a subgroup's Gloo device follows them)
+  int subgroups = 0;                // made from it so far (each one's store prefix)
   std::string failure;  // the first failed call; the group refuses every call after it
 };
 
@@ -75,6 +78,9 @@ inline std::string message_of(std::exception_ptr error) {
 // after timeout_ms naming the store and what to check.
 std::unique_ptr<Group> join_group(const std::string& backend, const std::string& store, const std::string& address,
                                   int port, int rank, int world_size, int64_t timeout_ms);
+
+// A subgroup of parent (rlx_dist_subgroup): ranks are parent ranks, ascending, this one among them.
+std::unique_ptr<Group> join_subgroup(Group& parent, const std::vector<int>& ranks);
 
 // The group behind a handle; one that failed earlier is refused (dist_ops.cpp).
 Group& get_group(void* handle);

@@ -136,10 +136,11 @@ static at::Tensor attend_causal(const Model& m, const at::Tensor& q, const at::T
 static int64_t parent_of(const std::vector<int64_t>& parents, size_t i) { return parents.empty() ? -1 : parents[i]; }
 
 RowPlan plan_row(Model& m, const at::Tensor& positions, const std::vector<int64_t>& sample_lengths, const KVWrite* kv,
-                 const std::vector<int64_t>& parents) {
+                 const std::vector<int64_t>& parents, ContextRowPtr context) {
   TORCH_CHECK(parents.empty() || (!kv && parents.size() == sample_lengths.size()), "forward_packed: bad parents");
+  TORCH_CHECK(!context || !kv, "forward_packed: a context-parallel row writes no K/V");
   RowPlan row;
-  row.lengths = sample_lengths, row.parents = parents, row.kv = kv;
+  row.lengths = sample_lengths, row.parents = parents, row.kv = kv, row.context = std::move(context);
   auto past_of = [&](size_t i) { return kv ? kv->past_of(i) : 0; };
   int64_t longest = 0;
   for (size_t i = 0, at = 0; i < sample_lengths.size(); at += sample_lengths[i++]) {
@@ -172,6 +173,10 @@ RowPlan plan_row(Model& m, const at::Tensor& positions, const std::vector<int64_
 at::Tensor layer_packed(Model& m, const Layer& L, size_t l, const at::Tensor& x, const RowPlan& row) {
   const KVWrite* kv = row.kv;
   auto [q, k, v] = project_qkv(m, L, rms_norm(m, x, L.input_norm), row.cos, row.sin);
+  if (row.context) {
+    auto h = x + project(m, L, kLoraO, context_attention(m, q, k, v, row.context), L.o_proj);
+    return h + mlp(m, L, h);
+  }
   std::vector<at::Tensor> outs;
   for (size_t r = 0; r < row.runs.size(); ++r) {
     const int64_t n = row.lengths[row.runs[r].first], count = static_cast<int64_t>(row.runs[r].second - row.runs[r].first);
@@ -207,8 +212,9 @@ at::Tensor layer_packed(Model& m, const Layer& L, size_t l, const at::Tensor& x,
 }
 
 at::Tensor forward_packed(Model& m, const at::Tensor& token_ids, const at::Tensor& positions,
-                          const std::vector<int64_t>& sample_lengths, const KVWrite* kv, const std::vector<int64_t>& parents) {
-  auto row = plan_row(m, positions, sample_lengths, kv, parents);
+                          const std::vector<int64_t>& sample_lengths, const KVWrite* kv, const std::vector<int64_t>& parents,
+                          const ContextRowPtr& context) {
+  auto row = plan_row(m, positions, sample_lengths, kv, parents, context);
   auto x = at::embedding(m.embed, token_ids);  // [T, hidden]
   for (size_t l = 0; l < m.layers.size(); ++l) x = layer_packed(m, m.layers[l], l, x, row);
   TORCH_CHECK(x.size(0) == token_ids.size(0), "packed forward lost tokens");

@@ -8,6 +8,7 @@
 // generation logprobs equal to trainer logprobs.
 #pragma once
 #include "common.h"
+#include "context.h"
 
 namespace rlx {
 
@@ -181,9 +182,10 @@ struct RowPlan {
   // Each run's query tokens as cache rows (slot, position), for the short prefill's cache attention.
   std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> run_rows;
   at::Tensor cos, sin;
+  ContextRowPtr context;  // set when the row is split over ranks: the tokens are this rank's share
 };
 RowPlan plan_row(Model& m, const at::Tensor& positions, const std::vector<int64_t>& sample_lengths, const KVWrite* kv,
-                 const std::vector<int64_t>& parents);
+                 const std::vector<int64_t>& parents, ContextRowPtr context = {});
 
 // Layer l of a packed row, with parameters L (the model's own, or a gathered shard's): x [T, hidden]
 // -> [T, hidden]. forward_packed is the embedding, this for every layer, and the final norm.
@@ -194,10 +196,12 @@ at::Tensor layer_packed(Model& m, const Layer& L, size_t l, const at::Tensor& x,
 // except into a shared prefix: parents (empty, or one per sample) gives each sample the earlier
 // sample it continues, or -1. A continuation attends to all of its parent's tokens and causally
 // to its own; its positions go on from the parent's length (packed_positions). Parents are never
-// continuations themselves, and a row with parents writes no K/V (kv must be null).
+// continuations themselves, and a row with parents writes no K/V (kv must be null). With a
+// context split (context.h), token_ids and positions are this rank's tokens of the row and the
+// result their hidden states.
 at::Tensor forward_packed(Model& m, const at::Tensor& token_ids, const at::Tensor& positions,
                           const std::vector<int64_t>& sample_lengths, const KVWrite* kv = nullptr,
-                          const std::vector<int64_t>& parents = {});
+                          const std::vector<int64_t>& parents = {}, const ContextRowPtr& context = {});
 
 // One decode step for rows 0..B-1 of the cache: token_ids [B] int64 on the device, positions
 // (host, B entries): row b attends to cache positions 0..positions[b], its new K/V written at

@@ -5,9 +5,6 @@
 
 namespace rlx {
 
-// The rank and world of a live group (shard_ops.cpp; a build without c10d throws).
-std::pair<int, int> group_rank_world(void* group);
-
 namespace {
 
 // A layer's tensors in the order they are stored; joint buffers come before their blocks, so the

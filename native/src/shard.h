@@ -52,6 +52,9 @@ struct Shards {
   size_t head() const { return units.size() - 1; }
 };
 
+// The rank and world size of an rlx_group handle (shard_ops.cpp; an error without c10d).
+std::pair<int, int> group_rank_world(void* group);
+
 // Whether the model keeps only its slices (a "full" sharded model): it cannot generate or score.
 inline bool is_sliced(const Model& m) { return m.shards && m.shards->mode == ShardMode::Full; }
 

@@ -96,17 +96,18 @@ at::Tensor read_rows(const Streams& s, const DistillStreams& d) {
 }
 
 // Pass 1 for distill: the student's bucket logprobs [T, k + 1] (no grad) at its member tokens,
-// chunk by chunk; 0 elsewhere. hidden, ids, slot: shifted by one (row t - 1 predicts token t).
-at::Tensor member_buckets(Model& m, const at::Tensor& hidden, const DistillStreams& d, int64_t T) {
+// chunk by chunk; 0 elsewhere. Row i of hidden predicts token dst[i].
+at::Tensor member_buckets(Model& m, const at::Tensor& hidden, const DistillStreams& d, const at::Tensor& dst, int64_t T) {
   at::NoGradGuard no_grad;
   auto sb = at::zeros({T, d.k + 1}, d.w.options());
-  auto rows = d.member.narrow(0, 1, T - 1).nonzero().squeeze(1);
+  auto rows = d.member.index_select(0, dst).nonzero().squeeze(1);
   const int64_t chunk = m.chunk_tokens();
   for (int64_t start = 0; start < rows.size(0); start += chunk) {
     auto idx = rows.narrow(0, start, std::min(chunk, rows.size(0) - start));
+    auto tokens = dst.index_select(0, idx);
     auto logits = lm_logits(m, hidden.index_select(0, idx));
-    auto b = student_buckets(logits, d.ids.narrow(0, 1, T - 1).index_select(0, idx), d.slot.narrow(0, 1, T - 1).index_select(0, idx));
-    sb.index_copy_(0, idx + 1, b.to(sb.scalar_type()));
+    auto b = student_buckets(logits, d.ids.index_select(0, tokens), d.slot.index_select(0, tokens));
+    sb.index_copy_(0, tokens, b.to(sb.scalar_type()));
   }
   return sb;
 }
@@ -138,16 +139,18 @@ void lm_head_backward_direct(Model& m, const at::Tensor& hidden_leaf, const at::
   hidden_leaf.mutable_grad() = grad_h.to(hidden_leaf.scalar_type());
 }
 
-// Pass 2: back-propagates dL/dlp (and dL/dbuckets of the distill members, when given: [T - 1, k + 1])
-// through the LM head for the rows that have a gradient.
+// Pass 2: back-propagates dL/dlp (and dL/dbuckets of the distill members, when given: a row per
+// hidden row, [n, k + 1]) through the LM head for the rows that have a gradient. Row i of
+// hidden_leaf predicts token dst[i].
 void lm_head_backward(Model& m, const at::Tensor& hidden_leaf, const at::Tensor& labels, const at::Tensor& temps,
-                      const at::Tensor& grad_lp, const DistillStreams& d = {}, const at::Tensor& grad_sb = {}) {
+                      const at::Tensor& grad_lp, const at::Tensor& dst, const DistillStreams& d = {},
+                      const at::Tensor& grad_sb = {}) {
   auto need = grad_lp.ne(0);
   if (grad_sb.defined()) need = need.logical_or(grad_sb.ne(0).any(1));
   auto rows = need.nonzero().squeeze(1);
   if (!grad_sb.defined() && m.lm_head.scalar_type() == m.compute_dtype())
     return lm_head_backward_direct(m, hidden_leaf, labels, temps, grad_lp, rows);
-  const int64_t chunk = m.chunk_tokens(), T1 = grad_lp.size(0);
+  const int64_t chunk = m.chunk_tokens();
   for (int64_t start = 0; start < rows.size(0); start += chunk) {
     auto idx = rows.narrow(0, start, std::min(chunk, rows.size(0) - start));
     auto logits = lm_logits(m, hidden_leaf.index_select(0, idx));
@@ -157,7 +160,8 @@ void lm_head_backward(Model& m, const at::Tensor& hidden_leaf, const at::Tensor&
       lp.backward(grad_lp.index_select(0, idx));
       continue;
     }
-    auto b = student_buckets(logits, d.ids.narrow(0, 1, T1).index_select(0, idx), d.slot.narrow(0, 1, T1).index_select(0, idx));
+    auto tokens = dst.index_select(0, idx);
+    auto b = student_buckets(logits, d.ids.index_select(0, tokens), d.slot.index_select(0, tokens));
     ((lp * grad_lp.index_select(0, idx)).sum() + (b * grad_sb.index_select(0, idx)).sum()).backward();
   }
 }
@@ -191,48 +195,68 @@ RLX_API int rlx_train_step(rlx_model* model, const rlx_batch* batch, const rlx_l
     require(b.activation_checkpointing == 0 || b.activation_checkpointing == 1,
             "rlx_batch.activation_checkpointing must be 0 or 1, got " + std::to_string(b.activation_checkpointing));
 
+    // A context split (context.h): this rank runs the trunk and the LM head over its own tokens;
+    // the logprobs are summed over the group, so every rank computes the whole row's loss.
+    ContextRowPtr context;
+    if (b.context_group) context = split_row(m, b.context_group, lengths, parents);
+    auto positions = packed_positions(m, lengths, parents);
+    // Hidden row src[i] predicts token dst[i], the next of its sample (first tokens are not valid).
+    at::Tensor src, dst, own_ids = ids, own_positions = positions;
+    if (!context) {
+      src = at::arange(T - 1, ids.options()), dst = src + 1;
+    } else {
+      own_ids = ids.index_select(0, context->local), own_positions = positions.index_select(0, context->local);
+      src = context->local.lt(T - 1).nonzero().squeeze(1), dst = context->local.index_select(0, src) + 1;
+    }
+
     AutocastScope autocast(m);
     TrainingScope training(m);
-    Trunk trunk(m, b.activation_checkpointing == 1);
-    auto hidden = trunk.forward(ids, packed_positions(m, lengths, parents), lengths, parents);
-    // Token t is predicted from hidden state t-1 (within its sample; t = 0 and sample starts are not valid).
-    auto hidden_leaf = hidden.detach().narrow(0, 0, T - 1).requires_grad_(true);
-    auto labels = ids.narrow(0, 1, T - 1), temps = s.temps.narrow(0, 1, T - 1);
-    at::Tensor lp_shift, ent_shift, sb;
+    Trunk trunk(m, b.activation_checkpointing == 1, context);
+    auto hidden = trunk.forward(own_ids, own_positions, lengths, parents);
+    auto hidden_leaf = (context ? hidden.detach().index_select(0, src) : hidden.detach().narrow(0, 0, T - 1)).requires_grad_(true);
+    auto labels = ids.index_select(0, dst), temps = s.temps.index_select(0, dst);
+    at::Tensor lp_all, entropy, sb;
     {
       at::NoGradGuard no_grad;
       // Pass 1 over the rows whose logprob a loss component or a metric reads; the others (a
       // prompt, a system prompt and tool schema: most of a tool-use row) keep logprob 0, which every
       // use masks out. With a real vocabulary the LM head is most of the step.
-      auto read = read_rows(s, d).narrow(0, 1, T - 1).nonzero().squeeze(1);
+      auto read = read_rows(s, d).index_select(0, dst).nonzero().squeeze(1);
       at::Tensor ent_read;
       auto lp_read = chunked_logprobs(m, hidden_leaf.index_select(0, read), labels.index_select(0, read),
                                       temps.index_select(0, read), &ent_read);
-      lp_shift = at::zeros({T - 1}, lp_read.options()).index_copy_(0, read, lp_read);
-      ent_shift = at::zeros({T - 1}, ent_read.options()).index_copy_(0, read, ent_read);
-      if (d.present()) sb = member_buckets(m, hidden_leaf, d, T);
+      auto tokens = dst.index_select(0, read);
+      lp_all = at::zeros({T}, lp_read.options()).index_copy_(0, tokens, lp_read);
+      entropy = at::zeros({T}, ent_read.options()).index_copy_(0, tokens, ent_read);
+      if (d.present()) sb = member_buckets(m, hidden_leaf, d, dst, T);
+      if (context) {
+        std::vector<at::Tensor> parts{lp_all.unsqueeze(1), entropy.unsqueeze(1)};
+        if (sb.defined()) parts.push_back(sb.to(lp_all.scalar_type()));
+        auto whole = at::cat(parts, 1);
+        context_sum(*context, whole, "context-parallel all-reduce of the row's logprobs");
+        lp_all = whole.select(1, 0).contiguous(), entropy = whole.select(1, 1).contiguous();
+        if (sb.defined()) sb = whole.narrow(1, 2, sb.size(1)).to(sb.scalar_type()).contiguous();
+      }
     }
-    auto head = at::zeros({1}, lp_shift.options());
-    auto lp = at::cat({head, lp_shift}).requires_grad_(true);
-    auto entropy = at::cat({head, ent_shift});
+    auto lp = lp_all.requires_grad_(true);
     if (sb.defined()) sb.requires_grad_(true);
     auto out = compute_loss(lp, s, settings, entropy, lengths, codes, d, sb);
     write_metrics(out, s, n_envs, metrics, n_metrics);
     if (!std::isfinite(out.loss.item<double>())) {
       *m.nonfinite_loss = true;  // the optimizer skips this step; no backward through NaN
-      if (trunk.sliced()) trunk.backward(at::zeros_like(hidden));  // the other ranks' gathers need this one's
+      if (trunk.collective()) trunk.backward(at::zeros_like(hidden));  // the other ranks' collectives need this one's
       return 0;
     }
     if (d.present()) {
       auto g = torch::autograd::grad({out.loss}, {lp, sb});
-      lm_head_backward(m, hidden_leaf, labels, temps, g[0].narrow(0, 1, T - 1), d, g[1].narrow(0, 1, T - 1));
+      lm_head_backward(m, hidden_leaf, labels, temps, g[0].index_select(0, dst), dst, d, g[1].index_select(0, dst));
     } else {
-      auto grad_lp = torch::autograd::grad({out.loss}, {lp})[0].narrow(0, 1, T - 1);
-      lm_head_backward(m, hidden_leaf, labels, temps, grad_lp);
+      auto grad_lp = torch::autograd::grad({out.loss}, {lp})[0].index_select(0, dst);
+      lm_head_backward(m, hidden_leaf, labels, temps, grad_lp, dst);
     }
     if (hidden_leaf.grad().defined())
-      trunk.backward(at::cat({hidden_leaf.grad(), at::zeros({1, hidden.size(1)}, hidden_leaf.grad().options())}));
-    else if (trunk.sliced())
+      trunk.backward(at::zeros_like(hidden).index_copy_(0, src, hidden_leaf.grad()));
+    else if (trunk.collective())
       trunk.backward(at::zeros_like(hidden));
     return 0;
   })

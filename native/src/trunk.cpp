@@ -3,8 +3,12 @@
 
 namespace rlx {
 
-Trunk::Trunk(Model& m, bool recompute)
-    : m_(m), recompute_(recompute || is_sliced(m)), sliced_(is_sliced(m)), trains_base_(!m.lora.rank) {}
+Trunk::Trunk(Model& m, bool recompute, ContextRowPtr context)
+    : m_(m),
+      recompute_(recompute || is_sliced(m)),
+      sliced_(is_sliced(m)),
+      trains_base_(!m.lora.rank),
+      context_(std::move(context)) {}
 
 Trunk::~Trunk() { release_head(); }
 
@@ -42,9 +46,9 @@ void Trunk::restore_rng(size_t layer) {
 
 at::Tensor Trunk::forward(const at::Tensor& ids, const at::Tensor& positions, const std::vector<int64_t>& lengths,
                           const std::vector<int64_t>& parents) {
-  if (!recompute_) return hidden_ = forward_packed(m_, ids, positions, lengths, nullptr, parents);
+  if (!recompute_) return hidden_ = forward_packed(m_, ids, positions, lengths, nullptr, parents, context_);
   ids_ = ids;
-  row_ = plan_row(m_, positions, lengths, nullptr, parents);
+  row_ = plan_row(m_, positions, lengths, nullptr, parents, context_);
   at::NoGradGuard no_grad;
   const size_t n_layers = m_.layers.size();
   at::Tensor x;

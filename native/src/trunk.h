@@ -17,7 +17,8 @@ namespace rlx {
 
 class Trunk {
  public:
-  Trunk(Model& m, bool recompute);
+  // context: the row is split over ranks (context.h); forward then takes this rank's tokens.
+  Trunk(Model& m, bool recompute, ContextRowPtr context = {});
   ~Trunk();
   Trunk(const Trunk&) = delete;
   Trunk& operator=(const Trunk&) = delete;
@@ -29,7 +30,8 @@ class Trunk {
   // Back-propagates dL/dhidden [T, hidden] into the parameters' gradients (a sliced model's: its
   // slices'). Call once, after forward.
   void backward(const at::Tensor& grad_hidden);
-  bool sliced() const { return sliced_; }
+  // Whether every rank must run backward even without a gradient (its collectives are the others').
+  bool collective() const { return sliced_ || context_; }
 
  private:
   void save_rng();
@@ -40,6 +42,7 @@ class Trunk {
 
   Model& m_;
   bool recompute_, sliced_, trains_base_;
+  ContextRowPtr context_;
   RowPlan row_;
   at::Tensor ids_, hidden_, last_;
   std::vector<at::Tensor> inputs_, rng_;

@@ -106,7 +106,8 @@ function checkSamplerBlock(sampler: SamplerConfig, site: PluginSite, orch: RawCo
   checkPluginFile(sampler.path, keySite(site, "path"));
 }
 
-/** shard = "optimizer" shards AdamW state of full fine-tuning; LoRA adapters' is a few MB. */
+/** shard = "optimizer" shards AdamW state of full fine-tuning (LoRA adapters' is a few MB);
+ * context_parallel ranks make one replica, so they divide the world. */
 function checkShard(config: RawConfig, source: string): void {
   if (config.trainer.shard === "optimizer" && config.model.lora)
     throw new ConfigError(`${source}: trainer.shard: "optimizer" shards the AdamW state of full fine-tuning`, {
@@ -118,6 +119,13 @@ function checkShard(config: RawConfig, source: string): void {
       {
         fix: 'set trainer.shard = "none" to publish merged weights, or drop merged (the adapters are published)',
       },
+    );
+  const { world_size: world, context_parallel: split } = config.trainer;
+  if (world % split !== 0)
+    throw new ConfigError(
+      `${source}: trainer.context_parallel: ${split} does not divide trainer.world_size ${world} ` +
+        "(each data-parallel replica is context_parallel ranks)",
+      { fix: `set trainer.world_size to a multiple of ${split}, or context_parallel to a divisor of ${world}` },
     );
 }
 

@@ -136,6 +136,10 @@ export const configSchema = z.strictObject({
        * replica; "optimizer" (ZeRO-1), the AdamW state and float32 masters; "full" (ZeRO-3),
        * weights, gradients and AdamW state, each layer gathered while it computes. */
       shard: z.enum(["none", "optimizer", "full"]).default("none"),
+      /** Ranks each packed row is split over along the sequence (docs/scaling.md, "Long
+       * context"): world_size / context_parallel replicas train different rows, the ranks of
+       * one replica the same rows, each holding the activations of 1 / context_parallel of it. */
+      context_parallel: positiveInt.default(1),
       /** Keep each layer's input and recompute the layer in the backward: less activation memory
        * for about a third more compute. Always on with shard = "full". */
       activation_checkpointing: z.boolean().default(false),

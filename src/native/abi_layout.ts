@@ -32,6 +32,7 @@ export const BATCH_FIELDS = [
   ["shard_group", "ptr"],
   ["activation_checkpointing", "i64"],
   ["sample_losses", "ptr"],
+  ["context_group", "ptr"],
 ] as const satisfies FieldList;
 
 /** One rl loss's settings, as rlx_loss holds its own (code 0) and each rlx_rl_loss entry its own. */

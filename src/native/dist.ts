@@ -130,6 +130,20 @@ export class ProcessGroup {
     model.shardGroup = this.handle;
   }
 
+  /** A group of some of this group's ranks (ascending, this rank among them), e.g. a
+   * context-parallel group. Only they call it, and every rank makes its subgroups in one order. */
+  subgroup(ranks: readonly number[]): ProcessGroup {
+    const handle = native().rlx_dist_subgroup(this.handle, Int32Array.from(ranks), ranks.length);
+    if (handle === null) throw new NativeError(String(native().rlx_last_error()));
+    return new ProcessGroup(handle as Pointer, ranks.indexOf(this.rank), ranks.length, this.backend);
+  }
+
+  /** Splits each of the model's train rows along the sequence over this group's ranks (context
+   * parallelism, docs/scaling.md "Long context"): every rank of it then trains the same rows. */
+  splitRows(model: NativeModel): void {
+    model.contextGroup = this.handle;
+  }
+
   barrier(): void {
     this.#call(native().rlx_dist_barrier(this.handle));
   }

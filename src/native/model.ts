@@ -129,6 +129,8 @@ export class NativeModel {
   #lora: LoraSpec | null = null;
   /** Set by ProcessGroup.shard: the group every train step names (rlx_batch.shard_group). */
   shardGroup: Pointer | null = null;
+  /** Set by ProcessGroup.splitRows: the group each row is split over (rlx_batch.context_group). */
+  contextGroup: Pointer | null = null;
   /** trainer.activation_checkpointing: each layer recomputed in the backward (always so with "full"). */
   activationCheckpointing = false;
 

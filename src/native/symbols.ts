@@ -53,6 +53,7 @@ export const symbols = {
   rlx_dist_available: { args: [ptr], returns: i32 },
   rlx_dist_create: { args: [ptr, ptr, ptr, i32, i32, i32, i64], returns: ptr },
   rlx_dist_free: { args: [ptr], returns: i32 },
+  rlx_dist_subgroup: { args: [ptr, ptr, i32], returns: ptr },
   rlx_dist_allreduce_grads: { args: [ptr, ptr, i64], returns: i32 },
   rlx_dist_allreduce: { args: [ptr, ptr, i32, i64, i32], returns: i32 },
   rlx_dist_broadcast_params: { args: [ptr, ptr, i32], returns: i32 },
@@ -71,4 +72,4 @@ export const symbols = {
   rlx_receiver_free: { args: [ptr], returns: i32 },
 } as const;
 
-export const ABI_VERSION = 11;
+export const ABI_VERSION = 12;

@@ -126,6 +126,7 @@ function batchValues(row: OptionalStreams & Partial<TrainRow>, T: number, nEnvs:
     env_index: row.envIndex,
     sample_losses: row.sampleLosses,
     shard_group: model?.shardGroup ?? 0,
+    context_group: model?.contextGroup ?? 0,
     activation_checkpointing: model?.activationCheckpointing ? 1 : 0,
   };
 }

@@ -213,6 +213,11 @@ export async function runTrainer(opts: TrainerOptions): Promise<void> {
   if (t.precision === "bf16-autocast") model.setOption("autocast_bf16", true);
   if (group) group.verifyParams(model); // the whole weights, before any rank keeps only its slices
   if (t.shard !== "none") group!.shard(model, t.shard);
+  // trainer.context_parallel: ranks r - r % C .. of one replica split each of its rows
+  const split = t.context_parallel;
+  using context =
+    split > 1 ? group!.subgroup(Array.from({ length: split }, (_, i) => rank - (rank % split) + i)) : null;
+  context?.splitRows(model);
   model.activationCheckpointing = t.activation_checkpointing;
   const [beta1, beta2] = t.optim.betas;
   using optimizer = NativeOptimizer.create(model, {
@@ -224,12 +229,12 @@ export async function runTrainer(opts: TrainerOptions): Promise<void> {
   if (restored) restore(restored, model, optimizer, group);
   const cores = CoreShare.fromEnv("trainer");
   const learner = cores ? sharingCores(nativeLearner(model, optimizer), cores) : nativeLearner(model, optimizer);
-  const dp = group ? { group, model, cost: costModelOf(model.config), shard: t.shard } : null;
+  const dp = group ? { group, model, cost: costModelOf(model.config), shard: t.shard, contextParallel: split } : null;
   // inference.weight_transfer = "c10d": rank 0 waits here until every policy process has joined
   const inMemory = config.inference.weight_transfer === "c10d";
   using channels = inMemory && lead ? await WeightChannels.open(runDir, log) : null;
   const loaded = restored?.sharded ? `${restored.dir} (its shards)` : sourceDir;
-  const sharding = t.shard === "none" ? "" : `, shard ${t.shard}`;
+  const sharding = (t.shard === "none" ? "" : `, shard ${t.shard}`) + (split > 1 ? `, context parallel ${split}` : "");
   log(
     `${who}: ${loaded} loaded, training steps ${startStep}..${config.max_steps}${group ? ` (${group.worldSize} rank${group.worldSize > 1 ? "s" : ""}, ${group.backend}${sharding})` : ""}`,
   );

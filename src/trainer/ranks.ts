@@ -14,6 +14,12 @@
 //      which stay whole;
 //   4. the metric sums all-reduced too, so every rank (rank 0 logs) reports the whole step.
 //
+// With context parallelism (trainer.context_parallel = C), ranks r C .. r C + C - 1 form data-parallel
+// replica r: they train the same rows, each row split along the sequence between them in the shim
+// (rlx_batch.context_group), and each writes the whole row's metrics. So the plan is over world / C
+// replicas, and only a replica's first rank adds its counts and metric sums; the gradient
+// all-reduce stays over every rank, each holding its own tokens' share of the gradient.
+//
 // The hook point is the Learner (src/trainer/step.ts): wrapping its optimizerStep keeps the step
 // driver unaware of ranks, and the pure-TS and native policies alike get the same all-reduce.
 import type { NativeModel, ShardMode } from "../native/model.ts";
@@ -47,6 +53,8 @@ export interface DataParallel {
   bucketBytes?: number;
   /** trainer.shard (default "none"). */
   shard?: ShardMode;
+  /** trainer.context_parallel (default 1): ranks per replica, each row split between them. */
+  contextParallel?: number;
 }
 
 /** This rank's rows of a step: the same plan on every rank, its own share of it. */
@@ -92,8 +100,12 @@ export function allReducingLearner(learner: Learner, dp: DataParallel): Learner 
  * rank must call it with the same step. */
 export function trainStepOnRank(dp: DataParallel, learner: Learner, step: PackedStep, opts: StepOptions): StepResult {
   const { rank, worldSize } = dp.group;
-  const { rows, plan } = rankRows(step, rank, worldSize, dp.cost, dp.balance);
-  const denominators = globalDenominators(rows, dp.group);
+  const split = dp.contextParallel ?? 1;
+  const replica = Math.floor(rank / split),
+    replicas = worldSize / split,
+    counts = rank % split === 0;
+  const { rows, plan } = rankRows(step, replica, replicas, dp.cost, dp.balance);
+  const denominators = globalDenominators(counts ? rows : [], dp.group);
   const whole = denominatorsOf(step.rows);
   const keys = ["rl", "ce", "refKl", "distill", "rlSequences"] as const;
   if (keys.some((k) => whole[k] !== denominators[k])) {
@@ -104,12 +116,13 @@ export function trainStepOnRank(dp: DataParallel, learner: Learner, step: Packed
       { fix: "run the same rlx build on every rank, reading the same step file" },
     );
   }
-  const reduceSums = (flat: Float64Array) => dp.group.allreduceCounts(flat);
+  const reduceSums = (flat: Float64Array) => dp.group.allreduceCounts(counts ? flat : flat.fill(0));
   // tokens stays the whole step's, so tokens_per_s is the step's throughput over all ranks.
   const result = trainStep(allReducingLearner(learner, dp), { ...step, rows }, { ...opts, denominators, reduceSums });
-  const mean = plan.loads.reduce((a, b) => a + b, 0) / worldSize;
+  const mean = plan.loads.reduce((a, b) => a + b, 0) / replicas;
   Object.assign(result.metrics, {
     world_size: worldSize,
+    ...(split > 1 ? { context_parallel: split } : {}),
     "balance/max_over_mean": mean > 0 ? Math.max(...plan.loads) / mean : 1,
     "balance/splits": plan.splits,
     "balance/dummies": plan.dummies,
