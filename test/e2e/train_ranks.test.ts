@@ -3,7 +3,8 @@
 // metrics, only rank 0 publishing, both servers moved to each version; a rank killed mid-run ends
 // the run at once with an error naming that rank and quoting its last lines, and --resume
 // restarts both ranks from the last checkpoint; a rank that stops answering fails the others
-// after trainer.dist.timeout_s instead of hanging the run.
+// after trainer.dist.timeout_s instead of hanging the run; two ranks of one replica split every
+// row (trainer.context_parallel) and train together.
 import { expect, test } from "bun:test";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { cpus } from "node:os";
@@ -247,3 +248,37 @@ test('trainer.shard = "full": two ranks train, publish and checkpoint; a rank ki
   ]);
   await until(() => leftovers().length === 0, 30_000, "every child to exit", 50);
 }, 400_000);
+
+test("trainer.context_parallel = 2: two ranks split every row, train and checkpoint; --resume goes on with one rank", async () => {
+  const { path, runDir } = config("context", freePort(2), "max_steps = 3\nckpt = { interval = 2 }");
+  const sets = ["--set", "orchestrator.max_async_level=0", "--set", "trainer.context_parallel=2"];
+  const { code, err } = await rlx(["train", path, ...sets, "--set", "max_steps=2"]).done;
+  expect(err).not.toContain("error");
+  expect(code).toBe(0);
+  const logs = [0, 1].map((rank) => readFileSync(join(runDir, `logs/trainer-${rank}.log`), "utf8"));
+  for (const log of logs)
+    expect(log).toContain(`${ws.model} loaded, training steps 1..2 (2 ranks, gloo, context parallel 2)`);
+  // both ranks of the one replica computed the same whole-row loss; each step's counts were the
+  // step's own (ranks.ts refuses a step whose ranks' counts differ from it)
+  const [lines0, lines1] = logs.map(stepLines);
+  expect(lines0!.map(([step]) => step)).toEqual([1, 2]);
+  expect(lines1).toEqual(lines0!);
+  for (const m of readMetrics(runDir)) {
+    expect(m.context_parallel).toBe(2);
+    expect(m["count/rl"]).toBeGreaterThan(0);
+  }
+  const resumed = await rlx([
+    "train",
+    path,
+    ...sets,
+    "--resume",
+    "--set",
+    "trainer.world_size=1",
+    "--set",
+    "trainer.context_parallel=1",
+  ]).done;
+  expect(resumed.err).not.toContain("error");
+  expect(resumed.code).toBe(0);
+  expect(readMetrics(runDir).map((m) => m.step)).toEqual([1, 2, 3]);
+  await until(() => leftovers().length === 0, 30_000, "every child to exit", 50);
+}, 300_000);

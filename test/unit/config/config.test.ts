@@ -246,6 +246,12 @@ const BAD: [string, string | null, string[], string[]][] = [
     ["--set", "model.lora.rank=8", "--set", "model.lora.merged=true"],
     ["model.lora.merged", 'sharded "full" has no whole base weights'],
   ],
+  [
+    "context-parallel ranks that do not divide the world",
+    `${BASE}[trainer]\nworld_size = 2\ncontext_parallel = 3\n${env()}`,
+    [],
+    ["trainer.context_parallel: 3 does not divide trainer.world_size 2", "set trainer.world_size to a multiple of 3"],
+  ],
 ];
 
 describe("malformed configs: one clear message with the key path, exit 1, no stack trace", () => {
