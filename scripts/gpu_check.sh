@@ -6,9 +6,10 @@
 # bench/gpu.ts measures on the qwen3-0.6b preset, and bench/dist_step.ts a "full" sharded step
 # there (with and without the next layer's gather overlapping the compute, and its peak memory),
 # and bench/weight_transfer.ts a step's weights reaching a GPU policy server from disk and over a
-# weight channel (Gloo: NCCL needs two GPUs, one per end).
+# weight channel (Gloo: NCCL needs two GPUs, one per end), and bench/long_context.ts a 16k-token
+# row trained whole and split over two context-parallel ranks (both on the one GPU, over Gloo).
 # Everything it prints and writes lands in $OUT (default .gpu/out): doctor.json, native_tests.txt,
-# gpu_check.json, gpu_check.txt, shard_step.txt, weight_transfer.txt.
+# gpu_check.json, gpu_check.txt, shard_step.txt, weight_transfer.txt, long_context.txt.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-.gpu/out}
@@ -43,4 +44,6 @@ step "sharded training: a \"full\" step on one NCCL rank with and without gather
 "$BUN" bench/dist_step.ts --device cuda --shard full --preset qwen3-0.6b --samples 16 --steps 3 | tee "$OUT/shard_step.txt"
 step "weight transfer: a qwen3-0.6b step to one policy server on the GPU, disk against c10d (Gloo channel)"
 "$BUN" bench/weight_transfer.ts --device cuda --dtype bf16 --servers 1 --rounds 2 | tee "$OUT/weight_transfer.txt"
+step "long context: a 16k-token row on the GPU whole and split over 2 ranks (Gloo: both on this GPU)"
+"$BUN" bench/long_context.ts --device cuda --lengths 16384 --splits 1,2 --steps 2 | tee "$OUT/long_context.txt"
 step "done"

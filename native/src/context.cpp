@@ -18,9 +18,10 @@ namespace rlx {
 namespace {
 
 // Queries per block: at most 256, fewer when they see many keys, so one block's scores stay
-// near 2^24 elements (64 MB in float32) however long the row.
+// near 2^22 elements (16 MB in float32) however long the row: the forward holds one such
+// matrix, the backward two, beside activations that a split row has halved.
 int64_t block_queries(int64_t heads, int64_t keys) {
-  return std::clamp<int64_t>((int64_t{1} << 24) / std::max<int64_t>(1, heads * keys), 16, 256);
+  return std::clamp<int64_t>((int64_t{1} << 22) / std::max<int64_t>(1, heads * keys), 16, 256);
 }
 
 // Rank r's chunks of the row: r and 2C - 1 - r of 2C near-equal ones.
@@ -95,7 +96,7 @@ struct ContextAttention : torch::autograd::Function<ContextAttention> {
       auto scores = at::bmm(q_G_Rn_D, keys_of(K, b).transpose(1, 2)).mul_(scale).view({G, R, b.n, -1});
       scores.masked_fill_(hidden_keys(b, opts), -INFINITY);
       auto lse_G_R_n = at::logsumexp(scores, -1);
-      auto probs = (scores - lse_G_R_n.unsqueeze(-1)).exp_().view({G, R * b.n, -1});
+      auto probs = scores.sub_(lse_G_R_n.unsqueeze(-1)).exp_().view({G, R * b.n, -1});
       auto o = at::bmm(probs, keys_of(V, b)).view({G, R, b.n, D});
       out.narrow(0, b.at, b.n).copy_(o.permute({2, 0, 1, 3}).reshape({b.n, H, D}));
       lse.narrow(0, b.at, b.n).copy_(lse_G_R_n.permute({2, 0, 1}).reshape({b.n, H}));

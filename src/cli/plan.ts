@@ -51,6 +51,11 @@ export default defineCommand({
     },
     "seq-len": { type: "string", description: "Tokens per packed row (default orchestrator.seq_len, or 2048)" },
     ranks: { type: "string", description: "Trainer ranks (default trainer.world_size, or 1)" },
+    "context-parallel": {
+      type: "string",
+      description:
+        "Ranks each row is split over along the sequence (default trainer.context_parallel, or 1); divides --ranks",
+    },
     device: { type: "string", description: "cpu or cuda (default trainer.device, or cpu)" },
     "device-memory": {
       type: "string",
@@ -80,6 +85,9 @@ export default defineCommand({
     const ranks = positive("ranks", args.ranks) ?? config?.trainer.world_size ?? 1;
     if (!Number.isInteger(seqLen) || !Number.isInteger(ranks))
       throw new ConfigError(`--seq-len and --ranks must be whole numbers, got ${seqLen} and ${ranks}`);
+    const split = positive("context-parallel", args["context-parallel"]) ?? config?.trainer.context_parallel ?? 1;
+    if (!Number.isInteger(split) || ranks % split !== 0)
+      throw new ConfigError(`--context-parallel ${split}: expected a whole number that divides --ranks ${ranks}`);
     const gib = positive("device-memory", args["device-memory"]);
     const deviceMemory = gib !== undefined ? gib * 2 ** 30 : device === "cuda" ? 80 * 2 ** 30 : totalmem();
     const input = {
@@ -88,6 +96,7 @@ export default defineCommand({
       ranks,
       device: device as PlanDevice,
       attention: attention as AttentionKind,
+      contextParallel: split,
       fileBytesPerParam: model.fileBytesPerParam,
     };
     const report = planReport(model.name, input, deviceMemory, planMemory(input));

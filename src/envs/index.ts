@@ -13,13 +13,14 @@ import forth from "./forth/index.ts";
 import math from "./math/index.ts";
 import nim from "./nim/index.ts";
 import proposer from "./proposer/index.ts";
+import recall from "./recall/index.ts";
 import search from "./search/index.ts";
 import { DEFAULT_REMOTE, isEnvUrl, loadRemoteEnv, type RemoteSettings } from "./remote/index.ts";
 import type { Env, EnvDefinition } from "./types.ts";
 
 export { DEFAULT_REMOTE, isEnvUrl, remoteBlock, remoteSettings, type RemoteSettings } from "./remote/index.ts";
 
-const BUILT_IN: Record<string, EnvDefinition> = { math, forth, search, nim, proposer };
+const BUILT_IN: Record<string, EnvDefinition> = { math, forth, search, nim, proposer, recall };
 
 /** Ids of the built-in envs. */
 export function listEnvs(): string[] {

@@ -8,6 +8,9 @@
 //               measured rates docs/architecture.md §7 gives, so those are the baseline. Embeddings untied: with a
 //               320-token vocabulary tying saves only 82k parameters, and the untied path is the one
 //               the qwen3-0.6b preset does not exercise, so tests cover both.
+//   tiny-long   tiny with max_position_embeddings 131072 and rope_theta 1e6 (as Qwen's long-context
+//               models: a slower rotation keeps distant positions apart): the long-context tests
+//               and bench/long_context.ts.
 //   small       ~25.5M params. Same layout: hidden 512, 8 layers, 8 heads, 4 kv heads, ffn 1536.
 //   tiny-bpe    ~20M params, for a real 128-152k Hub vocabulary (`--tokenizer DIR`): the Qwen3-0.6B
 //               layout scaled down (hidden 128, 4 layers, 4/2 heads, head_dim 32, ffn 384, tied,
@@ -52,24 +55,28 @@ function qwen3(shim: Omit<ShimModelConfig, "attention_bias" | "qk_norm">): Model
 
 const BYTE_VOCAB = paddedVocabSize(BYTE_TOKENIZER_SIZE);
 
+function tinyShape(): Omit<ShimModelConfig, "attention_bias" | "qk_norm"> {
+  return {
+    vocab_size: BYTE_VOCAB,
+    hidden_size: 256,
+    intermediate_size: 768,
+    num_hidden_layers: 4,
+    num_attention_heads: 4,
+    num_key_value_heads: 2,
+    head_dim: 64,
+    rms_norm_eps: 1e-6,
+    rope_theta: 10000,
+    max_position_embeddings: 4096,
+    tie_word_embeddings: false,
+  };
+}
+
 /** The presets, by name. */
 export const PRESETS: Record<string, Preset> = {
   tiny: {
     name: "tiny",
     description: "~3.3M params, Qwen3 layout, byte vocabulary: CPU tests and laptop runs",
-    config: qwen3({
-      vocab_size: BYTE_VOCAB,
-      hidden_size: 256,
-      intermediate_size: 768,
-      num_hidden_layers: 4,
-      num_attention_heads: 4,
-      num_key_value_heads: 2,
-      head_dim: 64,
-      rms_norm_eps: 1e-6,
-      rope_theta: 10000,
-      max_position_embeddings: 4096,
-      tie_word_embeddings: false,
-    }),
+    config: qwen3(tinyShape()),
   },
   small: {
     name: "small",
@@ -86,6 +93,15 @@ export const PRESETS: Record<string, Preset> = {
       rope_theta: 10000,
       max_position_embeddings: 4096,
       tie_word_embeddings: false,
+    }),
+  },
+  "tiny-long": {
+    name: "tiny-long",
+    description: "tiny's shape with 128k positions (rope_theta 1e6): long-context tests and benches (docs/scaling.md)",
+    config: qwen3({
+      ...tinyShape(),
+      rope_theta: 1000000,
+      max_position_embeddings: 131072,
     }),
   },
   "tiny-bpe": {

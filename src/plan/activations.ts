@@ -5,7 +5,9 @@
 // and the LM head's chunks (native/src/train.cpp, model.h chunk_tokens()).
 //
 // A row is planned as one sample of seq_len tokens: attention's memory grows with the square of a
-// sample's length, so that is the worst packed row of seq_len tokens.
+// sample's length, so that is the worst packed row of seq_len tokens. Split over C
+// context-parallel ranks, a rank keeps seq_len / C tokens' worth of all of it but attention's,
+// which keeps the whole row's K and V.
 import type { ShimModelConfig } from "../model/config.ts";
 
 const F32 = 4;
@@ -44,6 +46,23 @@ export function attentionBytes(shape: ShimModelConfig, n: number, kind: Attentio
     bytes += b * keys * (F32 * shape.num_attention_heads + 1);
   }
   return bytes;
+}
+
+/** Elements of one block's scores in the split attention (native/src/context.cpp, block_queries). */
+const CONTEXT_BLOCK_SCORES = 2 ** 22;
+
+/** What the split attention (trainer.context_parallel > 1, native/src/context.cpp) keeps for one
+ * layer besides layerFloatsPerToken's q and output: the whole row's gathered K and V, and the
+ * log-sum-exp of this rank's queries. */
+export function contextAttentionBytes(shape: ShimModelConfig, rowTokens: number, ownTokens: number): number {
+  const kv = shape.num_key_value_heads * shape.head_dim;
+  return F32 * (2 * kv * rowTokens + shape.num_attention_heads * ownTokens);
+}
+
+/** Its backward's working set: the gradient of the whole row's K and V, and a block's scores
+ * and their gradient. */
+export function contextBackwardBytes(shape: ShimModelConfig, rowTokens: number): number {
+  return F32 * (2 * shape.num_key_value_heads * shape.head_dim * rowTokens + 2 * CONTEXT_BLOCK_SCORES);
 }
 
 /** One layer's activations under autograd for a row of `tokens` tokens. */

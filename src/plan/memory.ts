@@ -21,9 +21,11 @@ import type { ShimModelConfig } from "../model/config.ts";
 import {
   attentionBytes,
   type AttentionKind,
+  contextAttentionBytes,
+  contextBackwardBytes,
   headActivationBytes,
-  layerActivationBytes,
   layerBackwardBytes,
+  layerFloatsPerToken,
   lmChunkBytes,
 } from "./activations.ts";
 
@@ -37,6 +39,8 @@ export interface PlanInput {
   ranks: number;
   device: PlanDevice;
   attention: AttentionKind;
+  /** trainer.context_parallel: ranks each row is split over (default 1). */
+  contextParallel?: number;
   /** Bytes per parameter of the safetensors file (mapped while loading on a CPU). */
   fileBytesPerParam: number;
 }
@@ -125,9 +129,13 @@ export function planRow(input: PlanInput, shard: PlanShard, checkpointing: boole
   const H = shape.hidden_size;
   const I = shape.intermediate_size;
   const recompute = checkpointing || shard === "full";
-  const attention = attentionBytes(shape, T, input.attention);
-  const layerInput = F32 * T * H;
-  const head = headActivationBytes(shape, T);
+  // context parallelism: this rank's tokens of a row, but attention keeps the whole row's K/V
+  const split = input.contextParallel ?? 1;
+  const own = Math.ceil(T / split);
+  const kvRow = F32 * 2 * shape.num_key_value_heads * shape.head_dim * T;
+  const attention = split > 1 ? contextAttentionBytes(shape, T, own) : attentionBytes(shape, T, input.attention);
+  const layerInput = F32 * own * H;
+  const head = headActivationBytes(shape, own);
   const chunk = lmChunkBytes(shape, device);
   const E = F32 * u.embed; // the embedding (and an untied lm_head): one tensor
   const layers = F32 * u.layers * u.layer;
@@ -135,10 +143,13 @@ export function planRow(input: PlanInput, shard: PlanShard, checkpointing: boole
   const lmHead = shape.tie_word_embeddings ? 0 : E;
   // one layer's autograd activations: [T, intermediate]-sized tensors and attention's blocks
   const layerAct = [
-    part(layerActivationBytes(shape, T, input.attention) - attention, F32 * T * I),
-    part(attention, F32 * shape.num_attention_heads * Math.min(T, 256) * T),
+    part(F32 * own * layerFloatsPerToken(shape), F32 * own * I),
+    part(attention, split > 1 ? kvRow : F32 * shape.num_attention_heads * Math.min(T, 256) * T),
   ];
-  const back = part(layerBackwardBytes(shape, T, input.attention), F32 * T * I);
+  const back =
+    split > 1
+      ? part(layerBackwardBytes(shape, own, "sdpa") + contextBackwardBytes(shape, T), F32 * own * I)
+      : part(layerBackwardBytes(shape, T, input.attention), F32 * T * I);
   const kept = recompute
     ? [part(u.layers * layerInput, layerInput)]
     : layerAct.map((a) => ({ small: u.layers * a.small, large: u.layers * a.large }));

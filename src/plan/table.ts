@@ -27,7 +27,7 @@ export function planReport(model: string, input: PlanInput, deviceMemoryBytes: n
 export function planTable(report: PlanReport): string {
   const s = report.input;
   const head = [
-    `${report.model}: ${report.params.toLocaleString("en-US")} parameters, seq_len ${s.seqLen}, ${s.ranks} rank${s.ranks > 1 ? "s" : ""}, ${s.device} (${s.attention} attention), ${gib(report.deviceMemoryBytes)} GiB a device`,
+    `${report.model}: ${report.params.toLocaleString("en-US")} parameters, seq_len ${s.seqLen}, ${s.ranks} rank${s.ranks > 1 ? "s" : ""}${(s.contextParallel ?? 1) > 1 ? ` (rows split over ${s.contextParallel}: ${Math.ceil(s.seqLen / s.contextParallel!)} tokens a rank)` : ""}, ${s.device} (${s.attention} attention), ${gib(report.deviceMemoryBytes)} GiB a device`,
     "per rank, GiB; the total is the largest moment of a step (gradients and activations do not peak together)",
   ];
   const columns = [

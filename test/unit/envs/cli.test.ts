@@ -29,6 +29,7 @@ describe("rlx env", () => {
       "search",
       "nim",
       "proposer",
+      "recall",
     ]);
   });
 

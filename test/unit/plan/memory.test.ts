@@ -79,3 +79,12 @@ test("a large model sharded full peaks while loading: every rank loads it whole 
   expect(row.peakAt).toBe("load");
   expect(row.total).toBe(RUNTIME_BYTES.cuda + 4 * unitsOf(big).params);
 });
+
+test("context parallelism: a rank keeps its share of the row's activations and the whole row's K/V", () => {
+  const long = { seqLen: 32768, ranks: 2, attention: "sdpa" as const, device: "cuda" as const };
+  const whole = planRow(input(long), "full", true);
+  const split = planRow(input({ ...long, contextParallel: 2 }), "full", true);
+  // checkpointing keeps each layer's input: [T / C, hidden] a layer
+  expect(whole.activations - split.activations).toBe(28 * 4 * (32768 / 2) * 1024 + 4 * 4 * (32768 / 2) * 1024);
+  expect(split.stepTotal).toBeLessThan(whole.stepTotal);
+});

@@ -1,0 +1,217 @@
+// Per-rank peak memory and step time of training one long row whole (C = 1) and split over C
+// context-parallel ranks (docs/scaling.md, "Long context"), measured in the same command. Each
+// configuration runs as its own processes, as trainer ranks do: the `tiny-long` preset in float32,
+// activation checkpointing on, a Gloo group of C ranks over a file store splitting the row
+// (trainer.context_parallel = C), AdamW, then `--steps` optimizer steps of one packed row holding
+// one sample of `--lengths` tokens (half prompt, half rl action: the longest sample a row of that
+// length can hold, the worst case for attention). Each rank reports the kernel's high-water mark
+// of its resident set during the forward and backward (reset before each step) and its step times.
+// Ranks share the machine's cores: each of C ranks gets cores / C threads. `--device cuda` (the
+// GPU check) puts every rank on the one GPU, the split ranks meeting over Gloo (NCCL refuses two
+// ranks on one device), and reports the CUDA allocator's peak instead of the resident set.
+//
+//   RLX_SHIM=native/build/torch-2.13.0-cpu/librlx.so bun bench/long_context.ts
+//       [--lengths 8192,16384,32768] [--splits 1,2] [--steps 2] [--device cpu] [--heap trainer|exact]
+//       [--out FILE.json]
+//
+// `--heap exact` runs the ranks with glibc's mmap threshold at 1 MiB (GLIBC_TUNABLES), so every
+// tensor above that is mapped and unmapped on its own and the resident peak is about what is
+// live at once. The default is the trainer's allocator settings (src/native/ffi.ts: blocks under
+// 32 MiB from the heap, up to 512 MiB of free heap kept): faster, but its peak also counts the
+// heap's fragmentation, which grows with the number and sizes of the [tokens, hidden] tensors.
+//
+// On libtorch 1.13 (the default shim) C = 1 keeps every attention block's probabilities, so its
+// rows grow with the square of the length; torch 2.x runs C = 1 through SDPA's fused kernel. The
+// split path is the same kernel on both (native/src/context.cpp). `--out` writes the rows as one
+// JSON object (experiments/results/long_context/).
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { cpus, tmpdir, totalmem } from "node:os";
+import { join } from "node:path";
+import { packStep } from "../src/data/pack.ts";
+import type { TrainingSample } from "../src/data/types.ts";
+import { rlLoss } from "../src/data/loss_types.ts";
+import { loadModel } from "../src/model/hf.ts";
+import { initModel } from "../src/model/presets.ts";
+import { ProcessGroup } from "../src/native/dist.ts";
+import { deviceMemory, runtimeInfo } from "../src/native/runtime.ts";
+import { NativeOptimizer } from "../src/native/train.ts";
+import { costModelOf } from "../src/trainer/balance.ts";
+import { trainStepOnRank } from "../src/trainer/ranks.ts";
+import { type Learner, nativeLearner, trainStep } from "../src/trainer/step.ts";
+import { flag, printTable } from "./_reference.ts";
+
+const GIB = 2 ** 30;
+const status = (key: string) =>
+  Number(new RegExp(`${key}:\\s+(\\d+) kB`).exec(readFileSync("/proc/self/status", "utf8"))![1]) * 1024;
+
+interface ChildArgs {
+  dir: string;
+  device: string;
+  rank: number;
+  split: number;
+  store: string;
+  tokens: number;
+  steps: number;
+}
+
+interface RankResult {
+  beforeStepsGib: number;
+  /** The high-water mark of the steps (reset before each). */
+  trainPeakGib: number;
+  stepS: number[];
+}
+
+/** One rl sample of n tokens: the first half prompt, the second half actions. */
+function sample(n: number, vocab: number): TrainingSample {
+  const lossMask = Array.from({ length: n }, (_, t) => (t >= n / 2 ? 1 : 0));
+  return {
+    tokenIds: Array.from({ length: n }, (_, t) => 3 + ((t * 7919) % (vocab - 3))),
+    lossMask,
+    advantages: lossMask.map((m, t) => (m ? (t % 2 ? 1 : -1) : 0)),
+    inferenceLogprobs: lossMask.map((m) => (m ? -6 : 0)),
+    temperatures: lossMask.map(() => 1),
+    env: "bench",
+    rolloutId: "r0",
+  };
+}
+
+async function child(a: ChildArgs): Promise<RankResult> {
+  using model = await loadModel(a.dir, { dtype: "f32", device: a.device });
+  const cuda = a.device === "cuda";
+  const peakNow = async () => (cuda ? (await deviceMemory("cuda")).peak : status("VmHWM") / GIB);
+  using group =
+    a.split > 1
+      ? await ProcessGroup.create({ rank: a.rank, worldSize: a.split, store: { type: "file", path: a.store } })
+      : null;
+  group?.splitRows(model); // the whole group is one replica
+  model.activationCheckpointing = true;
+  using optimizer = NativeOptimizer.create(model);
+  let trainPeakGib = 0;
+  const native = nativeLearner(model, optimizer);
+  const learner: Learner = {
+    trainRow: (...args) => native.trainRow(...args),
+    optimizerStep: (lr, maxGradNorm) => native.optimizerStep(lr, maxGradNorm),
+  };
+  const step = packStep([sample(a.tokens, model.config.vocab_size)], { seqLen: a.tokens });
+  const opts = { lr: 1e-5, maxGradNorm: 1, losses: [rlLoss()] };
+  const beforeStepsGib = cuda ? (await deviceMemory("cuda")).allocated : status("VmRSS") / GIB;
+  const stepS: number[] = [];
+  for (let s = 0; s < a.steps; s++) {
+    if (cuda) await deviceMemory("cuda", true);
+    else writeFileSync("/proc/self/clear_refs", "5");
+    const start = performance.now();
+    // the peak includes the optimizer step's temporaries, which are the same at every split
+    if (group) {
+      const dp = { group, model, cost: costModelOf(model.config), contextParallel: a.split };
+      trainStepOnRank(dp, learner, step, opts);
+    } else trainStep(learner, step, opts);
+    stepS.push((performance.now() - start) / 1000);
+    trainPeakGib = Math.max(trainPeakGib, await peakNow());
+  }
+  return { beforeStepsGib, trainPeakGib, stepS };
+}
+
+if (process.env.RLX_LONG_CONTEXT_CHILD) {
+  console.log(JSON.stringify(await child(JSON.parse(process.env.RLX_LONG_CONTEXT_CHILD) as ChildArgs)));
+  process.exit(0);
+}
+
+async function measure(dir: string, root: string, tokens: number, split: number, steps: number) {
+  const threads = String(Math.max(1, Math.floor(cpus().length / split)));
+  const store = join(root, `store-${tokens}-${split}`);
+  const procs = Array.from({ length: split }, (_, rank) => {
+    const args: ChildArgs = { dir, device, rank, split, store, tokens, steps };
+    return Bun.spawn([process.execPath, import.meta.path], {
+      env: { ...process.env, RLX_LONG_CONTEXT_CHILD: JSON.stringify(args), RLX_THREADS: threads, ...heapEnv },
+      stdout: "pipe",
+      stderr: "pipe",
+    });
+  });
+  const outs = await Promise.all(
+    procs.map(async (p) => {
+      const [out, err, code] = await Promise.all([
+        new Response(p.stdout).text(),
+        new Response(p.stderr).text(),
+        p.exited,
+      ]);
+      if (code !== 0) throw new Error(`${tokens} tokens, C = ${split}: a rank exited ${code}:\n${err}`);
+      return JSON.parse(out.trim().split("\n").at(-1)!) as RankResult;
+    }),
+  );
+  return outs;
+}
+
+interface Row {
+  tokens: number;
+  split: number;
+  peakGib: number;
+  activationGib: number;
+  stepS: number;
+  usPerToken: number;
+}
+
+const lengths = flag("lengths", "8192,16384,32768").split(",").map(Number);
+const splits = flag("splits", "1,2").split(",").map(Number);
+const steps = Number(flag("steps", "2"));
+const device = flag("device", "cpu");
+const heap = flag("heap", "trainer");
+if (heap !== "trainer" && heap !== "exact") throw new Error(`--heap ${heap}: expected trainer or exact`);
+const heapEnv = heap === "exact" ? { GLIBC_TUNABLES: "glibc.malloc.mmap_threshold=1048576" } : {};
+const outFile = flag("out", "");
+const root = mkdtempSync(join(tmpdir(), "rlx-bench-long-"));
+try {
+  const dir = join(root, "model");
+  await initModel({ preset: "tiny-long", out: dir, seed: 0, dtype: "f32" });
+  const rows: Row[] = [];
+  for (const tokens of lengths)
+    for (const split of splits) {
+      const ranks = await measure(dir, root, tokens, split, steps);
+      // the last step: the first also pays for first-touch allocations
+      const stepS = Math.max(...ranks.map((r) => r.stepS.at(-1)!));
+      const row: Row = {
+        tokens,
+        split,
+        peakGib: Math.max(...ranks.map((r) => r.trainPeakGib)),
+        activationGib: Math.max(...ranks.map((r) => r.trainPeakGib - r.beforeStepsGib)),
+        stepS,
+        usPerToken: (stepS / tokens) * 1e6,
+      };
+      rows.push(row);
+      console.log(JSON.stringify(row));
+    }
+  const base = (tokens: number) => rows.find((r) => r.tokens === tokens && r.split === 1);
+  printTable([
+    ["tokens", "C", "peak GiB/rank", "x C=1", "activations GiB", "step s", "us/token", "x C=1"],
+    ...rows.map((r) => {
+      const b = base(r.tokens);
+      return [
+        r.tokens,
+        r.split,
+        r.peakGib.toFixed(2),
+        b ? (r.peakGib / b.peakGib).toFixed(3) : "-",
+        r.activationGib.toFixed(2),
+        r.stepS.toFixed(1),
+        r.usPerToken.toFixed(0),
+        b ? (r.stepS / b.stepS).toFixed(2) : "-",
+      ];
+    }),
+  ]);
+  const info = await runtimeInfo();
+  console.log(
+    `tiny-long, float32, checkpointing on, ${device}, heap ${heap}, torch ${info.torch_version}, ${cpus()[0]?.model}`,
+  );
+  if (outFile) {
+    const machine = { cpu: cpus()[0]?.model, cores: cpus().length, memTotalGib: totalmem() / GIB };
+    const meta = {
+      date: new Date().toISOString(),
+      command: process.argv.slice(1).join(" "),
+      torch: info.torch_version,
+    };
+    writeFileSync(
+      outFile,
+      JSON.stringify({ ...meta, machine, device, heap, preset: "tiny-long", steps, rows }, null, 2) + "\n",
+    );
+  }
+} finally {
+  rmSync(root, { recursive: true, force: true });
+}

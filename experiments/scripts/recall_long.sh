@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Long rows through the whole pipeline (docs/scaling.md, "Long context"): rlx init tiny-long with
+# the bare template, 3 steps of experiments/configs/recall_long.toml (two context-parallel ranks,
+# 16k-token recall episodes), then one JSON row from the run's audit records: how many samples
+# each step trained and their token counts, the rewards, the CPU.
+#   bash experiments/scripts/recall_long.sh SET      -> experiments/results/long_context/SET/recall_long.json
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+SET=${1:?usage: recall_long.sh SET}
+RLX=${RLX:-dist/rlx}
+out=experiments/results/long_context/$SET
+mkdir -p "$out" runs/models
+[ -d runs/models/tiny-long-bare ] ||
+  $RLX init --preset tiny-long --chat-template configs/templates/bare.jinja --out runs/models/tiny-long-bare
+rm -rf runs/recall-long
+start=$(date +%s)
+$RLX train experiments/configs/recall_long.toml
+seconds=$(($(date +%s) - start))
+node_modules/.bin/bun -e '
+const { readFileSync, readdirSync, writeFileSync } = require("node:fs");
+const { cpus } = require("node:os");
+const [dir, out, seconds] = process.argv.slice(1);
+const steps = readdirSync(`${dir}/rollouts`).filter((f) => /^step_\d+\.jsonl$/.test(f)).sort();
+const trained = steps.map((f) => {
+  const records = readFileSync(`${dir}/rollouts/${f}`, "utf8").trim().split("\n").map((l) => JSON.parse(l));
+  return { step: records[0].step, samples: records.length, tokens: records.map((r) => r.token_ids.length), rewards: records.map((r) => r.reward) };
+});
+const metrics = readFileSync(`${dir}/metrics.jsonl`, "utf8").trim().split("\n").map((l) => JSON.parse(l));
+const row = { date: new Date().toISOString(), cpu: cpus()[0].model, cores: cpus().length, seconds: Number(seconds), trained,
+  context_parallel: metrics.map((m) => m.context_parallel), loss: metrics.map((m) => m.loss) };
+writeFileSync(out, JSON.stringify(row, null, 2) + "\n");
+console.log(JSON.stringify(row));
+' runs/recall-long "$out/recall_long.json" "$seconds"

@@ -1,0 +1,60 @@
+// The recall env: the asked key is in the prompt once, its value is the answer, the record count
+// sets the length (a 16k-token episode with the byte tokenizer), depth places the asked record,
+// and the reward takes the value alone.
+import { describe, expect, test } from "bun:test";
+import { EnvError } from "../../../src/errors.ts";
+import { createEnv } from "../../../src/envs/index.ts";
+import recall from "../../../src/envs/recall/index.ts";
+import { assistant, finishedRollout, rewardNow } from "./helpers.ts";
+
+describe("recall env", () => {
+  test("each prompt holds the asked key's record once, and its value is the answer", async () => {
+    const env = await createEnv(recall, { records: 50 });
+    const tasks = await env.load("train", 3);
+    expect(tasks).toHaveLength(1000);
+    for (const task of tasks.slice(0, 20)) {
+      const text = task.prompt[0]!.content as string;
+      const lines = text.split("\n");
+      expect(lines).toHaveLength(51);
+      const key = lines.at(-1)!.slice(0, -1);
+      const matches = lines.slice(0, -1).filter((line) => line.startsWith(`${key}=`));
+      expect(matches).toEqual([`${key}=${task.answer}`]);
+      expect(new Set(lines.slice(0, -1).map((line) => line.split("=")[0])).size).toBe(50);
+    }
+    const again = await env.load("train", 3);
+    expect(again.map((t) => t.id)).toEqual(tasks.map((t) => t.id));
+    const evalIds = new Set((await env.load("eval", 3)).map((t) => t.id));
+    expect(tasks.some((t) => evalIds.has(t.id))).toBe(false);
+  });
+
+  test("1,600 records of 4 + 4 make a 16k-token prompt with the byte tokenizer", async () => {
+    const env = await createEnv(recall, { records: 1600, train_size: 2 });
+    for (const task of await env.load("train", 0))
+      expect((task.prompt[0]!.content as string).length).toBe(1600 * 10 + 5);
+  });
+
+  test("depth [0, 0] asks the first record, [1, 1] the last", async () => {
+    for (const [depth, index] of [
+      [0, 0],
+      [1, 19],
+    ] as const) {
+      const env = await createEnv(recall, { records: 20, depth: [depth, depth], train_size: 5 });
+      for (const task of await env.load("train", 1)) expect(task.info!.depth).toBe(index);
+    }
+  });
+
+  test("the reward takes the value as the final line; another value scores 0", async () => {
+    const env = await createEnv(recall, { records: 10 });
+    const [task] = await env.load("train", 0);
+    expect(rewardNow(env, task!, finishedRollout(task!, assistant(task!.answer))).reward).toBe(1);
+    const wrong = task!.answer === "0000" ? "1111" : "0000";
+    expect(rewardNow(env, task!, finishedRollout(task!, assistant(wrong))).reward).toBe(0);
+    const demo = await env.demonstrate!(task!);
+    expect(demo.at(-1)).toEqual({ role: "assistant", content: task!.answer });
+  });
+
+  test("impossible settings are refused by name", async () => {
+    await expect(createEnv(recall, { depth: [0.8, 0.2] })).rejects.toThrow(EnvError);
+    await expect(createEnv(recall, { records: 30, key_length: 1 })).rejects.toThrow(/need more distinct keys/);
+  });
+});
