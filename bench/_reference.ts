@@ -35,6 +35,20 @@ export function printTable(rows: (string | number)[][]): void {
   for (const r of cells.slice(1)) console.log(line(r));
 }
 
+/** Each spawned process's stdout, stderr and exit code, once every one has exited. */
+export function outputsOf(procs: readonly Bun.Subprocess<"ignore" | "inherit" | "pipe", "pipe", "pipe">[]) {
+  return Promise.all(
+    procs.map(async (p) => {
+      const [out, err, code] = await Promise.all([
+        new Response(p.stdout).text(),
+        new Response(p.stderr).text(),
+        p.exited,
+      ]);
+      return { out, err, code };
+    }),
+  );
+}
+
 /** Value of `--name X` in argv, or the fallback. */
 export function flag(name: string, fallback: string): string {
   const i = process.argv.indexOf(`--${name}`);

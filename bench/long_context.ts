@@ -38,7 +38,7 @@ import { NativeOptimizer } from "../src/native/train.ts";
 import { costModelOf } from "../src/trainer/balance.ts";
 import { trainStepOnRank } from "../src/trainer/ranks.ts";
 import { type Learner, nativeLearner, trainStep } from "../src/trainer/step.ts";
-import { flag, printTable } from "./_reference.ts";
+import { flag, outputsOf, printTable } from "./_reference.ts";
 
 const GIB = 2 ** 30;
 const status = (key: string) =>
@@ -127,18 +127,10 @@ async function measure(dir: string, root: string, tokens: number, split: number,
       stderr: "pipe",
     });
   });
-  const outs = await Promise.all(
-    procs.map(async (p) => {
-      const [out, err, code] = await Promise.all([
-        new Response(p.stdout).text(),
-        new Response(p.stderr).text(),
-        p.exited,
-      ]);
-      if (code !== 0) throw new Error(`${tokens} tokens, C = ${split}: a rank exited ${code}:\n${err}`);
-      return JSON.parse(out.trim().split("\n").at(-1)!) as RankResult;
-    }),
-  );
-  return outs;
+  return (await outputsOf(procs)).map(({ out, err, code }) => {
+    if (code !== 0) throw new Error(`${tokens} tokens, C = ${split}: a rank exited ${code}:\n${err}`);
+    return JSON.parse(out.trim().split("\n").at(-1)!) as RankResult;
+  });
 }
 
 interface Row {

@@ -43,7 +43,7 @@ import { NativeOptimizer } from "../src/native/train.ts";
 import { costModelOf } from "../src/trainer/balance.ts";
 import { trainStepOnRank } from "../src/trainer/ranks.ts";
 import { type Learner, nativeLearner, trainStep } from "../src/trainer/step.ts";
-import { flag } from "./_reference.ts";
+import { flag, outputsOf } from "./_reference.ts";
 import { collectiveBytes, type UnitSizes } from "./_shard_traffic.ts";
 import { rlLoss } from "../src/data/loss_types.ts";
 
@@ -247,16 +247,7 @@ async function measure(spec: RunSpec, dir: string, root: string): Promise<RankRe
     console.error(`${spec.name}: MemAvailable below ${floorGib} GiB: killing the run`);
     for (const p of procs) p.kill("SIGKILL");
   }, 200);
-  const outs = await Promise.all(
-    procs.map(async (p) => {
-      const [out, err, code] = await Promise.all([
-        new Response(p.stdout).text(),
-        new Response(p.stderr).text(),
-        p.exited,
-      ]);
-      return { out, err, code };
-    }),
-  );
+  const outs = await outputsOf(procs);
   clearInterval(watchdog);
   if (killed) return null;
   const failed = outs.find((o) => o.code !== 0);

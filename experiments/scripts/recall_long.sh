@@ -27,7 +27,8 @@ const trained = steps.map((f) => {
 });
 const metrics = readFileSync(`${dir}/metrics.jsonl`, "utf8").trim().split("\n").map((l) => JSON.parse(l));
 const row = { date: new Date().toISOString(), cpu: cpus()[0].model, cores: cpus().length, seconds: Number(seconds), trained,
-  context_parallel: metrics.map((m) => m.context_parallel), loss: metrics.map((m) => m.loss) };
+  context_parallel: metrics.map((m) => m.context_parallel), loss: metrics.map((m) => m.loss),
+  mismatch_kl: metrics.map((m) => m.mismatch_kl) };
 writeFileSync(out, JSON.stringify(row, null, 2) + "\n");
 console.log(JSON.stringify(row));
 ' runs/recall-long "$out/recall_long.json" "$seconds"
