@@ -73,10 +73,16 @@ void add_keys(at::Tensor& grad_T_G_D, const at::Tensor& g_G_S_D, const ContextRo
   grad_T_G_D.narrow(0, b.own_start, b.own_len).add_(g.narrow(0, b.parent_len, b.own_len));
 }
 
-// [R * n, S] bool for a block's scores viewed [G, R, n, S]: the keys query i may not see.
+// [n, S] bool, the keys query i of a block may not see (broadcast over its scores [G, R, n, S]).
 at::Tensor hidden_keys(const ContextRow::Block& b, const at::TensorOptions& opts) {
   const int64_t S = b.parent_len + b.own_len;
   return at::arange(S, opts).unsqueeze(0) > at::arange(S - b.n, S, opts).unsqueeze(1);
+}
+
+// Rows at..at+n of x [N, H, D] with each kv head's R query heads as rows of one matrix: [G, R * n, D].
+at::Tensor heads_first(const at::Tensor& x, int64_t at, int64_t n, int64_t G) {
+  const int64_t R = x.size(1) / G, D = x.size(2);
+  return x.narrow(0, at, n).reshape({n, G, R, D}).permute({1, 2, 0, 3}).reshape({G, R * n, D});
 }
 
 struct ContextAttention : torch::autograd::Function<ContextAttention> {
@@ -92,8 +98,7 @@ struct ContextAttention : torch::autograd::Function<ContextAttention> {
     auto lse = at::empty({n, H}, q.options());
     auto opts = at::TensorOptions().dtype(at::kLong).device(q.device());
     for (const auto& b : row->blocks) {
-      auto q_G_Rn_D = q.narrow(0, b.at, b.n).view({b.n, G, R, D}).permute({1, 2, 0, 3}).reshape({G, R * b.n, D});
-      auto scores = at::bmm(q_G_Rn_D, keys_of(K, b).transpose(1, 2)).mul_(scale).view({G, R, b.n, -1});
+      auto scores = at::bmm(heads_first(q, b.at, b.n, G), keys_of(K, b).transpose(1, 2)).mul_(scale).view({G, R, b.n, -1});
       scores.masked_fill_(hidden_keys(b, opts), -INFINITY);
       auto lse_G_R_n = at::logsumexp(scores, -1);
       auto probs = scores.sub_(lse_G_R_n.unsqueeze(-1)).exp_().view({G, R * b.n, -1});
@@ -125,12 +130,9 @@ struct ContextAttention : torch::autograd::Function<ContextAttention> {
     auto dfull = at::zeros_like(full);
     auto dK = dfull.narrow(2, 0, D), dV = dfull.narrow(2, D, D);
     auto opts = at::TensorOptions().dtype(at::kLong).device(q.device());
-    auto heads_first = [&](const at::Tensor& x, int64_t at, int64_t n) {  // [n, H, D] rows -> [G, R * n, D]
-      return x.narrow(0, at, n).reshape({n, G, R, D}).permute({1, 2, 0, 3}).reshape({G, R * n, D});
-    };
     for (const auto& b : row->blocks) {
-      auto q_b = heads_first(q, b.at, b.n), dout_b = heads_first(dout, b.at, b.n);
-      auto delta = (dout_b * heads_first(out, b.at, b.n)).sum(-1, true);  // [G, R * n, 1]
+      auto q_b = heads_first(q, b.at, b.n, G), dout_b = heads_first(dout, b.at, b.n, G);
+      auto delta = (dout_b * heads_first(out, b.at, b.n, G)).sum(-1, true);  // [G, R * n, 1]
       auto lse_b = lse.narrow(0, b.at, b.n).view({b.n, G, R}).permute({1, 2, 0}).reshape({G, R * b.n, 1});
       auto Kb = keys_of(K, b), Vb = keys_of(V, b);
       auto scores = at::bmm(q_b, Kb.transpose(1, 2)).mul_(scale);

@@ -101,11 +101,10 @@ export function allReducingLearner(learner: Learner, dp: DataParallel): Learner 
 export function trainStepOnRank(dp: DataParallel, learner: Learner, step: PackedStep, opts: StepOptions): StepResult {
   const { rank, worldSize } = dp.group;
   const split = dp.contextParallel ?? 1;
-  const replica = Math.floor(rank / split),
-    replicas = worldSize / split,
-    counts = rank % split === 0;
-  const { rows, plan } = rankRows(step, replica, replicas, dp.cost, dp.balance);
-  const denominators = globalDenominators(counts ? rows : [], dp.group);
+  const replicas = worldSize / split;
+  const addsCounts = rank % split === 0; // a replica's first rank
+  const { rows, plan } = rankRows(step, Math.floor(rank / split), replicas, dp.cost, dp.balance);
+  const denominators = globalDenominators(addsCounts ? rows : [], dp.group);
   const whole = denominatorsOf(step.rows);
   const keys = ["rl", "ce", "refKl", "distill", "rlSequences"] as const;
   if (keys.some((k) => whole[k] !== denominators[k])) {
@@ -116,7 +115,7 @@ export function trainStepOnRank(dp: DataParallel, learner: Learner, step: Packed
       { fix: "run the same rlx build on every rank, reading the same step file" },
     );
   }
-  const reduceSums = (flat: Float64Array) => dp.group.allreduceCounts(counts ? flat : flat.fill(0));
+  const reduceSums = (flat: Float64Array) => dp.group.allreduceCounts(addsCounts ? flat : flat.fill(0));
   // tokens stays the whole step's, so tokens_per_s is the step's throughput over all ranks.
   const result = trainStep(allReducingLearner(learner, dp), { ...step, rows }, { ...opts, denominators, reduceSums });
   const mean = plan.loads.reduce((a, b) => a + b, 0) / replicas;

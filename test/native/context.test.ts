@@ -34,11 +34,14 @@ function expectSame(outs: ShardRankOutput[], base: ShardRankOutput) {
 }
 
 describe.skipIf(!gloo)("a row split over C ranks trains as the whole row (float64)", () => {
-  test("short rows of every loss component: C = 2, C = 4, and 2 replicas of C = 2", async () => {
+  test("short rows of every loss component: C = 2, C = 4, 2 replicas of C = 2; a tied model with q/k norms", async () => {
     const [base] = await run(1);
     expectSame(await run(2, { contextParallel: 2 }), base!);
     expectSame(await run(4, { contextParallel: 4 }), base!);
     expectSame(await run(4, { contextParallel: 2 }), base!);
+    // q/k norms, biases and an LM head tied to the embedding
+    const [tied] = await run(1, { model: "tied" });
+    expectSame(await run(2, { model: "tied", contextParallel: 2 }), tied!);
   }, 180_000);
 
   test("rows of 1.5k tokens with shared prefixes: C = 2 and 4, with checkpointing, with shard full", async () => {
