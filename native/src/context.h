@@ -8,9 +8,9 @@
 // Attention all-gathers the keys and values of the whole row (Llama 3's context parallelism) and
 // runs each local query against the keys it may see: its own sample's up to itself and its
 // parent's (a shared prefix). Why not ring attention: with grouped-query attention K and V are a
-// fraction of the activations (2 of 16 heads' worth in `tiny`), an all-gather moves the same
-// bytes a ring does, and the full K/V make packed samples and shared prefixes plain key ranges
-// instead of a mask per passed block. Why not all-to-all over heads (Ulysses): C could not exceed
+// fraction of the activations (2 kv heads beside 4 query heads in `tiny`), an all-gather moves
+// the same bytes a ring does, and the full K/V make packed samples and shared prefixes plain key
+// ranges instead of a mask per passed block. Why not all-to-all over heads (Ulysses): C could not exceed
 // the kv-head count. The attention itself is blockwise with a saved log-sum-exp (a custom
 // autograd function, as flash attention's backward): only q, the gathered K/V, the output and the
 // log-sum-exp are kept, never a [queries, keys] matrix, so its memory is O(T) on libtorch 1.13 as
