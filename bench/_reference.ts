@@ -1,6 +1,7 @@
 // Shared by the benchmarks: runs a PyTorch reference script with Debian's python (torch 1.13 on
 // the same libtorch and BLAS as the shim) and parses its one JSON line; small table and stats helpers.
 import { join } from "node:path";
+import type { TrainingSample } from "../src/data/types.ts";
 
 /** Debian's python: the `python3` first on PATH may be one without torch. */
 export const PYTHON = process.env.RLX_BENCH_PYTHON ?? "/usr/bin/python3";
@@ -33,6 +34,20 @@ export function printTable(rows: (string | number)[][]): void {
   console.log(line(cells[0]!));
   console.log(widths.map((w) => "-".repeat(w)).join("  "));
   for (const r of cells.slice(1)) console.log(line(r));
+}
+
+/** The memory benches' rl sample of n tokens: the first half prompt, the second half actions. */
+export function halfActionSample(id: number, n: number, vocab: number): TrainingSample {
+  const lossMask = Array.from({ length: n }, (_, t) => (t >= n / 2 ? 1 : 0));
+  return {
+    tokenIds: Array.from({ length: n }, (_, t) => 3 + ((t * 7919 + id * 104729) % (vocab - 3))),
+    lossMask,
+    advantages: lossMask.map((m, t) => (m ? (t % 2 ? 1 : -1) : 0)),
+    inferenceLogprobs: lossMask.map((m) => (m ? -12 : 0)),
+    temperatures: lossMask.map(() => 1),
+    env: "bench",
+    rolloutId: `r${id}`,
+  };
 }
 
 /** Each spawned process's stdout, stderr and exit code, once every one has exited. */

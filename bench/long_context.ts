@@ -28,7 +28,6 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, tmpdir, totalmem } from "node:os";
 import { join } from "node:path";
 import { packStep } from "../src/data/pack.ts";
-import type { TrainingSample } from "../src/data/types.ts";
 import { rlLoss } from "../src/data/loss_types.ts";
 import { loadModel } from "../src/model/hf.ts";
 import { initModel } from "../src/model/presets.ts";
@@ -38,7 +37,7 @@ import { NativeOptimizer } from "../src/native/train.ts";
 import { costModelOf } from "../src/trainer/balance.ts";
 import { trainStepOnRank } from "../src/trainer/ranks.ts";
 import { type Learner, nativeLearner, trainStep } from "../src/trainer/step.ts";
-import { flag, outputsOf, printTable } from "./_reference.ts";
+import { flag, halfActionSample, outputsOf, printTable } from "./_reference.ts";
 
 const GIB = 2 ** 30;
 const status = (key: string) =>
@@ -61,20 +60,6 @@ interface RankResult {
   stepS: number[];
 }
 
-/** One rl sample of n tokens: the first half prompt, the second half actions. */
-function sample(n: number, vocab: number): TrainingSample {
-  const lossMask = Array.from({ length: n }, (_, t) => (t >= n / 2 ? 1 : 0));
-  return {
-    tokenIds: Array.from({ length: n }, (_, t) => 3 + ((t * 7919) % (vocab - 3))),
-    lossMask,
-    advantages: lossMask.map((m, t) => (m ? (t % 2 ? 1 : -1) : 0)),
-    inferenceLogprobs: lossMask.map((m) => (m ? -6 : 0)),
-    temperatures: lossMask.map(() => 1),
-    env: "bench",
-    rolloutId: "r0",
-  };
-}
-
 async function child(a: ChildArgs): Promise<RankResult> {
   using model = await loadModel(a.dir, { dtype: "f32", device: a.device });
   const cuda = a.device === "cuda";
@@ -92,7 +77,7 @@ async function child(a: ChildArgs): Promise<RankResult> {
     trainRow: (...args) => native.trainRow(...args),
     optimizerStep: (lr, maxGradNorm) => native.optimizerStep(lr, maxGradNorm),
   };
-  const step = packStep([sample(a.tokens, model.config.vocab_size)], { seqLen: a.tokens });
+  const step = packStep([halfActionSample(0, a.tokens, model.config.vocab_size)], { seqLen: a.tokens });
   const opts = { lr: 1e-5, maxGradNorm: 1, losses: [rlLoss()] };
   const beforeStepsGib = cuda ? (await deviceMemory("cuda")).allocated : status("VmRSS") / GIB;
   const stepS: number[] = [];

@@ -33,7 +33,6 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, tmpdir, totalmem } from "node:os";
 import { join } from "node:path";
 import { packStep } from "../src/data/pack.ts";
-import type { TrainingSample } from "../src/data/types.ts";
 import { hfConfigObject } from "../src/model/config.ts";
 import { loadModel } from "../src/model/hf.ts";
 import { getPreset, initModel } from "../src/model/presets.ts";
@@ -43,7 +42,7 @@ import { NativeOptimizer } from "../src/native/train.ts";
 import { costModelOf } from "../src/trainer/balance.ts";
 import { trainStepOnRank } from "../src/trainer/ranks.ts";
 import { type Learner, nativeLearner, trainStep } from "../src/trainer/step.ts";
-import { flag, outputsOf } from "./_reference.ts";
+import { flag, halfActionSample, outputsOf } from "./_reference.ts";
 import { collectiveBytes, type UnitSizes } from "./_shard_traffic.ts";
 import { rlLoss } from "../src/data/loss_types.ts";
 
@@ -75,20 +74,6 @@ export interface RankResult {
   units: UnitSizes;
 }
 
-/** One rl sample of n tokens: the first half prompt, the second half actions. */
-function sample(id: number, n: number, vocab: number): TrainingSample {
-  const lossMask = Array.from({ length: n }, (_, t) => (t >= n / 2 ? 1 : 0));
-  return {
-    tokenIds: Array.from({ length: n }, (_, t) => 3 + ((t * 7919 + id * 104729) % (vocab - 3))),
-    lossMask,
-    advantages: lossMask.map((m, t) => (m ? (t % 2 ? 1 : -1) : 0)),
-    inferenceLogprobs: lossMask.map((m) => (m ? -12 : 0)),
-    temperatures: lossMask.map(() => 1),
-    env: "bench",
-    rolloutId: `r${id}`,
-  };
-}
-
 async function child(a: ChildArgs): Promise<RankResult> {
   using model = await loadModel(a.dir, { dtype: "f32" });
   const afterLoadGib = status("VmHWM") / GIB;
@@ -117,7 +102,7 @@ async function child(a: ChildArgs): Promise<RankResult> {
   const dp = group && { group, model, cost: costModelOf(model.config), shard: a.mode };
   const vocab = model.config.vocab_size;
   const step = packStep(
-    Array.from({ length: a.world }, (_, i) => sample(i, a.seqLen, vocab)),
+    Array.from({ length: a.world }, (_, i) => halfActionSample(i, a.seqLen, vocab)),
     { seqLen: a.seqLen },
   );
   const losses = [rlLoss()];

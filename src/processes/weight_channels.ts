@@ -11,6 +11,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { ResolvedConfig } from "../config/resolve.ts";
+import { isLoopback } from "../serve/auth.ts";
 import { RlxError } from "../errors.ts";
 import type { ChannelPlan } from "../native/weights.ts";
 import { writeFileAtomic } from "../rundir/paths.ts";
@@ -29,7 +30,7 @@ export function planChannels(config: ResolvedConfig, runDir: string, policyProce
       fix: "set trainer.dist.master_port (the channels use the ports after it)",
     });
   // policy servers elsewhere (base_urls) reach rank 0 at master_addr
-  const local = config.inference.base_urls.every((url) => /^https?:\/\/(127\.|localhost|\[::1\])/.test(url));
+  const local = config.inference.base_urls.every((url) => isLoopback(new URL(url).hostname));
   const host = rank0Here && local ? "127.0.0.1" : dist.master_addr;
   const ports = Array.from({ length: policyProcesses }, (_, i) =>
     rank0Here ? freePort(host) : dist.master_port + 1 + i,
