@@ -38,11 +38,6 @@ at::Tensor long_tensor(const std::vector<int64_t>& v, const Model& m) { return a
 
 #if defined(RLX_C10D)
 
-void run_collective(Group& g, const std::string& what, const std::function<c10::intrusive_ptr<c10d::Work>()>& fn) {
-  std::vector<c10::intrusive_ptr<c10d::Work>> works{launch(g, what, fn)};
-  wait_all(g, what, works);
-}
-
 // The whole row's K and V side by side, [T, G, 2D], from every rank's [n, G, 2D].
 at::Tensor gather_kv(const ContextRow& row, const at::Tensor& kv_local) {
   auto& g = get_group(row.group);

@@ -100,6 +100,13 @@ c10::intrusive_ptr<c10d::Work> launch(Group& g, const std::string& what, Launch&
   }
 }
 
+// One collective, launched and waited for (launch's and wait_all's errors).
+template <typename Launch>
+void run_collective(Group& g, const std::string& what, Launch&& fn) {
+  std::vector<c10::intrusive_ptr<c10d::Work>> works{launch(g, what, std::forward<Launch>(fn))};
+  wait_all(g, what, works);
+}
+
 }  // namespace rlx
 
 #endif  // RLX_C10D

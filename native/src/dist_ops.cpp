@@ -218,8 +218,7 @@ RLX_API int rlx_dist_verify_params(rlx_group* group, rlx_model* model) {
 RLX_API int rlx_dist_barrier(rlx_group* group) {
   RLX_TRY(-1, {
     auto& g = get_group(group);
-    std::vector<c10::intrusive_ptr<c10d::Work>> works{launch(g, "barrier", [&] { return g.pg->barrier(); })};
-    wait_all(g, "barrier", works);
+    run_collective(g, "barrier", [&] { return g.pg->barrier(); });
     return 0;
   })
 }

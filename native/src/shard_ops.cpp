@@ -28,11 +28,6 @@ Group& group_of(Model& m) {
   return g;
 }
 
-void run(Group& g, const std::string& what, c10::intrusive_ptr<c10d::Work> work) {
-  std::vector<c10::intrusive_ptr<c10d::Work>> works{std::move(work)};
-  wait_all(g, what, works);
-}
-
 }  // namespace
 
 std::pair<int, int> group_rank_world(void* group) {
@@ -69,7 +64,8 @@ PendingGather::PendingGather(Model& m, size_t unit, bool trains) : impl_(std::ma
 
 Gathered PendingGather::wait() {
   TORCH_CHECK(started_, "PendingGather::wait on a gather never started");
-  run(*impl_->g, impl_->what, impl_->work);
+  std::vector<c10::intrusive_ptr<c10d::Work>> works{impl_->work};  // launched ahead (the constructor)
+  wait_all(*impl_->g, impl_->what, works);
   auto out = std::move(impl_->gathered);
   impl_.reset();
   started_ = false;
@@ -85,10 +81,10 @@ void reduce_scatter_add(Model& m, size_t unit, const at::Tensor& grad) {
   if (g.backend == "nccl") {
     slice = at::empty({u.chunk}, grad.options());
     auto input = grad;
-    run(g, what, launch(g, what, [&] { return g.pg->_reduce_scatter_base(slice, input); }));
+    run_collective(g, what, [&] { return g.pg->_reduce_scatter_base(slice, input); });
   } else {
     std::vector<at::Tensor> whole{grad};
-    run(g, what, launch(g, what, [&] { return g.pg->allreduce(whole); }));
+    run_collective(g, what, [&] { return g.pg->allreduce(whole); });
     slice = grad.narrow(0, s.rank * u.chunk, u.chunk);
   }
   at::NoGradGuard no_grad;
@@ -99,7 +95,7 @@ void reduce_scatter_add(Model& m, size_t unit, const at::Tensor& grad) {
 double all_sum(Model& m, double value) {
   auto& g = group_of(m);
   std::vector<at::Tensor> t{at::full({1}, value, at::TensorOptions().dtype(at::kDouble).device(g.device))};
-  run(g, "all-reduce of the gradient norm", launch(g, "all-reduce of the gradient norm", [&] { return g.pg->allreduce(t); }));
+  run_collective(g, "all-reduce of the gradient norm", [&] { return g.pg->allreduce(t); });
   return t[0].item<double>();
 }
 
@@ -149,9 +145,9 @@ at::Tensor gather_param(Model& m, const std::string& name) {
       std::vector<at::Tensor> input{mine};
       std::vector<std::vector<at::Tensor>> outputs(1);
       for (int r = 0; r < s.world; ++r) outputs[0].push_back(all.narrow(0, r * most, most));
-      run(g, what, launch(g, what, [&] {
-            return g.backend == "nccl" ? g.pg->_allgather_base(all, mine) : g.pg->allgather(outputs, input);
-          }));
+      run_collective(g, what, [&] {
+        return g.backend == "nccl" ? g.pg->_allgather_base(all, mine) : g.pg->allgather(outputs, input);
+      });
       auto out = at::empty({f.numel()}, u.local.options());
       for (int r = 0; r < s.world; ++r) {
         auto [ra, rb] = part(r);
