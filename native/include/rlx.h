@@ -22,7 +22,7 @@
 extern "C" {
 #endif
 
-#define RLX_ABI_VERSION 12
+#define RLX_ABI_VERSION 13
 
 /* Opaque handles: a model, its AdamW optimizer, a generator over a model, a c10d process group. */
 typedef struct rlx_model rlx_model;
@@ -235,11 +235,13 @@ int rlx_optim_state_save(rlx_optim* optim, void* out, int64_t nbytes);
 int rlx_optim_state_load(rlx_optim* optim, const void* data, int64_t nbytes);
 
 /* ---- generation and scoring --------------------------------------------------------------- */
-/* A generator: a KV cache of `slots` sequences of up to `capacity` tokens (prompt + generated) for
- * continuous batching. Logprobs are log_softmax(logits / temperature) of the chosen token before
- * top-k/top-p truncation, what the trainer computes (temperature 0: greedy, the temperature-1
- * logprob). Each sequence samples from its own generator seeded with its seed. */
-rlx_gen* rlx_gen_create(rlx_model* model, int slots, int capacity);
+/* A generator: up to `slots` sequences of up to `capacity` tokens (prompt + generated) each, for
+ * continuous batching, over a K/V cache of kv_tokens tokens (<= 0: slots * capacity; at least
+ * capacity) in blocks of RLX_GEN_STATS_BLOCK_TOKENS that each sequence takes as it needs them.
+ * Logprobs are log_softmax(logits / temperature) of the chosen token before top-k/top-p
+ * truncation, what the trainer computes (temperature 0: greedy, the temperature-1 logprob). Each
+ * sequence samples from its own generator seeded with its seed. */
+rlx_gen* rlx_gen_create(rlx_model* model, int slots, int capacity, int64_t kv_tokens);
 int rlx_gen_free(rlx_gen* gen);
 int rlx_gen_free_slots(rlx_gen* gen);
 /* Rebinds a generator to another model of the same architecture, keeping the KV cache and every
@@ -254,9 +256,11 @@ int rlx_gen_set_model(rlx_gen* gen, rlx_model* model);
 #define RLX_FINISH_NONE 0
 #define RLX_FINISH_STOP 1        /* a stop token was sampled (it is the last token returned) */
 #define RLX_FINISH_LENGTH 2      /* max_new_tokens reached, or prompt + generated reached capacity */
-/* Adds n sequences (prompts of 1 to capacity - 1 tokens concatenated with their lengths, sampling
- * [n * RLX_SAMPLING_FIELDS], stop ids concatenated with stop_counts[n]) into n free slots (fewer
- * is an error), prefills them and samples each one's first token: out_* [n]. */
+/* Adds sequences (prompts of 1 to capacity - 1 tokens concatenated with their lengths, sampling
+ * [n * RLX_SAMPLING_FIELDS], stop ids concatenated with stop_counts[n]) into free slots (fewer
+ * than n free is an error), prefills them and samples each one's first token: out_* [n]. Admits
+ * the first k of the n whose K/V fit the budget left, each up to its prompt + max_new_tokens, and
+ * returns k (0: none fits until running sequences finish; with none running, one always fits). */
 int rlx_gen_add(rlx_gen* gen, int n, const int32_t* prompt_ids, const int32_t* prompt_lengths, const double* sampling,
                 const int32_t* stop_ids, const int32_t* stop_counts, int32_t* out_slots, int32_t* out_tokens,
                 float* out_logprobs, int32_t* out_finish);
@@ -271,14 +275,22 @@ int rlx_gen_remove(rlx_gen* gen, int slot);
 int rlx_gen_top_logprobs(rlx_gen* gen, int n, int k, int32_t* out_ids, float* out_logprobs, int32_t* out_ranks);
 /* A finished slot keeps its K/V until needed; a later prompt beginning with at least 16 of its
  * tokens takes it over and prefills only the rest. out: since creation, prompts added, their
- * tokens, and the tokens taken from kept K/V. */
+ * tokens, and the tokens taken from kept K/V; then the K/V cache now: tokens per block, blocks,
+ * blocks the running sequences hold, blocks only kept prefixes hold (given up when needed), and
+ * blocks the running sequences may still take. */
 #define RLX_GEN_STATS_PROMPTS 0
 #define RLX_GEN_STATS_PROMPT_TOKENS 1
 #define RLX_GEN_STATS_REUSED_TOKENS 2
-#define RLX_GEN_STATS_LEN 3
+#define RLX_GEN_STATS_BLOCK_TOKENS 3
+#define RLX_GEN_STATS_BLOCKS 4
+#define RLX_GEN_STATS_RUNNING_BLOCKS 5
+#define RLX_GEN_STATS_KEPT_BLOCKS 6
+#define RLX_GEN_STATS_RESERVED_BLOCKS 7
+#define RLX_GEN_STATS_LEN 8
 int rlx_gen_cache_stats(rlx_gen* gen, int64_t* out, int n_out);
 /* Generator options: "keep_prefixes" 1 (default) or 0: no prompt continues a kept slot, prompts
- * take the lowest free slots (rlx train's deterministic mode). */
+ * take the lowest free slots (rlx train's deterministic mode). "prefill_tokens" (default 8192):
+ * tokens per prefill pass; a longer prompt runs in several, each attending to the K/V before it. */
 int rlx_gen_set_option(rlx_gen* gen, const char* name, double value);
 /* Prefill logprobs of n sequences (concatenated, total tokens) under logits / temperatures[t]
  * (NULL = 1), each sequence's first token 0; out_entropy (may be NULL) the entropy of each

@@ -157,15 +157,13 @@ RowPlan plan_row(Model& m, const at::Tensor& positions, const std::vector<int64_
       ++j;
     row.runs.emplace_back(i, j);
   }
-  row.run_rows.resize(row.runs.size());
+  row.run_queries.resize(row.runs.size());
   if (kv)
     for (size_t r = 0; r < row.runs.size(); ++r) {
-      auto [i, j] = row.runs[r];
-      row.run_slots.push_back(
-          at::tensor(std::vector<int64_t>(kv->slots.begin() + i, kv->slots.begin() + j), at::kLong).to(m.device));
-      for (size_t s = i; s < j; ++s)
-        for (int64_t t = 0; t < sample_lengths[s]; ++t)
-          row.run_rows[r].first.push_back(kv->slots[s]), row.run_rows[r].second.push_back(past_of(s) + t);
+      auto& [tables, at] = row.run_queries[r];
+      for (size_t s = row.runs[r].first; s < row.runs[r].second; ++s)
+        for (int64_t t = 0; t < sample_lengths[s]; ++t) tables.push_back(kv->tables[s]), at.push_back(past_of(s) + t);
+      row.run_writes.push_back(kv_rows(*kv->cache, tables, at, m.device));
     }
   return row;
 }
@@ -187,19 +185,16 @@ at::Tensor layer_packed(Model& m, const Layer& L, size_t l, const at::Tensor& x,
     const int64_t past = kv ? kv->past_of(row.runs[r].first) : 0;
     if (kv) {
       at::NoGradGuard no_grad;
-      const int64_t G = ks.size(1), D = ks.size(2);
-      auto& kc = kv->cache->k[l];
-      auto& vc = kv->cache->v[l];
-      kc.narrow(2, past, n).index_copy_(0, row.run_slots[r], ks.view({count, n, G, D}).permute({0, 2, 1, 3}).to(kc.scalar_type()));
-      vc.narrow(2, past, n).index_copy_(0, row.run_slots[r], vs.view({count, n, G, D}).permute({0, 2, 1, 3}).to(vc.scalar_type()));
+      kv_write(*kv->cache, l, row.run_writes[r], ks, vs);
     }
-    if (kv && n <= kCachePrefill && m.fused_attention && cache_attention_cpu_applies(qs, kv->cache->k[l])) {
-      const auto& [slots, positions] = row.run_rows[r];
-      outs.push_back(cache_attention_cpu(qs, kv->cache->k[l], kv->cache->v[l], positions, slots));
-    } else if (past > 0) {  // [P, G, D] views of the slot's cached K/V
-      const int64_t slot = kv->slots[row.runs[r].first];
-      auto cached = [&](const at::Tensor& c) { return c[slot].narrow(1, 0, past).permute({1, 0, 2}).to(qs.scalar_type()); };
-      outs.push_back(attend_causal(m, qs, ks, vs, count, cached(kv->cache->k[l]), cached(kv->cache->v[l])));
+    const KVCache* cache = kv ? kv->cache : nullptr;
+    if (kv && n <= kCachePrefill && m.fused_attention && cache_attention_cpu_applies(qs, cache->k[l])) {
+      const auto& [tables, positions] = row.run_queries[r];
+      outs.push_back(cache_attention_cpu(qs, cache->k[l], cache->v[l], positions, tables, cache->capacity));
+    } else if (past > 0) {  // [P, G, D]: the cached K/V the sample continues
+      const auto& table = *kv->tables[row.runs[r].first];
+      auto cached = [&](const at::Tensor& c) { return kv_gather(c, table, past).to(qs.scalar_type()); };
+      outs.push_back(attend_causal(m, qs, ks, vs, count, cached(cache->k[l]), cached(cache->v[l])));
     } else if (p < 0)
       outs.push_back(attend_causal(m, qs, ks, vs, count));
     else
@@ -224,18 +219,17 @@ at::Tensor forward_packed(Model& m, const at::Tensor& token_ids, const at::Tenso
 // ---- decode step over a KV cache --------------------------------------------------------------
 
 // A decode step's attention through ATen, where attention_cpu.cpp does not apply (CUDA, bf16) or
-// the fused_attention option is off: SDPA on 2.x unless that option is off, else scores and
-// softmax. q [B, H, D];
-// visible_B_span says which cache positions each row sees -> [B, H * D].
+// the fused_attention option is off: each row's blocks gathered into [B, G, span, D] (a copy of
+// the keys the step reads: there is no paged kernel here), then SDPA on 2.x unless that option is
+// off, else scores and softmax. q [B, H, D]; visible_B_span says which positions each row sees
+// -> [B, H * D].
 static at::Tensor attend_cache(const Model& m, const at::Tensor& q, const at::Tensor& kc, const at::Tensor& vc,
-                               const at::Tensor& visible_B_span, bool aligned) {
+                               const at::Tensor& tables_B_n, const at::Tensor& visible_B_span) {
   const int64_t B = q.size(0), H = q.size(1), D = q.size(2), G = kc.size(1), R = H / G, span = visible_B_span.size(1);
-  auto k_B_G_S_D = kc.narrow(0, 0, B).narrow(2, 0, span);
-  auto v_B_G_S_D = vc.narrow(0, 0, B).narrow(2, 0, span);
+  auto k_B_G_S_D = kv_gather_rows(kc, tables_B_n), v_B_G_S_D = kv_gather_rows(vc, tables_B_n);
 #if RLX_TORCH2
   if (m.fused_attention) {
-    OptionalTensor mask;
-    if (!aligned) mask = visible_B_span.view({B, 1, 1, span});
+    OptionalTensor mask = visible_B_span.view({B, 1, 1, span});
 #if RLX_TORCH_AT_LEAST(2, 5)
     auto attn = at::scaled_dot_product_attention(q.unsqueeze(2), k_B_G_S_D, v_B_G_S_D, mask, 0.0, false, {}, true);
 #else
@@ -247,38 +241,39 @@ static at::Tensor attend_cache(const Model& m, const at::Tensor& q, const at::Te
 #endif
   auto q_B_G_R_D = q.view({B, G, R, D});
   auto scores = at::matmul(q_B_G_R_D, k_B_G_S_D.transpose(2, 3)) * (1.0 / std::sqrt(double(D)));  // [B, G, R, span]
-  if (!aligned) scores = scores.masked_fill(visible_B_span.logical_not().view({B, 1, 1, span}), -INFINITY);
+  scores = scores.masked_fill(visible_B_span.logical_not().view({B, 1, 1, span}), -INFINITY);
   auto probs = at::softmax(scores, -1, m.compute_dtype()).to(v_B_G_S_D.scalar_type());
   return at::matmul(probs, v_B_G_S_D).reshape({B, H * D});
 }
 
-at::Tensor forward_decode(Model& m, KVCache& cache, const at::Tensor& token_ids, const std::vector<int64_t>& positions_host) {
+at::Tensor forward_decode(Model& m, KVCache& cache, const at::Tensor& token_ids, const std::vector<int64_t>& positions_host,
+                          const std::vector<const BlockTable*>& tables) {
   const int64_t B = token_ids.size(0);
-  const int64_t span = 1 + *std::max_element(positions_host.begin(), positions_host.end());
-  // The common case of a batch started together: every row at the same position needs no mask
-  // and writes its K/V with one slice copy instead of an indexed scatter.
-  const bool aligned = std::all_of(positions_host.begin(), positions_host.end(), [&](int64_t p) { return p == span - 1; });
-  TORCH_CHECK(span <= cache.capacity, "decode position past the KV cache capacity");
+  const int64_t longest = 1 + *std::max_element(positions_host.begin(), positions_host.end());
+  TORCH_CHECK(longest <= cache.capacity, "decode position past the KV cache capacity");
   auto positions = at::tensor(positions_host, at::kLong).to(m.device);
-  auto [cos, sin] = rope_rows(m, positions, span - 1);
-  auto rows = at::arange(B, positions.options());
-  // Row b sees cache positions 0..positions[b]; later positions hold other requests' leftovers.
-  auto visible_B_span = at::arange(span, positions.options()).unsqueeze(0) <= positions.unsqueeze(1);
+  auto [cos, sin] = rope_rows(m, positions, longest - 1);
+  auto writes = kv_rows(cache, tables, positions_host, m.device);
+  at::Tensor tables_B_n, visible_B_span;  // the ATen path's gather and mask, made when first needed
+  auto aten_attention = [&](const at::Tensor& q, size_t l) {
+    if (!tables_B_n.defined()) {
+      const int64_t n = blocks_for(longest);
+      std::vector<int64_t> ids(static_cast<size_t>(B * n), 0);  // block 0 pads short tables; masked
+      for (int64_t b = 0; b < B; ++b)
+        std::copy_n(tables[b]->begin(), blocks_for(positions_host[b] + 1), ids.begin() + b * n);
+      tables_B_n = at::tensor(ids, at::kLong).view({B, n}).to(m.device);
+      visible_B_span = at::arange(n * kKVBlock, positions.options()).unsqueeze(0) <= positions.unsqueeze(1);
+    }
+    return attend_cache(m, q, cache.k[l], cache.v[l], tables_B_n, visible_B_span);
+  };
   auto x = at::embedding(m.embed, token_ids);  // [B, hidden]
   for (size_t l = 0; l < m.layers.size(); ++l) {
     const Layer& L = m.layers[l];
     auto [q, k, v] = project_qkv(m, L, rms_norm(m, x, L.input_norm), cos, sin);
-    auto& kc = cache.k[l];
-    auto& vc = cache.v[l];
-    if (aligned) {
-      kc.narrow(0, 0, B).narrow(2, span - 1, 1).copy_(k.unsqueeze(2));
-      vc.narrow(0, 0, B).narrow(2, span - 1, 1).copy_(v.unsqueeze(2));
-    } else {
-      kc.permute({0, 2, 1, 3}).index_put_({rows, positions}, k.to(kc.scalar_type()));
-      vc.permute({0, 2, 1, 3}).index_put_({rows, positions}, v.to(vc.scalar_type()));
-    }
-    auto attn = m.fused_attention && cache_attention_cpu_applies(q, kc) ? cache_attention_cpu(q, kc, vc, positions_host)
-                                                                         : attend_cache(m, q, kc, vc, visible_B_span, aligned);
+    kv_write(cache, l, writes, k, v);
+    auto attn = m.fused_attention && cache_attention_cpu_applies(q, cache.k[l])
+                    ? cache_attention_cpu(q, cache.k[l], cache.v[l], positions_host, tables, cache.capacity)
+                    : aten_attention(q, l);
     x = x + project(m, L, kLoraO, attn, L.o_proj);
     x = x + mlp(m, L, x);
   }

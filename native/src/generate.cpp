@@ -1,12 +1,21 @@
 // Generation and scoring.
 //
-// A generator owns a preallocated KV cache of `slots` rows ([slots, kv_heads, capacity, head_dim]
-// per layer) and one sampling state per occupied slot, so a server can run continuous batching:
-// add sequences (a batched prefill: the distinct prompts packed into one row through the same
-// forward the trainer uses, their K/V written into free slots and copied to the slots of repeated
-// prompts), step (one decode step for every occupied slot), remove (cancel). Each row keeps its
-// own position, so prompts of different lengths need no padding. A finished sequence frees its
-// slot in the same call that reports it.
+// A generator owns a K/V cache of fixed-size blocks (kv_cache.h: vLLM's paged attention) and up
+// to `slots` sequences, each with its sampling state and its block table, so a server can run
+// continuous batching: add sequences (a batched prefill: the distinct prompts packed into rows
+// through the same forward the trainer uses, their K/V written into their blocks, and the full
+// blocks shared with the sequences that repeat a prompt), step (one decode step for every running
+// sequence), remove (cancel). Each sequence keeps its own position, so prompts of different
+// lengths need no padding, and a decode step computes exactly the running sequences. A finished
+// sequence frees its slot in the same call that reports it.
+//
+// Memory is a budget of blocks, not slots x capacity: a sequence takes blocks as its positions
+// need them, so a few long episodes and many short ones share one budget. rlx_gen_add admits the
+// longest prefix of its sequences whose worst case fits (every admitted sequence can reach its
+// prompt + max_new_tokens without running out), and the caller queues the rest; nothing running
+// is ever stopped for lack of blocks. Prompts are prefilled in passes of at most prefill_tokens
+// (rlx_gen_set_option), a longer prompt in several, each attending to the K/V the passes before
+// wrote (prefill.cpp): a long prompt's activations are bounded by a pass, not by its length.
 //
 // Logprobs are what the trainer computes: log_softmax(logits / temperature) of the chosen token
 // over the full distribution, before top-k/top-p truncation (truncation only decides what can be
@@ -15,23 +24,19 @@
 // on the CPU from one seeded generator per sequence, so a sequence's tokens depend on its seed,
 // not on which other requests share its batch.
 //
-// A slot keeps its K/V after its sequence finishes (or is removed), with the tokens they belong
-// to, until the slot is needed: a prompt that begins with at least kMinReuse of those tokens takes
-// the slot over and prefills only the rest, attending to the cached K/V (vLLM's automatic prefix
-// caching, one slot per prefix). A tool episode's next turn is its previous turn plus the tool's
-// reply, so it continues in its own slot; a new group of an env whose system prompt another slot
-// holds prefills only its task. New prompts without a match take the empty slots first, then the
-// least recently used kept ones. Rebinding to new weights (rlx_gen_set_model) drops every kept
-// prefix: a new prompt is always computed by the weights of its time.
-//
-// Slots are what callers see; each slot's K/V live in a cache row of its own (Sequence::row), and
-// before a decode step the running sequences trade rows with stopped ones until they fill rows
-// 0..A-1 (compact_rows), so a step computes exactly its A running rows: without the move, the tail
-// of a rollout batch (a few long tool episodes in slots spread over hundreds, the rest done) ran
-// every row up to the highest running one, each over the longest episode's span.
+// A slot keeps its K/V blocks after its sequence finishes (or is removed), with the tokens they
+// belong to, until the blocks or the slot are needed: a prompt that begins with at least kMinReuse
+// of those tokens takes the slot over and prefills only the rest, attending to the cached K/V
+// (vLLM's automatic prefix caching, one slot per prefix). A tool episode's next turn is its
+// previous turn plus the tool's reply, so it continues in its own slot; a new group of an env
+// whose system prompt another slot holds prefills only its task. New prompts without a match take
+// the empty slots first, then the least recently used kept ones; when blocks run short, kept
+// prefixes give theirs up, least recently used first. Rebinding to new weights
+// (rlx_gen_set_model) drops every kept prefix: a new prompt is always computed by the weights of
+// its time.
 //
 // The calls are here; generator.h holds the state, sampling.cpp the choice of each token, slots.cpp
-// the choice of slots and rows.
+// the choice of slots and blocks.
 #include "generator.h"
 
 namespace rlx {
@@ -49,22 +54,19 @@ Model& model_of(Generator& g) {
 
 using namespace rlx;
 
-RLX_API rlx_gen* rlx_gen_create(rlx_model* model, int slots, int capacity) {
+RLX_API rlx_gen* rlx_gen_create(rlx_model* model, int slots, int capacity, int64_t kv_tokens) {
   RLX_TRY(nullptr, {
     auto& m = whole_model(model, "rlx_gen_create");
     require(slots >= 1 && capacity >= 2, "a generator needs slots >= 1 and capacity >= 2");
+    if (kv_tokens <= 0) kv_tokens = int64_t(slots) * capacity;
+    require(kv_tokens >= capacity, "the K/V budget (" + std::to_string(kv_tokens) + " tokens) must hold one sequence of capacity " +
+                                       std::to_string(capacity) + " tokens");
     c10::InferenceMode inference;
     auto g = std::make_unique<Generator>();
     g->model_handle = model;
-    g->cache.slots = slots;
     g->cache.capacity = capacity;
-    for (size_t l = 0; l < m.layers.size(); ++l) {
-      auto shape = std::vector<int64_t>{slots, m.cfg.num_key_value_heads, capacity, m.cfg.head_dim};
-      g->cache.k.push_back(at::zeros(shape, m.opts(m.dtype)));
-      g->cache.v.push_back(at::zeros(shape, m.opts(m.dtype)));
-    }
+    kv_init(g->cache, m.layers.size(), blocks_for(kv_tokens), m.cfg.num_key_value_heads, m.cfg.head_dim, m.opts(m.dtype));
     g->seqs.resize(slots);
-    for (int i = 0; i < slots; ++i) g->seqs[i].row = i;
     register_handle(g.get(), Kind::Generator);
     return reinterpret_cast<rlx_gen*>(g.release());
   })
@@ -104,7 +106,7 @@ RLX_API int rlx_gen_set_model(rlx_gen* gen, rlx_model* model) {
     require(next.device == now.device, "rlx_gen_set_model: the new model is on " + next.device.str() + ", the generator's cache is on " + now.device.str());
     g.model_handle = model;
     for (auto& s : g.seqs)
-      if (!s.active) s.tokens.clear();  // kept prefixes were computed by the old weights
+      if (!s.active) kv_release(g.cache, s.blocks), s.tokens.clear();  // kept prefixes were computed by the old weights
     return 0;
   })
 }
@@ -125,6 +127,9 @@ RLX_API int rlx_gen_add(rlx_gen* gen, int n, const int32_t* prompt_ids, const in
     require(n >= 1, "rlx_gen_add: n must be >= 1");
     require(prompt_ids && prompt_lengths && sampling && stop_counts && out_slots && out_tokens && out_logprobs && out_finish,
             "rlx_gen_add: a required array is null");
+    const auto free = std::count_if(g.seqs.begin(), g.seqs.end(), [](const Sequence& s) { return !s.active; });
+    require(free >= n, "the generator has " + std::to_string(free) + " free slots, " + std::to_string(n) +
+                           " sequences were added (wait for some to finish)");
     std::vector<int64_t> lengths(prompt_lengths, prompt_lengths + n);
     int64_t total_stops = 0;
     std::vector<Sequence> added(n);
@@ -149,12 +154,13 @@ RLX_API int rlx_gen_add(rlx_gen* gen, int n, const int32_t* prompt_ids, const in
       s.stop_ids.assign(stop_ids + total_stops, stop_ids + total_stops + stop_counts[i]);
       total_stops += stop_counts[i];
       s.length = lengths[i];
+      s.final_length = std::min<int64_t>(lengths[i] + s.max_new_tokens, g.cache.capacity);
       s.active = true;
     }
     // The rollouts of a group arrive together with one prompt: each distinct prompt is prefilled
-    // once and its K/V rows copied to the slots of its repeats (vLLM's prefix caching, for the
-    // case RL makes common). prompt_of[i] is the index among the distinct prompts; only distinct
-    // prompts take kept slots over.
+    // once and its full blocks shared with the sequences that repeat it (vLLM's prefix caching,
+    // for the case RL makes common). prompt_of[i] is the index among the distinct prompts; only
+    // distinct prompts take kept slots over.
     std::vector<int64_t> offsets(n), distinct, prompt_of(n);
     for (int64_t i = 0, offset = 0; i < n; offset += lengths[i++]) offsets[i] = offset;
     std::vector<const int32_t*> ids_of(n);
@@ -167,49 +173,66 @@ RLX_API int rlx_gen_add(rlx_gen* gen, int n, const int32_t* prompt_ids, const in
       prompt_of[i] = same - distinct.begin();
       if (same == distinct.end()) distinct.push_back(i), is_distinct[i] = true;
     }
+    // Admit the longest prefix whose worst case fits the blocks left; the caller queues the rest.
+    const auto need = blocks_needed(added, is_distinct);
+    int64_t room = kv_use(g).room(), admitted = 0;
+    while (admitted < n && need[admitted] <= room) room -= need[admitted++];
+    if (admitted == 0) return 0;
+    n = static_cast<int>(admitted);
+    added.resize(n), lengths.resize(n), ids_of.resize(n), is_distinct.resize(n), prompt_of.resize(n);
+    distinct.erase(std::remove_if(distinct.begin(), distinct.end(), [&](int64_t j) { return j >= n; }), distinct.end());
+
+    c10::InferenceMode inference;
     std::vector<int64_t> past;
     auto slots = choose_slots(g, n, ids_of, lengths, is_distinct, past);
-    std::vector<int64_t> rows(n);
-    for (int i = 0; i < n; ++i) rows[i] = g.seqs[slots[i]].row;
-    // Each distinct prompt runs from its first uncached token; positions go on from the cache.
-    std::vector<int32_t> distinct_ids;
-    std::vector<int64_t> distinct_lengths, distinct_rows, distinct_past, positions, last;
+    for (int i = 0; i < n; ++i) {  // a continued slot hands its blocks over; another gives its up
+      auto& kept = g.seqs[slots[i]];
+      if (past[i] > 0) {
+        added[i].blocks = std::move(kept.blocks);
+        BlockTable beyond(added[i].blocks.begin() + blocks_for(past[i]), added[i].blocks.end());
+        added[i].blocks.resize(blocks_for(past[i]));
+        kv_release(g.cache, beyond);
+        own_from(g, added[i].blocks, past[i]);
+      } else {
+        kv_release(g.cache, kept.blocks);
+      }
+      kept.tokens.clear();
+    }
+    std::vector<Prefill> prompts;
     for (auto j : distinct) {
-      distinct_ids.insert(distinct_ids.end(), ids_of[j] + past[j], ids_of[j] + lengths[j]);
-      distinct_lengths.push_back(lengths[j] - past[j]), distinct_rows.push_back(rows[j]), distinct_past.push_back(past[j]);
-      for (int64_t t = past[j]; t < lengths[j]; ++t) positions.push_back(t);
-      last.push_back(static_cast<int64_t>(distinct_ids.size()) - 1);
+      cover(g, added[j].blocks, lengths[j]);
+      prompts.push_back({ids_of[j], lengths[j], past[j], &added[j].blocks});
       g.reused_tokens += past[j];
     }
     g.prompts += n;
     for (int i = 0; i < n; ++i) g.prompt_tokens += lengths[i];
-    auto ids = token_tensor(m, distinct_ids.data(), static_cast<int64_t>(distinct_ids.size()), "prompt_ids");
 
-    c10::InferenceMode inference;
     AutocastScope autocast(m);
-    KVWrite kv{&g.cache, distinct_rows, distinct_past};
-    auto hidden = forward_packed(m, ids, at::tensor(positions, at::kLong).to(m.device), distinct_lengths, &kv);
-    for (int i = 0; i < n; ++i) {
-      const int64_t from = distinct_rows[prompt_of[i]];
-      if (from == rows[i]) continue;
-      for (auto* layers : {&g.cache.k, &g.cache.v})
-        for (auto& layer : *layers) layer[rows[i]].narrow(1, 0, lengths[i]).copy_(layer[from].narrow(1, 0, lengths[i]));
+    auto hidden = prefill(m, g.cache, prompts, g.prefill_tokens);  // [distinct, hidden]
+    for (int i = 0; i < n; ++i) {  // a repeat shares the full blocks, copies the partial one
+      if (is_distinct[i]) continue;
+      const auto& from = added[distinct[prompt_of[i]]].blocks;
+      added[i].blocks = kv_share(g.cache, from, static_cast<size_t>(lengths[i] / kKVBlock));
+      if (lengths[i] % kKVBlock) {
+        cover(g, added[i].blocks, lengths[i]);
+        kv_copy_block(g.cache, from[lengths[i] / kKVBlock], added[i].blocks.back());
+      }
     }
-    auto distinct_logits = lm_logits(m, hidden.index_select(0, at::tensor(last, at::kLong).to(m.device)));
-    auto logits = distinct_logits.index_select(0, at::tensor(prompt_of, at::kLong).to(m.device)).to(at::kCPU);
+    auto logits = lm_logits(m, hidden.index_select(0, at::tensor(prompt_of, at::kLong).to(m.device))).to(at::kCPU);
     std::vector<Sequence*> seqs;
     g.clock += 1;
     for (int i = 0; i < n; ++i) {
       added[i].tokens.assign(ids_of[i], ids_of[i] + lengths[i]);
-      added[i].used = g.clock, added[i].row = rows[i];
+      added[i].used = g.clock;
       g.seqs[slots[i]] = std::move(added[i]), seqs.push_back(&g.seqs[slots[i]]);
     }
     sample_rows(g, logits, seqs, out_tokens, out_logprobs);
     for (int i = 0; i < n; ++i) {
       out_slots[i] = static_cast<int32_t>(slots[i]);
       out_finish[i] = finish_after(*seqs[i], out_tokens[i], g.cache.capacity);
+      if (out_finish[i] != RLX_FINISH_NONE) retire(g, *seqs[i]);
     }
-    return 0;
+    return n;
   })
 }
 
@@ -218,16 +241,22 @@ RLX_API int rlx_gen_step(rlx_gen* gen, int32_t* out_slots, int32_t* out_tokens, 
     auto& g = get_gen(gen);
     auto& m = model_of(g);
     require(out_slots && out_tokens && out_logprobs && out_finish, "rlx_gen_step: an output array is null");
-    require(n_out >= static_cast<int>(g.cache.slots), "rlx_gen_step: outputs must hold one entry per slot (" + std::to_string(g.cache.slots) + ")");
+    require(n_out >= static_cast<int>(g.seqs.size()), "rlx_gen_step: outputs must hold one entry per slot (" + std::to_string(g.seqs.size()) + ")");
     g.last_logp = at::Tensor(), g.last_tokens.clear();
     c10::InferenceMode inference;
-    const auto active = compact_rows(g);  // the slot running in each row 0..A-1
+    std::vector<int64_t> active, ids, positions;
+    std::vector<const BlockTable*> tables;
+    for (size_t i = 0; i < g.seqs.size(); ++i) {
+      auto& s = g.seqs[i];
+      if (!s.active) continue;
+      cover(g, s.blocks, s.length + 1);  // the block of the position written now
+      active.push_back(static_cast<int64_t>(i)), ids.push_back(s.next_token), positions.push_back(s.length);
+      tables.push_back(&s.blocks);
+    }
     if (active.empty()) return 0;
-    std::vector<int64_t> ids, positions;
-    for (auto i : active) ids.push_back(g.seqs[i].next_token), positions.push_back(g.seqs[i].length);
 
     AutocastScope autocast(m);
-    auto hidden = forward_decode(m, g.cache, at::tensor(ids, at::kLong).to(m.device), positions);
+    auto hidden = forward_decode(m, g.cache, at::tensor(ids, at::kLong).to(m.device), positions, tables);
     auto logits = lm_logits(m, hidden).to(at::kCPU);
     std::vector<Sequence*> seqs;
     g.clock += 1;
@@ -240,6 +269,7 @@ RLX_API int rlx_gen_step(rlx_gen* gen, int32_t* out_slots, int32_t* out_tokens, 
     for (size_t j = 0; j < active.size(); ++j) {
       out_slots[j] = static_cast<int32_t>(active[j]);
       out_finish[j] = finish_after(*seqs[j], out_tokens[j], g.cache.capacity);
+      if (out_finish[j] != RLX_FINISH_NONE) retire(g, *seqs[j]);
     }
     return static_cast<int>(active.size());
   })
@@ -248,8 +278,10 @@ RLX_API int rlx_gen_step(rlx_gen* gen, int32_t* out_slots, int32_t* out_tokens, 
 RLX_API int rlx_gen_remove(rlx_gen* gen, int slot) {
   RLX_TRY(-1, {
     auto& g = get_gen(gen);
-    require(slot >= 0 && slot < g.cache.slots && g.seqs[slot].active, "slot " + std::to_string(slot) + " holds no running sequence");
+    require(slot >= 0 && slot < static_cast<int>(g.seqs.size()) && g.seqs[slot].active,
+            "slot " + std::to_string(slot) + " holds no running sequence");
     g.seqs[slot].active = false;
+    retire(g, g.seqs[slot]);
     return 0;
   })
 }
@@ -286,9 +318,15 @@ RLX_API int rlx_gen_set_option(rlx_gen* gen, const char* name, double value) {
     auto& g = get_gen(gen);
     require(name != nullptr, "rlx_gen_set_option: name is null");
     const std::string key(name);
-    if (key != "keep_prefixes") throw ArgError("unknown generator option \"" + key + "\" (keep_prefixes)");
-    require(value == 0 || value == 1, "rlx_gen_set_option: keep_prefixes must be 0 or 1");
-    g.keep_prefixes = value == 1;
+    if (key == "keep_prefixes") {
+      require(value == 0 || value == 1, "rlx_gen_set_option: keep_prefixes must be 0 or 1");
+      g.keep_prefixes = value == 1;
+    } else if (key == "prefill_tokens") {
+      require(value >= 1 && value == std::floor(value), "rlx_gen_set_option: prefill_tokens must be an integer >= 1");
+      g.prefill_tokens = static_cast<int64_t>(value);
+    } else {
+      throw ArgError("unknown generator option \"" + key + "\" (keep_prefixes, prefill_tokens)");
+    }
     return 0;
   })
 }
@@ -296,10 +334,17 @@ RLX_API int rlx_gen_set_option(rlx_gen* gen, const char* name, double value) {
 RLX_API int rlx_gen_cache_stats(rlx_gen* gen, int64_t* out, int n_out) {
   RLX_TRY(-1, {
     auto& g = get_gen(gen);
-    require(out && n_out == RLX_GEN_STATS_LEN, "rlx_gen_cache_stats: out must hold RLX_GEN_STATS_LEN (3) values");
+    require(out && n_out == RLX_GEN_STATS_LEN, "rlx_gen_cache_stats: out must hold RLX_GEN_STATS_LEN (" +
+                                                   std::to_string(RLX_GEN_STATS_LEN) + ") values");
+    const auto use = kv_use(g);
     out[RLX_GEN_STATS_PROMPTS] = g.prompts;
     out[RLX_GEN_STATS_PROMPT_TOKENS] = g.prompt_tokens;
     out[RLX_GEN_STATS_REUSED_TOKENS] = g.reused_tokens;
+    out[RLX_GEN_STATS_BLOCK_TOKENS] = kKVBlock;
+    out[RLX_GEN_STATS_BLOCKS] = g.cache.blocks();
+    out[RLX_GEN_STATS_RUNNING_BLOCKS] = use.running;
+    out[RLX_GEN_STATS_KEPT_BLOCKS] = use.kept;
+    out[RLX_GEN_STATS_RESERVED_BLOCKS] = use.reserved;
     return 0;
   })
 }

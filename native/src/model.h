@@ -9,6 +9,7 @@
 #pragma once
 #include "common.h"
 #include "context.h"
+#include "kv_cache.h"
 
 namespace rlx {
 
@@ -61,12 +62,6 @@ struct Lora {
   std::unordered_map<std::string, size_t> index;
   std::unordered_map<std::string, std::pair<int64_t, int>> merged;  // adapted base weight -> (layer, target)
   std::string json;  // backing store for rlx_model_lora_params' returned string
-};
-
-// Per-layer K/V storage of a generator: [slots, kv_heads, capacity, head_dim] each.
-struct KVCache {
-  std::vector<at::Tensor> k, v;
-  int64_t slots = 0, capacity = 0;
 };
 
 struct Shards;  // shard.h
@@ -160,17 +155,6 @@ class TrainingScope {
   Model& m_;
 };
 
-// Where a packed forward writes K/V: sample s goes to cache slot slots[s], positions
-// past[s]..past[s]+len-1. past (empty: all 0) is how many tokens of the slot's cache the sample
-// continues: it attends to those cached K/V and causally to its own, its positions going on from
-// there (a tool episode's next turn over the turns before it, generate.cpp).
-struct KVWrite {
-  KVCache* cache = nullptr;
-  std::vector<int64_t> slots;
-  std::vector<int64_t> past;
-  int64_t past_of(size_t s) const { return past.empty() ? 0 : past[s]; }
-};
-
 // A packed row's attention plan, made once and read by every layer: each sample's first token,
 // runs of consecutive samples of equal length and parent that attend as one batched block, the
 // rotary rows of every token, and where K/V are written.
@@ -178,9 +162,9 @@ struct RowPlan {
   std::vector<int64_t> lengths, parents, starts;
   std::vector<std::pair<size_t, size_t>> runs;  // [first sample, end sample)
   const KVWrite* kv = nullptr;
-  std::vector<at::Tensor> run_slots;  // cache slots of each run's samples
-  // Each run's query tokens as cache rows (slot, position), for the short prefill's cache attention.
-  std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> run_rows;
+  std::vector<at::Tensor> run_writes;  // each run's K/V rows in the cache (kv_rows)
+  // Each run's query tokens as (block table, position), for the short prefill's cache attention.
+  std::vector<std::pair<std::vector<const BlockTable*>, std::vector<int64_t>>> run_queries;
   at::Tensor cos, sin;
   ContextRowPtr context;  // set when the row is split over ranks: the tokens are this rank's share
 };
@@ -203,10 +187,11 @@ at::Tensor forward_packed(Model& m, const at::Tensor& token_ids, const at::Tenso
                           const std::vector<int64_t>& sample_lengths, const KVWrite* kv = nullptr,
                           const std::vector<int64_t>& parents = {}, const ContextRowPtr& context = {});
 
-// One decode step for rows 0..B-1 of the cache: token_ids [B] int64 on the device, positions
-// (host, B entries): row b attends to cache positions 0..positions[b], its new K/V written at
-// positions[b] first. Returns hidden states after the final norm, [B, hidden].
-at::Tensor forward_decode(Model& m, KVCache& cache, const at::Tensor& token_ids, const std::vector<int64_t>& positions);
+// One decode step of B sequences: token_ids [B] int64 on the device, positions and block tables
+// (host, B entries each): row b attends to its positions 0..positions[b], its new K/V written at
+// positions[b] first (its table covers it). Returns hidden states after the final norm, [B, hidden].
+at::Tensor forward_decode(Model& m, KVCache& cache, const at::Tensor& token_ids, const std::vector<int64_t>& positions,
+                          const std::vector<const BlockTable*>& tables);
 
 // RMSNorm and the rotary embedding in one pass per row, on the CPU without autograd
 // (norm_cpu.cpp): x [N, C] (rows may be strided) -> [N, C]; x [N, heads, D] -> RMSNorm over each
@@ -221,14 +206,6 @@ at::Tensor norm_rope_cpu(const at::Tensor& x_N_h_D, const at::Tensor& weight, do
 // run linear_cpu.cpp's kernel instead (the cpu_linear option): a decode step's products and a
 // short prefill's, without BLAS's packing of w.
 at::Tensor linear(const Model& m, const at::Tensor& x, const at::Tensor& w, const at::Tensor& b = {});
-
-// Attention against the K/V cache on the CPU (attention_cpu.cpp): q [B, H, D], caches [slots, G,
-// capacity, D]; row b reads slot slots[b] (slots empty: slot b) and sees its keys 0..positions[b];
-// -> [B, H * D]. A decode step's rows, or a short prefill's tokens once their K/V are written.
-// Applies to contiguous float32 / float64 tensors of one dtype.
-bool cache_attention_cpu_applies(const at::Tensor& q, const at::Tensor& k_cache);
-at::Tensor cache_attention_cpu(const at::Tensor& q, const at::Tensor& k_cache, const at::Tensor& v_cache,
-                               const std::vector<int64_t>& positions, std::vector<int64_t> slots = {});
 
 // Full-vocabulary logits of hidden states [N, hidden] in the compute dtype (float32 or float64).
 at::Tensor lm_logits(Model& m, const at::Tensor& hidden);

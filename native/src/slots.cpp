@@ -1,6 +1,6 @@
-// Which slot and cache row each sequence takes: kept prefixes taken over by prompts that continue
-// them, and the running sequences moved into the lowest rows before a decode step (generate.cpp's
-// header).
+// Which slot each sequence takes (kept prefixes taken over by prompts that continue them) and
+// which K/V blocks it holds: blocks taken as positions need them, kept prefixes given up least
+// recently used first, and the budget a batch of new sequences must fit (generate.cpp's header).
 #include "generator.h"
 
 namespace rlx {
@@ -8,50 +8,18 @@ namespace rlx {
 // The fewest cached tokens a prompt must continue to take a kept slot over.
 constexpr int64_t kMinReuse = 16;
 
-// Swaps the cache rows of a running sequence and a stopped one, each row's K/V up to its own
-// cached tokens (the stopped one's kept prefix, if prefixes are kept).
-static void swap_rows(Generator& g, Sequence& running, Sequence& stopped) {
-  const int64_t run_len = running.length;
-  const int64_t kept_len = g.keep_prefixes ? static_cast<int64_t>(stopped.tokens.size()) : 0;
-  for (auto* layers : {&g.cache.k, &g.cache.v})
-    for (auto& layer : *layers) {  // [rows, G, capacity, D]
-      auto from = layer[running.row], to = layer[stopped.row];
-      auto moving = from.narrow(1, 0, run_len).clone();
-      if (kept_len > 0) from.narrow(1, 0, kept_len).copy_(to.narrow(1, 0, kept_len));
-      to.narrow(1, 0, run_len).copy_(moving);
-    }
-  std::swap(running.row, stopped.row);
-}
-
-// Moves the running sequences into rows 0..A-1 (generate.cpp's header); returns the slot in each.
-std::vector<int64_t> compact_rows(Generator& g) {
-  const auto running = std::count_if(g.seqs.begin(), g.seqs.end(), [](const Sequence& s) { return s.active; });
-  std::vector<Sequence*> above, below;  // running in a row >= A; stopped in a row < A
-  for (auto& s : g.seqs) {
-    if (s.active && s.row >= running) above.push_back(&s);
-    if (!s.active && s.row < running) below.push_back(&s);
-  }
-  for (size_t i = 0; i < above.size(); ++i) swap_rows(g, *above[i], *below[i]);
-  std::vector<int64_t> slot_of(running);
-  for (size_t i = 0; i < g.seqs.size(); ++i)
-    if (g.seqs[i].active) slot_of[g.seqs[i].row] = static_cast<int64_t>(i);
-  return slot_of;
-}
-
-// Slots for n new prompts (prompt i: ids_i, lengths[i]): a kept slot whose tokens the prompt
-// continues for at least kMinReuse tokens (the longest such match; never the whole prompt, whose
-// last token must run to give the next token's logits), else an empty slot, else the least
-// recently used kept one. past[i] receives how many cached tokens prompt i continues. Without
-// keep_prefixes, the lowest free slots, as before slots kept anything: a deterministic run's
-// decode batches (and so their rounding) then do not depend on what ran before a resume.
+// Slots for n new prompts (prompt i: ids_i, lengths[i]; rlx_gen_add checked that n are free): a
+// kept slot whose tokens the prompt continues for at least kMinReuse tokens (the longest such
+// match; never the whole prompt, whose last token must run to give the next token's logits), else
+// an empty slot, else the least recently used kept one. past[i] receives how many cached tokens
+// prompt i continues. Without keep_prefixes, the lowest free slots, as before slots kept anything:
+// a deterministic run's decode batches (and so their rounding) then do not depend on what ran
+// before a resume.
 std::vector<int64_t> choose_slots(Generator& g, int n, const std::vector<const int32_t*>& ids,
                                   const std::vector<int64_t>& lengths, const std::vector<bool>& may_reuse,
                                   std::vector<int64_t>& past) {
   std::vector<bool> taken(g.seqs.size());
   for (size_t s = 0; s < g.seqs.size(); ++s) taken[s] = g.seqs[s].active;
-  const auto free = std::count(taken.begin(), taken.end(), false);
-  require(free >= n, "the generator has " + std::to_string(free) + " free slots, " + std::to_string(n) +
-                         " sequences were added (wait for some to finish)");
   std::vector<int64_t> slots(n, -1);
   past.assign(n, 0);
   for (int i = 0; i < n; ++i) {
@@ -85,6 +53,61 @@ std::vector<int64_t> choose_slots(Generator& g, int n, const std::vector<const i
     slots[i] = pick, taken[pick] = true;  // one exists: at least n slots were free
   }
   return slots;
+}
+
+KVUse kv_use(const Generator& g) {
+  std::vector<int32_t> running_refs(g.cache.refs.size());
+  KVUse use;
+  for (const auto& s : g.seqs) {
+    if (!s.active) continue;
+    for (auto b : s.blocks) running_refs[b]++;
+    use.reserved += std::max<int64_t>(0, blocks_for(s.final_length) - static_cast<int64_t>(s.blocks.size()));
+  }
+  for (size_t b = 0; b < g.cache.refs.size(); ++b)
+    if (running_refs[b] > 0) use.running++;
+    else if (g.cache.refs[b] > 0) use.kept++;
+  use.free = static_cast<int64_t>(g.cache.free.size());
+  return use;
+}
+
+std::vector<int64_t> blocks_needed(const std::vector<Sequence>& added, const std::vector<bool>& first_of_prompt) {
+  std::vector<int64_t> need(added.size());
+  for (size_t i = 0; i < added.size(); ++i) {
+    const int64_t full = added[i].length / kKVBlock;  // the prompt's full blocks
+    need[i] = (first_of_prompt[i] ? full : 0) + blocks_for(added[i].final_length) - full;
+  }
+  return need;
+}
+
+static int64_t take_block(Generator& g) {
+  while (g.cache.free.empty()) {
+    Sequence* oldest = nullptr;
+    for (auto& s : g.seqs)
+      if (!s.active && !s.blocks.empty() && (!oldest || s.used < oldest->used)) oldest = &s;
+    TORCH_CHECK(oldest, "the K/V cache is out of blocks (the generator admits only what its budget holds)");
+    kv_release(g.cache, oldest->blocks);
+    oldest->tokens.clear();
+  }
+  return kv_take(g.cache);
+}
+
+void cover(Generator& g, BlockTable& table, int64_t length) {
+  while (static_cast<int64_t>(table.size()) < blocks_for(length)) table.push_back(take_block(g));
+}
+
+void own_from(Generator& g, BlockTable& table, int64_t from) {
+  for (size_t j = static_cast<size_t>(from / kKVBlock); j < table.size(); ++j) {
+    if (g.cache.refs[table[j]] == 1) continue;
+    const int64_t copy = take_block(g);  // may give up a kept prefix that shares block table[j]
+    kv_copy_block(g.cache, table[j], copy);
+    BlockTable shared{table[j]};
+    kv_release(g.cache, shared);
+    table[j] = copy;
+  }
+}
+
+void retire(Generator& g, Sequence& s) {
+  if (!g.keep_prefixes) kv_release(g.cache, s.blocks), s.tokens.clear();
 }
 
 }  // namespace rlx

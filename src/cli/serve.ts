@@ -51,11 +51,15 @@ export default defineCommand({
     },
     host: { type: "string", default: "127.0.0.1", description: "Address to bind" },
     port: { type: "string", default: "8000", description: "Port (0: any free port)" },
-    "max-batch": { type: "string", default: "64", description: "Sequences decoded together (KV-cache slots)" },
+    "max-batch": { type: "string", default: "64", description: "Sequences decoded together" },
     "max-model-len": {
       type: "string",
+      description: "Prompt + completion tokens per sequence (default: min(max_position_embeddings, 2048))",
+    },
+    "kv-tokens": {
+      type: "string",
       description:
-        "Prompt + completion tokens per sequence (default: min(max_position_embeddings, 2048)); the KV cache is max-batch x this",
+        "K/V cache budget in tokens, shared by the running sequences in blocks of 16 (default max-batch x max-model-len; at least max-model-len); a request waits until its prompt + max_tokens fit (GET /metrics)",
     },
     "max-queue": {
       type: "string",
@@ -110,6 +114,7 @@ export default defineCommand({
     const maxBatch = intFlag("max-batch", args["max-batch"], 1);
     const maxModelLen =
       args["max-model-len"] === undefined ? undefined : intFlag("max-model-len", args["max-model-len"], 2);
+    const kvTokens = args["kv-tokens"] === undefined ? undefined : intFlag("kv-tokens", args["kv-tokens"], 2);
     const maxQueue = args["max-queue"] === undefined ? undefined : intFlag("max-queue", args["max-queue"], 1);
     const maxLogprobs = intFlag("max-logprobs", args["max-logprobs"], 0);
     const version = intFlag("policy-version", args["policy-version"], 0);
@@ -139,6 +144,7 @@ export default defineCommand({
       prefixCaching: args["prefix-caching"],
       coreShare: CoreShare.fromEnv("generator"), // rlx train's policy server: the cores shared with its trainer
       ...(maxModelLen === undefined ? {} : { maxModelLen }),
+      ...(kvTokens === undefined ? {} : { kvTokens }),
       ...(maxQueue === undefined ? {} : { maxQueue }),
     });
     const modelName = args["served-model-name"] ?? args.model;
@@ -154,7 +160,7 @@ export default defineCommand({
       onInternalError: (err) => console.error("rlx serve: internal error:", err),
     });
     console.log(
-      `rlx serve: ${modelName} on ${server.url}/v1 (max batch ${maxBatch}, max model len ${engine.maxModelLen}${args.policy ? `, policy, ${reloadMode} reloads` : ""}${apiKey ? ", API key required" : ""})`,
+      `rlx serve: ${modelName} on ${server.url}/v1 (max batch ${maxBatch}, max model len ${engine.maxModelLen}, K/V ${engine.kvTokens} tokens${args.policy ? `, policy, ${reloadMode} reloads` : ""}${apiKey ? ", API key required" : ""})`,
     );
     let stopping = false;
     const stop = async (signal: string) => {

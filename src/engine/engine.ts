@@ -7,9 +7,12 @@
 //     a free slot, as one batch) and "step" (one decode token for every running sequence), and
 //     yields to the event loop between the two, so requests that arrive mid-generation join at the
 //     next step and a finished sequence frees its slot in the step that reports it.
-//   - Bounded memory. The KV cache is preallocated (slots x maxModelLen); requests beyond the slots
-//     wait in a queue of at most `maxQueue`; past that, submit throws QueueFullError (HTTP 429)
-//     instead of growing without bound.
+//   - Bounded memory. The KV cache is a budget of `kvTokens` (default slots x maxModelLen) in blocks
+//     that each sequence takes as its positions need them (native/src/kv_cache.h), so a few long
+//     sequences and many short ones share it. A request is admitted when a slot is free and its
+//     prompt + max tokens fit the blocks left, else it waits: a batch of long episodes queues,
+//     nothing running is stopped. The queue holds at most `maxQueue`; past that, submit throws
+//     QueueFullError (HTTP 429) instead of growing without bound.
 //   - Weight reloads, two modes. Either way the new weights (a directory loaded, or a transfer
 //     received over a weight channel while decoding goes on: reloads.ts) are whole and validated
 //     before the swap, so a bad directory or transfer leaves the old weights serving.
@@ -29,7 +32,7 @@
 //     same point of either mode (docs/lora.md), so an update moves megabytes, not the model.
 //   - Cancellation (an AbortSignal, or onToken returning true for a stop string) frees the slot
 //     at once; native calls are synchronous, so a cancel can never land inside a step.
-import { type GenToken, NativeGenerator, score, type TopLogprobs } from "../native/generate.ts";
+import { type CacheStats, type GenToken, NativeGenerator, score, type TopLogprobs } from "../native/generate.ts";
 import type { CoreShare } from "../native/core_share.ts";
 import { type ScoredTop, scoreTop } from "../native/score_top.ts";
 import type { NativeModel } from "../native/model.ts";
@@ -59,6 +62,7 @@ export class Engine {
   readonly maxModelLen: number;
   readonly maxQueue: number;
   readonly maxPrefillTokens: number;
+  readonly kvTokens: number;
   readonly reloadMode: ReloadMode;
   readonly maxLogprobs: number;
   readonly prefixCaching: boolean;
@@ -84,6 +88,7 @@ export class Engine {
     ({
       maxBatch: this.maxBatch,
       maxModelLen: this.maxModelLen,
+      kvTokens: this.kvTokens,
       reloadMode: this.reloadMode,
     } = checkEngineOptions(model, options));
     this.maxQueue = options.maxQueue ?? 16 * this.maxBatch;
@@ -105,7 +110,9 @@ export class Engine {
     return NativeGenerator.create(model, {
       slots: this.maxBatch,
       capacity: this.maxModelLen,
+      kvTokens: this.kvTokens,
       keepPrefixes: this.prefixCaching,
+      prefillTokens: this.maxPrefillTokens,
     });
   }
 
@@ -124,6 +131,12 @@ export class Engine {
   /** Sequences generating now, and requests waiting for a slot. */
   get load(): { running: number; queued: number } {
     return { running: this.#running.size, queued: this.#queue.length };
+  }
+
+  /** The current generator's prompt and prefix counts (since it was made: a drain reload makes a
+   * new one), and the K/V cache's budget and use now, in tokens. */
+  get cacheStats(): CacheStats {
+    return this.#generator.cacheStats();
   }
 
   /** Whether `count` more requests fit in the queue now (for all-or-nothing multi-choice requests). */
@@ -295,7 +308,8 @@ export class Engine {
       for (const job of batch) job.fail(err as Error);
       return;
     }
-    this.stats.admitted += batch.length;
+    this.#queue.unshift(...batch.slice(first.length)); // what the K/V left cannot hold waits, in order
+    this.stats.admitted += first.length;
     first.forEach((t, j) => {
       const job = batch[j]!;
       job.admit(t.slot, this.#version);

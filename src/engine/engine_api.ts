@@ -15,9 +15,13 @@ export interface EngineOptions {
   maxBatch: number;
   /** Prompt plus generated tokens per sequence; default min(max_position_embeddings, 2048). */
   maxModelLen?: number;
+  /** K/V cache tokens shared by the running sequences (at least maxModelLen); default maxBatch x
+   * maxModelLen. A request is admitted when its prompt + max tokens fit what is left, else it waits. */
+  kvTokens?: number;
   /** Requests waiting for a slot before submit throws QueueFullError; default 16 x maxBatch. */
   maxQueue?: number;
-  /** Prompt tokens prefilled in one admit batch (at least one request is always admitted); default 8192. */
+  /** Prompt tokens prefilled in one pass: an admit batch holds at most this many (at least one
+   * request), and a longer prompt is prefilled in passes of this many; default 8192. */
   maxPrefillTokens?: number;
   /** Most alternatives per token a request may ask for (vLLM's max_logprobs); default 20. */
   maxLogprobs?: number;

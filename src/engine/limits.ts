@@ -86,7 +86,7 @@ export async function loadSameArchitecture(
 export function checkEngineOptions(
   model: NativeModel,
   options: EngineOptions,
-): { maxBatch: number; maxModelLen: number; reloadMode: ReloadMode } {
+): { maxBatch: number; maxModelLen: number; kvTokens: number; reloadMode: ReloadMode } {
   if (!Number.isInteger(options.maxBatch) || options.maxBatch < 1)
     throw new InvalidRequestError(`maxBatch must be a positive integer, got ${options.maxBatch}`, "max_batch");
   const positions = model.config.max_position_embeddings;
@@ -96,11 +96,17 @@ export function checkEngineOptions(
       `maxModelLen must be an integer in 2..${positions} (the model's max_position_embeddings), got ${maxModelLen}`,
       "max_model_len",
     );
+  const kvTokens = options.kvTokens ?? options.maxBatch * maxModelLen;
+  if (!Number.isInteger(kvTokens) || kvTokens < maxModelLen)
+    throw new InvalidRequestError(
+      `kvTokens must be an integer of at least maxModelLen (${maxModelLen}): the cache must hold one whole sequence, got ${kvTokens}`,
+      "kv_tokens",
+    );
   const reloadMode = options.reloadMode ?? "drain";
   if (!RELOAD_MODES.includes(reloadMode))
     throw new InvalidRequestError(
       `reloadMode must be one of ${RELOAD_MODES.join(", ")}, got ${reloadMode}`,
       "reload_mode",
     );
-  return { maxBatch: options.maxBatch, maxModelLen, reloadMode };
+  return { maxBatch: options.maxBatch, maxModelLen, kvTokens, reloadMode };
 }

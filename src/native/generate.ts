@@ -44,6 +44,25 @@ export interface TopLogprobs {
   rank: number;
 }
 
+/** The K/V cache's budget and use, in tokens (whole blocks). */
+export interface KVStats {
+  blockTokens: number;
+  budgetTokens: number;
+  /** Held by running sequences. */
+  runningTokens: number;
+  /** Held only by finished sequences' kept prefixes, given up when needed. */
+  keptTokens: number;
+  /** What running sequences may still take, up to their prompt + max tokens. */
+  reservedTokens: number;
+}
+
+export interface CacheStats {
+  prompts: number;
+  promptTokens: number;
+  reusedTokens: number;
+  kv: KVStats;
+}
+
 export interface Completion {
   tokens: number[];
   logprobs: number[];
@@ -75,16 +94,24 @@ export class NativeGenerator {
     this.capacity = capacity;
   }
 
-  /** A KV cache for `slots` sequences of up to `capacity` tokens (prompt + generated) each.
-   * keepPrefixes (default true): a later prompt may continue the K/V a slot kept from an earlier
-   * sequence (rlx.h rlx_gen_cache_stats); false makes every prefill a full one. */
+  /** Up to `slots` sequences of up to `capacity` tokens (prompt + generated) each, over a K/V
+   * cache of kvTokens tokens (default slots x capacity; at least capacity) that each sequence takes
+   * blocks of as it needs them (rlx.h rlx_gen_create). keepPrefixes (default true): a later prompt
+   * may continue the K/V a slot kept from an earlier sequence (rlx.h rlx_gen_cache_stats); false
+   * makes every prefill a full one. prefillTokens (default 8192): tokens per prefill pass, a longer
+   * prompt running in several. */
   static create(
     model: NativeModel,
-    options: { slots: number; capacity: number; keepPrefixes?: boolean },
+    options: { slots: number; capacity: number; kvTokens?: number; keepPrefixes?: boolean; prefillTokens?: number },
   ): NativeGenerator {
     const lib = native();
-    const handle = check(lib, lib.rlx_gen_create(model.handle, options.slots, options.capacity)) as Pointer;
+    const handle = check(
+      lib,
+      lib.rlx_gen_create(model.handle, options.slots, options.capacity, options.kvTokens ?? 0),
+    ) as Pointer;
     if (options.keepPrefixes === false) check(lib, lib.rlx_gen_set_option(handle, cstr("keep_prefixes"), 0));
+    if (options.prefillTokens !== undefined)
+      check(lib, lib.rlx_gen_set_option(handle, cstr("prefill_tokens"), options.prefillTokens));
     return new NativeGenerator(handle, options.slots, options.capacity);
   }
 
@@ -106,7 +133,12 @@ export class NativeGenerator {
     check(native(), native().rlx_gen_set_model(this.handle, model.handle));
   }
 
-  /** Prefills the prompts (one batch) and returns each one's first token, in order. */
+  /**
+   * Prefills the first of the prompts whose K/V fit the budget left (each up to its prompt +
+   * maxNewTokens) as one batch, and returns each admitted one's first token, in order: fewer
+   * tokens than requests means the rest must wait for running sequences to finish (none are
+   * admitted only while some run).
+   */
   add(requests: { prompt: ArrayLike<number>; sampling: SamplingParams }[]): GenToken[] {
     const n = requests.length;
     if (n === 0) return [];
@@ -126,7 +158,7 @@ export class NativeGenerator {
     });
     const out = this.#outputs(n);
     const lib = native();
-    check(
+    const admitted = check(
       lib,
       lib.rlx_gen_add(
         this.handle,
@@ -142,7 +174,7 @@ export class NativeGenerator {
         out.finish,
       ),
     );
-    return this.#read(out, n);
+    return this.#read(out, admitted);
   }
 
   /** One decode step for every running sequence (empty when none is running). */
@@ -176,11 +208,24 @@ export class NativeGenerator {
   }
 
   /** Since creation: prompts added, their tokens, and the tokens continued from K/V a slot kept
-   * from an earlier sequence instead of prefilled (rlx.h rlx_gen_cache_stats). */
-  cacheStats(): { prompts: number; promptTokens: number; reusedTokens: number } {
-    const out = new BigInt64Array(3);
-    check(native(), native().rlx_gen_cache_stats(this.handle, out, 3));
-    return { prompts: Number(out[0]), promptTokens: Number(out[1]), reusedTokens: Number(out[2]) };
+   * from an earlier sequence instead of prefilled; and the K/V cache now, in tokens (rlx.h
+   * rlx_gen_cache_stats). */
+  cacheStats(): CacheStats {
+    const out = new BigInt64Array(8);
+    check(native(), native().rlx_gen_cache_stats(this.handle, out, 8));
+    const [prompts, promptTokens, reusedTokens, block, blocks, running, kept, reserved] = Array.from(out, Number);
+    return {
+      prompts: prompts!,
+      promptTokens: promptTokens!,
+      reusedTokens: reusedTokens!,
+      kv: {
+        blockTokens: block!,
+        budgetTokens: blocks! * block!,
+        runningTokens: running! * block!,
+        keptTokens: kept! * block!,
+        reservedTokens: reserved! * block!,
+      },
+    };
   }
 
   /** Cancels the sequence in a slot. */
@@ -219,14 +264,15 @@ export class NativeGenerator {
 }
 
 /**
- * Generates a completion for each prompt, up to `slots` at a time (default: all of them).
- * `sampling` is one setting for all prompts or one per prompt.
+ * Generates a completion for each prompt, up to `slots` at a time (default: all of them), within
+ * kvTokens of K/V (default slots x the longest prompt + max tokens). `sampling` is one setting
+ * for all prompts or one per prompt.
  */
 export function generate(
   model: NativeModel,
   prompts: ArrayLike<number>[],
   sampling: SamplingParams | SamplingParams[],
-  options: { slots?: number } = {},
+  options: { slots?: number; kvTokens?: number } = {},
 ): Completion[] {
   const settings = prompts.map((_, i) => (Array.isArray(sampling) ? sampling[i] : sampling));
   if (settings.some((s) => s === undefined))
@@ -241,7 +287,7 @@ export function generate(
     finish: null,
   }));
   const owner = new Map<number, number>(); // slot -> prompt index
-  using gen = NativeGenerator.create(model, { slots, capacity });
+  using gen = NativeGenerator.create(model, { slots, capacity, kvTokens: options.kvTokens });
   const record = (produced: GenToken[]) => {
     for (const t of produced) {
       const r = results[owner.get(t.slot)!]!;
@@ -257,6 +303,7 @@ export function generate(
     if (admit.length) {
       const first = gen.add(admit.map((i) => ({ prompt: prompts[i]!, sampling: settings[i]! })));
       first.forEach((t, j) => owner.set(t.slot, admit[j]!));
+      next -= admit.length - first.length; // what did not fit the K/V budget waits
       record(first);
     }
     if (owner.size > 0) record(gen.step());

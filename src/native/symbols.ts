@@ -37,7 +37,7 @@ export const symbols = {
   rlx_optim_state_save: { args: [ptr, ptr, i64], returns: i32 },
   rlx_optim_state_load: { args: [ptr, ptr, i64], returns: i32 },
   // generation and scoring
-  rlx_gen_create: { args: [ptr, i32, i32], returns: ptr },
+  rlx_gen_create: { args: [ptr, i32, i32, i64], returns: ptr },
   rlx_gen_free: { args: [ptr], returns: i32 },
   rlx_gen_free_slots: { args: [ptr], returns: i32 },
   rlx_gen_set_model: { args: [ptr, ptr], returns: i32 },
@@ -72,4 +72,4 @@ export const symbols = {
   rlx_receiver_free: { args: [ptr], returns: i32 },
 } as const;
 
-export const ABI_VERSION = 12;
+export const ABI_VERSION = 13;

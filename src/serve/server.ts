@@ -4,7 +4,7 @@
 // server down: a bad request is a 4xx naming the field, a bug is a 500, and the next request is
 // served as usual.
 //
-// Routes: GET /health, GET /v1/models, POST /v1/completions, POST /v1/chat/completions,
+// Routes: GET /health, GET /metrics (the load and the K/V cache; metrics.ts), GET /v1/models, POST /v1/completions, POST /v1/chat/completions,
 // POST /tokenize and /detokenize (vLLM's), and on policy servers the weight routes
 // (weight_routes.ts): POST /update_weights loads a directory, or receives a transfer over the
 // trainer's weight channel (POST /weight_channel), and swaps it in as the engine's reload mode
@@ -23,6 +23,7 @@ import { handleCompletions } from "./completions.ts";
 import type { Engine } from "../engine/engine.ts";
 import { EngineClosedError, InvalidRequestError } from "../engine/errors.ts";
 import { checkTokenIds, Fields } from "./fields.ts";
+import { metricsText } from "./metrics.ts";
 import { checkModelName, modelList } from "./models.ts";
 import { errorResponse, responseForError } from "./openai.ts";
 
@@ -74,6 +75,10 @@ export function startServer(options: ServerOptions): RunningServer {
       method: "GET",
       handler: () =>
         draining ? errorResponse(503, "the server is shutting down") : new Response(null, { status: 200 }),
+    },
+    "/metrics": {
+      method: "GET",
+      handler: (c) => new Response(metricsText(c.engine), { headers: { "content-type": "text/plain; version=0.0.4" } }),
     },
     "/v1/models": { method: "GET", handler: (c) => Response.json(modelList(c)) },
     "/v1/completions": { method: "POST", handler: generating(handleCompletions) },

@@ -1,6 +1,6 @@
 // The batching engine and LocalClient on a real micro model: continuous batching (more requests
-// than slots, late joiners admitted between decode steps, results equal to running alone), the
-// bounded queue, cancellation freeing the slot, weight reloads in both modes (drain: running
+// than slots, late joiners admitted between decode steps, results equal to running alone), requests
+// waiting for K/V blocks within the cache's budget, the bounded queue, cancellation freeing the slot, weight reloads in both modes (drain: running
 // sequences finish on the old weights first; in-flight: the swap lands between decode steps and
 // running sequences continue on the new weights) with the versions results report, and
 // LocalClient's logprobs and scores against the native scoring call.
@@ -55,6 +55,30 @@ describe("continuous batching", () => {
       await alone.close();
     }
     await engine.close();
+  });
+
+  test("requests beyond the K/V budget wait for blocks, never exceed it, and decode as they would alone", async () => {
+    const engine = new Engine(modelA, { maxBatch: 8, maxModelLen: 128, kvTokens: 160, ownsModel: false });
+    const long = (i: number) => Array.from({ length: 60 }, (_, t) => 1 + ((i * 31 + t * 7) % 200));
+    const requests = [
+      ...[0, 1, 2].map((i) => ({ prompt: long(i), sampling: sampling(60, 80 + i) })), // 8 blocks of 16 each
+      ...[3, 4, 5, 6, 7, 8].map((i) => ({ prompt: prompt(i), sampling: sampling(6, 80 + i) })), // 1 block each
+    ];
+    let peak = 0;
+    const watch = () =>
+      void (peak = Math.max(peak, engine.cacheStats.kv.runningTokens + engine.cacheStats.kv.reservedTokens));
+    const results = await Promise.all(requests.map((r) => engine.submit({ ...r, onToken: watch })));
+    expect(engine.cacheStats.kv.budgetTokens).toBe(160);
+    expect(peak).toBeLessThanOrEqual(160);
+    expect(peak).toBeGreaterThan(128); // a long one ran beside short ones
+    expect(engine.stats.maxRunning).toBeLessThan(8);
+    const roomy = new Engine(modelA, { maxBatch: 8, maxModelLen: 128, ownsModel: false });
+    const alone = await Promise.all(requests.map((r) => roomy.submit(r)));
+    results.forEach((r, i) => expect(r.tokens).toEqual(alone[i]!.tokens));
+    await Promise.all([engine.close(), roomy.close()]);
+    expect(() => new Engine(modelA, { maxBatch: 2, maxModelLen: 128, kvTokens: 100, ownsModel: false })).toThrow(
+      /kvTokens must be an integer of at least maxModelLen \(128\)/,
+    );
   });
 
   test("a request that arrives mid-generation joins at the next step and finishes first", async () => {

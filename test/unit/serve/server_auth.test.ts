@@ -1,5 +1,6 @@
 // rlx serve's access rules, in-process on a micro model (docs/serve.md, "Security"): with an API
-// key every route but /health answers 401 without `Authorization: Bearer KEY`; a policy server
+// key every route but /health answers 401 without `Authorization: Bearer KEY` (GET /metrics's
+// numbers are checked here too); a policy server
 // loads weights only from under its weights root (403 outside it, a symlink pointing out included),
 // and the orchestrator's own client, given the key, reaches everything.
 import { afterAll, beforeAll, expect, test } from "bun:test";
@@ -64,12 +65,31 @@ test("every route but /health needs the key: none or a wrong one is a 401 with v
       expect(await response.json()).toMatchObject({ type: "AuthenticationError", code: 401 });
     }
   }
-  const models = await fetch(`${server.url}/v1/models`);
-  expect(models.status).toBe(401);
+  for (const path of ["/v1/models", "/metrics"]) expect((await fetch(`${server.url}${path}`)).status).toBe(401);
   expect(server.ctx.engine.version).toBe(0); // no update went through
   // with the key, the same requests are served
   expect((await post("/tokenize", { prompt: "hi" }, KEY)).status).toBe(200);
   expect((await fetch(`${server.url}/v1/models`, { headers: { authorization: `Bearer ${KEY}` } })).status).toBe(200);
+});
+
+test("GET /metrics: the load and the K/V cache's budget and use in Prometheus' text format", async () => {
+  const client = new OpenAIClient({ model: "micro", baseUrls: [`${server.url}/v1`], apiKey: KEY, retries: 0 });
+  await client.complete({ promptIds: [3, 4, 5], maxTokens: 3, temperature: 1, topP: 1, topK: 0, stop: [] });
+  const response = await fetch(`${server.url}/metrics`, { headers: { authorization: `Bearer ${KEY}` } });
+  expect(response.headers.get("content-type")).toStartWith("text/plain");
+  const lines = (await response.text()).split("\n").filter((l) => l && !l.startsWith("#"));
+  const value = Object.fromEntries(lines.map((l) => [l.split(" ")[0]!, Number(l.split(" ")[1])]));
+  expect(value).toMatchObject({
+    rlx_requests_running: 0,
+    rlx_requests_waiting: 0,
+    rlx_kv_budget_tokens: 2 * 64, // max batch x max model len, the default
+    rlx_kv_running_tokens: 0,
+    rlx_kv_reserved_tokens: 0,
+    rlx_kv_kept_tokens: 16, // the finished request's 5 cached tokens, kept for a next turn
+    rlx_kv_usage_ratio: 0,
+  });
+  expect(value.rlx_generation_tokens_total).toBeGreaterThanOrEqual(3);
+  expect(value.rlx_prompt_tokens_total).toBeGreaterThanOrEqual(3);
 });
 
 test("/update_weights loads only under the weights root: outside, or through a symlink out, is a 403", async () => {

@@ -1,0 +1,72 @@
+// The paged K/V pool and the map from (table, position) to cache rows (kv_cache.h).
+#include "kv_cache.h"
+
+namespace rlx {
+
+void kv_init(KVCache& c, size_t layers, int64_t blocks, int64_t kv_heads, int64_t head_dim, const at::TensorOptions& opts) {
+  for (size_t l = 0; l < layers; ++l) {
+    c.k.push_back(at::zeros({blocks, kv_heads, kKVBlock, head_dim}, opts));
+    c.v.push_back(at::zeros({blocks, kv_heads, kKVBlock, head_dim}, opts));
+  }
+  c.refs.assign(static_cast<size_t>(blocks), 0);
+  for (int64_t b = blocks - 1; b >= 0; --b) c.free.push_back(b);  // block 0 is taken first
+}
+
+int64_t kv_take(KVCache& c) {
+  TORCH_CHECK(!c.free.empty(), "the K/V cache has no free block");
+  const int64_t b = c.free.back();
+  c.free.pop_back();
+  c.refs[b] = 1;
+  return b;
+}
+
+void kv_release(KVCache& c, BlockTable& table) {
+  for (auto b : table)
+    if (--c.refs[b] == 0) c.free.push_back(b);
+  table.clear();
+}
+
+BlockTable kv_share(KVCache& c, const BlockTable& from, size_t n) {
+  BlockTable shared(from.begin(), from.begin() + static_cast<ptrdiff_t>(std::min(n, from.size())));
+  for (auto b : shared) ++c.refs[b];
+  return shared;
+}
+
+void kv_copy_block(KVCache& c, int64_t from, int64_t to) {
+  for (auto* layers : {&c.k, &c.v})
+    for (auto& layer : *layers) layer[to].copy_(layer[from]);
+}
+
+at::Tensor kv_rows(const KVCache& c, const std::vector<const BlockTable*>& tables, const std::vector<int64_t>& positions,
+                   const at::Device& device) {
+  const int64_t G = c.k[0].size(1);
+  std::vector<int64_t> rows;
+  rows.reserve(positions.size() * static_cast<size_t>(G));
+  for (size_t i = 0; i < positions.size(); ++i) {
+    const int64_t p = positions[i], block = (*tables[i])[static_cast<size_t>(p / kKVBlock)];
+    for (int64_t g = 0; g < G; ++g) rows.push_back((block * G + g) * kKVBlock + p % kKVBlock);
+  }
+  return at::tensor(rows, at::kLong).to(device);
+}
+
+void kv_write(KVCache& c, size_t l, const at::Tensor& rows, const at::Tensor& k, const at::Tensor& v) {
+  const int64_t D = c.k[l].size(3);
+  for (auto [cache, x] : {std::pair{&c.k[l], &k}, std::pair{&c.v[l], &v}})
+    cache->view({-1, D}).index_copy_(0, rows, x->reshape({-1, D}).to(cache->scalar_type()));
+}
+
+at::Tensor kv_gather(const at::Tensor& layer_cache, const BlockTable& table, int64_t length) {
+  const int64_t n = blocks_for(length), G = layer_cache.size(1), D = layer_cache.size(3);
+  auto ids = at::tensor(BlockTable(table.begin(), table.begin() + n), at::kLong).to(layer_cache.device());
+  return layer_cache.index_select(0, ids).permute({0, 2, 1, 3}).reshape({n * kKVBlock, G, D}).narrow(0, 0, length);
+}
+
+at::Tensor kv_gather_rows(const at::Tensor& layer_cache, const at::Tensor& tables_B_n) {
+  const int64_t B = tables_B_n.size(0), n = tables_B_n.size(1), G = layer_cache.size(1), D = layer_cache.size(3);
+  return layer_cache.index_select(0, tables_B_n.reshape({-1}))
+      .view({B, n, G, kKVBlock, D})
+      .permute({0, 2, 1, 3, 4})
+      .reshape({B, G, n * kKVBlock, D});
+}
+
+}  // namespace rlx
