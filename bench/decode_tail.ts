@@ -3,9 +3,8 @@
 // of --long long sequences added after --short short ones (their slots are the highest) against
 // the same long sequences alone in a generator of their own, rounds alternating; prints the medians
 // and the ratio.
-// The generator moves running sequences to the lowest cache rows (native/src/generate.cpp,
-// compact_rows), so the ratio is what the short ones' first steps and the moves cost; run it with
-// RLX_SHIM set to a shim built before that change to see what computing every row cost.
+// A decode step computes only the running sequences, each over its own K/V blocks
+// (native/src/kv_cache.h), so the ratio is what the short ones' first steps cost.
 //
 //   bun bench/decode_tail.ts [--short 128] [--long 16] [--prompt 1200] [--new 150] [--rounds 2] [--threads N]
 import { cpus } from "node:os";

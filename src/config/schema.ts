@@ -63,6 +63,12 @@ const envEntry = z.strictObject({
   temperature: z.number().min(0).max(2).optional(),
   /** Max new tokens per model turn; defaults to orchestrator.max_tokens. */
   max_tokens: positiveInt.optional(),
+  /**
+   * A multi-turn episode whose next prompt leaves no room under orchestrator.seq_len: "error" (the
+   * rollout fails naming the limit) or "truncate" (the episode ends there, stop reason "context",
+   * and is scored and trained as it stands). A first prompt past the limit is always an error.
+   */
+  context_limit: z.enum(["error", "truncate"]).default("error"),
   /** Env-specific arguments, validated by the env's own schema. */
   args: z.record(z.string(), z.unknown()).default({}),
   /** This env's algorithm; absent = a deep copy of [orchestrator.algo]. */

@@ -21,6 +21,7 @@ import type { SamplingClient } from "../clients/types.ts";
 import type { ChatMessage } from "../data/chat.ts";
 import type { ChatRenderer } from "../model/render.ts";
 import { runRollout } from "../rollout/driver.ts";
+import type { ContextLimitPolicy } from "../rollout/sequence.ts";
 import type { Rollout } from "../data/types.ts";
 import { mean } from "../algorithms/group.ts";
 
@@ -37,6 +38,8 @@ export interface EvalSettings {
   /** Rollouts in flight at once (default 64): what lets a batching engine batch. */
   concurrency?: number;
   maxContextTokens?: number;
+  /** A later turn's prompt past maxContextTokens: fail the rollout (default) or end it there. */
+  contextLimit?: ContextLimitPolicy;
   /** Extra chat-template variables (e.g. `{ enable_thinking: false }`). */
   templateArgs?: Record<string, unknown>;
   timeoutMs?: number;
@@ -166,6 +169,7 @@ export async function evaluate(
         seed,
       },
       maxContextTokens: settings.maxContextTokens,
+      contextLimit: settings.contextLimit,
       templateArgs: settings.templateArgs,
       timeoutMs: settings.timeoutMs,
     });

@@ -191,6 +191,7 @@ async function runGroup(draw: Draw & { kind: "fresh" }, o: CollectContext, progr
           seed: hashString(`${o.config.seed}:${id}`),
         },
         maxContextTokens: o.config.orchestrator.seq_len,
+        contextLimit: env.context_limit,
         templateArgs: o.config.orchestrator.chat_template_kwargs,
         rewardGate: train.rewardGate,
       };

@@ -48,6 +48,7 @@ export class TrainEval {
           maxTokens: entry.max_tokens ?? orch.max_tokens,
           seed: config.seed,
           maxContextTokens: orch.seq_len,
+          contextLimit: entry.context_limit,
           templateArgs: orch.chat_template_kwargs,
         },
       })),

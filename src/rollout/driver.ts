@@ -19,7 +19,14 @@ import type { Env, EnvReward, RewardResult, StepResult, Task } from "../envs/typ
 import { CallTimeout, type CallGate } from "../clients/gate.ts";
 import type { SamplingClient } from "../clients/types.ts";
 import type { Rollout } from "../data/types.ts";
-import { RolloutLimit, RolloutTokens, raceDeadline, type SamplingParams } from "./sequence.ts";
+import {
+  type ContextLimitPolicy,
+  endsAtContext,
+  RolloutLimit,
+  RolloutTokens,
+  raceDeadline,
+  type SamplingParams,
+} from "./sequence.ts";
 import { driveServed } from "./served.ts";
 
 export type { SamplingParams } from "./sequence.ts";
@@ -35,6 +42,8 @@ export interface RolloutRequest {
   sampling: SamplingParams;
   /** Longest token sequence of one sample (prompt + completions), e.g. the trainer's seq_len. */
   maxContextTokens?: number;
+  /** A later turn's prompt past maxContextTokens: fail the rollout ("error", default) or end it there. */
+  contextLimit?: ContextLimitPolicy;
   /** Wall-clock limit for the whole episode. */
   timeoutMs?: number;
   /** Extra chat-template variables, e.g. `{ enable_thinking: false }` for Qwen3. */
@@ -71,7 +80,13 @@ async function drive(
     tokens.render(options);
 
     for (let turn = 0; ; turn++) {
-      const completion = await raceDeadline(tokens.next(req.client, req.sampling, maxContext), deadline);
+      let completion;
+      try {
+        completion = await raceDeadline(tokens.next(req.client, req.sampling, maxContext), deadline);
+      } catch (err) {
+        if (endsAtContext(err, req.contextLimit, rollout.numTurns)) return void (rollout.stopReason = "context");
+        throw err;
+      }
       const parsed = tokens.sampled(completion, req.sampling.temperature, session !== undefined);
       const truncated = completion.finishReason === "length";
 

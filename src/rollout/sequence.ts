@@ -22,6 +22,19 @@ export interface SamplingParams {
 /** A limit the episode ran into; the rollout records it as its error. */
 export class RolloutLimit extends Error {}
 
+/** The next turn's prompt leaves no room under the context limit. */
+export class ContextLimit extends RolloutLimit {}
+
+/** What a multi-turn episode does when its next prompt reaches the context limit (the env's
+ * context_limit): fail, or end there (stop reason "context"). */
+export type ContextLimitPolicy = "error" | "truncate";
+
+/** Whether `err` ends the episode at the context limit instead of failing it: the policy says
+ * truncate and a turn was sampled already (a first prompt past the limit is the config's error). */
+export function endsAtContext(err: unknown, policy: ContextLimitPolicy | undefined, numTurns: number): boolean {
+  return err instanceof ContextLimit && policy === "truncate" && numTurns > 0;
+}
+
 /** Awaits `work`, or rejects with a RolloutLimit when the episode's deadline passes first. */
 export function raceDeadline<T>(work: Promise<T> | T, deadline: number): Promise<T> {
   const left = deadline - performance.now();
@@ -99,8 +112,11 @@ export class RolloutTokens {
   ): Promise<Completion> {
     const room = maxContext - this.sequence.length;
     if (room <= 0)
-      throw new RolloutLimit(
-        `context limit: the prompt has ${this.sequence.length} tokens, max_context_tokens is ${maxContext}`,
+      throw new ContextLimit(
+        `context limit: the prompt has ${this.sequence.length} tokens, max_context_tokens is ${maxContext}` +
+          (this.rollout.numTurns > 0
+            ? `; set the env's context_limit = "truncate" to end such episodes there instead`
+            : ""),
       );
     const { seed } = sampling;
     return client.complete({

@@ -21,7 +21,7 @@ import type { Fields } from "../serve/fields.ts";
 import { chatLogprobs, nowSeconds, requestId, usage } from "../serve/openai.ts";
 import type { RolloutRequest } from "./driver.ts";
 import { episodeEndpoint, POLICY_MODEL, refuse } from "./endpoint.ts";
-import { RolloutLimit, RolloutTokens, raceDeadline } from "./sequence.ts";
+import { endsAtContext, RolloutLimit, RolloutTokens, raceDeadline } from "./sequence.ts";
 
 /** Runs one env-driven episode into `rollout`; throws (the rollout fails) on any failure. */
 export async function driveServed(
@@ -95,11 +95,14 @@ class ServedEpisode {
       const inputs = readChatInputs(fields);
       const asked =
         fields.int("max_completion_tokens", undefined, { min: 1 }) ?? fields.int("max_tokens", undefined, { min: 1 });
+      if (rollout.stopReason === "context") refuse("the episode reached its context limit (context_limit = truncate)");
       try {
         return await this.turn(inputs, asked, fields.bool("logprobs", false));
       } catch (err) {
         if (err instanceof InvalidRequestError) throw err;
-        this.failure ??= err as Error;
+        // With context_limit = "truncate" the episode ends here; the env hears a 400 and may finish it.
+        if (endsAtContext(err, req.contextLimit, rollout.numTurns)) rollout.stopReason = "context";
+        else this.failure ??= err as Error;
         // A limit the episode ran into is the request's fault (400); anything else the server's (500).
         throw err instanceof RolloutLimit ? new InvalidRequestError((err as Error).message, null) : err;
       }

@@ -181,7 +181,7 @@ describe("rollout driver", () => {
     ]);
   });
 
-  test("the context limit bounds max tokens, then fails the rollout when the prompt no longer fits", async () => {
+  test("the context limit bounds max tokens, then fails the rollout when the prompt no longer fits, or ends it (context_limit truncate)", async () => {
     const env = await createEnv(forth, {});
     const firstTurn = call("1 2 3 4 5 6 7 8 9 + + + + + + + + .");
     const client = new ScriptedClient(renderer, [firstTurn, "Answer: 45"]);
@@ -193,8 +193,25 @@ describe("rollout driver", () => {
     const rollout = await roll(env, sevenTask, client, { maxContextTokens: promptLength + completionLength + 5 });
     expect(client.requests[0]!.maxTokens).toBe(completionLength + 5);
     expect(client.requests.length).toBe(1); // the observation pushed turn 2's prompt past the limit
-    expect(rollout.error).toMatch(/^context limit: the prompt has \d+ tokens, max_context_tokens is \d+$/);
+    expect(rollout.error).toMatch(
+      /^context limit: the prompt has \d+ tokens, max_context_tokens is \d+; set the env's context_limit = "truncate"/,
+    );
     expect(rollout.reward).toBe(0);
+    // context_limit = "truncate": the episode ends there and is scored as it stands
+    const ended = await roll(env, sevenTask, new ScriptedClient(renderer, [firstTurn, "Answer: 45"]), {
+      maxContextTokens: promptLength + completionLength + 5,
+      contextLimit: "truncate",
+    });
+    expect(ended.error).toBeUndefined();
+    expect(ended.stopReason).toBe("context");
+    expect(ended.numTurns).toBe(1);
+    expect(ended.metrics.truncated).toBe(1);
+    // a first prompt past the limit is the config's error whatever the policy
+    const tooLong = await roll(env, sevenTask, new ScriptedClient(renderer, ["Answer: 45"]), {
+      maxContextTokens: promptLength,
+      contextLimit: "truncate",
+    });
+    expect(tooLong.error).toMatch(/^context limit: the prompt has \d+ tokens, max_context_tokens is \d+$/);
   });
 
   test("a client that never answers times out into an error rollout", async () => {
