@@ -236,8 +236,8 @@ int rlx_optim_state_load(rlx_optim* optim, const void* data, int64_t nbytes);
 
 /* ---- generation and scoring --------------------------------------------------------------- */
 /* A generator: up to `slots` sequences of up to `capacity` tokens (prompt + generated) each, for
- * continuous batching, over a K/V cache of kv_tokens tokens (<= 0: slots * capacity; at least
- * capacity) in blocks of RLX_GEN_STATS_BLOCK_TOKENS that each sequence takes as it needs them.
+ * continuous batching, over a K/V cache of kv_tokens tokens (<= 0: room for every slot's whole
+ * sequence, slots * capacity rounded up to blocks; at least capacity) in blocks of RLX_GEN_STATS_BLOCK_TOKENS that each sequence takes as it needs them.
  * Logprobs are log_softmax(logits / temperature) of the chosen token before top-k/top-p
  * truncation, what the trainer computes (temperature 0: greedy, the temperature-1 logprob). Each
  * sequence samples from its own generator seeded with its seed. */

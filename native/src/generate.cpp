@@ -58,7 +58,7 @@ RLX_API rlx_gen* rlx_gen_create(rlx_model* model, int slots, int capacity, int64
   RLX_TRY(nullptr, {
     auto& m = whole_model(model, "rlx_gen_create");
     require(slots >= 1 && capacity >= 2, "a generator needs slots >= 1 and capacity >= 2");
-    if (kv_tokens <= 0) kv_tokens = int64_t(slots) * capacity;
+    if (kv_tokens <= 0) kv_tokens = slots * blocks_for(capacity) * kKVBlock;  // every slot's whole sequence
     require(kv_tokens >= capacity, "the K/V budget (" + std::to_string(kv_tokens) + " tokens) must hold one sequence of capacity " +
                                        std::to_string(capacity) + " tokens");
     c10::InferenceMode inference;

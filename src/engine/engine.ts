@@ -7,9 +7,9 @@
 //     a free slot, as one batch) and "step" (one decode token for every running sequence), and
 //     yields to the event loop between the two, so requests that arrive mid-generation join at the
 //     next step and a finished sequence frees its slot in the step that reports it.
-//   - Bounded memory. The KV cache is a budget of `kvTokens` (default slots x maxModelLen) in blocks
-//     that each sequence takes as its positions need them (native/src/kv_cache.h), so a few long
-//     sequences and many short ones share it. A request is admitted when a slot is free and its
+//   - Bounded memory. The KV cache is a budget of `kvTokens` (default: room for every slot's whole
+//     sequence) in blocks that each sequence takes as its positions need them
+//     (native/src/kv_cache.h), so a few long sequences and many short ones share it. A request is admitted when a slot is free and its
 //     prompt + max tokens fit the blocks left, else it waits: a batch of long episodes queues,
 //     nothing running is stopped. The queue holds at most `maxQueue`; past that, submit throws
 //     QueueFullError (HTTP 429) instead of growing without bound.
@@ -62,7 +62,9 @@ export class Engine {
   readonly maxModelLen: number;
   readonly maxQueue: number;
   readonly maxPrefillTokens: number;
+  /** The K/V budget in tokens: as asked, rounded up to whole blocks (default: every slot's whole sequence). */
   readonly kvTokens: number;
+  readonly #kvTokensAsked: number | undefined;
   readonly reloadMode: ReloadMode;
   readonly maxLogprobs: number;
   readonly prefixCaching: boolean;
@@ -88,7 +90,7 @@ export class Engine {
     ({
       maxBatch: this.maxBatch,
       maxModelLen: this.maxModelLen,
-      kvTokens: this.kvTokens,
+      kvTokens: this.#kvTokensAsked,
       reloadMode: this.reloadMode,
     } = checkEngineOptions(model, options));
     this.maxQueue = options.maxQueue ?? 16 * this.maxBatch;
@@ -99,6 +101,7 @@ export class Engine {
     this.#ownsModel = options.ownsModel ?? true;
     this.prefixCaching = options.prefixCaching ?? true;
     this.#generator = this.#newGenerator(model);
+    this.kvTokens = this.#generator.cacheStats().kv.budgetTokens;
     this.#loadWeights =
       options.loadWeights ??
       (async (dir) => (await import("../model/hf.ts")).loadModel(dir, { dtype: model.dtype, device: model.device }));
@@ -110,7 +113,7 @@ export class Engine {
     return NativeGenerator.create(model, {
       slots: this.maxBatch,
       capacity: this.maxModelLen,
-      kvTokens: this.kvTokens,
+      kvTokens: this.#kvTokensAsked,
       keepPrefixes: this.prefixCaching,
       prefillTokens: this.maxPrefillTokens,
     });

@@ -15,8 +15,9 @@ export interface EngineOptions {
   maxBatch: number;
   /** Prompt plus generated tokens per sequence; default min(max_position_embeddings, 2048). */
   maxModelLen?: number;
-  /** K/V cache tokens shared by the running sequences (at least maxModelLen); default maxBatch x
-   * maxModelLen. A request is admitted when its prompt + max tokens fit what is left, else it waits. */
+  /** K/V cache tokens shared by the running sequences (at least maxModelLen); default: room for
+   * maxBatch whole sequences of maxModelLen. A request is admitted when its prompt + max tokens
+   * fit what is left, else it waits. */
   kvTokens?: number;
   /** Requests waiting for a slot before submit throws QueueFullError; default 16 x maxBatch. */
   maxQueue?: number;

@@ -86,7 +86,7 @@ export async function loadSameArchitecture(
 export function checkEngineOptions(
   model: NativeModel,
   options: EngineOptions,
-): { maxBatch: number; maxModelLen: number; kvTokens: number; reloadMode: ReloadMode } {
+): { maxBatch: number; maxModelLen: number; kvTokens: number | undefined; reloadMode: ReloadMode } {
   if (!Number.isInteger(options.maxBatch) || options.maxBatch < 1)
     throw new InvalidRequestError(`maxBatch must be a positive integer, got ${options.maxBatch}`, "max_batch");
   const positions = model.config.max_position_embeddings;
@@ -96,8 +96,8 @@ export function checkEngineOptions(
       `maxModelLen must be an integer in 2..${positions} (the model's max_position_embeddings), got ${maxModelLen}`,
       "max_model_len",
     );
-  const kvTokens = options.kvTokens ?? options.maxBatch * maxModelLen;
-  if (!Number.isInteger(kvTokens) || kvTokens < maxModelLen)
+  const kvTokens = options.kvTokens;
+  if (kvTokens !== undefined && (!Number.isInteger(kvTokens) || kvTokens < maxModelLen))
     throw new InvalidRequestError(
       `kvTokens must be an integer of at least maxModelLen (${maxModelLen}): the cache must hold one whole sequence, got ${kvTokens}`,
       "kv_tokens",
