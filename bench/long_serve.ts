@@ -4,11 +4,13 @@
 // against the same requests with the budget slots x capacity (what a cache of one full-length row
 // per slot takes), in the same command. Reports each run's K/V budget and bytes, the most of it
 // running sequences held or could still take, the resident-set peak, the requests that had to
-// wait for K/V, and the time to finish all; then the ratios. Model: `tiny-long` in float32, random
-// weights (what is measured is memory and time, not text).
+// wait for K/V, and the time to finish all; then the long sequences' second turns (each its first
+// turn's prompt and completion plus --tool tokens, as a tool episode's next turn), which continue
+// the K/V their slots kept: the tokens reused and the time. Then the ratios. Model: `tiny-long` in
+// float32, random weights (what is measured is memory and time, not text).
 //
 //   RLX_SHIM=native/build/torch-2.13.0-cpu/librlx.so bun bench/long_serve.ts
-//       [--long 4] [--long-tokens 16384] [--short 64] [--short-tokens 256] [--new 32]
+//       [--long 4] [--long-tokens 16384] [--short 64] [--short-tokens 256] [--new 32] [--tool 64]
 //       [--kv-tokens N] [--out FILE.json]
 //
 // --kv-tokens below the default makes some long requests wait for blocks (they are admitted as
@@ -29,12 +31,13 @@ const longTokens = Number(flag("long-tokens", "16384"));
 const short = Number(flag("short", "64"));
 const shortTokens = Number(flag("short-tokens", "256"));
 const newTokens = Number(flag("new", "32"));
+const toolTokens = Number(flag("tool", "64"));
 const out = flag("out", "");
 
 const blocks = (tokens: number) => Math.ceil(tokens / BLOCK) * BLOCK;
 const slots = long + short;
-const capacity = longTokens + newTokens;
-const needed = long * blocks(longTokens + newTokens) + short * blocks(shortTokens + newTokens);
+const capacity = longTokens + 2 * newTokens + toolTokens; // a long sequence's second turn
+const needed = long * blocks(capacity) + short * blocks(shortTokens + newTokens);
 const budget = Number(flag("kv-tokens", String(needed)));
 const hwm = () => Number(/VmHWM:\s+(\d+) kB/.exec(readFileSync("/proc/self/status", "utf8"))![1]) * 1024;
 
@@ -60,6 +63,9 @@ interface Run {
   waited: number;
   seconds: number;
   generated: number;
+  turn2PromptTokens: number;
+  turn2ReusedTokens: number;
+  turn2Seconds: number;
 }
 
 async function serve(label: string, kvTokens: number): Promise<Run> {
@@ -88,6 +94,14 @@ async function serve(label: string, kvTokens: number): Promise<Run> {
   const seconds = (performance.now() - start) / 1000;
   const generated = results.reduce((n, r) => n + r.tokens.length, 0);
   if (results.some((r) => r.tokens.length !== newTokens)) throw new Error(`${label}: a request ended early`);
+  const turn2 = results.slice(0, long).map((r, i) => [...requests[i]!, ...r.tokens, ...tokens(toolTokens, 1000 + i)]);
+  const reusedBefore = engine.cacheStats.reusedTokens;
+  const turn2Start = performance.now();
+  await Promise.all(
+    turn2.map((prompt, i) => engine.submit({ prompt, sampling: { temperature: 1, maxNewTokens: newTokens, seed: i } })),
+  );
+  const turn2Seconds = (performance.now() - turn2Start) / 1000;
+  const turn2ReusedTokens = engine.cacheStats.reusedTokens - reusedBefore;
   await engine.close();
   return {
     label,
@@ -98,6 +112,9 @@ async function serve(label: string, kvTokens: number): Promise<Run> {
     waited,
     seconds,
     generated,
+    turn2PromptTokens: turn2.reduce((n, p) => n + p.length, 0),
+    turn2ReusedTokens,
+    turn2Seconds,
   };
 }
 
@@ -114,7 +131,18 @@ console.log(
   `${long} x ${longTokens} + ${short} x ${shortTokens} prompt tokens, ${newTokens} new each; ${slots} slots, capacity ${capacity}; tiny-long float32, torch ${info.torch_version}, ${cpus()[0]?.model}`,
 );
 printTable([
-  ["K/V budget", "tokens", "GiB", "most held+reserved", "RSS peak GiB", "waited", "s", "gen tok/s"],
+  [
+    "K/V budget",
+    "tokens",
+    "GiB",
+    "most held+reserved",
+    "RSS peak GiB",
+    "waited",
+    "s",
+    "gen tok/s",
+    "turn 2 reused/prompt",
+    "turn 2 s",
+  ],
   ...[paged, full].map((r) => [
     r.label,
     r.kvTokens,
@@ -124,6 +152,8 @@ printTable([
     r.waited,
     r.seconds.toFixed(1),
     (r.generated / r.seconds).toFixed(1),
+    `${r.turn2ReusedTokens}/${r.turn2PromptTokens}`,
+    r.turn2Seconds.toFixed(1),
   ]),
 ]);
 console.log(
@@ -131,7 +161,7 @@ console.log(
 );
 if (out) {
   const machine = { cpu: cpus()[0]?.model, cores: cpus().length, memTotalGib: totalmem() / GIB };
-  const setup = { long, longTokens, short, shortTokens, newTokens, slots, capacity, kvBytesPerToken };
+  const setup = { long, longTokens, short, shortTokens, newTokens, toolTokens, slots, capacity, kvBytesPerToken };
   writeFileSync(
     out,
     `${JSON.stringify({ machine, torch: info.torch_version, setup, runs: [paged, full] }, null, 2)}\n`,

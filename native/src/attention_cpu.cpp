@@ -23,11 +23,11 @@ namespace {
 
 template <typename T>
 struct Task {
-  const T *q, *k, *v;                // q [B, H, D]; k, v [blocks, G, kKVBlock, D]
+  const T *q, *k, *v;                // q [B, H, D]; k, v [G, blocks, kKVBlock, D]
   const BlockTable* const* tables;  // each row's blocks
   const int64_t* seen;               // keys each row sees: its position + 1
   T* out;                            // [B, H, D]
-  int64_t G, R, D, capacity;
+  int64_t G, R, D, capacity, blocks;
   T scale;
 };
 
@@ -78,7 +78,7 @@ template <typename T>
     const int64_t b = task / t.G, g = task % t.G, n = t.seen[b];
     k_blocks.clear(), v_blocks.clear();
     for (int64_t j = 0; j < blocks_for(n); ++j) {
-      const int64_t at = ((*t.tables[b])[static_cast<size_t>(j)] * t.G + g) * kKVBlock * D;
+      const int64_t at = (g * t.blocks + (*t.tables[b])[static_cast<size_t>(j)]) * kKVBlock * D;
       k_blocks.push_back(t.k + at), v_blocks.push_back(t.v + at);
     }
     for (int64_t r = 0; r < t.R; ++r) {
@@ -136,7 +136,7 @@ bool cache_attention_cpu_applies(const at::Tensor& q, const at::Tensor& k_cache)
 at::Tensor cache_attention_cpu(const at::Tensor& q, const at::Tensor& k_cache, const at::Tensor& v_cache,
                                const std::vector<int64_t>& positions, const std::vector<const BlockTable*>& tables,
                                int64_t capacity) {
-  const int64_t B = q.size(0), H = q.size(1), D = q.size(2), G = k_cache.size(1);
+  const int64_t B = q.size(0), H = q.size(1), D = q.size(2), G = k_cache.size(0);
   TORCH_CHECK(v_cache.is_contiguous() && v_cache.sizes() == k_cache.sizes(), "cache_attention_cpu: bad V cache");
   TORCH_CHECK(static_cast<int64_t>(positions.size()) == B && static_cast<int64_t>(tables.size()) == B,
               "cache_attention_cpu: one position and block table per row");
@@ -152,7 +152,7 @@ at::Tensor cache_attention_cpu(const at::Tensor& q, const at::Tensor& k_cache, c
   const int64_t work_per_task = 2 * (H / G) * longest * D;
   AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "cache_attention_cpu", [&] {
     Task<scalar_t> t{q.data_ptr<scalar_t>(), k_cache.data_ptr<scalar_t>(), v_cache.data_ptr<scalar_t>(), tables.data(),
-                     seen.data(), out.data_ptr<scalar_t>(), G, H / G, D, capacity,
+                     seen.data(), out.data_ptr<scalar_t>(), G, H / G, D, capacity, k_cache.size(1),
                      static_cast<scalar_t>(1.0 / std::sqrt(double(D)))};
     attend(t, B * G, work_per_task);
   });

@@ -225,7 +225,7 @@ at::Tensor forward_packed(Model& m, const at::Tensor& token_ids, const at::Tenso
 // -> [B, H * D].
 static at::Tensor attend_cache(const Model& m, const at::Tensor& q, const at::Tensor& kc, const at::Tensor& vc,
                                const at::Tensor& tables_B_n, const at::Tensor& visible_B_span) {
-  const int64_t B = q.size(0), H = q.size(1), D = q.size(2), G = kc.size(1), R = H / G, span = visible_B_span.size(1);
+  const int64_t B = q.size(0), H = q.size(1), D = q.size(2), G = kc.size(0), R = H / G, span = visible_B_span.size(1);
   auto k_B_G_S_D = kv_gather_rows(kc, tables_B_n), v_B_G_S_D = kv_gather_rows(vc, tables_B_n);
 #if RLX_TORCH2
   if (m.fused_attention) {

@@ -5,8 +5,8 @@ namespace rlx {
 
 void kv_init(KVCache& c, size_t layers, int64_t blocks, int64_t kv_heads, int64_t head_dim, const at::TensorOptions& opts) {
   for (size_t l = 0; l < layers; ++l) {
-    c.k.push_back(at::zeros({blocks, kv_heads, kKVBlock, head_dim}, opts));
-    c.v.push_back(at::zeros({blocks, kv_heads, kKVBlock, head_dim}, opts));
+    c.k.push_back(at::zeros({kv_heads, blocks, kKVBlock, head_dim}, opts));
+    c.v.push_back(at::zeros({kv_heads, blocks, kKVBlock, head_dim}, opts));
   }
   c.refs.assign(static_cast<size_t>(blocks), 0);
   for (int64_t b = blocks - 1; b >= 0; --b) c.free.push_back(b);  // block 0 is taken first
@@ -34,39 +34,48 @@ BlockTable kv_share(KVCache& c, const BlockTable& from, size_t n) {
 
 void kv_copy_block(KVCache& c, int64_t from, int64_t to) {
   for (auto* layers : {&c.k, &c.v})
-    for (auto& layer : *layers) layer[to].copy_(layer[from]);
+    for (auto& layer : *layers) layer.select(1, to).copy_(layer.select(1, from));
 }
 
 at::Tensor kv_rows(const KVCache& c, const std::vector<const BlockTable*>& tables, const std::vector<int64_t>& positions,
                    const at::Device& device) {
-  const int64_t G = c.k[0].size(1);
+  const int64_t G = c.k[0].size(0), blocks = c.blocks();
   std::vector<int64_t> rows;
   rows.reserve(positions.size() * static_cast<size_t>(G));
   for (size_t i = 0; i < positions.size(); ++i) {
     const int64_t p = positions[i], block = (*tables[i])[static_cast<size_t>(p / kKVBlock)];
-    for (int64_t g = 0; g < G; ++g) rows.push_back((block * G + g) * kKVBlock + p % kKVBlock);
+    for (int64_t g = 0; g < G; ++g) rows.push_back((g * blocks + block) * kKVBlock + p % kKVBlock);
   }
   return at::tensor(rows, at::kLong).to(device);
 }
 
 void kv_write(KVCache& c, size_t l, const at::Tensor& rows, const at::Tensor& k, const at::Tensor& v) {
   const int64_t D = c.k[l].size(3);
-  for (auto [cache, x] : {std::pair{&c.k[l], &k}, std::pair{&c.v[l], &v}})
-    cache->view({-1, D}).index_copy_(0, rows, x->reshape({-1, D}).to(cache->scalar_type()));
+  for (auto [cache, x] : {std::pair{&c.k[l], &k}, std::pair{&c.v[l], &v}}) {
+    auto rows_N_D = x->reshape({-1, D}).to(cache->scalar_type()).contiguous();
+    if (!cache->device().is_cpu()) {
+      cache->view({-1, D}).index_copy_(0, rows, rows_N_D);
+      continue;
+    }
+    // A decode step writes one row per (sequence, kv head) a layer: copied directly, as index_copy_'s
+    // setup cost more than the copies.
+    const auto bytes = static_cast<size_t>(D * cache->element_size());
+    const int64_t* to = rows.data_ptr<int64_t>();
+    auto* base = static_cast<char*>(cache->data_ptr());
+    const auto* from = static_cast<const char*>(rows_N_D.data_ptr());
+    for (int64_t i = 0; i < rows_N_D.size(0); ++i) std::memcpy(base + to[i] * bytes, from + i * bytes, bytes);
+  }
 }
 
 at::Tensor kv_gather(const at::Tensor& layer_cache, const BlockTable& table, int64_t length) {
-  const int64_t n = blocks_for(length), G = layer_cache.size(1), D = layer_cache.size(3);
+  const int64_t n = blocks_for(length), G = layer_cache.size(0), D = layer_cache.size(3);
   auto ids = at::tensor(BlockTable(table.begin(), table.begin() + n), at::kLong).to(layer_cache.device());
-  return layer_cache.index_select(0, ids).permute({0, 2, 1, 3}).reshape({n * kKVBlock, G, D}).narrow(0, 0, length);
+  return layer_cache.index_select(1, ids).view({G, n * kKVBlock, D}).permute({1, 0, 2}).narrow(0, 0, length);
 }
 
 at::Tensor kv_gather_rows(const at::Tensor& layer_cache, const at::Tensor& tables_B_n) {
-  const int64_t B = tables_B_n.size(0), n = tables_B_n.size(1), G = layer_cache.size(1), D = layer_cache.size(3);
-  return layer_cache.index_select(0, tables_B_n.reshape({-1}))
-      .view({B, n, G, kKVBlock, D})
-      .permute({0, 2, 1, 3, 4})
-      .reshape({B, G, n * kKVBlock, D});
+  const int64_t B = tables_B_n.size(0), n = tables_B_n.size(1), G = layer_cache.size(0), D = layer_cache.size(3);
+  return layer_cache.index_select(1, tables_B_n.reshape({-1})).view({G, B, n * kKVBlock, D}).permute({1, 0, 2, 3});
 }
 
 }  // namespace rlx
