@@ -1,35 +1,29 @@
-// The batching engine: one model, one NativeGenerator (a KV cache of `maxBatch` slots), and a
-// loop that keeps the slots busy. Everything that generates or scores in-process goes through it:
-// the HTTP server (`rlx serve`) and LocalClient.
+// The batching engine: one model, one NativeGenerator (up to `maxBatch` sequences over a paged K/V
+// cache), and a loop that keeps it busy. Everything that generates or scores in-process goes
+// through it: the HTTP server (`rlx serve`) and LocalClient.
 //
 // Why built this way:
-//   - Continuous batching. The loop alternates "admit" (prefill every queued request that fits in
-//     a free slot, as one batch) and "step" (one decode token for every running sequence), and
-//     yields to the event loop between the two, so requests that arrive mid-generation join at the
-//     next step and a finished sequence frees its slot in the step that reports it.
-//   - Bounded memory. The KV cache is a budget of `kvTokens` (default: room for every slot's whole
-//     sequence) in blocks that each sequence takes as its positions need them
-//     (native/src/kv_cache.h), so a few long sequences and many short ones share it. A request is admitted when a slot is free and its
-//     prompt + max tokens fit the blocks left, else it waits: a batch of long episodes queues,
-//     nothing running is stopped. The queue holds at most `maxQueue`; past that, submit throws
+//   - Continuous batching. The loop alternates "admit" (prefill queued requests that fit as one
+//     batch) and "step" (one decode token for every running sequence), and yields to the event
+//     loop between the two, so requests that arrive mid-generation join at the next step and a
+//     finished sequence frees its slot in the step that reports it.
+//   - Bounded memory. The K/V cache is a budget of `kvTokens` in blocks that each sequence takes as
+//     its positions need them (native/src/kv_cache.h). A request is admitted when a slot is free
+//     and its prompt + max tokens fit the blocks left, else it waits, in order: a batch of long
+//     episodes queues, nothing running is stopped. Past `maxQueue` waiting, submit throws
 //     QueueFullError (HTTP 429) instead of growing without bound.
-//   - Weight reloads, two modes. Either way the new weights (a directory loaded, or a transfer
-//     received over a weight channel while decoding goes on: reloads.ts) are whole and validated
-//     before the swap, so a bad directory or transfer leaves the old weights serving.
+//   - Weight reloads, two modes, the new weights (a directory, or a transfer received over a
+//     weight channel while decoding goes on: reloads.ts) whole and validated before the swap.
 //     "drain" (rlx serve's default): admission stops, the running sequences finish on the old
-//     weights, then the model and a fresh generator are swapped in. Every token of a result comes
-//     from one version, at the cost of waiting for the longest running sequence.
-//     "in-flight" (rlx train's default; PipelineRL, Piché et al. 2025): the new model is bound to
-//     the existing generator between two decode steps (NativeGenerator.setModel) and admission
-//     never pauses. Running sequences keep their KV cache, computed by the old weights, and their
-//     later tokens are sampled by the new ones; each token's logprob is the one its sampling
-//     weights gave, so the trainer's importance ratios stay exact per token.
-//     A result's `version` is the version at admission: the oldest that produced any of its
-//     tokens, which is what staleness limits (max_off_policy_steps: no token older than that)
-//     need. `versionEnd` is the version that produced its last token (equal in drain mode).
-//     A LoRA adapter directory for the served model's own base and LoRA settings is not loaded
-//     as a model: its tensors are checked, then copied into the served model's adapters at the
-//     same point of either mode (docs/lora.md), so an update moves megabytes, not the model.
+//     weights, then the model and a fresh generator are swapped in; every token of a result comes
+//     from one version. "in-flight" (rlx train's default; PipelineRL, Piché et al. 2025): the new
+//     model is bound to the generator between two decode steps (NativeGenerator.setModel) and
+//     admission never pauses; running sequences keep their K/V, computed by the old weights, and
+//     each later token's logprob is the one its sampling weights gave, so the trainer's importance
+//     ratios stay exact per token. A result's `version` is the version at admission (the oldest
+//     that produced any of its tokens: what max_off_policy_steps needs), `versionEnd` the one of
+//     its last token. A LoRA adapter for the served model's own base is copied into the served
+//     model's adapters at the same point of either mode (docs/lora.md): megabytes, not the model.
 //   - Cancellation (an AbortSignal, or onToken returning true for a stop string) frees the slot
 //     at once; native calls are synchronous, so a cancel can never land inside a step.
 import { type CacheStats, type GenToken, NativeGenerator, score, type TopLogprobs } from "../native/generate.ts";
@@ -62,9 +56,8 @@ export class Engine {
   readonly maxModelLen: number;
   readonly maxQueue: number;
   readonly maxPrefillTokens: number;
-  /** The K/V budget in tokens: as asked, rounded up to whole blocks (default: every slot's whole sequence). */
+  /** The K/V budget in tokens: as asked, in whole blocks (default: every slot's whole sequence). */
   readonly kvTokens: number;
-  readonly #kvTokensAsked: number | undefined;
   readonly reloadMode: ReloadMode;
   readonly maxLogprobs: number;
   readonly prefixCaching: boolean;
@@ -87,12 +80,8 @@ export class Engine {
   readonly stats = { admitted: 0, steps: 0, generatedTokens: 0, maxRunning: 0, adapterReloads: 0 };
 
   constructor(model: NativeModel, options: EngineOptions) {
-    ({
-      maxBatch: this.maxBatch,
-      maxModelLen: this.maxModelLen,
-      kvTokens: this.#kvTokensAsked,
-      reloadMode: this.reloadMode,
-    } = checkEngineOptions(model, options));
+    const { kvTokens, ...checked } = checkEngineOptions(model, options);
+    ({ maxBatch: this.maxBatch, maxModelLen: this.maxModelLen, reloadMode: this.reloadMode } = checked);
     this.maxQueue = options.maxQueue ?? 16 * this.maxBatch;
     this.maxPrefillTokens = options.maxPrefillTokens ?? 8192;
     this.maxLogprobs = options.maxLogprobs ?? 20;
@@ -100,7 +89,7 @@ export class Engine {
     this.#model = model;
     this.#ownsModel = options.ownsModel ?? true;
     this.prefixCaching = options.prefixCaching ?? true;
-    this.#generator = this.#newGenerator(model);
+    this.#generator = this.#newGenerator(model, kvTokens);
     this.kvTokens = this.#generator.cacheStats().kv.budgetTokens;
     this.#loadWeights =
       options.loadWeights ??
@@ -109,11 +98,11 @@ export class Engine {
     this.#coreShare = options.coreShare;
   }
 
-  #newGenerator(model: NativeModel): NativeGenerator {
+  #newGenerator(model: NativeModel, kvTokens = this.kvTokens): NativeGenerator {
     return NativeGenerator.create(model, {
       slots: this.maxBatch,
       capacity: this.maxModelLen,
-      kvTokens: this.#kvTokensAsked,
+      kvTokens,
       keepPrefixes: this.prefixCaching,
       prefillTokens: this.maxPrefillTokens,
     });
@@ -136,8 +125,7 @@ export class Engine {
     return { running: this.#running.size, queued: this.#queue.length };
   }
 
-  /** The current generator's prompt and prefix counts (since it was made: a drain reload makes a
-   * new one), and the K/V cache's budget and use now, in tokens. */
+  /** The generator's prompt and prefix counts (since it was made), and its K/V use now, in tokens. */
   get cacheStats(): CacheStats {
     return this.#generator.cacheStats();
   }
