@@ -1,8 +1,9 @@
 // Long rollouts on the inference side (docs/scaling.md, "Long context"): the batching engine
 // serving --long sequences of --long-tokens prompt tokens beside --short short ones, all submitted
-// at once, within a K/V budget of what they need together (the paged cache, native/src/kv_cache.h)
-// against the same requests with the budget slots x capacity (what a cache of one full-length row
-// per slot takes), in the same command. Reports each run's K/V budget and bytes, the most of it
+// at once, within a K/V budget of what they need together (the paged cache, native/src/kv_cache.h),
+// within a budget that holds only half the long ones at once (the others wait for blocks, then
+// run), and with the budget slots x capacity (what a cache of one full-length row per slot takes),
+// in the same command. Reports each run's K/V budget and bytes, the most of it
 // running sequences held or could still take, the resident-set peak, the requests that had to
 // wait for K/V, and the time to finish all; then the long sequences' second turns (each its first
 // turn's prompt and completion plus --tool tokens, as a tool episode's next turn), which continue
@@ -11,17 +12,17 @@
 //
 //   RLX_SHIM=native/build/torch-2.13.0-cpu/librlx.so bun bench/long_serve.ts
 //       [--long 4] [--long-tokens 16384] [--short 64] [--short-tokens 256] [--new 32] [--tool 64]
-//       [--kv-tokens N] [--out FILE.json]
+//       [--kv-tokens N] [--device cpu|cuda] [--out FILE.json]
 //
-// --kv-tokens below the default makes some long requests wait for blocks (they are admitted as
-// earlier ones finish); the run then also shows that nothing fails for lack of memory.
+// --kv-tokens sets the first run's budget (default: what all need together). `--device
+// cuda` (the GPU check) reports the CUDA allocator's peak instead of the resident set.
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, tmpdir, totalmem } from "node:os";
 import { join } from "node:path";
 import { Engine } from "../src/engine/engine.ts";
 import { loadModel } from "../src/model/hf.ts";
 import { initModel } from "../src/model/presets.ts";
-import { runtimeInfo } from "../src/native/runtime.ts";
+import { deviceMemory, runtimeInfo } from "../src/native/runtime.ts";
 import { flag, printTable } from "./_reference.ts";
 
 const GIB = 2 ** 30;
@@ -33,6 +34,7 @@ const shortTokens = Number(flag("short-tokens", "256"));
 const newTokens = Number(flag("new", "32"));
 const toolTokens = Number(flag("tool", "64"));
 const out = flag("out", "");
+const device = flag("device", "cpu");
 
 const blocks = (tokens: number) => Math.ceil(tokens / BLOCK) * BLOCK;
 const slots = long + short;
@@ -40,10 +42,14 @@ const capacity = longTokens + 2 * newTokens + toolTokens; // a long sequence's s
 const needed = long * blocks(capacity) + short * blocks(shortTokens + newTokens);
 const budget = Number(flag("kv-tokens", String(needed)));
 const hwm = () => Number(/VmHWM:\s+(\d+) kB/.exec(readFileSync("/proc/self/status", "utf8"))![1]) * 1024;
+const cuda = device === "cuda";
+const resetPeak = async () =>
+  cuda ? void (await deviceMemory("cuda", true)) : writeFileSync("/proc/self/clear_refs", "5");
+const peakGib = async () => (cuda ? (await deviceMemory("cuda")).peak : hwm() / GIB);
 
 const dir = mkdtempSync(join(tmpdir(), "rlx-long-serve-"));
 await initModel({ preset: "tiny-long", out: dir, seed: 0, dtype: "f32" });
-const model = await loadModel(dir);
+const model = await loadModel(dir, { dtype: "f32", device });
 const kvBytesPerToken = (() => {
   const c = model.config;
   return c.num_hidden_layers * 2 * c.num_key_value_heads * c.head_dim * 4;
@@ -69,7 +75,7 @@ interface Run {
 }
 
 async function serve(label: string, kvTokens: number): Promise<Run> {
-  writeFileSync("/proc/self/clear_refs", "5");
+  await resetPeak();
   const engine = new Engine(model, { maxBatch: slots, maxModelLen: capacity, kvTokens, ownsModel: false });
   let peakHeld = 0;
   let someFinished = false;
@@ -108,7 +114,7 @@ async function serve(label: string, kvTokens: number): Promise<Run> {
     kvTokens: engine.kvTokens,
     kvGib: (engine.kvTokens * kvBytesPerToken) / GIB,
     peakHeldTokens: peakHeld,
-    rssPeakGib: hwm() / GIB,
+    rssPeakGib: await peakGib(),
     waited,
     seconds,
     generated,
@@ -122,13 +128,14 @@ const warm = new Engine(model, { maxBatch: 2, maxModelLen: 64, ownsModel: false 
 await warm.submit({ prompt: tokens(32, 0), sampling: { maxNewTokens: 4 } });
 await warm.close();
 const paged = await serve("paged budget", budget);
+const tight = await serve("half the long ones at once", needed - Math.floor(long / 2) * blocks(capacity));
 const full = await serve("slots x capacity", slots * capacity);
 model.free();
 rmSync(dir, { recursive: true, force: true });
 
 const info = await runtimeInfo();
 console.log(
-  `${long} x ${longTokens} + ${short} x ${shortTokens} prompt tokens, ${newTokens} new each; ${slots} slots, capacity ${capacity}; tiny-long float32, torch ${info.torch_version}, ${cpus()[0]?.model}`,
+  `${long} x ${longTokens} + ${short} x ${shortTokens} prompt tokens, ${newTokens} new each; ${slots} slots, capacity ${capacity}; tiny-long float32 on ${device}, torch ${info.torch_version}, ${cpus()[0]?.model}`,
 );
 printTable([
   [
@@ -136,14 +143,14 @@ printTable([
     "tokens",
     "GiB",
     "most held+reserved",
-    "RSS peak GiB",
+    cuda ? "CUDA peak GiB" : "RSS peak GiB",
     "waited",
     "s",
     "gen tok/s",
     "turn 2 reused/prompt",
     "turn 2 s",
   ],
-  ...[paged, full].map((r) => [
+  ...[paged, tight, full].map((r) => [
     r.label,
     r.kvTokens,
     r.kvGib.toFixed(3),
@@ -157,13 +164,13 @@ printTable([
   ]),
 ]);
 console.log(
-  `paged / slots x capacity: K/V ${(paged.kvTokens / full.kvTokens).toFixed(3)}x, RSS peak ${(paged.rssPeakGib / full.rssPeakGib).toFixed(2)}x, time ${(paged.seconds / full.seconds).toFixed(2)}x`,
+  `paged / slots x capacity: K/V ${(paged.kvTokens / full.kvTokens).toFixed(3)}x, memory peak ${(paged.rssPeakGib / full.rssPeakGib).toFixed(2)}x, time ${(paged.seconds / full.seconds).toFixed(2)}x`,
 );
 if (out) {
   const machine = { cpu: cpus()[0]?.model, cores: cpus().length, memTotalGib: totalmem() / GIB };
   const setup = { long, longTokens, short, shortTokens, newTokens, toolTokens, slots, capacity, kvBytesPerToken };
   writeFileSync(
     out,
-    `${JSON.stringify({ machine, torch: info.torch_version, setup, runs: [paged, full] }, null, 2)}\n`,
+    `${JSON.stringify({ machine, torch: info.torch_version, setup, runs: [paged, tight, full] }, null, 2)}\n`,
   );
 }

@@ -7,9 +7,11 @@
 # there (with and without the next layer's gather overlapping the compute, and its peak memory),
 # and bench/weight_transfer.ts a step's weights reaching a GPU policy server from disk and over a
 # weight channel (Gloo: NCCL needs two GPUs, one per end), and bench/long_context.ts a 16k-token
-# row trained whole and split over two context-parallel ranks (both on the one GPU, over Gloo).
-# Everything it prints and writes lands in $OUT (default .gpu/out): doctor.json, native_tests.txt,
-# gpu_check.json, gpu_check.txt, shard_step.txt, weight_transfer.txt, long_context.txt.
+# row trained whole and split over two context-parallel ranks (both on the one GPU, over Gloo), and
+# bench/long_serve.ts the engine serving 4 x 16k-token sequences beside 64 short ones in a paged
+# K/V budget (the decode's ATen path: blocks gathered, SDPA). Everything it prints and writes lands
+# in $OUT (default .gpu/out): doctor.json, native_tests.txt, gpu_check.json, gpu_check.txt,
+# shard_step.txt, weight_transfer.txt, long_context.txt, long_serve.txt.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-.gpu/out}
@@ -46,4 +48,6 @@ step "weight transfer: a qwen3-0.6b step to one policy server on the GPU, disk a
 "$BUN" bench/weight_transfer.ts --device cuda --dtype bf16 --servers 1 --rounds 2 | tee "$OUT/weight_transfer.txt"
 step "long context: a 16k-token row on the GPU whole and split over 2 ranks (Gloo: both on this GPU)"
 "$BUN" bench/long_context.ts --device cuda --lengths 16384 --splits 1,2 --steps 2 | tee "$OUT/long_context.txt"
+step "long rollouts: 4 x 16k beside 64 short sequences in a paged K/V budget, against slots x capacity"
+"$BUN" bench/long_serve.ts --device cuda | tee "$OUT/long_serve.txt"
 step "done"

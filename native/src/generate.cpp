@@ -185,18 +185,19 @@ RLX_API int rlx_gen_add(rlx_gen* gen, int n, const int32_t* prompt_ids, const in
     c10::InferenceMode inference;
     std::vector<int64_t> past;
     auto slots = choose_slots(g, n, ids_of, lengths, is_distinct, past);
-    for (int i = 0; i < n; ++i) {  // a continued slot hands its blocks over; another gives its up
+    // A continued slot hands its blocks over, another gives its up, all before any block is taken
+    // (taking one may give up a kept prefix: never one of these).
+    for (int i = 0; i < n; ++i) {
       auto& kept = g.seqs[slots[i]];
-      if (past[i] > 0) {
-        added[i].blocks = std::move(kept.blocks);
-        BlockTable beyond(added[i].blocks.begin() + blocks_for(past[i]), added[i].blocks.end());
-        added[i].blocks.resize(blocks_for(past[i]));
-        kv_release(g.cache, beyond);
-        own_from(g, added[i].blocks, past[i]);
-      } else {
-        kv_release(g.cache, kept.blocks);
-      }
-      kept.tokens.clear();
+      if (past[i] > 0) added[i].blocks = std::exchange(kept.blocks, {});
+      kv_release(g.cache, kept.blocks), kept.tokens.clear();
+    }
+    for (int i = 0; i < n; ++i) {  // the blocks past what a continuation keeps, and its partial one
+      if (past[i] == 0) continue;
+      BlockTable beyond(added[i].blocks.begin() + blocks_for(past[i]), added[i].blocks.end());
+      added[i].blocks.resize(blocks_for(past[i]));
+      kv_release(g.cache, beyond);
+      own_from(g, added[i].blocks, past[i]);
     }
     std::vector<Prefill> prompts;
     for (auto j : distinct) {

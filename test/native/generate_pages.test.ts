@@ -166,3 +166,25 @@ test("kept prefixes give their blocks up, least recently used first, when a new 
   run(gen, [[...a, 1, 2]], [greedy]);
   expect(gen.cacheStats().reusedTokens - before).toBe(60);
 });
+
+test("two prompts continuing kept prefixes in one add, with no block free: giving kept blocks up never takes the continued ones", async () => {
+  using model = await tinyModel({ dtype: "f64", config: TINY_FULL, sharpen: 2 });
+  const [pa, pb, pc] = [ids(32), ids(32), ids(32)];
+  const once = { temperature: 0, maxNewTokens: 1 };
+  using gen = NativeGenerator.create(model, { slots: 6, capacity: 48, kvTokens: 96 }); // 6 blocks
+  run(gen, [pb, pb], [once, once]); // least recently used: b's two slots share its 2 blocks
+  run(gen, [pc], [once]);
+  run(gen, [pa, pa], [once, once]);
+  expect(gen.cacheStats().kv).toMatchObject({ keptTokens: 96, runningTokens: 0 });
+  // Each continues 20 tokens, inside a block its prefix's twin slot shares: a copy, a block taken.
+  const prompts = [
+    [...pa.slice(0, 20), ...ids(5)],
+    [...pb.slice(0, 20), ...ids(5)],
+  ];
+  const sampling = [0, 1].map((i) => ({ temperature: 1, maxNewTokens: 2, seed: 20 + i }));
+  const before = gen.cacheStats().reusedTokens;
+  const continued = run(gen, prompts, sampling);
+  expect(gen.cacheStats().reusedTokens - before).toBe(40);
+  using fresh = NativeGenerator.create(model, { slots: 2, capacity: 48 });
+  expectSame(continued, run(fresh, prompts, sampling), 1e-10);
+});
