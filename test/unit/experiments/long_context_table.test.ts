@@ -1,16 +1,23 @@
-// docs/scaling.md's long-context memory table is generated (experiments/scripts/long_context_table.ts)
-// from bench/long_context.ts's JSON rows under experiments/results/long_context/: the committed page
-// must equal what the committed rows generate.
+// docs/scaling.md's long-context tables are generated (experiments/scripts/long_context_table.ts)
+// from bench/long_context.ts's and bench/long_serve.ts's JSON rows under
+// experiments/results/long_context/: the committed page must equal what the committed rows generate.
 import { expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { generatedTable, regeneratedPage, ROWS_DIR } from "../../../experiments/scripts/long_context_table.ts";
+import {
+  generatedServeTable,
+  generatedTable,
+  regeneratedPage,
+  ROWS_DIR,
+} from "../../../experiments/scripts/long_context_table.ts";
 
 const ROOT = join(import.meta.dir, "../../..");
 
-test("docs/scaling.md's long-context table is what the committed rows generate", () => {
+test("docs/scaling.md's long-context tables are what the committed rows generate", () => {
   const page = readFileSync(join(ROOT, "docs/scaling.md"), "utf8");
   const table = generatedTable(join(ROOT, ROWS_DIR));
+  const serveTable = generatedServeTable(join(ROOT, ROWS_DIR));
   expect(table).toContain("| 32,768 | 2 | 1.44 | 0.81 |");
-  expect(regeneratedPage(page, table)).toBe(page);
+  expect(serveTable).toContain("| paged budget |");
+  expect(regeneratedPage(page, table, serveTable)).toBe(page);
 });
