@@ -12,7 +12,9 @@
 //
 //   RLX_SHIM=native/build/torch-2.13.0-cpu/librlx.so bun bench/long_context.ts
 //       [--lengths 8192,16384,32768] [--splits 1,2] [--steps 2] [--device cpu] [--heap trainer|exact]
-//       [--out FILE.json]
+//       [--out FILE.json] [--no-serve]
+//
+// Then, in the same command, the engine's side: bench/long_serve.ts (unless --no-serve).
 //
 // `--heap exact` runs the ranks with glibc's mmap threshold at 1 MiB (GLIBC_TUNABLES), so every
 // tensor above that is mapped and unmapped on its own and the resident peak is about what is
@@ -191,4 +193,14 @@ try {
   }
 } finally {
   rmSync(root, { recursive: true, force: true });
+}
+
+// The inference side of the same lengths: bench/long_serve.ts (4 x 16k beside 64 short sequences
+// in a paged K/V budget against slots x capacity), unless --no-serve.
+if (!process.argv.includes("--no-serve")) {
+  const serve = Bun.spawnSync([process.execPath, join(import.meta.dir, "long_serve.ts"), "--device", device], {
+    stdout: "inherit",
+    stderr: "inherit",
+  });
+  if (serve.exitCode !== 0) throw new Error(`bench/long_serve.ts exited ${serve.exitCode}`);
 }

@@ -47,7 +47,7 @@ step "sharded training: a \"full\" step on one NCCL rank with and without gather
 step "weight transfer: a qwen3-0.6b step to one policy server on the GPU, disk against c10d (Gloo channel)"
 "$BUN" bench/weight_transfer.ts --device cuda --dtype bf16 --servers 1 --rounds 2 | tee "$OUT/weight_transfer.txt"
 step "long context: a 16k-token row on the GPU whole and split over 2 ranks (Gloo: both on this GPU)"
-"$BUN" bench/long_context.ts --device cuda --lengths 16384 --splits 1,2 --steps 2 | tee "$OUT/long_context.txt"
+"$BUN" bench/long_context.ts --device cuda --lengths 16384 --splits 1,2 --steps 2 --no-serve | tee "$OUT/long_context.txt"
 step "long rollouts: 4 x 16k beside 64 short sequences in a paged K/V budget, against slots x capacity"
 "$BUN" bench/long_serve.ts --device cuda | tee "$OUT/long_serve.txt"
 step "done"
