@@ -60,7 +60,8 @@ const requests = [
   ...Array.from({ length: short }, (_, i) => tokens(shortTokens, long + i)),
 ];
 
-interface Run {
+/** One configuration's figures, as --out writes them (experiments/scripts/long_context_table.ts reads them). */
+export interface Run {
   label: string;
   kvTokens: number;
   kvGib: number;

@@ -59,7 +59,7 @@ export default defineCommand({
     "kv-tokens": {
       type: "string",
       description:
-        "K/V cache budget in tokens, shared by the running sequences in blocks of 16 (default max-batch x max-model-len; at least max-model-len); a request waits until its prompt + max_tokens fit (GET /metrics)",
+        "K/V cache budget in tokens, shared by the running sequences in blocks of 16 (default: room for max-batch sequences of max-model-len; at least max-model-len); a request waits until its prompt + max_tokens fit (GET /metrics)",
     },
     "max-queue": {
       type: "string",

@@ -4,44 +4,13 @@
 // continues a kept prefix inside a block its group still shares copies that block first; a long
 // prompt prefilled in passes equals one pass; kept prefixes give their blocks up when needed.
 import { expect, setDefaultTimeout, test } from "bun:test";
-import { generate, NativeGenerator, score, type GenToken, type SamplingParams } from "../../src/native/generate.ts";
-import { rng, TINY, TINY_FULL, tinyModel } from "./tiny_model.ts";
+import { generate, NativeGenerator, score, type GenToken } from "../../src/native/generate.ts";
+import { randomIds, runTurns as run, type Turn } from "./gen_turns.ts";
+import { rng, TINY_FULL, tinyModel } from "./tiny_model.ts";
 
 setDefaultTimeout(60_000);
 
-const V = TINY.vocab_size;
-const rand = rng(23);
-const ids = (n: number) => Array.from({ length: n }, () => Math.floor(rand() * V));
-
-interface Turn {
-  tokens: number[];
-  logprobs: number[];
-}
-
-/** Adds every prompt (what does not fit waits for a later add) and steps until all have finished. */
-function run(gen: NativeGenerator, prompts: number[][], sampling: SamplingParams[]): Turn[] {
-  const turns: Turn[] = prompts.map(() => ({ tokens: [], logprobs: [] }));
-  const bySlot = new Map<number, number>();
-  let next = 0;
-  const take = (out: GenToken[]) =>
-    out.forEach((t) => {
-      const turn = turns[bySlot.get(t.slot)!]!;
-      turn.tokens.push(t.token);
-      turn.logprobs.push(t.logprob);
-      if (t.finish) bySlot.delete(t.slot);
-    });
-  while (next < prompts.length || bySlot.size > 0) {
-    if (next < prompts.length && gen.freeSlots() > 0) {
-      const batch = prompts.slice(next, next + gen.freeSlots());
-      const first = gen.add(batch.map((prompt, j) => ({ prompt, sampling: sampling[next + j]! })));
-      first.forEach((t, j) => bySlot.set(t.slot, next + j));
-      next += first.length;
-      take(first);
-    }
-    if (bySlot.size > 0) take(gen.step());
-  }
-  return turns;
-}
+const ids = randomIds(rng(23));
 
 function expectSame(got: Turn[], want: Turn[], tolerance: number) {
   got.forEach((turn, i) => {

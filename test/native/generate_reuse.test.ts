@@ -5,36 +5,13 @@
 // continue their own slot; new weights drop every kept prefix.
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import type { NativeModel } from "../../src/native/model.ts";
-import { type GenToken, NativeGenerator, type SamplingParams } from "../../src/native/generate.ts";
-import { rng, TINY, TINY_FULL, tinyModel } from "./tiny_model.ts";
+import { NativeGenerator, type SamplingParams } from "../../src/native/generate.ts";
+import { randomIds, runTurns as run, type Turn } from "./gen_turns.ts";
+import { TINY_FULL, rng, tinyModel } from "./tiny_model.ts";
 
 setDefaultTimeout(60_000);
 
-const V = TINY.vocab_size;
-const rand = rng(11);
-const ids = (n: number) => Array.from({ length: n }, () => Math.floor(rand() * V));
-
-interface Turn {
-  tokens: number[];
-  logprobs: number[];
-}
-
-/** Adds the prompts together and steps until all have finished; each one's tokens and logprobs. */
-function run(gen: NativeGenerator, prompts: number[][], sampling: SamplingParams[]): Turn[] {
-  const turns: Turn[] = prompts.map(() => ({ tokens: [], logprobs: [] }));
-  const bySlot = new Map<number, number>();
-  const take = (out: GenToken[], first: boolean) =>
-    out.forEach((t, j) => {
-      if (first) bySlot.set(t.slot, j);
-      const turn = turns[bySlot.get(t.slot)!]!;
-      turn.tokens.push(t.token);
-      turn.logprobs.push(t.logprob);
-      if (t.finish) bySlot.delete(t.slot);
-    });
-  take(gen.add(prompts.map((prompt, i) => ({ prompt, sampling: sampling[i]! }))), true);
-  while (bySlot.size) take(gen.step(), false);
-  return turns;
-}
+const ids = randomIds(rng(11));
 
 /** Three turns of an episode: each next prompt is the last one, its reply and a tool's output. */
 const FIRST = ids(40);
