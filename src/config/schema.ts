@@ -252,6 +252,12 @@ export const configSchema = z.strictObject({
       host: z.string().default("127.0.0.1"),
       port: z.number().int().min(1).max(65535).default(8000),
       max_batch: positiveInt.default(64),
+      /**
+       * K/V cache tokens of each spawned or in-process policy, shared by its running sequences in
+       * blocks (docs/serve.md `--kv-tokens`); absent = room for max_batch sequences of seq_len. At
+       * long seq_len set it to what the running rollouts need together: requests beyond it wait.
+       */
+      kv_tokens: positiveInt.optional(),
       /** Where spawned and in-process policies run: "auto" = trainer.device; their weights are model.dtype. */
       device: z
         .string()

@@ -95,11 +95,11 @@ export class NativeGenerator {
   }
 
   /** Up to `slots` sequences of up to `capacity` tokens (prompt + generated) each, over a K/V
-   * cache of kvTokens tokens (default: every slot's whole sequence; at least capacity) that each sequence takes
-   * blocks of as it needs them (rlx.h rlx_gen_create). keepPrefixes (default true): a later prompt
-   * may continue the K/V a slot kept from an earlier sequence (rlx.h rlx_gen_cache_stats); false
-   * makes every prefill a full one. prefillTokens (default 8192): tokens per prefill pass, a longer
-   * prompt running in several. */
+   * cache of kvTokens tokens (default: every slot's whole sequence; at least capacity) that each
+   * sequence takes blocks of as it needs them (rlx.h rlx_gen_create). keepPrefixes (default true):
+   * a later prompt may continue the K/V a slot kept from an earlier sequence (rlx.h
+   * rlx_gen_cache_stats); false makes every prefill a full one. prefillTokens (default 8192):
+   * tokens per prefill pass, a longer prompt running in several. */
   static create(
     model: NativeModel,
     options: { slots: number; capacity: number; kvTokens?: number; keepPrefixes?: boolean; prefillTokens?: number },

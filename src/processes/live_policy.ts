@@ -79,6 +79,7 @@ export class InProcessPolicy implements LivePolicy {
     options: {
       maxBatch: number;
       maxModelLen: number;
+      kvTokens?: number;
       reloadMode?: ReloadMode;
       prefixCaching?: boolean;
       coreShare?: CoreShare;

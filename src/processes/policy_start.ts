@@ -47,6 +47,26 @@ export interface PolicyStart {
   coreShare?: string;
 }
 
+/**
+ * The spawned or in-process policy's context and K/V budget. Rollouts never exceed seq_len (the
+ * rollout driver stops there); the margin is for sequences the policy only scores, such as OPSD's
+ * demonstration hint prepended to a rollout. A kv_tokens that cannot hold one such sequence is
+ * refused naming the key.
+ */
+export function policyLimits(config: ResolvedConfig, modelDir: string): { maxModelLen: number; kvTokens?: number } {
+  const maxModelLen = Math.min(
+    config.orchestrator.seq_len + SCORE_MARGIN,
+    readModelConfig(baseModelDir(modelDir)).shim.max_position_embeddings, // a checkpoint's adapter: its base
+  );
+  const kvTokens = config.inference.kv_tokens;
+  if (kvTokens !== undefined && kvTokens < maxModelLen)
+    throw new ConfigError(
+      `inference.kv_tokens = ${kvTokens} cannot hold one sequence: the policy's max model len is ${maxModelLen} (orchestrator.seq_len + ${SCORE_MARGIN} for scoring, within the model's positions)`,
+      { fix: `set inference.kv_tokens to at least ${maxModelLen}, or lower orchestrator.seq_len` },
+    );
+  return kvTokens === undefined ? { maxModelLen } : { maxModelLen, kvTokens };
+}
+
 /** Starts the policy: external servers, spawned `rlx serve --policy` servers, or in-process. */
 export async function startPolicy(config: ResolvedConfig, start: PolicyStart): Promise<LivePolicy> {
   const inf = config.inference;
@@ -63,12 +83,7 @@ export async function startPolicy(config: ResolvedConfig, start: PolicyStart): P
   }
   // A deterministic run's rollouts must not depend on which requests came first.
   const prefixCaching = inf.prefix_caching && !config.deterministic;
-  // Rollouts never exceed seq_len (the rollout driver stops there); the margin is for sequences
-  // the policy only scores, such as OPSD's demonstration hint prepended to a rollout.
-  const maxModelLen = Math.min(
-    config.orchestrator.seq_len + SCORE_MARGIN,
-    readModelConfig(baseModelDir(start.modelDir)).shim.max_position_embeddings, // a checkpoint's adapter: its base
-  );
+  const { maxModelLen, kvTokens } = policyLimits(config, start.modelDir);
   if (start.mode === "in-process") {
     // One intra-op thread here, unless the cores are handed over (then the engine sets its own
     // threads round by round): the trainer child computes at the same time on the other cores.
@@ -76,6 +91,7 @@ export async function startPolicy(config: ResolvedConfig, start: PolicyStart): P
     return InProcessPolicy.create(start.modelDir, start.version, {
       maxBatch: inf.max_batch,
       maxModelLen,
+      ...(kvTokens === undefined ? {} : { kvTokens }),
       reloadMode: inf.reload,
       prefixCaching,
       ...(start.coreShare ? { coreShare: CoreShare.open(start.coreShare, "generator") } : {}),
@@ -111,6 +127,7 @@ export async function startPolicy(config: ResolvedConfig, start: PolicyStart): P
         String(inf.max_batch),
         "--max-model-len",
         String(maxModelLen),
+        ...(kvTokens === undefined ? [] : ["--kv-tokens", String(kvTokens)]),
         "--reload-mode",
         inf.reload,
         ...(prefixCaching ? [] : ["--no-prefix-caching"]),

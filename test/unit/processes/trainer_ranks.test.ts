@@ -18,7 +18,9 @@ import {
   threadShare,
 } from "../../../src/processes/trainer_ranks.ts";
 import { CORE_SHARE_ENV } from "../../../src/native/core_share.ts";
-import { assertPortFree } from "../../../src/processes/policy_start.ts";
+import { assertPortFree, policyLimits } from "../../../src/processes/policy_start.ts";
+import { readModelConfig } from "../../../src/model/config.ts";
+import { microModelDir } from "../../fixtures/serve_model.ts";
 import { ConfigError } from "../../../src/errors.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "rlx-launch-"));
@@ -173,4 +175,17 @@ test("a spawned policy server's port already in use is a ConfigError naming infe
     other.stop(true);
   }
   expect(() => assertPortFree("127.0.0.1", port)).not.toThrow();
+});
+
+test("inference.kv_tokens: the policy's K/V budget, refused naming the key when it cannot hold one sequence", async () => {
+  const model = await microModelDir({ dir: join(dir, "micro") });
+  const maxModelLen = Math.min(64 + 512, readModelConfig(model).shim.max_position_embeddings);
+  expect(policyLimits(config("orchestrator.seq_len=64"), model)).toEqual({ maxModelLen });
+  expect(policyLimits(config("orchestrator.seq_len=64", "inference.kv_tokens=5000"), model)).toEqual({
+    maxModelLen,
+    kvTokens: 5000,
+  });
+  expect(() =>
+    policyLimits(config("orchestrator.seq_len=64", `inference.kv_tokens=${maxModelLen - 1}`), model),
+  ).toThrow(`inference.kv_tokens = ${maxModelLen - 1} cannot hold one sequence`);
 });
