@@ -101,6 +101,9 @@ export function checkEngineOptions(
     throw new InvalidRequestError(
       `kvTokens must be an integer of at least maxModelLen (${maxModelLen}): the cache must hold one whole sequence, got ${kvTokens}`,
       "kv_tokens",
+      {
+        fix: `give rlx serve --kv-tokens (or [inference] kv_tokens) at least ${maxModelLen}, or a smaller --max-model-len`,
+      },
     );
   const reloadMode = options.reloadMode ?? "drain";
   if (!RELOAD_MODES.includes(reloadMode))
