@@ -26,7 +26,7 @@ import { deviceMemory, runtimeInfo } from "../src/native/runtime.ts";
 import { flag, printTable } from "./_reference.ts";
 
 const GIB = 2 ** 30;
-const BLOCK = 16;
+const BLOCK = 16; // tokens per K/V block (native/src/kv_cache.h)
 const long = Number(flag("long", "4"));
 const longTokens = Number(flag("long-tokens", "16384"));
 const short = Number(flag("short", "64"));
@@ -36,10 +36,10 @@ const toolTokens = Number(flag("tool", "64"));
 const out = flag("out", "");
 const device = flag("device", "cpu");
 
-const blocks = (tokens: number) => Math.ceil(tokens / BLOCK) * BLOCK;
+const wholeBlocks = (tokens: number) => Math.ceil(tokens / BLOCK) * BLOCK;
 const slots = long + short;
 const capacity = longTokens + 2 * newTokens + toolTokens; // a long sequence's second turn
-const needed = long * blocks(capacity) + short * blocks(shortTokens + newTokens);
+const needed = long * wholeBlocks(capacity) + short * wholeBlocks(shortTokens + newTokens);
 const budget = Number(flag("kv-tokens", String(needed)));
 const hwm = () => Number(/VmHWM:\s+(\d+) kB/.exec(readFileSync("/proc/self/status", "utf8"))![1]) * 1024;
 const cuda = device === "cuda";
@@ -129,7 +129,7 @@ const warm = new Engine(model, { maxBatch: 2, maxModelLen: 64, ownsModel: false 
 await warm.submit({ prompt: tokens(32, 0), sampling: { maxNewTokens: 4 } });
 await warm.close();
 const paged = await serve("paged budget", budget);
-const tight = await serve("half the long ones at once", needed - Math.floor(long / 2) * blocks(capacity));
+const tight = await serve("half the long ones at once", needed - Math.floor(long / 2) * wholeBlocks(capacity));
 const full = await serve("slots x capacity", slots * capacity);
 model.free();
 rmSync(dir, { recursive: true, force: true });
