@@ -1,16 +1,16 @@
 // Attention against the paged K/V cache on the CPU (kv_cache.h): each row's query heads against
-// its block table's K/V, written as plain loops. A row is one decode step's query, or one token of a short prefill once
-// its K/V are written. libtorch 1.13 runs the batched product of the general path
-// (forward.cpp) as one small BLAS call per (row, kv head) after a select per operand; at batch 64
-// with 2 kv heads that was 256 calls a layer, 3.6 of a `tiny` decode step's 9.4 ms
-// (experiments/bench_history.md, "Decode on the CPU"). Here a task is one (row, kv head): its
-// R = H / G query heads score the row's visible keys, take a softmax in the compute dtype, and sum
-// the values, so the work is the arithmetic itself. Keys are scored four at a time and the values
-// summed into eight vectors of sums held in registers: independent chains the CPU overlaps, each
-// element's sum in the same order as one running loop (experiments/bench_history.md, "Cache
-// attention in independent chains"), block after block of the table: the blocks change where
-// the keys are read, not the order they are summed in. Tasks run in at::parallel_for, in parallel only when there is
-// enough of it.
+// its block table's K/V, written as plain loops. A row is one decode step's query, or one token
+// of a short prefill once its K/V are written. libtorch 1.13 runs the batched product of the
+// general path (forward.cpp) as one small BLAS call per (row, kv head) after a select per
+// operand; at batch 64 with 2 kv heads that was 256 calls a layer, 3.6 of a `tiny` decode step's
+// 9.4 ms (experiments/bench_history.md, "Decode on the CPU"). Here a task is one (row, kv head):
+// its R = H / G query heads score the row's visible keys, take a softmax in the compute dtype, and
+// sum the values, so the work is the arithmetic itself. Keys are scored four at a time and the
+// values summed into eight vectors of sums held in registers: independent chains the CPU
+// overlaps, each element's sum in the same order as one running loop
+// (experiments/bench_history.md, "Cache attention in independent chains"), block after block of
+// the table: the blocks change where the keys are read, not the order they are summed in. Tasks
+// run in at::parallel_for, in parallel only when there is enough of it.
 //
 // The loops are compiled twice on x86-64, plain and for AVX2, and the AVX2 copy runs where the CPU
 // has it. -ffp-contract=off (ISO C++) keeps multiply and add apart in both, so both compute the

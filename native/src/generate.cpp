@@ -42,6 +42,10 @@
 namespace rlx {
 namespace {
 
+int64_t free_slots(const Generator& g) {
+  return std::count_if(g.seqs.begin(), g.seqs.end(), [](const Sequence& s) { return !s.active; });
+}
+
 Generator& get_gen(void* handle) { return *get<Generator>(handle, Kind::Generator); }
 
 Model& model_of(Generator& g) {
@@ -114,7 +118,7 @@ RLX_API int rlx_gen_set_model(rlx_gen* gen, rlx_model* model) {
 RLX_API int rlx_gen_free_slots(rlx_gen* gen) {
   RLX_TRY(-1, {
     auto& g = get_gen(gen);
-    return static_cast<int>(std::count_if(g.seqs.begin(), g.seqs.end(), [](const Sequence& s) { return !s.active; }));
+    return static_cast<int>(free_slots(g));
   })
 }
 
@@ -127,7 +131,7 @@ RLX_API int rlx_gen_add(rlx_gen* gen, int n, const int32_t* prompt_ids, const in
     require(n >= 1, "rlx_gen_add: n must be >= 1");
     require(prompt_ids && prompt_lengths && sampling && stop_counts && out_slots && out_tokens && out_logprobs && out_finish,
             "rlx_gen_add: a required array is null");
-    const auto free = std::count_if(g.seqs.begin(), g.seqs.end(), [](const Sequence& s) { return !s.active; });
+    const auto free = free_slots(g);
     require(free >= n, "the generator has " + std::to_string(free) + " free slots, " + std::to_string(n) +
                            " sequences were added (wait for some to finish)");
     std::vector<int64_t> lengths(prompt_lengths, prompt_lengths + n);
