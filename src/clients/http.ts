@@ -72,6 +72,7 @@ export class JsonEndpoint {
       if (attempt > 0)
         await Bun.sleep(Math.min(10_000, this.options.backoffMs * 2 ** (attempt - 1)) * (0.5 + Math.random() / 2));
       let response: Response;
+      let text: string;
       try {
         response = await fetch(target, {
           method: body === undefined ? "GET" : "POST",
@@ -81,6 +82,7 @@ export class JsonEndpoint {
             ? AbortSignal.any([signal, AbortSignal.timeout(this.options.timeoutMs)])
             : AbortSignal.timeout(this.options.timeoutMs),
         });
+        text = await response.text(); // a server that dies mid-answer fails here: the same failure
       } catch (err) {
         signal?.throwIfAborted();
         const e = err as Error;
@@ -90,7 +92,6 @@ export class JsonEndpoint {
             : `connection failed: ${e.message}`;
         continue;
       }
-      const text = await response.text();
       if (response.ok) {
         try {
           return JSON.parse(text) as T;
