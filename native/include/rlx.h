@@ -22,7 +22,7 @@
 extern "C" {
 #endif
 
-#define RLX_ABI_VERSION 13
+#define RLX_ABI_VERSION 14
 
 /* Opaque handles: a model, its AdamW optimizer, a generator over a model, a c10d process group. */
 typedef struct rlx_model rlx_model;
@@ -363,28 +363,38 @@ int rlx_model_shard_gather(rlx_model* model);
 
 /* ---- weight transfer (trainer to policy servers over c10d; docs/engines.md) -------------- */
 /* A channel is a two-rank group: the trainer rank 0, the server rank 1. A transfer is a header
- * (version, bytes, dtype), the parameters in their fixed order cut into messages of at most
- * bucket_bytes, and a trailer (a checksum of every byte, a hash of the names and shapes).
- * Sends the model's weights as dtype over each of n channels, stamped version; a model sharded
- * "full" gathers one parameter at a time, every rank of its group calling this (n = 0 except on
- * the sender). Returns how many channels failed (failed[i] = 1 for each, rlx_last_error names
- * them; a failed channel refuses further calls), or -1 for a call that could not start. */
+ * (version, bytes, dtype), the tensors in their fixed order cut into messages of at most
+ * bucket_bytes, and a trailer (a checksum of every byte, a hash of the names and shapes). It
+ * carries the model's parameters as dtype, or, for a model with LoRA, only its adapters (at their
+ * own dtype), which the server copies into its served model.
+ * Sends over each of n channels, stamped version; a model sharded "full" gathers one parameter at
+ * a time, every rank of its group calling this (n = 0 except on the sender). With
+ * RLX_SEND_CHANGED, only the tensors whose bytes changed since each channel's last whole transfer
+ * travel (the server keeps the others, checked against their sums; not with a model sharded
+ * "full"). Returns how many channels failed (failed[i] = 1 for each, rlx_last_error names them; a
+ * failed channel refuses further calls), or -1 for a call that could not start; *sent_bytes (when
+ * not NULL) is the bytes of the tensors sent. */
+#define RLX_SEND_CHANGED 1
 int rlx_weights_send(rlx_model* model, rlx_group* const* channels, int n, int dtype, int64_t version,
-                     int64_t bucket_bytes, int32_t* failed);
+                     int64_t bucket_bytes, int flags, int32_t* failed, int64_t* sent_bytes);
 /* A server's end of a channel: joins as rank 1 on a native thread and returns at once. Each
  * transfer is received there too, into a fresh model shaped like the served one, so serving goes
  * on meanwhile: start it, poll between decode steps, take the model once it arrived whole. */
 typedef struct rlx_receiver rlx_receiver;
 rlx_receiver* rlx_receiver_open(const char* backend, const char* address, int port, int64_t timeout_ms);
-/* Receives the transfer of `version` into a model like `like` (its config, dtype, device): into
- * `into` when given (a model of that shape no longer in use, such as the one the last transfer
- * replaced; the receiver takes it over, its handle becomes invalid), else a new one. */
+/* Receives the transfer of `version` for the served model `like` (which must stay alive until the
+ * transfer is taken): full weights into `into` when given (a model of that shape no longer in use,
+ * such as the one the last transfer replaced; the receiver takes it over, its handle becomes
+ * invalid), else into a new one; a LoRA model's adapters into staging tensors (into = NULL). */
 int rlx_receiver_start(rlx_receiver* receiver, rlx_model* like, rlx_model* into, int64_t version);
 /* 0 joining or receiving, 1 a transfer arrived whole (take it), 2 idle, -1 the last transfer or the
  * join failed (rlx_last_error says why; a transfer that failed mid-way leaves the channel broken). */
 int rlx_receiver_poll(rlx_receiver* receiver);
-/* The received model (after poll returned 1); the caller frees it. */
+/* The received model of a full-weights transfer (after poll returned 1); the caller frees it. */
 rlx_model* rlx_receiver_take(rlx_receiver* receiver);
+/* An adapter transfer (after poll returned 1): copies the adapters into `served`, the `like` it
+ * was started with, in place (call it between decode steps). */
+int rlx_receiver_take_adapters(rlx_receiver* receiver, rlx_model* served);
 /* Returns at once; a transfer in progress is abandoned (its thread ends at its timeout). */
 int rlx_receiver_free(rlx_receiver* receiver);
 

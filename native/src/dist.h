@@ -57,6 +57,9 @@ struct Group {
   std::string store_kind, address;  // how it was joined (a subgroup's Gloo device follows them)
   int subgroups = 0;                // made from it so far (each one's store prefix)
   std::string failure;  // the first failed call; the group refuses every call after it
+  // A weight channel's sending end: each tensor's sum in the last transfer its server took whole,
+  // what the next transfer's delta is taken against (weights_send.cpp); empty when there is none.
+  std::vector<uint64_t> sent_sums;
 };
 
 inline std::string who(const Group& g) { return "rank " + std::to_string(g.rank) + " of " + std::to_string(g.world); }

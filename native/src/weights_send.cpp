@@ -1,8 +1,9 @@
 // The trainer's side of a weight transfer (rlx.h, "weight transfer"; the wire format is
-// weights_wire.h): after an optimizer step, the weights converted to the servers' dtype go to
-// every channel at once, message by message.
+// weights_wire.h): after an optimizer step, the weights converted to the servers' dtype (or with
+// LoRA the adapters) go to every channel at once, message by message; with RLX_SEND_CHANGED only
+// the tensors whose bytes changed since each server's last transfer.
 //
-// What the sender holds beyond the model: one parameter converted to the wire dtype at a time
+// What the sender holds beyond the model: one tensor converted to the wire dtype at a time
 // (none when it already is: a parameter's own memory is sent), two staging buffers for batches of
 // small parameters, and at most two messages in flight. A model sharded "full" gathers one parameter at a
 // time, never the whole model.
@@ -106,27 +107,42 @@ at::Tensor whole_param(Model& m, size_t index) {
   return is_sliced(m) ? gather_param(m, name) : t;  // the gather is collective
 }
 
+// The tensors whose bytes (their sums) differ from what some channel's server last took whole:
+// all of them for a channel without a last transfer.
+std::vector<bool> changed(const std::vector<Channel>& channels, const std::vector<uint64_t>& sums_P) {
+  std::vector<bool> send_P(sums_P.size(), false);
+  for (size_t p = 0; p < sums_P.size(); ++p)
+    for (const auto& c : channels)
+      if (c.g->sent_sums.size() != sums_P.size() || c.g->sent_sums[p] != sums_P[p]) send_P[p] = true;
+  return send_P;
+}
+
 }  // namespace
 }  // namespace rlx
 
 using namespace rlx;
 
 RLX_API int rlx_weights_send(rlx_model* model, rlx_group* const* channels, int n, int dtype, int64_t version,
-                             int64_t bucket_bytes, int32_t* failed) {
+                             int64_t bucket_bytes, int flags, int32_t* failed, int64_t* sent_bytes) {
   RLX_TRY(-1, {
     auto& m = get_model(model);
-    require(m.lora.rank == 0,
-            "a weight transfer over c10d carries full weights, and this model has LoRA adapters: publish them on disk "
-            "(weight_transfer = \"disk\"), where only the adapter travels");
     require(n >= 0 && (n == 0 || (channels != nullptr && failed != nullptr)),
             "rlx_weights_send: n channels >= 0, with the channels and a failed[n] array");
     require(bucket_bytes >= 8 && bucket_bytes % 8 == 0,
             "bucket_bytes must be a positive multiple of 8, got " + std::to_string(bucket_bytes));
+    require((flags & ~RLX_SEND_CHANGED) == 0, "rlx_weights_send: unknown flags " + std::to_string(flags));
     const auto dt = dtype_from_code(dtype);
+    const auto what = wire::contents(m, dt);
+    const bool gathers = what.content == wire::kWeights && is_sliced(m);
+    const bool changed_only = flags & RLX_SEND_CHANGED;
+    require(!(changed_only && gathers),
+            "sending only the changed tensors needs whole parameters, and this model is sharded \"full\": "
+            "turn the delta off (inference.transfer_delta = \"none\")");
     at::NoGradGuard no_grad;
+    if (sent_bytes) *sent_bytes = 0;
     if (n == 0) {
       // another rank of a model sharded "full": its part in the sender's gathers, in their order
-      if (is_sliced(m))
+      if (gathers)
         for (size_t p = 0; p < m.params.size(); ++p) whole_param(m, p);
       return 0;
     }
@@ -139,30 +155,47 @@ RLX_API int rlx_weights_send(rlx_model* model, rlx_group* const* channels, int n
       list.push_back(Channel{&g, i, ""});
       failed[i] = 0;
     }
-    Fanout out(std::move(list));
-    const auto device = out.channels()[0].g->device;
-    const auto shapes = wire::param_shapes(m);
+    const auto device = list[0].g->device;
+    const auto tensors = wire::content_tensors(m, what.content);
+    size_t have = SIZE_MAX;
+    at::Tensor current;  // the bytes of tensor `have`, at the wire dtype on the channels' device
+    auto bytes_of = [&](size_t p) {
+      if (have != p) {
+        const auto t = what.content == wire::kWeights ? whole_param(m, p) : tensors[p];
+        current = wire::as_bytes(t.to(device, what.dtype).contiguous()), have = p;
+      }
+      return current;
+    };
+    std::vector<uint64_t> sums_P;
+    if (changed_only)
+      for (size_t p = 0; p < tensors.size(); ++p) sums_P.push_back(wire::message_sum(bytes_of(p)));
+    const auto send_P = changed_only ? changed(list, sums_P) : std::vector<bool>(tensors.size(), true);
+    std::vector<size_t> sent;  // the tensors sent, in order
     std::vector<int64_t> sizes;
     int64_t total = 0;
-    for (const auto& [name, shape] : shapes) {
-      sizes.push_back(c10::multiply_integers(shape) * static_cast<int64_t>(c10::elementSize(dt)));
-      total += sizes.back();
-    }
+    const auto all_sizes = what.bytes();
+    for (size_t p = 0; p < tensors.size(); ++p)
+      if (send_P[p]) sent.push_back(p), sizes.push_back(all_sizes[p]), total += all_sizes[p];
+
+    if (sent_bytes) *sent_bytes = total;
+    Fanout out(std::move(list));
     const auto messages = wire::plan(sizes, bucket_bytes);
     auto longs = [&](std::vector<int64_t> v) { return at::tensor(v, at::kLong).to(device); };
-    out.send(longs({wire::kMagic, version, total, dtype, bucket_bytes, static_cast<int64_t>(sizes.size()), 0, 0}),
+    const auto count = static_cast<int64_t>(tensors.size());
+    out.send(longs({wire::kMagic, version, total, dtype, bucket_bytes, count, what.content,
+                    static_cast<int64_t>(sent.size())}),
              wire::kHeaderTag, "the header");
+    if (sent.size() < tensors.size()) {
+      std::vector<int64_t> manifest;
+      for (size_t p = 0; p < tensors.size(); ++p) manifest.push_back(static_cast<int64_t>(sums_P[p]));
+      for (size_t p = 0; p < tensors.size(); ++p) manifest.push_back(send_P[p] ? 1 : 0);
+      out.send(longs(manifest), wire::kManifestTag, "the manifest");
+    }
     out.drain(0);
     out.read_acks(version);
 
     uint64_t checksum = 0;
-    size_t have = SIZE_MAX;
-    at::Tensor current;  // the bytes of parameter `have`, as the wire dtype on the channels' device
-    auto bytes_of = [&](size_t p) {
-      if (have != p) current = wire::as_bytes(whole_param(m, p).to(device, dt).contiguous()), have = p;
-      return current;
-    };
-    // Batched small parameters go through two staging buffers in turn: at most two messages are
+    // Batched small tensors go through two staging buffers in turn: at most two messages are
     // in flight, and the one before last is done before its buffer is filled again.
     at::Tensor staging[2];
     for (size_t k = 0; k < messages.size(); ++k) {
@@ -171,14 +204,14 @@ RLX_API int rlx_weights_send(rlx_model* model, rlx_group* const* channels, int n
       at::Tensor body;
       if (msg.pieces.size() == 1) {
         const auto& piece = msg.pieces[0];
-        body = bytes_of(piece.param).narrow(0, piece.offset, piece.bytes);
+        body = bytes_of(sent[piece.param]).narrow(0, piece.offset, piece.bytes);
       } else {
         auto& buffer = staging[k % 2];
         if (!buffer.defined()) buffer = at::empty({bucket_bytes}, at::TensorOptions().dtype(at::kByte).device(device));
         body = buffer.narrow(0, 0, msg.bytes);
         int64_t at = 0;
         for (const auto& piece : msg.pieces) {
-          body.narrow(0, at, piece.bytes).copy_(bytes_of(piece.param).narrow(0, piece.offset, piece.bytes));
+          body.narrow(0, at, piece.bytes).copy_(bytes_of(sent[piece.param]).narrow(0, piece.offset, piece.bytes));
           at += piece.bytes;
         }
       }
@@ -186,20 +219,22 @@ RLX_API int rlx_weights_send(rlx_model* model, rlx_group* const* channels, int n
       out.send(body, wire::kFirstMessageTag + static_cast<int>(k),
                "message " + std::to_string(k + 1) + " of " + std::to_string(messages.size()));
     }
-    out.send(longs({static_cast<int64_t>(checksum), wire::manifest_hash(shapes, dtype)}),
+    out.send(longs({static_cast<int64_t>(checksum), wire::manifest_hash(what, dtype)}),
              wire::kFirstMessageTag + static_cast<int>(messages.size()), "the trailer");
     out.drain(0);
 
-    int count = 0;
+    int failures = 0;
     std::string errors;
     for (auto& c : out.channels()) {
+      // what the server holds once it took this transfer: the base of the next delta
+      c.g->sent_sums = c.error.empty() ? sums_P : std::vector<uint64_t>{};
       if (c.error.empty()) continue;
       failed[c.index] = 1;
-      ++count;
+      ++failures;
       errors += (errors.empty() ? "" : "; ") + c.error;
     }
     last_error() = errors;
-    return count;
+    return failures;
   })
 }
 
@@ -207,7 +242,7 @@ RLX_API int rlx_weights_send(rlx_model* model, rlx_group* const* channels, int n
 
 using namespace rlx;
 
-RLX_API int rlx_weights_send(rlx_model*, rlx_group* const* channels, int n, int, int64_t, int64_t, int32_t*) {
+RLX_API int rlx_weights_send(rlx_model*, rlx_group* const* channels, int n, int, int64_t, int64_t, int, int32_t*, int64_t*) {
   RLX_TRY(-1, {
     require(n == 0 || channels != nullptr, "rlx_weights_send: channels is null");
     for (int i = 0; i < n; ++i) get<void>(channels[i], Kind::Group);

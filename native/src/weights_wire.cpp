@@ -31,30 +31,51 @@ std::vector<Message> plan(const std::vector<int64_t>& param_bytes, int64_t bucke
   return messages;
 }
 
-std::vector<std::pair<std::string, std::vector<int64_t>>> param_shapes(const Model& m) {
+Shapes param_shapes(const Model& m) {
   std::unordered_map<std::string, std::vector<int64_t>> sliced;
   if (is_sliced(m))
     for (const auto& u : m.shards->units)
       for (const auto& f : u.fields)
         if (!f.name.empty()) sliced[f.name] = f.shape;
-  std::vector<std::pair<std::string, std::vector<int64_t>>> out;
+  Shapes out;
   for (const auto& [name, t] : m.params)
     out.emplace_back(name, t.defined() ? t.sizes().vec() : sliced.at(name));
   return out;
 }
 
-int64_t manifest_hash(const std::vector<std::pair<std::string, std::vector<int64_t>>>& params, int dtype) {
+Contents contents(const Model& m, at::ScalarType served) {
+  if (m.lora.rank == 0) return Contents{kWeights, param_shapes(m), served};
+  Shapes shapes;
+  for (const auto& [name, t] : m.lora.params) shapes.emplace_back(name, t.sizes().vec());
+  return Contents{kAdapters, std::move(shapes), m.lora.params.front().second.scalar_type()};
+}
+
+std::vector<int64_t> Contents::bytes() const {
+  std::vector<int64_t> out;
+  for (const auto& [name, shape] : shapes)
+    out.push_back(c10::multiply_integers(shape) * static_cast<int64_t>(c10::elementSize(dtype)));
+  return out;
+}
+
+std::vector<at::Tensor> content_tensors(const Model& m, Content content) {
+  std::vector<at::Tensor> out;
+  for (const auto& [name, t] : content == kAdapters ? m.lora.params : m.params) out.push_back(t);
+  return out;
+}
+
+int64_t manifest_hash(const Contents& c, int dtype) {
   uint64_t h = 1469598103934665603ULL;
   auto mix = [&](const void* data, size_t n) {
     for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<const uint8_t*>(data)[i]) * 1099511628211ULL;
   };
-  for (const auto& [name, shape] : params) {
+  for (const auto& [name, shape] : c.shapes) {
     mix(name.data(), name.size() + 1);  // with its terminator: names cannot run into each other
     mix(shape.data(), shape.size() * sizeof(int64_t));
     const int64_t end = -1;
     mix(&end, sizeof end);
   }
   mix(&dtype, sizeof dtype);
+  mix(&c.content, sizeof c.content);
   return static_cast<int64_t>(h);
 }
 
@@ -121,6 +142,7 @@ const char* reason_text(int64_t reason) {
     case kOtherDtype: return "it serves another dtype";
     case kOtherBytes: return "its model has another size (another architecture)";
     case kBadHeader: return "the header was not a weight transfer's";
+    case kOtherContent: return "one end has LoRA adapters and the other does not";
   }
   return "unknown reason";
 }

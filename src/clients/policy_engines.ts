@@ -97,6 +97,7 @@ class RlxEngine implements PolicyEngine {
       port: plan.ports[i],
       backend: plan.backend,
       timeout_ms: plan.timeoutMs,
+      ...(plan.lora ? { lora: plan.lora } : {}),
     });
     await Promise.all(this.roots.map((server, i) => post(server, "/weight_channel", body(i))));
   }

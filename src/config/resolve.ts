@@ -209,12 +209,10 @@ function checkWeightTransfer(config: RawConfig, source: string): void {
       `${source}: inference.weight_transfer = "c10d" reaches rlx policies only, and inference.engine is "${inf.engine}"`,
       { fix: 'set inference.weight_transfer = "disk" (the engine then loads each published step)' },
     );
-  if (config.model.lora)
+  if (inf.transfer_delta === "tensors" && config.trainer.shard === "full" && !config.model.lora)
     throw new ConfigError(
-      `${source}: inference.weight_transfer = "c10d" carries full weights, and [model.lora] trains adapters`,
-      {
-        fix: 'set inference.weight_transfer = "disk": with LoRA only the adapter (megabytes) is written and read',
-      },
+      `${source}: inference.transfer_delta = "tensors" compares whole tensors, and trainer.shard = "full" holds slices`,
+      { fix: 'set inference.transfer_delta = "none" (or trainer.shard = "none" or "optimizer")' },
     );
 }
 

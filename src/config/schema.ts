@@ -287,6 +287,11 @@ export const configSchema = z.strictObject({
       publish_every: z.number().int().min(0).default(0),
       /** With "c10d": seconds a channel's join and each transfer may take before the server is named as failed. */
       transfer_timeout_s: z.number().positive().default(600),
+      /**
+       * With "c10d": "tensors" sends only the tensors whose bytes changed since each server's last
+       * transfer (the server checks the rest against their sums); "none" sends every tensor.
+       */
+      transfer_delta: z.enum(["none", "tensors"]).default("none"),
     })
     .prefault({}),
 

@@ -2,6 +2,7 @@
 // published directory on disk, or a transfer arriving over a weight channel (src/native/weights.ts).
 // Either way the engine gets what to swap in only once it is whole: a new model, or (a LoRA adapter
 // for the served base) a function that copies the adapter into the served model in place.
+import { serveAdapters } from "../model/adapter.ts";
 import type { NativeModel } from "../native/model.ts";
 import type { WeightReceiver } from "../native/weights.ts";
 import { loadSameArchitecture } from "./limits.ts";
@@ -35,7 +36,8 @@ export function directorySource(
  * A transfer over `receiver` into a model shaped like the served one, started when the engine
  * first asks whether it is ready (when it heads the engine's reloads); the receiver's thread
  * receives it while the engine keeps decoding. `retired()` hands over the model the last transfer
- * replaced, if the engine kept one, to be received into (its memory is already mapped).
+ * replaced, if the engine kept one, to be received into (its memory is already mapped). A LoRA
+ * model receives only its adapters, copied into the served model in place.
  */
 export function channelSource(
   receiver: WeightReceiver,
@@ -48,7 +50,12 @@ export function channelSource(
   return {
     ready() {
       try {
-        if (!started) receiver.start(served(), version, retired());
+        if (!started) {
+          const like = served();
+          // a base model gets empty adapters (B = 0) of the run's shape as the first ones arrive
+          if (receiver.lora) serveAdapters(like, receiver.lora);
+          receiver.start(like, version, like.lora ? undefined : retired());
+        }
         started = true;
         return receiver.poll() !== "busy";
       } catch (err) {
@@ -58,6 +65,7 @@ export function channelSource(
     },
     async fetch(like) {
       if (failure) throw failure;
+      if (like.lora) return { swap: () => receiver.takeAdapters(like) };
       return { model: receiver.take(like), keepReplaced: true };
     },
   };

@@ -226,3 +226,18 @@ export function ensureLora(model: NativeModel, spec: LoraSpec | undefined, seed:
   }
   if (spec) model.addLora({ ...spec, targets: LORA_TARGETS.filter((t) => spec.targets.includes(t)) }, seed);
 }
+
+/**
+ * Gives a served base model empty adapters of the run's shape (A from seed 0, B zeros: what it
+ * samples does not change) so that adapters sent over a weight channel fit it; a model that
+ * already has these adapters is left as it is, one with others is refused.
+ */
+export function serveAdapters(model: NativeModel, spec: Omit<LoraSpec, "dropout">): void {
+  const wanted = { ...spec, dropout: 0, targets: LORA_TARGETS.filter((t) => spec.targets.includes(t)) };
+  if (!model.lora) return model.addLora(wanted, 0);
+  if (!sameAdapterShape(model.lora, wanted))
+    throw new ModelFileError(
+      `the served model's adapters (rank ${model.lora.rank}, alpha ${model.lora.alpha}, targets ${model.lora.targets.join(", ")}) are not the run's (rank ${spec.rank}, alpha ${spec.alpha}, targets ${spec.targets.join(", ")})`,
+      { fix: "serve the run's base model, or a checkpoint of this run" },
+    );
+}

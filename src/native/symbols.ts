@@ -64,12 +64,13 @@ export const symbols = {
   rlx_model_shard_local: { args: [ptr, i32, ptr, i64, i32], returns: i32 },
   rlx_model_shard_gather: { args: [ptr], returns: i32 },
   // weight transfer
-  rlx_weights_send: { args: [ptr, ptr, i32, i32, i64, i64, ptr], returns: i32 },
+  rlx_weights_send: { args: [ptr, ptr, i32, i32, i64, i64, i32, ptr, ptr], returns: i32 },
   rlx_receiver_open: { args: [ptr, ptr, i32, i64], returns: ptr },
   rlx_receiver_start: { args: [ptr, ptr, ptr, i64], returns: i32 },
   rlx_receiver_poll: { args: [ptr], returns: i32 },
   rlx_receiver_take: { args: [ptr], returns: ptr },
+  rlx_receiver_take_adapters: { args: [ptr, ptr], returns: i32 },
   rlx_receiver_free: { args: [ptr], returns: i32 },
 } as const;
 
-export const ABI_VERSION = 13;
+export const ABI_VERSION = 14;

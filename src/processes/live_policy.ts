@@ -104,6 +104,7 @@ export class InProcessPolicy implements LivePolicy {
       port: plan.ports[0]!,
       backend: plan.backend,
       timeoutMs: plan.timeoutMs,
+      ...(plan.lora ? { lora: plan.lora } : {}),
     });
   }
 

@@ -42,6 +42,8 @@ export function planChannels(config: ResolvedConfig, runDir: string, policyProce
     backend: config.trainer.device.startsWith("cuda") && policyDevice(config).startsWith("cuda") ? "nccl" : "gloo",
     timeoutMs: config.inference.transfer_timeout_s * 1000,
   };
+  const lora = config.model.lora;
+  if (lora) plan.lora = { rank: lora.rank, alpha: lora.alpha, targets: lora.targets };
   writeFileAtomic(channelPlanPath(runDir), `${JSON.stringify(plan)}\n`);
   return plan;
 }

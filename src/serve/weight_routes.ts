@@ -2,12 +2,14 @@
 //
 //   POST /update_weights {path, version}       loads a published directory (under the server's
 //                                              weights root) and swaps it in (src/engine/engine.ts)
-//   POST /weight_channel {host, port, backend?, timeout_ms?}
+//   POST /weight_channel {host, port, backend?, timeout_ms?, lora?: {rank, alpha, targets}}
 //                                              joins the trainer's weight channel for this server
 //                                              (rank 1 of a two-rank c10d group whose store the
 //                                              trainer serves at host:port); answers at once, the
 //                                              join runs on a native thread. A new call replaces
-//                                              the channel.
+//                                              the channel. With lora, the transfers carry only
+//                                              adapters of that shape (a served base model gets
+//                                              empty ones when the first one starts).
 //   POST /update_weights {version, transfer: "c10d"}
 //                                              receives `version` over the channel while serving
 //                                              goes on, checks it whole, swaps it in; answers once
@@ -18,7 +20,7 @@
 // belongs on a trusted network, as NCCL's traffic does (docs/serve.md, threat model).
 import { existsSync, statSync } from "node:fs";
 import { EngineClosedError, InvalidRequestError } from "../engine/errors.ts";
-import { WeightReceiver } from "../native/weights.ts";
+import { type AdapterShape, WeightReceiver } from "../native/weights.ts";
 import { isUnderRoot } from "./auth.ts";
 import type { ServeContext } from "./choice.ts";
 import { Fields } from "./fields.ts";
@@ -29,7 +31,7 @@ export class WeightRoutes {
 
   constructor(private readonly weightsRoot: string | undefined) {}
 
-  async joinChannel(_ctx: ServeContext, request: Request): Promise<Response> {
+  async joinChannel(ctx: ServeContext, request: Request): Promise<Response> {
     const f = Fields.parse(await request.text());
     const host = f.string("host");
     if (!host) throw new InvalidRequestError("host is required (where the trainer serves the channel's store)", "host");
@@ -39,9 +41,27 @@ export class WeightRoutes {
     if (backend !== "gloo" && backend !== "nccl")
       throw new InvalidRequestError(`backend must be "gloo" or "nccl", got "${backend}"`, "backend");
     const timeoutMs = f.int("timeout_ms", 600_000, { min: 1 });
+    const lora = f.object("lora");
+    let adapters: AdapterShape | undefined;
+    if (lora) {
+      const spec = new Fields(lora);
+      if (!spec.has("rank") || !spec.has("alpha") || spec.strings("targets").length === 0)
+        throw new InvalidRequestError("lora needs rank, alpha and targets (the run's [model.lora])", "lora");
+      adapters = {
+        rank: spec.int("rank", 1, { min: 1 }),
+        alpha: spec.number("alpha", 1, { min: 0, minExclusive: true }),
+        targets: spec.strings("targets"),
+      };
+    }
     this.#receiver?.close();
     this.#receiver = undefined;
-    this.#receiver = await WeightReceiver.open({ host, port, backend, timeoutMs });
+    this.#receiver = await WeightReceiver.open({
+      host,
+      port,
+      backend,
+      timeoutMs,
+      ...(adapters ? { lora: adapters } : {}),
+    });
     return Response.json({ status: "joining", channel: this.#receiver.where });
   }
 
@@ -62,7 +82,8 @@ export class WeightRoutes {
       if (err instanceof InvalidRequestError || err instanceof EngineClosedError) throw err;
       throw new InvalidRequestError(`receiving version ${version} failed: ${(err as Error).message}`, "transfer");
     }
-    return Response.json({ status: "ok", transfer, policy_version: ctx.engine.version, adapter_only: false });
+    const adapterOnly = ctx.engine.model.lora !== null;
+    return Response.json({ status: "ok", transfer, policy_version: ctx.engine.version, adapter_only: adapterOnly });
   }
 
   close(): void {

@@ -1,15 +1,15 @@
 // The trainer's side of inference.weight_transfer = "c10d" (docs/engines.md, "Weights in memory"):
 // rank 0 opens the run's weight channels (src/processes/weight_channels.ts), serving each one's
 // store and waiting until its policy process has joined, and after every step sends the new
-// weights, converted to model.dtype, on all of them at once (src/native/weights.ts). On a model
-// sharded "full" the other ranks take part in the gathers, one parameter at a time.
+// weights, converted to model.dtype, on all of them at once (src/native/weights.ts): with LoRA only
+// the adapters, with transfer_delta = "tensors" only the tensors that changed. On a model sharded
+// "full" the other ranks take part in the gathers, one parameter at a time.
 //
 // A channel that fails names its policy process and stops the trainer: the run then stops with the
 // error, or restarts from its newest checkpoint under ckpt.max_restarts, whose rendezvous opens
 // fresh channels. (A c10d group cannot shrink, so going on without a server would need the
 // orchestrator to stop routing to it as well; that is not built.)
 import type { ResolvedConfig } from "../config/resolve.ts";
-import { DTYPE_BYTES } from "../data/dtypes.ts";
 import { RlxError } from "../errors.ts";
 import { ProcessGroup } from "../native/dist.ts";
 import type { NativeModel } from "../native/model.ts";
@@ -54,7 +54,11 @@ export class WeightChannels {
   /** Sends step `step`'s weights on every channel; throws naming each policy process that failed. */
   send(model: NativeModel, config: ResolvedConfig, step: number): { seconds: number; bytes: number } {
     const start = performance.now();
-    const result = sendWeights(model, this.groups, { dtype: config.model.dtype, version: step });
+    const result = sendWeights(model, this.groups, {
+      dtype: config.model.dtype,
+      version: step,
+      changedOnly: config.inference.transfer_delta === "tensors",
+    });
     if (result.failed.length > 0)
       throw new RlxError(
         `the weights of step ${step} did not reach policy process${result.failed.length > 1 ? "es" : ""} ${result.failed.join(", ")}: ${result.error}`,
@@ -62,9 +66,7 @@ export class WeightChannels {
           fix: "the run stops here (or restarts from its newest checkpoint under ckpt.max_restarts); see that process's log for why it stopped receiving",
         },
       );
-    const elements = model.params().reduce((n, p) => n + p.shape.reduce((a, b) => a * b, 1), 0);
-    const bytes = elements * DTYPE_BYTES[config.model.dtype];
-    return { seconds: (performance.now() - start) / 1000, bytes };
+    return { seconds: (performance.now() - start) / 1000, bytes: result.bytes };
   }
 
   close(): void {

@@ -155,6 +155,8 @@ test("the weight channel: a wrong key is refused; a transfer is served as the sa
   expect(await noChannel.text()).toContain("POST /weight_channel first");
   const noPort = await post("/weight_channel", { host: "127.0.0.1" });
   expect(((await noPort.json()) as { param: string }).param).toBe("port");
+  const badLora = await post("/weight_channel", { host: "127.0.0.1", port: 1, lora: { rank: 4 } });
+  expect(((await badLora.json()) as { param: string }).param).toBe("lora");
 
   // this process is the trainer: it serves the channel's store and sends step 1's weights as version 5
   const port = freePort();
@@ -167,7 +169,7 @@ test("the weight channel: a wrong key is refused; a transfer is served as the sa
   });
   const received = post("/update_weights", { version: 5, transfer: "c10d" });
   await Bun.sleep(300); // the request on its way before this thread blocks in the send
-  expect(sendWeights(models.get(1)!, [channel], { dtype: "f32", version: 5 })).toEqual({ failed: [], error: "" });
+  expect(sendWeights(models.get(1)!, [channel], { dtype: "f32", version: 5 })).toMatchObject({ failed: [], error: "" });
   expect((await received).status).toBe(200);
   const greedy = { ...request(3), temperature: 0 };
   const overChannel = await client().complete(greedy);

@@ -1,6 +1,8 @@
 // inference.weight_transfer = "c10d" (docs/engines.md, "Weights in memory") in real runs:
 //   - a deterministic run (the policy in-process) gives the same weights at every step and the same
-//     non-timing metrics with "disk" and "c10d", and its trainer did send every step;
+//     non-timing metrics with "disk", "c10d" and "c10d" with transfer_delta = "tensors", and its
+//     trainer did send every step; with [model.lora] the same for the adapters, of which alone
+//     "c10d" sends the bytes;
 //   - with two spawned policy servers, each step reaches both over their channels; weights/step_N/
 //     holds only the marker except every publish_every steps and at the last step;
 //   - a policy server that dies stops the run with an error naming it, and under ckpt.max_restarts
@@ -9,7 +11,7 @@
 //   - /weight_channel, like every weight route, refuses a request without the server's key.
 import { expect, test } from "bun:test";
 import { createHash } from "node:crypto";
-import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { readMetrics, rlx, sharedWorkspace, until, untilWhileRunning, writeConfig } from "./train_helpers.ts";
 
@@ -33,36 +35,61 @@ ${extra}`;
 
 const trainerLog = (runDir: string) => readFileSync(join(runDir, "logs", "trainer.log"), "utf8");
 
-test("a deterministic run gives the same weights and metrics with disk and c10d", async () => {
-  const results = [];
-  for (const transfer of ["disk", "c10d"]) {
-    const { path, runDir } = writeConfig(
-      ws,
-      `det-${transfer}`,
-      `max_steps = 3\ndeterministic = true\n${body(
-        `[inference]
-weight_transfer = "${transfer}"
+/** A deterministic 3-step run with `inference` settings (and `lora`, inline): its weights, metrics and trainer log. */
+async function deterministicRun(name: string, inference: string, lora = "", file = "model.safetensors") {
+  const { path, runDir } = writeConfig(
+    ws,
+    `det-${name}`,
+    `max_steps = 3\ndeterministic = true\n${body(
+      `[inference]
+${inference}
 [ckpt]
 interval = 1
 keep = 3`,
-        "max_async_level = 0",
-      )}`,
-    );
-    const { code, err } = await rlx(["train", path]).done;
-    expect(err).not.toContain("error:");
-    expect(code).toBe(0);
-    const weights = [1, 2, 3].map((s) => digest(join(runDir, "weights", `step_${s}`, "model.safetensors")));
-    const metrics = readMetrics(runDir).map((row) => Object.entries(row).filter(([key]) => !timing(key)));
-    results.push({ weights, metrics, log: trainerLog(runDir) });
+      "max_async_level = 0",
+    )}`,
+  );
+  if (lora)
+    writeFileSync(path, readFileSync(path, "utf8").replace(/^model = \{ (.*) \}$/m, `model = { $1, lora = ${lora} }`));
+  const { code, err } = await rlx(["train", path]).done;
+  expect(err).not.toContain("error:");
+  expect(code).toBe(0);
+  const weights = [1, 2, 3].map((s) => digest(join(runDir, "weights", `step_${s}`, file)));
+  const metrics = readMetrics(runDir).map((row) => Object.entries(row).filter(([key]) => !timing(key)));
+  return { weights, metrics, log: trainerLog(runDir) };
+}
+
+const sentMiB = (log: string) => [...log.matchAll(/step \d+ .* sent ([\d.]+) MiB/g)].map((m) => Number(m[1]));
+
+test("a deterministic run gives the same weights and metrics with disk, c10d and c10d sending only changed tensors", async () => {
+  const disk = await deterministicRun("disk", 'weight_transfer = "disk"');
+  const c10d = await deterministicRun("c10d", 'weight_transfer = "c10d"');
+  const delta = await deterministicRun("delta", 'weight_transfer = "c10d"\ntransfer_delta = "tensors"');
+  expect(new Set(disk.weights).size).toBe(3); // it trained: every step moved the weights
+  for (const run of [c10d, delta]) {
+    expect(run.weights).toEqual(disk.weights);
+    expect(run.metrics).toEqual(disk.metrics);
+    expect(run.log).toContain("1 weight channel joined (gloo)");
+    expect(sentMiB(run.log)).toHaveLength(3);
   }
-  const [disk, c10d] = results;
-  expect(c10d!.weights).toEqual(disk!.weights);
-  expect(new Set(disk!.weights).size).toBe(3); // it trained: every step moved the weights
-  expect(c10d!.metrics).toEqual(disk!.metrics);
-  expect(c10d!.log).toContain("1 weight channel joined (gloo)");
-  expect(c10d!.log.match(/step \d+ .* sent [\d.]+ MiB/g)).toHaveLength(3);
-  expect(disk!.log).not.toContain("sent");
-}, 240_000);
+  expect(disk.log).not.toContain("sent");
+  // full fine-tuning moves every tensor each step: the delta sends all of them too
+  expect(sentMiB(delta.log)).toEqual(sentMiB(c10d.log));
+}, 360_000);
+
+test("with LoRA, c10d sends only the adapters and gives the same adapters and metrics as disk", async () => {
+  const lora = `{ rank = 4, alpha = 8, targets = ["q_proj", "v_proj"] }`;
+  const file = "adapter_model.safetensors";
+  const disk = await deterministicRun("lora-disk", 'weight_transfer = "disk"', lora, file);
+  const c10d = await deterministicRun("lora-c10d", 'weight_transfer = "c10d"', lora, file);
+  expect(new Set(disk.weights).size).toBe(3);
+  expect(c10d.weights).toEqual(disk.weights);
+  expect(c10d.metrics).toEqual(disk.metrics);
+  const full = sentMiB((await deterministicRun("c10d-full", 'weight_transfer = "c10d"')).log);
+  const adapters = sentMiB(c10d.log);
+  expect(adapters).toHaveLength(3);
+  expect(adapters.every((mib, i) => mib > 0 && mib < full[i]! / 20)).toBe(true);
+}, 360_000);
 
 test("two spawned servers receive every step; directories only every publish_every steps and at the end", async () => {
   const { path, runDir } = writeConfig(

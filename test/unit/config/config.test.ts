@@ -252,6 +252,12 @@ const BAD: [string, string | null, string[], string[]][] = [
     [],
     ["trainer.context_parallel: 3 does not divide trainer.world_size 2", "set trainer.world_size to a multiple of 3"],
   ],
+  [
+    "a delta of whole tensors from a fully sharded trainer",
+    `${BASE}[trainer]\nshard = "full"\n[inference]\nweight_transfer = "c10d"\ntransfer_delta = "tensors"\n${env()}`,
+    [],
+    ['inference.transfer_delta = "tensors" compares whole tensors', 'set inference.transfer_delta = "none"'],
+  ],
 ];
 
 describe("malformed configs: one clear message with the key path, exit 1, no stack trace", () => {
