@@ -69,7 +69,7 @@ function topOfCompletion(choice: CompletionChoice, n: number, tokenIds: number[]
 }
 
 export class OpenAIClient implements SamplingClient {
-  private readonly endpoints: JsonEndpoint[];
+  private endpoints: JsonEndpoint[];
   private readonly sticky = new Map<string, JsonEndpoint>();
   private next = 0;
 
@@ -81,6 +81,13 @@ export class OpenAIClient implements SamplingClient {
       headers: options.apiKey ? { authorization: `Bearer ${options.apiKey}` } : {},
     };
     this.endpoints = options.baseUrls.map((url) => new JsonEndpoint(url.replace(/\/+$/, ""), http));
+  }
+
+  /** Stops sending requests to the server at `baseUrl` (a policy server the run lost). */
+  drop(baseUrl: string): void {
+    const url = baseUrl.replace(/\/+$/, "");
+    this.endpoints = this.endpoints.filter((e) => e.url !== url);
+    for (const [session, endpoint] of this.sticky) if (endpoint.url === url) this.sticky.delete(session);
   }
 
   /** Round-robin, or the server this session used before. */

@@ -37,6 +37,8 @@ export interface PolicyEngine {
   joinChannels?(plan: ChannelPlan): Promise<void>;
   /** weight_transfer = "c10d": every server receives `version` over its channel and serves it. */
   receive?(version: number): Promise<void>;
+  /** rlx only: the server at `url` is gone; false when no server is left. */
+  lose?(url: string, reason: string): boolean;
 }
 
 export interface EngineOptions {
@@ -70,40 +72,85 @@ async function post(server: JsonEndpoint, path: string, body?: unknown): Promise
     );
 }
 
+/** One `rlx serve` of a policy: its OpenAI base URL, its root, and its weight channel's index. */
+interface RlxServer {
+  url: string;
+  root: JsonEndpoint;
+  channel: number;
+}
+
 class RlxEngine implements PolicyEngine {
   readonly kind = "rlx";
   readonly reportsVersion = true;
   readonly client: OpenAIClient;
 
-  private readonly roots: JsonEndpoint[];
+  private servers: RlxServer[];
 
-  constructor(options: EngineOptions) {
+  constructor(
+    options: EngineOptions,
+    private readonly onLost?: LostServer,
+  ) {
     this.client = new OpenAIClient(options);
     // a receive lasts as long as the transfer: bounded by the channel's own timeout instead
-    this.roots = rootEndpoints(options).map((e) => new JsonEndpoint(e.url, { ...e.options, timeoutMs: 2 ** 31 - 1 }));
+    this.servers = rootEndpoints(options).map((e, i) => ({
+      url: options.baseUrls[i]!,
+      root: new JsonEndpoint(e.url, { ...e.options, timeoutMs: 2 ** 31 - 1 }),
+      channel: i,
+    }));
   }
 
   async check(): Promise<void> {}
 
   publish(dir: string, version: number): Promise<void> {
-    return this.client.updateWeights(dir, version);
+    return this.everyServer("/update_weights", () => ({ path: dir, version }));
   }
 
   async joinChannels(plan: ChannelPlan): Promise<void> {
-    if (plan.ports.length !== this.roots.length)
-      throw new EndpointError(`${plan.ports.length} weight channels for ${this.roots.length} policy servers`);
-    const body = (i: number) => ({
+    if (plan.ports.length !== this.servers.length)
+      throw new EndpointError(`${plan.ports.length} weight channels for ${this.servers.length} policy servers`);
+    await this.everyServer("/weight_channel", (server) => ({
       host: plan.host,
-      port: plan.ports[i],
+      port: plan.ports[server.channel],
       backend: plan.backend,
       timeout_ms: plan.timeoutMs,
       ...(plan.lora ? { lora: plan.lora } : {}),
-    });
-    await Promise.all(this.roots.map((server, i) => post(server, "/weight_channel", body(i))));
+    }));
   }
 
-  async receive(version: number): Promise<void> {
-    await Promise.all(this.roots.map((server) => post(server, "/update_weights", { version, transfer: "c10d" })));
+  receive(version: number): Promise<void> {
+    return this.everyServer("/update_weights", () => ({ version, transfer: "c10d" }));
+  }
+
+  /** A server that is gone (its process exited): dropped; false when it was the last one. */
+  lose(url: string, reason: string): boolean {
+    const server = this.servers.find((s) => s.url === url);
+    if (server) this.drop(server, reason);
+    return this.servers.length > 0;
+  }
+
+  /**
+   * POSTs to every server. A failure stops the run, or with onLost (inference.lost_server =
+   * "continue") drops that server and goes on with the others, unless none is left.
+   */
+  private async everyServer(path: string, body: (server: RlxServer) => unknown): Promise<void> {
+    const servers = this.servers;
+    const results = await Promise.allSettled(servers.map((server) => post(server.root, path, body(server))));
+    const failed = results.flatMap((r, i) =>
+      r.status === "rejected" ? [{ server: servers[i]!, err: r.reason as Error }] : [],
+    );
+    if (failed.length === 0) return;
+    if (!this.onLost || failed.length === servers.length) throw failed[0]!.err;
+    for (const { server, err } of failed) {
+      this.drop(server, err.message);
+      // an alive server leaves its channel, so the trainer's next send to it fails at once
+      void post(server.root, "/weight_channel", { leave: true }).catch(() => {});
+    }
+  }
+
+  private drop(server: RlxServer, reason: string): void {
+    this.servers = this.servers.filter((s) => s !== server);
+    this.client.drop(server.url);
+    this.onLost?.(server.url, reason, this.servers.length);
   }
 }
 
@@ -170,10 +217,13 @@ class SglangEngine implements PolicyEngine {
   }
 }
 
-export function policyEngine(kind: EngineKind, options: EngineOptions): PolicyEngine {
+/** Told of a policy server the run goes on without (inference.lost_server = "continue"). */
+export type LostServer = (url: string, reason: string, remaining: number) => void;
+
+export function policyEngine(kind: EngineKind, options: EngineOptions, onLost?: LostServer): PolicyEngine {
   if (kind === "vllm") return new VllmEngine(options);
   if (kind === "sglang") return new SglangEngine(options);
-  return new RlxEngine(options);
+  return new RlxEngine(options, onLost);
 }
 
 /**

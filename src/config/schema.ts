@@ -292,6 +292,12 @@ export const configSchema = z.strictObject({
        * transfer (the server checks the rest against their sums); "none" sends every tensor.
        */
       transfer_delta: z.enum(["none", "tensors"]).default("none"),
+      /**
+       * A policy server that dies or fails a weight update: "stop" ends the run (--resume, or
+       * ckpt.max_restarts, continues it); "continue" goes on with the others (rlx servers), the
+       * trainer dropping its weight channel and the rollouts going to the rest, until none is left.
+       */
+      lost_server: z.enum(["stop", "continue"]).default("stop"),
     })
     .prefault({}),
 

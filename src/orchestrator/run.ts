@@ -222,6 +222,7 @@ export async function runTraining(o: TrainOptions): Promise<TrainResult> {
       children,
       threads: launch.serverThreads,
       ...(launch.coreShare ? { coreShare: launch.coreShare } : {}),
+      warn: o.warn,
     });
     if (channels) await policy.joinChannels(channels);
     const tokenizer = Tokenizer.load(config.model.path);

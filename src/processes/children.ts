@@ -46,6 +46,9 @@ export interface ChildSpec {
   mayExit?: boolean;
   /** Said after the name in errors, e.g. "rank 1 of 2". */
   describe?: string;
+  /** A child the run may go on without (a policy server under inference.lost_server = "continue"):
+   * called with how it ended instead of failing the run; false fails it after all. */
+  survive?: (how: string) => boolean;
 }
 
 export class Child {
@@ -130,6 +133,7 @@ export class Children {
         await Promise.race([output, Bun.sleep(OUTPUT_GRACE_MS)]);
         if (this.stopping || (code === 0 && spec.mayExit)) return;
         const how = proc.signalCode ? `was killed by ${proc.signalCode}` : `exited with code ${code}`;
+        if (spec.survive?.(how)) return;
         const last = child.lastLines();
         const who = spec.describe ? `the ${spec.name} process (${spec.describe})` : `the ${spec.name} process`;
         this.rejectFailure(

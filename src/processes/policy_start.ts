@@ -12,7 +12,7 @@ import type { ResolvedConfig } from "../config/resolve.ts";
 import { ConfigError, RlxError } from "../errors.ts";
 import { API_KEY_ENV } from "../serve/auth.ts";
 import { DEFAULT_HTTP, JsonEndpoint } from "../clients/http.ts";
-import { policyEngine } from "../clients/policy_engines.ts";
+import { type LostServer, type PolicyEngine, policyEngine } from "../clients/policy_engines.ts";
 import { checkTemperedLogprobs } from "../clients/tempered_probe.ts";
 import { Tokenizer } from "../model/tokenizer.ts";
 import { readModelConfig } from "../model/config.ts";
@@ -45,6 +45,17 @@ export interface PolicyStart {
   threads?: number;
   /** The file the policy and the trainer hand the cores over in (launch.ts), if they share them. */
   coreShare?: string;
+  /** Where a lost policy server is reported (inference.lost_server = "continue"). */
+  warn?: (line: string) => void;
+}
+
+/** With inference.lost_server = "continue": reports a server the run goes on without. */
+function lostServer(config: ResolvedConfig, start: PolicyStart): LostServer | undefined {
+  if (config.inference.lost_server !== "continue") return undefined;
+  return (url, reason, remaining) =>
+    start.warn?.(
+      `policy server ${url} lost (${reason}); going on with ${remaining} (inference.lost_server = "continue")`,
+    );
 }
 
 /**
@@ -73,7 +84,11 @@ export async function startPolicy(config: ResolvedConfig, start: PolicyStart): P
   if (inf.base_urls.length > 0) {
     const apiKey = externalApiKey(inf.api_key_var);
     const model = await servedModelName(inf.base_urls[0]!, apiKey);
-    const engine = policyEngine(inf.engine, { baseUrls: inf.base_urls, model, ...(apiKey ? { apiKey } : {}) });
+    const engine = policyEngine(
+      inf.engine,
+      { baseUrls: inf.base_urls, model, ...(apiKey ? { apiKey } : {}) },
+      lostServer(config, start),
+    );
     await engine.check();
     if (inf.engine !== "rlx")
       await checkTemperedLogprobs(engine.client, Tokenizer.load(start.modelDir).encode("1 + 1 ="), inf.engine);
@@ -103,11 +118,16 @@ export async function startPolicy(config: ResolvedConfig, start: PolicyStart): P
   const weightsRoot = join(start.runDir, "weights");
   mkdirSync(weightsRoot, { recursive: true });
   const urls: string[] = [];
+  let engine: PolicyEngine | undefined;
   for (let i = 0; i < inf.servers; i++) {
     const port = inf.port + i;
+    const url = `http://${inf.host}:${port}/v1`;
     assertPortFree(inf.host, port);
     start.children.spawn({
       name: `policy-${i}`,
+      ...(inf.lost_server === "continue"
+        ? { survive: (how: string) => engine?.lose?.(url, `its process ${how}`) ?? false }
+        : {}),
       args: [
         "serve",
         "--model",
@@ -143,10 +163,11 @@ export async function startPolicy(config: ResolvedConfig, start: PolicyStart): P
         ...(start.coreShare ? { [CORE_SHARE_ENV]: start.coreShare } : {}),
       },
     });
-    urls.push(`http://${inf.host}:${port}/v1`);
+    urls.push(url);
   }
   await Promise.race([Promise.all(urls.map((url) => waitForHealth(url))), start.children.failure]);
-  return new RemotePolicy(policyEngine("rlx", { baseUrls: urls, model: POLICY_NAME, apiKey }), start.version);
+  engine = policyEngine("rlx", { baseUrls: urls, model: POLICY_NAME, apiKey }, lostServer(config, start));
+  return new RemotePolicy(engine, start.version);
 }
 
 /**

@@ -10,6 +10,8 @@
 //                                              the channel. With lora, the transfers carry only
 //                                              adapters of that shape (a served base model gets
 //                                              empty ones when the first one starts).
+//   POST /weight_channel {leave: true}         leaves the channel (a run that goes on without
+//                                              this server: the trainer's next send fails at once)
 //   POST /update_weights {version, transfer: "c10d"}
 //                                              receives `version` over the channel while serving
 //                                              goes on, checks it whole, swaps it in; answers once
@@ -33,6 +35,10 @@ export class WeightRoutes {
 
   async joinChannel(ctx: ServeContext, request: Request): Promise<Response> {
     const f = Fields.parse(await request.text());
+    if (f.bool("leave", false)) {
+      this.close();
+      return Response.json({ status: "left" });
+    }
     const host = f.string("host");
     if (!host) throw new InvalidRequestError("host is required (where the trainer serves the channel's store)", "host");
     const port = f.int("port", undefined, { min: 1, max: 65535 });

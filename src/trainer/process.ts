@@ -315,7 +315,7 @@ export async function runTrainer(opts: TrainerOptions): Promise<void> {
         { wait: (trainStart - waitStart) / 1000, train: (performance.now() - trainStart) / 1000 },
       );
       // after the marker: the orchestrator sees it and has the policy receive what is sent
-      const sent = channels?.send(model, config, step);
+      const sent = channels?.send(model, config, step, log);
       const m = result.metrics;
       log(
         `${who}: step ${step} loss ${m.loss?.toFixed(4)} grad_norm ${m.grad_norm?.toFixed(3)} lr ${lr.toExponential(2)} tokens ${m.tokens} ${marker.timing.train.toFixed(2)}s${sent ? ` sent ${(sent.bytes / 2 ** 20).toFixed(1)} MiB in ${sent.seconds.toFixed(2)}s` : ""}`,

@@ -7,8 +7,9 @@
 //
 // A channel that fails names its policy process and stops the trainer: the run then stops with the
 // error, or restarts from its newest checkpoint under ckpt.max_restarts, whose rendezvous opens
-// fresh channels. (A c10d group cannot shrink, so going on without a server would need the
-// orchestrator to stop routing to it as well; that is not built.)
+// fresh channels. With inference.lost_server = "continue" the trainer instead drops that channel
+// and goes on sending on the others (a c10d group cannot shrink: one channel per server is what
+// makes this possible); the orchestrator drops the server on its side when its update fails.
 import type { ResolvedConfig } from "../config/resolve.ts";
 import { RlxError } from "../errors.ts";
 import { ProcessGroup } from "../native/dist.ts";
@@ -17,7 +18,8 @@ import { sendWeights } from "../native/weights.ts";
 import { readChannelPlan } from "../processes/weight_channels.ts";
 
 export class WeightChannels {
-  private constructor(private readonly groups: ProcessGroup[]) {}
+  /** The working channels, each with its policy process's index. */
+  private constructor(private groups: { group: ProcessGroup; policy: number }[]) {}
 
   /** Rank 0: opens every channel of the run's plan; returns once each policy process has joined. */
   static async open(runDir: string, log: (line: string) => void): Promise<WeightChannels> {
@@ -48,29 +50,42 @@ export class WeightChannels {
     log(
       `trainer: ${groups.length} weight channel${groups.length === 1 ? "" : "s"} joined (${plan.backend}) in ${((performance.now() - start) / 1000).toFixed(2)}s`,
     );
-    return new WeightChannels(groups);
+    return new WeightChannels(groups.map((group, policy) => ({ group, policy })));
   }
 
-  /** Sends step `step`'s weights on every channel; throws naming each policy process that failed. */
-  send(model: NativeModel, config: ResolvedConfig, step: number): { seconds: number; bytes: number } {
+  /**
+   * Sends step `step`'s weights on every channel. A failed channel stops the trainer naming its
+   * policy process, or with lost_server = "continue" is dropped (logged) while any channel is left.
+   */
+  send(
+    model: NativeModel,
+    config: ResolvedConfig,
+    step: number,
+    log: (line: string) => void,
+  ): { seconds: number; bytes: number } {
     const start = performance.now();
-    const result = sendWeights(model, this.groups, {
-      dtype: config.model.dtype,
-      version: step,
-      changedOnly: config.inference.transfer_delta === "tensors",
-    });
-    if (result.failed.length > 0)
-      throw new RlxError(
-        `the weights of step ${step} did not reach policy process${result.failed.length > 1 ? "es" : ""} ${result.failed.join(", ")}: ${result.error}`,
-        {
+    const result = sendWeights(
+      model,
+      this.groups.map((c) => c.group),
+      { dtype: config.model.dtype, version: step, changedOnly: config.inference.transfer_delta === "tensors" },
+    );
+    if (result.failed.length > 0) {
+      const lost = result.failed.map((i) => this.groups[i]!);
+      const names = lost.map((c) => c.policy).join(", ");
+      const what = `the weights of step ${step} did not reach policy process${lost.length > 1 ? "es" : ""} ${names}: ${result.error}`;
+      if (config.inference.lost_server !== "continue" || lost.length === this.groups.length)
+        throw new RlxError(what, {
           fix: "the run stops here (or restarts from its newest checkpoint under ckpt.max_restarts); see that process's log for why it stopped receiving",
-        },
-      );
+        });
+      for (const c of lost) c.group.free();
+      this.groups = this.groups.filter((c) => !lost.includes(c));
+      log(`trainer: ${what}; going on without it (inference.lost_server = "continue"), ${this.groups.length} left`);
+    }
     return { seconds: (performance.now() - start) / 1000, bytes: result.bytes };
   }
 
   close(): void {
-    for (const g of this.groups) g.free();
+    for (const c of this.groups) c.group.free();
   }
 
   [Symbol.dispose](): void {

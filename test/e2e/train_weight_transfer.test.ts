@@ -7,6 +7,8 @@
 //     holds only the marker except every publish_every steps and at the last step;
 //   - a policy server that dies stops the run with an error naming it, and under ckpt.max_restarts
 //     the run resumes from its checkpoint over fresh channels and finishes;
+//   - with lost_server = "continue", a policy server killed mid-run is dropped by the orchestrator
+//     and the trainer, and the run finishes on the other;
 //   - a policy that never joins its channel fails the trainer within transfer_timeout_s, naming it;
 //   - /weight_channel, like every weight route, refuses a request without the server's key.
 import { expect, test } from "bun:test";
@@ -34,6 +36,15 @@ name = "letters"
 ${extra}`;
 
 const trainerLog = (runDir: string) => readFileSync(join(runDir, "logs", "trainer.log"), "utf8");
+
+/** The pid of a policy server of the run (the one on `port`, if given). */
+function policyPid(runDir: string, port?: number): number | undefined {
+  const ps = Bun.spawnSync(["ps", "-eo", "pid=,args="], { stdout: "pipe" }).stdout.toString();
+  const line = ps
+    .split("\n")
+    .find((l) => l.includes(" serve ") && l.includes(runDir) && (port === undefined || l.includes(`--port ${port} `)));
+  return line ? Number(line.trim().split(/\s+/)[0]) : undefined;
+}
 
 /** A deterministic 3-step run with `inference` settings (and `lora`, inline): its weights, metrics and trainer log. */
 async function deterministicRun(name: string, inference: string, lora = "", file = "model.safetensors") {
@@ -140,19 +151,44 @@ restart_backoff_s = 0`,
   const run = rlx(["train", path]);
   const marker = join(runDir, "weights", "step_1", "published.json");
   await untilWhileRunning(run, () => existsSync(marker), 120_000, "step 1's marker");
-  const policyPid = () => {
-    const ps = Bun.spawnSync(["ps", "-eo", "pid=,args="], { stdout: "pipe" }).stdout.toString();
-    const line = ps.split("\n").find((l) => l.includes(" serve ") && l.includes(runDir));
-    return line ? Number(line.trim().split(/\s+/)[0]) : undefined;
-  };
-  await until(() => policyPid() !== undefined, 30_000, "the policy server");
-  process.kill(policyPid()!, "SIGKILL");
+  await until(() => policyPid(runDir) !== undefined, 30_000, "the policy server");
+  process.kill(policyPid(runDir)!, "SIGKILL");
   const { code, out, err } = await run.done;
   if (code !== 0) console.log(out, err);
   expect(code).toBe(0);
   expect(out + err).toMatch(/policy-0/); // the restart names the child that died
   expect(out + err).toMatch(/restart/i);
   expect(readMetrics(runDir).at(-1)!.step).toBe(4);
+}, 300_000);
+
+test('with lost_server = "continue" a policy server killed mid-run is dropped on both sides and the run finishes', async () => {
+  const port = 22000 + (process.pid % 20000);
+  const { path, runDir } = writeConfig(
+    ws,
+    "server-lost",
+    `max_steps = 4\n${body(
+      `[inference]
+servers = 2
+port = ${port}
+weight_transfer = "c10d"
+lost_server = "continue"`,
+      "max_async_level = 1",
+    )}`,
+  );
+  const run = rlx(["train", path]);
+  const marker = join(runDir, "weights", "step_1", "published.json");
+  await untilWhileRunning(run, () => existsSync(marker), 120_000, "step 1's marker");
+  await until(() => policyPid(runDir, port + 1) !== undefined, 30_000, "policy-1");
+  process.kill(policyPid(runDir, port + 1)!, "SIGKILL");
+  const { code, out, err } = await run.done;
+  if (code !== 0) console.log(out, err);
+  expect(code).toBe(0);
+  expect(out + err).toContain(`policy server http://127.0.0.1:${port + 1}/v1 lost`);
+  expect(out + err).toContain("going on with 1");
+  expect(readMetrics(runDir).map((r) => r.step)).toEqual([1, 2, 3, 4]);
+  // the trainer dropped the channel too (a send that failed on it), and sent every later step to policy-0
+  expect(trainerLog(runDir)).toMatch(/did not reach policy process 1: .*going on without it/);
+  expect(trainerLog(runDir).match(/step \d+ .* sent [\d.]+ MiB/g)).toHaveLength(4);
 }, 300_000);
 
 test("a policy that never joins its channel fails the trainer within the timeout, naming it", async () => {
