@@ -22,7 +22,7 @@
 extern "C" {
 #endif
 
-#define RLX_ABI_VERSION 13
+#define RLX_ABI_VERSION 14
 
 /* Opaque handles: a model, its AdamW optimizer, a generator over a model, a c10d process group. */
 typedef struct rlx_model rlx_model;
@@ -387,7 +387,12 @@ int rlx_receiver_poll(rlx_receiver* receiver);
 rlx_model* rlx_receiver_take(rlx_receiver* receiver);
 /* Returns at once; a transfer in progress is abandoned (its thread ends at its timeout). */
 int rlx_receiver_free(rlx_receiver* receiver);
-
+/* An engine's update group (weights_broadcast.cpp: torch 2's store keys for group_name, rank 0 serving
+ * the store), rank 0's broadcast of every parameter as dtype in the model's order (failed[i] = 1). */
+rlx_group* rlx_engine_group_join(const char* backend, const char* address, int port, int rank, int world_size,
+                                 const char* group_name, const char* device, int64_t timeout_ms);
+int rlx_engine_broadcast(rlx_model* model, rlx_group* const* groups, int n, int dtype, int32_t* failed);
+int rlx_group_broadcast_bytes(rlx_group* group, void* data, int64_t nbytes, int root); /* in place */
 #ifdef __cplusplus
 }
 #endif

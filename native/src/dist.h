@@ -57,6 +57,7 @@ struct Group {
   std::string store_kind, address;  // how it was joined (a subgroup's Gloo device follows them)
   int subgroups = 0;                // made from it so far (each one's store prefix)
   std::string failure;  // the first failed call; the group refuses every call after it
+  std::vector<c10::intrusive_ptr<Backend>> also;  // other devices' backends of one group (weights_broadcast.cpp)
 };
 
 inline std::string who(const Group& g) { return "rank " + std::to_string(g.rank) + " of " + std::to_string(g.world); }
@@ -78,6 +79,12 @@ inline std::string message_of(std::exception_ptr error) {
 // after timeout_ms naming the store and what to check.
 std::unique_ptr<Group> join_group(const std::string& backend, const std::string& store, const std::string& address,
                                   int port, int rank, int world_size, int64_t timeout_ms);
+
+// The pieces of join_group, for a group whose store keys follow another layout
+// (weights_broadcast.cpp): rank 0 serves a TCP store; connect_group makes g's backend over a store.
+c10::intrusive_ptr<c10d::Store> open_tcp_store(const std::string& address, int port, int rank, int world_size,
+                                               int64_t timeout_ms);
+void connect_group(Group& g, const c10::intrusive_ptr<c10d::Store>& store, const std::string& where);
 
 // A subgroup of parent (rlx_dist_subgroup): ranks are parent ranks, ascending, this one among them.
 std::unique_ptr<Group> join_subgroup(Group& parent, const std::vector<int>& ranks);

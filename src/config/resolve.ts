@@ -204,10 +204,10 @@ function checkEngine(config: RawConfig, source: string): void {
 function checkWeightTransfer(config: RawConfig, source: string): void {
   const inf = config.inference;
   if (inf.weight_transfer !== "c10d") return;
-  if (inf.engine !== "rlx")
+  if (inf.engine === "vllm")
     throw new ConfigError(
-      `${source}: inference.weight_transfer = "c10d" reaches rlx policies only, and inference.engine is "${inf.engine}"`,
-      { fix: 'set inference.weight_transfer = "disk" (the engine then loads each published step)' },
+      `${source}: inference.weight_transfer = "c10d" reaches rlx policies and SGLang, and inference.engine is "vllm" (its NCCL weight transfer is not implemented)`,
+      { fix: 'set inference.weight_transfer = "disk" (vLLM then loads each published step)' },
     );
   if (config.model.lora)
     throw new ConfigError(
