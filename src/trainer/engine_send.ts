@@ -12,6 +12,7 @@ import { DTYPE_BYTES } from "../data/dtypes.ts";
 import { RlxError } from "../errors.ts";
 import { EngineGroup, engineBroadcast, engineManifest } from "../native/engine_group.ts";
 import type { NativeModel } from "../native/model.ts";
+import { runtimeInfo } from "../native/runtime.ts";
 import { readChannelPlan } from "../processes/weight_channels.ts";
 import { writeFileAtomic } from "../rundir/paths.ts";
 
@@ -33,6 +34,11 @@ export class EngineGroups {
     const { groupNames, manifest } = plan.engine;
     writeFileAtomic(manifest, `${JSON.stringify(engineManifest(model, config.model.dtype))}\n`);
     const urls = config.inference.base_urls;
+    const torch = (await runtimeInfo()).torch_version;
+    if (torch.startsWith("1."))
+      log(
+        `trainer: warning: this shim's libtorch ${torch} serves the c10d store protocol from before torch 2, which SGLang's torch 2 ranks do not speak: they cannot join (rlx's own stand-ins can); build the shim against libtorch 2 (docs/engines.md)`,
+      );
     const groups: EngineGroup[] = [];
     const start = performance.now();
     try {

@@ -1,8 +1,8 @@
 // The trainer process (`rlx trainer`, started by `rlx train`; docs/architecture.md §2): loads the model through
 // the shim, then for each step waits for `batches/step_N.bin`, runs the step driver over it with
 // the scheduled learning rate, publishes the new weights as `weights/step_N/` (or, with
-// inference.weight_transfer = "c10d", sends them over the weight channels: weight_send.ts, or SGLang's update groups: engine_send.ts) and,
-// on checkpoint steps, writes `checkpoints/step_N/`.
+// inference.weight_transfer = "c10d", sends them over the weight channels, weight_send.ts, or
+// SGLang's update groups, engine_send.ts) and, on checkpoint steps, writes `checkpoints/step_N/`.
 //
 // Why a separate process: bun:ffi calls are synchronous, so a training step would freeze the
 // orchestrator's rollouts for its whole duration; as a child it overlaps with rollout generation

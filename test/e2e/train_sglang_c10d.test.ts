@@ -61,40 +61,46 @@ transfer_timeout_s = 60
 id = ${JSON.stringify(ws.lettersEnv)}
 `;
 
-test("every step reaches SGLang by broadcast over its update group, names, shapes, dtype and bytes checked", async () => {
-  const runDir = join(ws.dir, "sglang-c10d");
-  const { url, logPath } = await startStandin(runDir, "sglang-c10d");
-  const { path } = writeConfig(ws, "sglang-c10d", config(url));
-  const { code, err } = await rlx(["train", path]).done;
-  expect(err).not.toContain("error:");
-  expect(code).toBe(0);
+for (const [dtype, torchDtype] of [
+  ["f32", "float32"],
+  ["bf16", "bfloat16"],
+]) {
+  test(`every step reaches SGLang by broadcast over its update group as ${torchDtype}, names, shapes, dtype and bytes checked`, async () => {
+    const name = `sglang-c10d-${dtype}`;
+    const runDir = join(ws.dir, name);
+    const { url, logPath } = await startStandin(runDir, name);
+    const { path } = writeConfig(ws, name, config(url));
+    const { code, err } = await rlx(["train", path, "--set", `model.dtype=${dtype}`]).done;
+    expect(err).not.toContain("error:");
+    expect(code).toBe(0);
 
-  const log = calls(logPath);
-  const init = log.filter((c) => c.route === "/init_weights_update_group");
-  expect(init).toHaveLength(1);
-  const plan = JSON.parse(readFileSync(join(runDir, "weight_channels.json"), "utf8"));
-  expect(init[0]!.body).toEqual({
-    master_address: "127.0.0.1",
-    master_port: plan.ports[0],
-    rank_offset: 1,
-    world_size: 2,
-    group_name: "rlx-weights-0",
-    backend: "gloo",
-  });
-  const updates = log.filter((c) => c.route === "/update_weights_from_distributed");
-  expect(updates.map((u) => u.version)).toEqual(["1", "2", "3"]);
-  const manifest = JSON.parse(readFileSync(join(runDir, "weight_manifest.json"), "utf8"));
-  for (const u of updates) {
-    expect(u.errors).toEqual([]);
-    expect(u.group).toBe("rlx-weights-0");
-    expect(u.flush_cache).toBe(true);
-    expect(u.count).toBe(manifest.names.length);
-    expect(u.bytes as number).toBeGreaterThan(0);
-  }
-  expect(new Set(manifest.dtypes)).toEqual(new Set(["float32"]));
-  for (const [step, records] of readAudit(runDir))
-    for (const r of records) expect(r.policy_version).toBeLessThanOrEqual(step - 1);
-}, 240_000);
+    const log = calls(logPath);
+    const init = log.filter((c) => c.route === "/init_weights_update_group");
+    expect(init).toHaveLength(1);
+    const plan = JSON.parse(readFileSync(join(runDir, "weight_channels.json"), "utf8"));
+    expect(init[0]!.body).toEqual({
+      master_address: "127.0.0.1",
+      master_port: plan.ports[0],
+      rank_offset: 1,
+      world_size: 2,
+      group_name: "rlx-weights-0",
+      backend: "gloo",
+    });
+    const updates = log.filter((c) => c.route === "/update_weights_from_distributed");
+    expect(updates.map((u) => u.version)).toEqual(["1", "2", "3"]);
+    const manifest = JSON.parse(readFileSync(join(runDir, "weight_manifest.json"), "utf8"));
+    for (const u of updates) {
+      expect(u.errors).toEqual([]);
+      expect(u.group).toBe("rlx-weights-0");
+      expect(u.flush_cache).toBe(true);
+      expect(u.count).toBe(manifest.names.length);
+      expect(u.bytes as number).toBeGreaterThan(0);
+    }
+    expect(new Set(manifest.dtypes)).toEqual(new Set([torchDtype]));
+    for (const [step, records] of readAudit(runDir))
+      for (const r of records) expect(r.policy_version).toBeLessThanOrEqual(step - 1);
+  }, 240_000);
+}
 
 test("an update the server refuses stops the run, naming the server, the route and its message", async () => {
   const runDir = join(ws.dir, "sglang-refuse");
