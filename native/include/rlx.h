@@ -390,7 +390,7 @@ int rlx_receiver_free(rlx_receiver* receiver);
 /* An engine's update group (weights_broadcast.cpp: torch 2's store keys for group_name, rank 0 serving
  * the store), rank 0's broadcast of every parameter as dtype in the model's order (failed[i] = 1). */
 rlx_group* rlx_engine_group_join(const char* backend, const char* address, int port, int rank, int world_size,
-                                 const char* group_name, const char* device, int64_t timeout_ms);
+                                 const char* group_name, int64_t timeout_ms);
 int rlx_engine_broadcast(rlx_model* model, rlx_group* const* groups, int n, int dtype, int32_t* failed);
 int rlx_group_broadcast_bytes(rlx_group* group, void* data, int64_t nbytes, int root); /* in place */
 #ifdef __cplusplus

@@ -57,7 +57,6 @@ struct Group {
   std::string store_kind, address;  // how it was joined (a subgroup's Gloo device follows them)
   int subgroups = 0;                // made from it so far (each one's store prefix)
   std::string failure;  // the first failed call; the group refuses every call after it
-  std::vector<c10::intrusive_ptr<Backend>> also;  // other devices' backends of one group (weights_broadcast.cpp)
 };
 
 inline std::string who(const Group& g) { return "rank " + std::to_string(g.rank) + " of " + std::to_string(g.world); }

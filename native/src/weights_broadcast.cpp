@@ -6,10 +6,11 @@
 //
 // The group's store keys must be exactly the engine's, or the rendezvous never meets. In torch 2:
 // a TCPStore at master_address:master_port (served by rank 0, here), under PrefixStore(group_name)
-// (SGLang), under PrefixStore(group_name + "/") (_new_process_group_helper), under one
-// PrefixStore(device + "/") per device the backend serves: Gloo "cpu" then "cuda", NCCL "cuda".
-// Each of those is a backend of its own whose rendezvous every rank runs, in that order; a
-// collective goes on the backend of the engine's tensors' device ("cuda" for a GPU engine).
+// (SGLang), under PrefixStore(group_name + "/") (_new_process_group_helper), under
+// PrefixStore(device + "/") for the first device the backend serves: "cpu" for Gloo, "cuda" for
+// NCCL. (torch 2.13's _new_process_group_helper makes one backend when every device maps to the
+// same one, as Gloo's "cpu" and "cuda" do, and registers it for both; test/native/
+// engine_group_torch.test.ts joins PyTorch's own Python code.)
 //
 // The parameters travel as bytes over Gloo (the same wire as a typed broadcast, whatever dtypes
 // this libtorch's Gloo knows) and typed over NCCL. Every broadcast is bounded by the group's
@@ -22,10 +23,8 @@
 namespace rlx {
 namespace {
 
-std::vector<std::string> backend_devices(const std::string& backend) {
-  if (backend == "gloo") return {"cpu", "cuda"};
-  return {"cuda"};
-}
+// The device whose prefix the backend's store keys carry (see the header).
+std::string first_device(const std::string& backend) { return backend == "gloo" ? "cpu" : "cuda"; }
 
 at::Tensor on_wire(const Group& g, const at::Tensor& t) {
   return g.backend == "gloo" ? t.reshape({-1}).view(at::kByte) : t;
@@ -44,15 +43,12 @@ c10d::BroadcastOptions from_rank0(const Group& g) {
 using namespace rlx;
 
 RLX_API rlx_group* rlx_engine_group_join(const char* backend, const char* address, int port, int rank, int world_size,
-                                         const char* group_name, const char* device, int64_t timeout_ms) {
+                                         const char* group_name, int64_t timeout_ms) {
   RLX_TRY(nullptr, {
-    require(backend && address && group_name && device, "backend, address, group_name and device must not be null");
-    const std::string b = backend, addr = address, name = group_name, dev = device;
+    require(backend && address && group_name, "backend, address and group_name must not be null");
+    const std::string b = backend, addr = address, name = group_name;
     check_group_args(b, "tcp", addr, rank, world_size, timeout_ms);
     require(!name.empty(), "group_name must not be empty");
-    const auto devices = backend_devices(b);
-    require(std::find(devices.begin(), devices.end(), dev) != devices.end(),
-            "device \"" + dev + "\" is not one the " + b + " backend serves (" + (b == "gloo" ? "cpu, cuda" : "cuda") + ")");
     auto g = std::make_unique<Group>();
     g->backend = b, g->rank = rank, g->world = world_size, g->timeout_ms = timeout_ms;
     g->store_kind = "tcp", g->address = addr;
@@ -63,15 +59,10 @@ RLX_API rlx_group* rlx_engine_group_join(const char* backend, const char* addres
       throw std::runtime_error(who(*g) + ": cannot reach the c10d store " + where + " within " +
                                std::to_string(timeout_ms) + " ms: " + message_of(std::current_exception()));
     }
-    c10::intrusive_ptr<c10d::Store> base = c10::make_intrusive<c10d::PrefixStore>(name, g->store);
-    base = c10::make_intrusive<c10d::PrefixStore>(name + "/", base);
-    c10::intrusive_ptr<Backend> chosen;
-    for (const auto& d : devices) {
-      connect_group(*g, c10::make_intrusive<c10d::PrefixStore>(d + "/", base), where + " for " + d);
-      if (d == dev) chosen = g->pg;
-      g->also.push_back(g->pg);
-    }
-    g->pg = chosen;
+    c10::intrusive_ptr<c10d::Store> keys = c10::make_intrusive<c10d::PrefixStore>(name, g->store);
+    keys = c10::make_intrusive<c10d::PrefixStore>(name + "/", keys);
+    keys = c10::make_intrusive<c10d::PrefixStore>(first_device(b) + "/", keys);
+    connect_group(*g, keys, where);
     register_handle(g.get(), Kind::Group);
     return reinterpret_cast<rlx_group*>(g.release());
   })
@@ -157,7 +148,7 @@ RLX_API int rlx_group_broadcast_bytes(rlx_group* group, void* data, int64_t nbyt
 using namespace rlx;
 
 RLX_API rlx_group* rlx_engine_group_join(const char* backend, const char* address, int, int rank, int world_size,
-                                         const char*, const char*, int64_t timeout_ms) {
+                                         const char*, int64_t timeout_ms) {
   RLX_TRY(nullptr, {
     require(backend && address, "backend and address must not be null");
     check_group_args(backend, "tcp", address, rank, world_size, timeout_ms);

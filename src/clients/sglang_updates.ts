@@ -30,7 +30,9 @@ function engineOf(plan: ChannelPlan) {
 
 /** A server with more than one rank would join with more ranks than the group has: refused by name. */
 async function checkOneRank(server: JsonEndpoint): Promise<void> {
-  const info = await server.request<{ tp_size?: number; dp_size?: number }>("/get_server_info").catch(() => null);
+  const info = await server
+    .request<{ tp_size?: number; dp_size?: number }>("/get_server_info", undefined, AbortSignal.timeout(30_000))
+    .catch(() => null);
   const ranks = (info?.tp_size ?? 1) * (info?.dp_size ?? 1);
   if (ranks !== 1)
     throw new EndpointError(
@@ -39,6 +41,19 @@ async function checkOneRank(server: JsonEndpoint): Promise<void> {
         fix: 'start each SGLang server with one GPU (list several in base_urls), or set inference.weight_transfer = "disk"',
       },
     );
+}
+
+/** POSTs `body`; bounded by the group's timeout and a minute more (the server's own load). */
+async function call(server: JsonEndpoint, route: string, body: unknown, plan: ChannelPlan): Promise<Answer> {
+  const limitMs = plan.timeoutMs + 60_000;
+  try {
+    return await server.request<Answer>(route, body, AbortSignal.timeout(limitMs));
+  } catch (err) {
+    if ((err as Error).name !== "TimeoutError") throw err;
+    throw new EndpointError(`${server.url}${route}: no answer within ${limitMs / 1000} s`, {
+      fix: "see the SGLang server's log; inference.transfer_timeout_s bounds each join and transfer",
+    });
+  }
 }
 
 function expectSuccess(server: JsonEndpoint, route: string, answer: Answer): void {
@@ -60,14 +75,19 @@ export async function joinUpdateGroups(servers: JsonEndpoint[], plan: ChannelPla
       expectSuccess(
         server,
         route,
-        await server.request<Answer>(route, {
-          master_address: plan.host,
-          master_port: plan.ports[i],
-          rank_offset: 1,
-          world_size: 2,
-          group_name: groupNames[i],
-          backend: plan.backend,
-        }),
+        await call(
+          server,
+          route,
+          {
+            master_address: plan.host,
+            master_port: plan.ports[i],
+            rank_offset: 1,
+            world_size: 2,
+            group_name: groupNames[i],
+            backend: plan.backend,
+          },
+          plan,
+        ),
       );
     }),
   );
@@ -93,14 +113,12 @@ export async function updateFromDistributed(
       expectSuccess(
         server,
         route,
-        await server.request<Answer>(route, {
-          names,
-          dtypes,
-          shapes,
-          group_name: groupNames[i],
-          flush_cache: true,
-          weight_version: String(version),
-        }),
+        await call(
+          server,
+          route,
+          { names, dtypes, shapes, group_name: groupNames[i], flush_cache: true, weight_version: String(version) },
+          plan,
+        ),
       ),
     ),
   );

@@ -33,9 +33,6 @@ export function engineManifest(model: NativeModel, dtype: DType): EngineManifest
   };
 }
 
-/** The device an engine's tensors live on, whose backend of the group the broadcasts use: a GPU engine's. */
-export const ENGINE_DEVICE = "cuda";
-
 export interface EngineGroupOptions {
   backend: DistBackend;
   host: string;
@@ -43,8 +40,6 @@ export interface EngineGroupOptions {
   rank: number;
   worldSize: number;
   groupName: string;
-  /** "cuda" (ENGINE_DEVICE) or "cpu": the engine's tensors' device. */
-  device?: string;
   timeoutMs: number;
 }
 
@@ -69,7 +64,6 @@ export class EngineGroup {
       o.rank,
       o.worldSize,
       cstr(o.groupName),
-      cstr(o.device ?? ENGINE_DEVICE),
       Math.round(o.timeoutMs),
     );
     if (handle === null)
