@@ -4,7 +4,8 @@
 //   - a 3-step `rlx train` has the server join its group once, then every step reaches it by
 //     broadcast, in the order the request names the tensors, and the stand-in finds the names,
 //     shapes, dtype and bytes equal to the step's published weights; rollouts carry those versions;
-//   - a server that refuses an update stops the run with its URL, route and message.
+//   - a server that refuses the join or an update stops the run with its URL, route and message;
+//     one that dies mid-update stops it naming the server.
 // Not tested: a real SGLang (no GPU, no PyPI here); see docs/engines.md.
 import { afterAll, expect, test } from "bun:test";
 import { existsSync, readFileSync } from "node:fs";
@@ -102,12 +103,26 @@ for (const [dtype, torchDtype] of [
   }, 240_000);
 }
 
-test("an update the server refuses stops the run, naming the server, the route and its message", async () => {
-  const runDir = join(ws.dir, "sglang-refuse");
-  const { url } = await startStandin(runDir, "sglang-refuse", ["--refuse"]);
-  const { path } = writeConfig(ws, "sglang-refuse", config(url));
+for (const [flag, route] of [
+  ["--refuse", "/update_weights_from_distributed"],
+  ["--refuse-init", "/init_weights_update_group"],
+] as const)
+  test(`a server that refuses ${route} stops the run, naming the server, the route and its message`, async () => {
+    const name = `sglang${flag}`;
+    const runDir = join(ws.dir, name);
+    const { url } = await startStandin(runDir, name, [flag]);
+    const { path } = writeConfig(ws, name, config(url));
+    const { code, err } = await rlx(["train", path]).done;
+    expect(code).not.toBe(0);
+    expect(err).toContain(`${url.replace(/\/v1$/, "")}${route}`);
+    expect(err).toContain("refused by the stand-in");
+  }, 240_000);
+
+test("a server that dies mid-update stops the run, naming it", async () => {
+  const runDir = join(ws.dir, "sglang-die");
+  const { url } = await startStandin(runDir, "sglang-die", ["--die"]);
+  const { path } = writeConfig(ws, "sglang-die", config(url));
   const { code, err } = await rlx(["train", path]).done;
   expect(code).not.toBe(0);
-  expect(err).toContain(`${url.replace(/\/v1$/, "")}/update_weights_from_distributed`);
-  expect(err).toContain("refused by the stand-in");
+  expect(err).toContain(url.replace(/\/v1$/, ""));
 }, 240_000);
