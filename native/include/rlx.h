@@ -362,42 +362,37 @@ int rlx_model_shard_local(rlx_model* model, int unit, void* data, int64_t nbytes
 int rlx_model_shard_gather(rlx_model* model);
 
 /* ---- weight transfer (trainer to policy servers over c10d; docs/engines.md) -------------- */
-/* A channel is a two-rank group: the trainer rank 0, the server rank 1. A transfer is a header
- * (version, bytes, dtype), the tensors in their fixed order cut into messages of at most
- * bucket_bytes, and a trailer (a checksum of every byte, a hash of the names and shapes). It
- * carries the model's parameters as dtype, or, for a model with LoRA, only its adapters (at their
- * own dtype), which the server copies into its served model.
- * Sends over each of n channels, stamped version; a model sharded "full" gathers one parameter at
- * a time, every rank of its group calling this (n = 0 except on the sender). With
- * RLX_SEND_CHANGED, only the tensors whose bytes changed since each channel's last whole transfer
- * travel (the server keeps the others, checked against their sums; not with a model sharded
- * "full"). Returns how many channels failed (failed[i] = 1 for each, rlx_last_error names them; a
- * failed channel refuses further calls), or -1 for a call that could not start; *sent_bytes (when
- * not NULL) is the bytes of the tensors sent. */
+/* A channel is a two-rank group (trainer rank 0, server rank 1); a transfer is a header, the
+ * tensors in order in messages of at most bucket_bytes, a trailer of checksums (weights_wire.h):
+ * the parameters as dtype, or a LoRA model's adapters alone. Sends over n channels, stamped
+ * version; a model sharded "full" gathers one parameter at a time, all its ranks calling this
+ * (n = 0 but on the sender). RLX_SEND_CHANGED: only tensors changed since each channel's last
+ * whole transfer (not sharded "full"). Returns the failed channels' count (failed[i] = 1, named
+ * in rlx_last_error; they refuse later calls) or -1; *sent_bytes (if not NULL): the bytes sent. */
 #define RLX_SEND_CHANGED 1
 int rlx_weights_send(rlx_model* model, rlx_group* const* channels, int n, int dtype, int64_t version,
                      int64_t bucket_bytes, int flags, int32_t* failed, int64_t* sent_bytes);
-/* A server's end of a channel: joins as rank 1 on a native thread and returns at once. Each
- * transfer is received there too, into a fresh model shaped like the served one, so serving goes
- * on meanwhile: start it, poll between decode steps, take the model once it arrived whole. */
+/* A server's end: joins as rank 1 on a native thread and receives there, serving going on: start,
+ * poll between decode steps, take what arrived whole. */
 typedef struct rlx_receiver rlx_receiver;
 rlx_receiver* rlx_receiver_open(const char* backend, const char* address, int port, int64_t timeout_ms);
-/* Receives the transfer of `version` for the served model `like` (which must stay alive until the
- * transfer is taken): full weights into `into` when given (a model of that shape no longer in use,
- * such as the one the last transfer replaced; the receiver takes it over, its handle becomes
- * invalid), else into a new one; a LoRA model's adapters into staging tensors (into = NULL). */
+/* Receives `version` for the served model `like` (alive until taken): full weights into `into` (a
+ * retired model of its shape, taken over: its handle becomes invalid) or a new model; a LoRA
+ * model's adapters into staging tensors (into = NULL). */
 int rlx_receiver_start(rlx_receiver* receiver, rlx_model* like, rlx_model* into, int64_t version);
-/* 0 joining or receiving, 1 a transfer arrived whole (take it), 2 idle, -1 the last transfer or the
- * join failed (rlx_last_error says why; a transfer that failed mid-way leaves the channel broken). */
+/* 0 busy, 1 arrived whole (take it), 2 idle, -1 the join or last transfer failed (rlx_last_error). */
 int rlx_receiver_poll(rlx_receiver* receiver);
 /* The received model of a full-weights transfer (after poll returned 1); the caller frees it. */
 rlx_model* rlx_receiver_take(rlx_receiver* receiver);
-/* An adapter transfer (after poll returned 1): copies the adapters into `served`, the `like` it
- * was started with, in place (call it between decode steps). */
+/* An adapter transfer (after poll returned 1): copies them into `served` (its `like`) in place. */
 int rlx_receiver_take_adapters(rlx_receiver* receiver, rlx_model* served);
-/* Returns at once; a transfer in progress is abandoned (its thread ends at its timeout). */
 int rlx_receiver_free(rlx_receiver* receiver);
-
+/* An engine's update group (weights_broadcast.cpp: torch 2's store keys for group_name, rank 0 serving
+ * the store), rank 0's broadcast of every parameter as dtype in the model's order (failed[i] = 1). */
+rlx_group* rlx_engine_group_join(const char* backend, const char* address, int port, int rank, int world_size,
+                                 const char* group_name, int64_t timeout_ms);
+int rlx_engine_broadcast(rlx_model* model, rlx_group* const* groups, int n, int dtype, int32_t* failed);
+int rlx_group_broadcast_bytes(rlx_group* group, void* data, int64_t nbytes, int root); /* in place */
 #ifdef __cplusplus
 }
 #endif

@@ -144,6 +144,15 @@ std::unique_ptr<Group> join_group(const std::string& b, const std::string& kind,
   return g;
 }
 
+c10::intrusive_ptr<c10d::Store> open_tcp_store(const std::string& addr, int port, int rank, int world_size,
+                                               int64_t timeout_ms) {
+  return make_store("tcp", addr, port, rank, world_size, std::chrono::milliseconds(timeout_ms));
+}
+
+void connect_group(Group& g, const c10::intrusive_ptr<c10d::Store>& store, const std::string& where) {
+  connect(g, store, where);
+}
+
 std::unique_ptr<Group> join_subgroup(Group& parent, const std::vector<int>& ranks) {
   std::string list;
   for (size_t i = 0; i < ranks.size(); ++i) {

@@ -82,6 +82,12 @@ inline std::string message_of(std::exception_ptr error) {
 std::unique_ptr<Group> join_group(const std::string& backend, const std::string& store, const std::string& address,
                                   int port, int rank, int world_size, int64_t timeout_ms);
 
+// The pieces of join_group, for a group whose store keys follow another layout
+// (weights_broadcast.cpp): rank 0 serves a TCP store; connect_group makes g's backend over a store.
+c10::intrusive_ptr<c10d::Store> open_tcp_store(const std::string& address, int port, int rank, int world_size,
+                                               int64_t timeout_ms);
+void connect_group(Group& g, const c10::intrusive_ptr<c10d::Store>& store, const std::string& where);
+
 // A subgroup of parent (rlx_dist_subgroup): ranks are parent ranks, ascending, this one among them.
 std::unique_ptr<Group> join_subgroup(Group& parent, const std::vector<int>& ranks);
 

@@ -10,7 +10,8 @@
 //           path; vLLM's examples/offline_inference/skip_loading_weights_in_engine_init.py), then
 //           POST /reset_prefix_cache so no cached prefix of the old weights is reused.
 //   sglang  SGLang's native API (sglang_client.ts): POST /update_weights_from_disk
-//           {model_path, weight_version}; its answer's `success` must be true.
+//           {model_path, weight_version}; its answer's `success` must be true. With
+//           weight_transfer = "c10d", its update groups instead (sglang_updates.ts).
 //
 // vLLM and SGLang do not say (in every version) which weights produced a completion, so rlx stamps each one with the
 // version the engine held when the request was sent: the oldest weights that can have produced
@@ -20,6 +21,7 @@ import type { ChannelPlan } from "../native/weights.ts";
 import { OpenAIClient } from "./client.ts";
 import { DEFAULT_HTTP, JsonEndpoint } from "./http.ts";
 import { SglangClient } from "./sglang_client.ts";
+import { joinUpdateGroups, updateFromDistributed } from "./sglang_updates.ts";
 import type { SamplingClient } from "./types.ts";
 
 export type EngineKind = "rlx" | "vllm" | "sglang";
@@ -33,7 +35,7 @@ export interface PolicyEngine {
   check(): Promise<void>;
   /** Every server serves the model directory `dir` (absolute) as `version` once this resolves. */
   publish(dir: string, version: number): Promise<void>;
-  /** weight_transfer = "c10d" (rlx only): server i joins the channel at plan.ports[i]. */
+  /** weight_transfer = "c10d" (rlx, SGLang): server i joins the channel or group at plan.ports[i]. */
   joinChannels?(plan: ChannelPlan): Promise<void>;
   /** weight_transfer = "c10d": every server receives `version` over its channel and serves it. */
   receive?(version: number): Promise<void>;
@@ -194,12 +196,27 @@ class SglangEngine implements PolicyEngine {
   readonly client: SglangClient;
   private readonly roots: JsonEndpoint[];
 
+  /** The update routes answer once the group formed or the weights arrived: bounded by the group's timeout. */
+  private readonly updates: JsonEndpoint[];
+  private plan: ChannelPlan | undefined;
+
   constructor(options: EngineOptions) {
     this.client = new SglangClient({ ...options, baseUrls: options.baseUrls.map(root) });
     this.roots = rootEndpoints(options);
+    this.updates = this.roots.map((e) => new JsonEndpoint(e.url, { ...e.options, timeoutMs: 2 ** 31 - 1 }));
   }
 
   async check(): Promise<void> {}
+
+  async joinChannels(plan: ChannelPlan): Promise<void> {
+    await joinUpdateGroups(this.updates, plan);
+    this.plan = plan;
+  }
+
+  async receive(version: number): Promise<void> {
+    if (!this.plan) throw new EndpointError("the SGLang servers have not joined their weight update groups");
+    await updateFromDistributed(this.updates, this.plan, version);
+  }
 
   async publish(dir: string, version: number): Promise<void> {
     await Promise.all(

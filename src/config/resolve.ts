@@ -204,10 +204,20 @@ function checkEngine(config: RawConfig, source: string): void {
 function checkWeightTransfer(config: RawConfig, source: string): void {
   const inf = config.inference;
   if (inf.weight_transfer !== "c10d") return;
-  if (inf.engine !== "rlx")
+  if (inf.engine === "vllm")
     throw new ConfigError(
-      `${source}: inference.weight_transfer = "c10d" reaches rlx policies only, and inference.engine is "${inf.engine}"`,
-      { fix: 'set inference.weight_transfer = "disk" (the engine then loads each published step)' },
+      `${source}: inference.weight_transfer = "c10d" reaches rlx policies and SGLang, and inference.engine is "vllm" (its NCCL weight transfer is not implemented)`,
+      { fix: 'set inference.weight_transfer = "disk" (vLLM then loads each published step)' },
+    );
+  if (inf.engine === "sglang" && config.model.lora)
+    throw new ConfigError(
+      `${source}: inference.weight_transfer = "c10d" with SGLang broadcasts full weights, and [model.lora] trains adapters`,
+      { fix: 'set inference.weight_transfer = "disk" (SGLang then loads each step\'s merged/)' },
+    );
+  if (inf.engine === "sglang" && (inf.transfer_delta !== "none" || inf.lost_server !== "stop"))
+    throw new ConfigError(
+      `${source}: inference.transfer_delta and lost_server = "continue" are rlx serve's; SGLang's update protocol sends every tensor and one failure stops the run`,
+      { fix: 'drop inference.transfer_delta and inference.lost_server with engine = "sglang"' },
     );
   if (inf.transfer_delta === "tensors" && config.trainer.shard === "full" && !config.model.lora)
     throw new ConfigError(
@@ -225,6 +235,11 @@ export function resolveConfig(config: RawConfig, source: string): Resolution {
   checkWeightTransfer(config, source);
   checkShard(config, source);
   checkEngine(config, source);
+  const inf = config.inference;
+  if (inf.weight_transfer === "c10d" && inf.lost_server === "continue" && inf.transfer_timeout_s > 60)
+    warnings.push(
+      `${source}: inference.lost_server = "continue" with transfer_timeout_s = ${inf.transfer_timeout_s}: a server that dies before a transfer reaches it can hold the trainer up that long (Gloo does not report a peer that dies while a send waits for it); consider transfer_timeout_s = 30`,
+    );
   const run = runView(config);
   const defaultAlgo = parseAlgoConfig(orch.algo, { source, path: ["orchestrator", "algo"] });
   const defaultSampler = parseSamplerConfig(orch.sampler, { source, path: ["orchestrator", "sampler"] });

@@ -71,6 +71,9 @@ export const symbols = {
   rlx_receiver_take: { args: [ptr], returns: ptr },
   rlx_receiver_take_adapters: { args: [ptr, ptr], returns: i32 },
   rlx_receiver_free: { args: [ptr], returns: i32 },
+  rlx_engine_group_join: { args: [ptr, ptr, i32, i32, i32, ptr, i64], returns: ptr },
+  rlx_engine_broadcast: { args: [ptr, ptr, i32, i32, ptr], returns: i32 },
+  rlx_group_broadcast_bytes: { args: [ptr, ptr, i64, i32], returns: i32 },
 } as const;
 
 export const ABI_VERSION = 14;

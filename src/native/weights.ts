@@ -26,6 +26,14 @@ export interface ChannelPlan {
   timeoutMs: number;
   /** With [model.lora]: the adapters' shape (only they travel). */
   lora?: AdapterShape;
+  /** SGLang as the engine: each port is an update group's (engine_group.ts) rather than a channel's. */
+  engine?: {
+    kind: "sglang";
+    /** One per server: the group_name its /init_weights_update_group and updates carry. */
+    groupNames: string[];
+    /** Where the trainer writes the parameters' names, shapes and dtypes (EngineManifest) before it joins. */
+    manifest: string;
+  };
 }
 
 /** The shape of a run's LoRA adapters, as a policy needs it to receive them. */

@@ -1,6 +1,7 @@
 // The weight channels of a run with inference.weight_transfer = "c10d" (docs/engines.md, "Weights
 // in memory"): one two-rank c10d group per policy process, whose store the trainer's rank 0 serves
-// and which the policy process joins. `rlx train` picks the ports once and writes them to the run
+// and which the policy process joins (with SGLang as the engine, one update group per server,
+// src/native/engine_group.ts). `rlx train` picks the ports once and writes them to the run
 // directory (weight_channels.json) before it starts the trainer, so the rank 0 it starts and one a
 // launcher starts read the same plan; it then asks each policy process to join its channel.
 //
@@ -41,6 +42,15 @@ export function planChannels(config: ResolvedConfig, runDir: string, policyProce
     // NCCL only when both ends hold their weights on a GPU
     backend: config.trainer.device.startsWith("cuda") && policyDevice(config).startsWith("cuda") ? "nccl" : "gloo",
     timeoutMs: config.inference.transfer_timeout_s * 1000,
+    ...(config.inference.engine === "sglang"
+      ? {
+          engine: {
+            kind: "sglang" as const,
+            groupNames: ports.map((_, i) => `rlx-weights-${i}`),
+            manifest: join(runDir, "weight_manifest.json"),
+          },
+        }
+      : {}),
   };
   const lora = config.model.lora;
   if (lora) plan.lora = { rank: lora.rank, alpha: lora.alpha, targets: lora.targets };

@@ -1,8 +1,8 @@
 // The trainer process (`rlx trainer`, started by `rlx train`; docs/architecture.md §2): loads the model through
 // the shim, then for each step waits for `batches/step_N.bin`, runs the step driver over it with
 // the scheduled learning rate, publishes the new weights as `weights/step_N/` (or, with
-// inference.weight_transfer = "c10d", sends them over the weight channels: weight_send.ts) and,
-// on checkpoint steps, writes `checkpoints/step_N/`.
+// inference.weight_transfer = "c10d", sends them over the weight channels, weight_send.ts, or
+// SGLang's update groups, engine_send.ts) and, on checkpoint steps, writes `checkpoints/step_N/`.
 //
 // Why a separate process: bun:ffi calls are synchronous, so a training step would freeze the
 // orchestrator's rollouts for its whole duration; as a child it overlaps with rollout generation
@@ -51,6 +51,7 @@ import { restoreShardedCheckpoint, restoreWholeCheckpoint, restoreWholeOptimizer
 import type { NativeModel } from "../native/model.ts";
 import { checkpoint, followStep, publishStep, type Trained, writesShards } from "./publish.ts";
 import { trainStepOnRank } from "./ranks.ts";
+import { EngineGroups } from "./engine_send.ts";
 import { followSend, WeightChannels } from "./weight_send.ts";
 import { learningRate } from "./schedule.ts";
 import { nativeLearner, type Learner, trainStep } from "./step.ts";
@@ -232,7 +233,12 @@ export async function runTrainer(opts: TrainerOptions): Promise<void> {
   const dp = group ? { group, model, cost: costModelOf(model.config), shard: t.shard, contextParallel: split } : null;
   // inference.weight_transfer = "c10d": rank 0 waits here until every policy process has joined
   const inMemory = config.inference.weight_transfer === "c10d";
-  using channels = inMemory && lead ? await WeightChannels.open(runDir, log) : null;
+  using channels =
+    !inMemory || !lead
+      ? null
+      : config.inference.engine === "sglang"
+        ? await EngineGroups.open(runDir, model, config, log)
+        : await WeightChannels.open(runDir, log);
   const loaded = restored?.sharded ? `${restored.dir} (its shards)` : sourceDir;
   const sharding = (t.shard === "none" ? "" : `, shard ${t.shard}`) + (split > 1 ? `, context parallel ${split}` : "");
   log(

@@ -171,7 +171,8 @@ test('with lost_server = "continue" a policy server killed mid-run is dropped on
 servers = 2
 port = ${port}
 weight_transfer = "c10d"
-lost_server = "continue"`,
+lost_server = "continue"
+transfer_timeout_s = 10`,
       "max_async_level = 1",
     )}`,
   );
@@ -187,6 +188,8 @@ lost_server = "continue"`,
   expect(out + err).toContain("going on with 1");
   expect(readMetrics(runDir).map((r) => r.step)).toEqual([1, 2, 3, 4]);
   // the trainer dropped the channel too (a send that failed on it), and sent every later step to policy-0
+  // (at once when it died mid-transfer; after transfer_timeout_s when it died before the header
+  // reached it: Gloo does not fail a send queued for a peer that dies)
   expect(trainerLog(runDir)).toMatch(/did not reach policy process 1: .*going on without it/);
   expect(trainerLog(runDir).match(/step \d+ .* sent [\d.]+ MiB/g)).toHaveLength(4);
 }, 300_000);
