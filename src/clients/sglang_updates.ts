@@ -43,20 +43,18 @@ async function checkOneRank(server: JsonEndpoint): Promise<void> {
     );
 }
 
-/** POSTs `body`; bounded by the group's timeout and a minute more (the server's own load). */
-async function call(server: JsonEndpoint, route: string, body: unknown, plan: ChannelPlan): Promise<Answer> {
+/** POSTs `body`, bounded by the group's timeout and a minute more (the server's own load); the answer's `success` must be true. */
+async function call(server: JsonEndpoint, route: string, body: unknown, plan: ChannelPlan): Promise<void> {
   const limitMs = plan.timeoutMs + 60_000;
+  let answer: Answer;
   try {
-    return await server.request<Answer>(route, body, AbortSignal.timeout(limitMs));
+    answer = await server.request<Answer>(route, body, AbortSignal.timeout(limitMs));
   } catch (err) {
     if ((err as Error).name !== "TimeoutError") throw err;
     throw new EndpointError(`${server.url}${route}: no answer within ${limitMs / 1000} s`, {
       fix: "see the SGLang server's log; inference.transfer_timeout_s bounds each join and transfer",
     });
   }
-}
-
-function expectSuccess(server: JsonEndpoint, route: string, answer: Answer): void {
   if (answer.success !== true)
     throw new EndpointError(
       `${server.url}${route} answered success = ${answer.success}: ${answer.message ?? "no message"}`,
@@ -71,24 +69,15 @@ export async function joinUpdateGroups(servers: JsonEndpoint[], plan: ChannelPla
   await Promise.all(
     servers.map(async (server, i) => {
       await checkOneRank(server);
-      const route = "/init_weights_update_group";
-      expectSuccess(
-        server,
-        route,
-        await call(
-          server,
-          route,
-          {
-            master_address: plan.host,
-            master_port: plan.ports[i],
-            rank_offset: 1,
-            world_size: 2,
-            group_name: groupNames[i],
-            backend: plan.backend,
-          },
-          plan,
-        ),
-      );
+      const body = {
+        master_address: plan.host,
+        master_port: plan.ports[i],
+        rank_offset: 1,
+        world_size: 2,
+        group_name: groupNames[i],
+        backend: plan.backend,
+      };
+      await call(server, "/init_weights_update_group", body, plan);
     }),
   );
 }
@@ -107,18 +96,13 @@ export async function updateFromDistributed(
 ): Promise<void> {
   const { groupNames, manifest } = engineOf(plan);
   const { names, dtypes, shapes } = readManifest(manifest);
-  const route = "/update_weights_from_distributed";
   await Promise.all(
-    servers.map(async (server, i) =>
-      expectSuccess(
+    servers.map((server, i) =>
+      call(
         server,
-        route,
-        await call(
-          server,
-          route,
-          { names, dtypes, shapes, group_name: groupNames[i], flush_cache: true, weight_version: String(version) },
-          plan,
-        ),
+        "/update_weights_from_distributed",
+        { names, dtypes, shapes, group_name: groupNames[i], flush_cache: true, weight_version: String(version) },
+        plan,
       ),
     ),
   );

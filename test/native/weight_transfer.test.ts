@@ -24,6 +24,7 @@ import { freePort as freePortOn } from "../../src/processes/trainer_ranks.ts";
 import { sendWeights, WeightReceiver } from "../../src/native/weights.ts";
 import { TINY, TINY_FULL } from "./tiny_model.ts";
 import { PEER_MODEL } from "./fixtures/weight_peer_model.ts";
+import { openChannel, untilSettled } from "./weight_channel.ts";
 
 const PEER = join(import.meta.dir, "fixtures/weight_peer.ts");
 
@@ -56,33 +57,12 @@ afterEach(() => {
 
 const freePort = () => freePortOn("127.0.0.1");
 
-/** A channel with both ends here: the receiver starts joining, then rank 0 joins (blocking). */
-async function channel(timeoutMs = TIMEOUT_MS) {
-  const port = freePort();
-  const receiver = await WeightReceiver.open({ host: "127.0.0.1", port, timeoutMs });
-  cleanup.push(() => receiver.close());
-  const sender = await ProcessGroup.create({
-    rank: 0,
-    worldSize: 2,
-    store: { type: "tcp", host: "127.0.0.1", port },
-    timeoutMs,
-  });
-  cleanup.push(() => sender.free());
-  return { receiver, sender };
-}
+const channel = (timeoutMs = TIMEOUT_MS) => openChannel(cleanup, timeoutMs);
 
 async function model(config = TINY_FULL, dtype: DType = "f32", seed = 1, device = "cpu"): Promise<NativeModel> {
   const m = await NativeModel.create(config, { dtype, seed, device });
   cleanup.push(() => m.free());
   return m;
-}
-
-async function untilSettled(receiver: WeightReceiver): Promise<string> {
-  for (;;) {
-    const state = receiver.poll();
-    if (state !== "busy") return state;
-    await Bun.sleep(1);
-  }
 }
 
 /** Greedy tokens and their logprobs of a few prompts. */

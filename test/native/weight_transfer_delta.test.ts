@@ -10,12 +10,12 @@
 //     the tensor, and keeps serving what it had.
 import { afterEach, describe, expect, test } from "bun:test";
 import { serveAdapters } from "../../src/model/adapter.ts";
-import { distAvailable, ProcessGroup } from "../../src/native/dist.ts";
+import { distAvailable } from "../../src/native/dist.ts";
 import { generate } from "../../src/native/generate.ts";
 import { type DType, NativeModel } from "../../src/native/model.ts";
-import { sendWeights, WeightReceiver } from "../../src/native/weights.ts";
-import { freePort } from "../../src/processes/trainer_ranks.ts";
+import { sendWeights } from "../../src/native/weights.ts";
 import { rng, TINY_FULL } from "./tiny_model.ts";
+import { openChannel, untilSettled } from "./weight_channel.ts";
 
 const gloo = await distAvailable("gloo");
 const TIMEOUT_MS = 20_000;
@@ -24,32 +24,12 @@ afterEach(() => {
   for (const free of cleanup.splice(0).reverse()) free();
 });
 
-async function channel() {
-  const port = freePort("127.0.0.1");
-  const receiver = await WeightReceiver.open({ host: "127.0.0.1", port, timeoutMs: TIMEOUT_MS });
-  cleanup.push(() => receiver.close());
-  const sender = await ProcessGroup.create({
-    rank: 0,
-    worldSize: 2,
-    store: { type: "tcp", host: "127.0.0.1", port },
-    timeoutMs: TIMEOUT_MS,
-  });
-  cleanup.push(() => sender.free());
-  return { receiver, sender };
-}
+const channel = () => openChannel(cleanup, TIMEOUT_MS);
 
 async function model(dtype: DType = "f32", seed = 1): Promise<NativeModel> {
   const m = await NativeModel.create(TINY_FULL, { dtype, seed });
   cleanup.push(() => m.free());
   return m;
-}
-
-async function untilSettled(receiver: WeightReceiver): Promise<string> {
-  for (;;) {
-    const state = receiver.poll();
-    if (state !== "busy") return state;
-    await Bun.sleep(1);
-  }
 }
 
 const greedy = (m: NativeModel) =>
