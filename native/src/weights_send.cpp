@@ -197,7 +197,12 @@ RLX_API int rlx_weights_send(rlx_model* model, rlx_group* const* channels, int n
     uint64_t checksum = 0;
     // Batched small tensors go through two staging buffers in turn: at most two messages are
     // in flight, and the one before last is done before its buffer is filled again.
+    // Each is as large as the largest batch, not the bucket: a 64 MiB buffer for the few MiB of a
+    // small model's norms and projections made its transfer ten times slower.
     at::Tensor staging[2];
+    int64_t batch_bytes = 0;
+    for (const auto& msg : messages)
+      if (msg.pieces.size() > 1) batch_bytes = std::max(batch_bytes, msg.bytes);
     for (size_t k = 0; k < messages.size(); ++k) {
       const auto& msg = messages[k];
       out.drain(1);
@@ -207,7 +212,7 @@ RLX_API int rlx_weights_send(rlx_model* model, rlx_group* const* channels, int n
         body = bytes_of(sent[piece.param]).narrow(0, piece.offset, piece.bytes);
       } else {
         auto& buffer = staging[k % 2];
-        if (!buffer.defined()) buffer = at::empty({bucket_bytes}, at::TensorOptions().dtype(at::kByte).device(device));
+        if (!buffer.defined()) buffer = at::empty({batch_bytes}, at::TensorOptions().dtype(at::kByte).device(device));
         body = buffer.narrow(0, 0, msg.bytes);
         int64_t at = 0;
         for (const auto& piece : msg.pieces) {
