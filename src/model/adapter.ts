@@ -11,6 +11,7 @@ import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, write
 import { basename, dirname, join, resolve } from "node:path";
 import { ConfigError, ModelFileError } from "../errors.ts";
 import type { LoraSpec, NativeModel } from "../native/model.ts";
+import type { AdapterShape } from "../native/weights.ts";
 import { LORA_TARGETS, type LoraTarget } from "./config.ts";
 import { type Checksums, CHECKSUMS_FILE, checksumsFileText } from "./checksums.ts";
 import { replaceDir, TOKENIZER_FILES } from "./dir_files.ts";
@@ -232,7 +233,7 @@ export function ensureLora(model: NativeModel, spec: LoraSpec | undefined, seed:
  * samples does not change) so that adapters sent over a weight channel fit it; a model that
  * already has these adapters is left as it is, one with others is refused.
  */
-export function serveAdapters(model: NativeModel, spec: Omit<LoraSpec, "dropout">): void {
+export function serveAdapters(model: NativeModel, spec: AdapterShape): void {
   const wanted = { ...spec, dropout: 0, targets: LORA_TARGETS.filter((t) => spec.targets.includes(t)) };
   if (!model.lora) return model.addLora(wanted, 0);
   if (!sameAdapterShape(model.lora, wanted))
