@@ -238,7 +238,7 @@ export function resolveConfig(config: RawConfig, source: string): Resolution {
   const inf = config.inference;
   if (inf.weight_transfer === "c10d" && inf.lost_server === "continue" && inf.transfer_timeout_s > 60)
     warnings.push(
-      `${source}: inference.lost_server = "continue" with transfer_timeout_s = ${inf.transfer_timeout_s}: a server that dies before a transfer reaches it can hold the trainer up that long (Gloo does not report a peer that dies while a send waits for it); consider transfer_timeout_s = 30`,
+      `${source}: inference.lost_server = "continue" with transfer_timeout_s = ${inf.transfer_timeout_s}: a server that dies can hold the trainer's send up that long (seen in Gloo when it died just before a transfer, docs/engines.md); consider transfer_timeout_s = 30`,
     );
   const run = runView(config);
   const defaultAlgo = parseAlgoConfig(orch.algo, { source, path: ["orchestrator", "algo"] });

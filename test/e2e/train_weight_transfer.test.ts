@@ -188,8 +188,7 @@ transfer_timeout_s = 10`,
   expect(out + err).toContain("going on with 1");
   expect(readMetrics(runDir).map((r) => r.step)).toEqual([1, 2, 3, 4]);
   // the trainer dropped the channel too (a send that failed on it), and sent every later step to policy-0
-  // (at once when it died mid-transfer; after transfer_timeout_s when it died before the header
-  // reached it: Gloo does not fail a send queued for a peer that dies)
+  // (usually at once; once in three runs under load, after transfer_timeout_s: docs/engines.md)
   expect(trainerLog(runDir)).toMatch(/did not reach policy process 1: .*going on without it/);
   expect(trainerLog(runDir).match(/step \d+ .* sent [\d.]+ MiB/g)).toHaveLength(4);
 }, 300_000);
