@@ -245,16 +245,4 @@ export class OpenAIClient implements SamplingClient {
   async vocabSize(): Promise<number | undefined> {
     return (await this.modelInfo()).tokenizerSize;
   }
-
-  /** Policy servers only: load new weights; every server must succeed. */
-  async updateWeights(path: string, version: number): Promise<void> {
-    await Promise.all(
-      this.endpoints.map((endpoint) =>
-        new JsonEndpoint(endpoint.url.replace(/\/v1$/, ""), endpoint.options).request("/update_weights", {
-          path,
-          version,
-        }),
-      ),
-    );
-  }
 }

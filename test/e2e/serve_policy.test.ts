@@ -11,6 +11,7 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { OpenAIClient } from "../../src/clients/client.ts";
+import { policyEngine } from "../../src/clients/policy_engines.ts";
 import type { Completion } from "../../src/clients/types.ts";
 import { loadModel } from "../../src/model/hf.ts";
 import { score } from "../../src/native/generate.ts";
@@ -102,9 +103,11 @@ test("/update_weights mid-load: no request fails, versions are reported and matc
       Promise.all(workers),
     ]);
   await completedFrom(0);
-  await policy.updateWeights(weights(1), 1);
+  const publish = (dir: string, version: number) =>
+    policyEngine("rlx", { model: "policy", baseUrls: [`${serve.url}/v1`], apiKey: KEY }).publish(dir, version);
+  await publish(weights(1), 1);
   await completedFrom(sent);
-  await policy.updateWeights(weights(2), 2);
+  await publish(weights(2), 2);
   const afterLast = sent;
   await completedFrom(afterLast);
   stop = true;

@@ -46,6 +46,16 @@ function policyPid(runDir: string, port?: number): number | undefined {
   return line ? Number(line.trim().split(/\s+/)[0]) : undefined;
 }
 
+/** Runs the config, SIGKILLs its policy server (the one on `port`, if given) once step 1 is published, and waits for the end. */
+async function killPolicyAfterStep1(path: string, runDir: string, port?: number) {
+  const run = rlx(["train", path]);
+  const marker = join(runDir, "weights", "step_1", "published.json");
+  await untilWhileRunning(run, () => existsSync(marker), 120_000, "step 1's marker");
+  await until(() => policyPid(runDir, port) !== undefined, 30_000, "the policy server");
+  process.kill(policyPid(runDir, port)!, "SIGKILL");
+  return run.done;
+}
+
 /** A deterministic 3-step run with `inference` settings (and `lora`, inline): its weights, metrics and trainer log. */
 async function deterministicRun(name: string, inference: string, lora = "", file = "model.safetensors") {
   const { path, runDir } = writeConfig(
@@ -148,12 +158,7 @@ restart_backoff_s = 0`,
       "max_async_level = 1",
     )}`,
   );
-  const run = rlx(["train", path]);
-  const marker = join(runDir, "weights", "step_1", "published.json");
-  await untilWhileRunning(run, () => existsSync(marker), 120_000, "step 1's marker");
-  await until(() => policyPid(runDir) !== undefined, 30_000, "the policy server");
-  process.kill(policyPid(runDir)!, "SIGKILL");
-  const { code, out, err } = await run.done;
+  const { code, out, err } = await killPolicyAfterStep1(path, runDir);
   if (code !== 0) console.log(out, err);
   expect(code).toBe(0);
   expect(out + err).toMatch(/policy-0/); // the restart names the child that died
@@ -176,12 +181,7 @@ transfer_timeout_s = 10`,
       "max_async_level = 1",
     )}`,
   );
-  const run = rlx(["train", path]);
-  const marker = join(runDir, "weights", "step_1", "published.json");
-  await untilWhileRunning(run, () => existsSync(marker), 120_000, "step 1's marker");
-  await until(() => policyPid(runDir, port + 1) !== undefined, 30_000, "policy-1");
-  process.kill(policyPid(runDir, port + 1)!, "SIGKILL");
-  const { code, out, err } = await run.done;
+  const { code, out, err } = await killPolicyAfterStep1(path, runDir, port + 1);
   if (code !== 0) console.log(out, err);
   expect(code).toBe(0);
   expect(out + err).toContain(`policy server http://127.0.0.1:${port + 1}/v1 lost`);

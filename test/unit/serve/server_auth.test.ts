@@ -9,6 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { isLoopback, isUnderRoot } from "../../../src/serve/auth.ts";
 import { OpenAIClient } from "../../../src/clients/client.ts";
+import { policyEngine } from "../../../src/clients/policy_engines.ts";
 import { Engine } from "../../../src/engine/engine.ts";
 import { type RunningServer, startServer } from "../../../src/serve/server.ts";
 import { loadModel } from "../../../src/model/hf.ts";
@@ -108,7 +109,10 @@ test("the orchestrator's client sends the key: completions and a weight update u
   const client = new OpenAIClient({ model: "micro", baseUrls: [`${server.url}/v1`], apiKey: KEY, retries: 0 });
   const c = await client.complete({ promptIds: [3, 4], maxTokens: 3, temperature: 1, topP: 1, topK: 0, stop: [] });
   expect(c.tokenIds.length).toBeGreaterThan(0);
-  await client.updateWeights(join(root, "step_0"), 1);
+  await policyEngine("rlx", { model: "micro", baseUrls: [`${server.url}/v1`], apiKey: KEY }).publish(
+    join(root, "step_0"),
+    1,
+  );
   expect(server.ctx.engine.version).toBe(1);
   const keyless = new OpenAIClient({ model: "micro", baseUrls: [`${server.url}/v1`], retries: 0 });
   await expect(
