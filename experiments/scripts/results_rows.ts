@@ -13,6 +13,13 @@ export interface Scores {
   pass8: number;
 }
 
+/** The held-out nll of an env's observations (obs_loss.ts): all their content tokens, and the digits alone. */
+export interface ObsScore {
+  nll: number;
+  digitNll: number;
+  tokens: number;
+}
+
 export interface ResultRow {
   /** The row of docs/results.md's table, e.g. "2" or "1a". */
   row: string;
@@ -37,6 +44,8 @@ export interface ResultRow {
   loss?: RlLoss;
   /** Per-step trainer metrics: `step` and each of run_metrics.ts's CURVE_KEYS (objectives.sh's rows). */
   curves?: Record<string, Array<number | null>>;
+  /** The held-out nll of the env's tool outputs before and after (echo_calc.sh's rows). */
+  obs?: { before?: ObsScore; after: ObsScore };
   wall_s: number;
   /** 1, 5 and 15-minute load averages at the start and the end. */
   load: { start: number[]; end: number[] };

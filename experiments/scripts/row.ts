@@ -8,7 +8,11 @@
 //
 //   bun experiments/scripts/row.ts --out FILE --row 2 --seed 0 --algorithm grpo --experiment "..."
 //     [--before ENV=EVAL.json]... --after ENV=EVAL.json... --wall SECONDS --load-start "1 5 15"
-//     [--band BAND.json] [--steps N] [--commit C] [--delta KEY=VALUE]... [--run RUN_DIR] --command "..."
+//     [--band BAND.json] [--steps N] [--commit C] [--delta KEY=VALUE]... [--run RUN_DIR]
+//     [--obs-before OBS.json] [--obs-after OBS.json] --command "..."
+//
+// --obs-before/--obs-after: experiments/scripts/obs_loss.ts --json files, the held-out nll of what
+// the env said back (echo_calc.sh's rows).
 //
 // --commit is the checkout the run started from (reproduce.sh takes it when the run starts);
 // without it, the checkout now.
@@ -16,7 +20,7 @@ import { execSync } from "node:child_process";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname } from "node:path";
 import { parseArgs } from "node:util";
-import { type ResultRow, type Scores } from "./results_rows.ts";
+import { type ObsScore, type ResultRow, type Scores } from "./results_rows.ts";
 import { runCurves, runLoss } from "./run_metrics.ts";
 
 const { values } = parseArgs({
@@ -36,6 +40,8 @@ const { values } = parseArgs({
     commit: { type: "string" },
     delta: { type: "string", multiple: true },
     run: { type: "string" },
+    "obs-before": { type: "string" },
+    "obs-after": { type: "string" },
   },
   strict: true,
 });
@@ -66,6 +72,12 @@ function scores(pairs: string[]): Record<string, Scores> {
   );
 }
 
+/** An obs_loss.ts --json file -> the row's observation scores. */
+function observation(file: string): ObsScore {
+  const { nll, digitNll, tokens } = JSON.parse(readFileSync(file, "utf8")) as ObsScore;
+  return { nll, digitNll, tokens };
+}
+
 const loads = (text: string) => text.trim().split(/\s+/).slice(0, 3).map(Number);
 const cpu = /Model name:\s*(.+)/.exec(execSync("lscpu", { encoding: "utf8" }))?.[1]?.trim() ?? "unknown";
 const commit =
@@ -86,6 +98,12 @@ const row: ResultRow = {
   config: values.delta,
   loss: values.run ? runLoss(values.run) : undefined,
   curves: values.run ? runCurves(values.run) : undefined,
+  obs: values["obs-after"]
+    ? {
+        before: values["obs-before"] ? observation(values["obs-before"]) : undefined,
+        after: observation(values["obs-after"]),
+      }
+    : undefined,
   wall_s: Math.round(Number(values.wall)),
   load: {
     start: loads(values["load-start"]!),

@@ -9,6 +9,7 @@
 import { type ZodType, z } from "zod";
 import { ConfigError, configError, keyPath } from "../errors.ts";
 import { checkPluginFile, loadPlugin, type ObjectKind, type PluginSite, siteText } from "../plugin.ts";
+import calc from "./calc/index.ts";
 import forth from "./forth/index.ts";
 import math from "./math/index.ts";
 import nim from "./nim/index.ts";
@@ -20,7 +21,7 @@ import type { Env, EnvDefinition } from "./types.ts";
 
 export { DEFAULT_REMOTE, isEnvUrl, remoteBlock, remoteSettings, type RemoteSettings } from "./remote/index.ts";
 
-const BUILT_IN: Record<string, EnvDefinition> = { math, forth, search, nim, proposer, recall };
+const BUILT_IN: Record<string, EnvDefinition> = { math, calc, forth, search, nim, proposer, recall };
 
 /** Ids of the built-in envs. */
 export function listEnvs(): string[] {

@@ -25,6 +25,7 @@ describe("rlx env", () => {
     expect(out.code).toBe(0);
     expect((JSON.parse(out.stdout) as Array<{ id: string }>).map((e) => e.id)).toEqual([
       "math",
+      "calc",
       "forth",
       "search",
       "nim",

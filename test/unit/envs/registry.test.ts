@@ -32,8 +32,8 @@ export default {
 
 describe("env registry", () => {
   test("built-ins are listed with schemas", () => {
-    expect(listEnvs()).toEqual(["math", "forth", "search", "nim", "proposer", "recall"]);
-    expect(envDefinitions().map((d) => d.id)).toEqual(["math", "forth", "search", "nim", "proposer", "recall"]);
+    expect(listEnvs()).toEqual(["math", "calc", "forth", "search", "nim", "proposer", "recall"]);
+    expect(envDefinitions().map((d) => d.id)).toEqual(["math", "calc", "forth", "search", "nim", "proposer", "recall"]);
     for (const id of listEnvs()) expect(envArgsSchema(id)!.safeParse({}).success).toBe(true);
     expect(envArgsSchema("nope")).toBeUndefined();
   });
