@@ -76,6 +76,9 @@ export interface AlgorithmContext {
   env: string;
   /** The live policy (tracks the newest weights). */
   policy: SamplingClient;
+  /** A copy of the live policy that takes its weights only every `every` steps (OPSD's lagged
+   * self-teacher); absent where the run cannot make one. */
+  laggedPolicy?(every: number): Promise<SamplingClient>;
   /** The env's cap on new tokens per model turn (its max_tokens, else orchestrator.max_tokens). */
   maxTokens: number;
   /** Connects a frozen endpoint; waits until it is ready. */

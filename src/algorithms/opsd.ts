@@ -12,13 +12,16 @@
 // tokens per position (temperature 1) are the target of the trainer's distill component instead:
 // the reverse KL by default, as k = 0; `divergence = "forward_kl"` is the SDFT paper's analytic
 // form over the top-k and a tail bucket.
-// Deviations from the SDFT paper, kept from prime-rl and known risks (arXiv 2601.19897, §5): with
-// k = 0 reverse KL with a single-sample estimator instead of the analytic forward KL, and the live policy as
-// teacher, not an EMA of it (the paper reports the live teacher can diverge). `teacher` (a frozen
-// endpoint, e.g. the starting weights under `rlx serve`) scores the hinted sequences instead of
-// the live policy: a teacher that does not move with the student. On docs/results.md's row 6bk
-// the live teacher collapsed the hint-reading student within 40 steps (greedy 0.705 -> 0.27). Tiny
-// models have little in-context learning, so expect little from OPSD at that scale.
+// Which weights teach: by default the live policy (prime-rl's choice). The SDFT paper's teacher is
+// an EMA of the policy's weights, because a teacher that moves with every update of the student
+// can diverge (arXiv 2601.19897, §5); on docs/results.md's row 6bk the live teacher collapsed the
+// hint-reading student within 40 steps (greedy 0.705 -> 0.27). `teacher_refresh = N` keeps the
+// teacher the policy itself but lagged: a copy of its weights taken over every N steps
+// (src/processes/lagged_policy.ts). `teacher` (a frozen endpoint, e.g. the starting weights under
+// `rlx serve`) scores with another model, which is no longer self-distillation. Another deviation,
+// kept from prime-rl: with k = 0 the reverse KL with a single-sample estimator instead of the
+// analytic forward KL. Tiny models have little in-context learning, so expect little from OPSD at
+// that scale.
 import { z } from "zod";
 import { ConfigError, EndpointError } from "../errors.ts";
 import type { SamplingClient } from "../clients/types.ts";
@@ -57,8 +60,10 @@ const schema = z.strictObject({
         ctx.addIssue({ code: "custom", message: "the template must contain {demonstration}" });
     })
     .default("Here is an example of an expert response:\n<demonstration>\n{demonstration}\n</demonstration>"),
-  /** A frozen server that scores the hinted sequences; absent: the live policy (SDFT's self-teacher). */
+  /** A frozen server that scores the hinted sequences; absent: the policy (SDFT's self-teacher). */
   teacher: frozenModelSchema.optional(),
+  /** The self-teacher is a copy of the policy that takes its weights every N steps; absent: the live policy. */
+  teacher_refresh: z.number().int().min(1).optional(),
   ...distillFields,
 });
 type OpsdConfig = z.infer<typeof schema>;
@@ -88,7 +93,15 @@ export class Opsd extends Algorithm<OpsdConfig> {
 
   static override checkConfig(config: OpsdConfig, run: RunView): RuleViolation | undefined {
     const distill = checkDistillConfig(config);
-    if (distill || !config.teacher || !run.isPolicyUrl(config.teacher.base_url)) return distill;
+    if (distill) return distill;
+    if (config.teacher && config.teacher_refresh !== undefined)
+      return {
+        key: "teacher_refresh",
+        message:
+          "teacher_refresh lags the policy's own weights, and teacher names another model: they exclude each other",
+        fix: "keep teacher_refresh for a lagged self-teacher, or teacher for a frozen one",
+      };
+    if (!config.teacher || !run.isPolicyUrl(config.teacher.base_url)) return undefined;
     return {
       key: "teacher.base_url",
       message: `the teacher ${config.teacher.base_url} is the live policy server, which opsd uses when teacher is absent`,
@@ -107,7 +120,16 @@ export class Opsd extends Algorithm<OpsdConfig> {
 
   override async setup(ctx: AlgorithmContext): Promise<void> {
     this.renderer = ctx.renderer;
-    const { teacher } = this.config;
+    const { teacher, teacher_refresh: every } = this.config;
+    if (every !== undefined) {
+      if (!ctx.laggedPolicy)
+        throw new ConfigError("opsd: teacher_refresh needs a lagged copy of the policy, which this run cannot make", {
+          fix: "run it under rlx train, or remove teacher_refresh",
+        });
+      this.scorer = await ctx.laggedPolicy(every);
+      this.who = `opsd: the policy's copy taken every ${every} steps`;
+      return;
+    }
     if (!teacher) {
       this.scorer = ctx.policy;
       return;

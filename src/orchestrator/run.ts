@@ -25,6 +25,7 @@ import { launchLine, planLaunch } from "../processes/trainer_ranks.ts";
 import { type LoopResult, type OrchestratorState, runTrainLoop } from "./loop.ts";
 import { MetricsLog } from "./metrics/log.ts";
 import type { LivePolicy } from "../processes/live_policy.ts";
+import { LaggedCopies } from "../processes/lagged_policy.ts";
 import { type InferenceMode, startPolicy } from "../processes/policy_start.ts";
 import { planChannels } from "../processes/weight_channels.ts";
 import { setupTrainEnvs } from "./setup.ts";
@@ -214,20 +215,33 @@ export async function runTraining(o: TrainOptions): Promise<TrainResult> {
     if (config.trainer.world_size > 1 || launch.trainers.length === 0) o.info(launchLine(config, launch));
     const modelDir = checkpoint?.modelDir ?? config.model.path;
     const version = checkpoint?.step ?? 0;
-    policy = await startPolicy(config, {
-      runDir,
-      modelDir,
-      version,
-      mode,
-      children,
-      threads: launch.serverThreads,
-      ...(launch.coreShare ? { coreShare: launch.coreShare } : {}),
-      warn: o.warn,
-    });
+    // the policy, whose loads also refresh any lagged copy of it an algorithm asks for (OPSD's teacher)
+    const lagged = new LaggedCopies(config, { modelDir, version });
+    policy = lagged.following(
+      await startPolicy(config, {
+        runDir,
+        modelDir,
+        version,
+        mode,
+        children,
+        threads: launch.serverThreads,
+        ...(launch.coreShare ? { coreShare: launch.coreShare } : {}),
+        warn: o.warn,
+      }),
+    );
     if (channels) await policy.joinChannels(channels);
     const tokenizer = Tokenizer.load(config.model.path);
     const renderer = new ChatRenderer(tokenizer);
-    const envs = await setupTrainEnvs({ config, source, policy, tokenizer, renderer, info: o.info, warn: o.warn });
+    const envs = await setupTrainEnvs({
+      config,
+      source,
+      policy,
+      laggedPolicy: (every) => lagged.client(every),
+      tokenizer,
+      renderer,
+      info: o.info,
+      warn: o.warn,
+    });
     const evaluator = await TrainEval.create(config, policy, renderer);
     o.info(
       `run ${runDir}: ${envs.map((e) => `${e.resolved.name} (${e.algoName})`).join(", ")}; ${checkpoint ? `resuming after step ${checkpoint.step}` : "starting at step 1"} of ${config.max_steps}`,

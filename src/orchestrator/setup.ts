@@ -124,6 +124,8 @@ export interface SetupOptions {
   /** The config file, for error messages. */
   source: string;
   policy: LivePolicy;
+  /** A copy of the policy that takes its weights every `every` steps (absent: none can be made). */
+  laggedPolicy?: (every: number) => Promise<SamplingClient>;
   tokenizer: Tokenizer;
   renderer: ChatRenderer;
   info: (line: string) => void;
@@ -227,6 +229,7 @@ export async function setupTrainEnvs(o: SetupOptions): Promise<TrainEnv[]> {
     const ctx: AlgorithmContext = {
       env: resolved.name,
       policy: o.policy.client,
+      ...(o.laggedPolicy ? { laggedPolicy: o.laggedPolicy } : {}),
       maxTokens: resolved.max_tokens,
       connect,
       connectJudge,

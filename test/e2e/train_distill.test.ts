@@ -1,6 +1,7 @@
 // Top-k distillation end to end: `rlx train` with an opd env at k = 4 (generalized JSD) against a
 // real `rlx serve` teacher (another tiny model), beside an opsd env at k = 3 (the in-process
-// policy scoring hint + sequence). The teacher's top-k crosses HTTP as prompt_logprobs, the step
+// policy scoring hint + sequence) and another whose hinted teacher is a copy of the policy taken
+// every 2 steps (teacher_refresh, src/processes/lagged_policy.ts). The teacher's top-k crosses HTTP as prompt_logprobs, the step
 // file carries the slots, the trainer's distill component trains: count/distill and loss/distill
 // in metrics.jsonl, distill weights and k in the audit records, no ref_kl members.
 import { afterAll, beforeAll, expect, test } from "bun:test";
@@ -43,13 +44,13 @@ afterAll(async () => {
   if (ws) rmSync(ws.dir, { recursive: true, force: true });
 });
 
-test("opd (k = 4, jsd) and opsd (k = 3) train through the distill component", async () => {
+test("opd (k = 4, jsd) and opsd (k = 3, live and lagged teacher) train through the distill component", async () => {
   const { path, runDir } = writeConfig(
     ws,
     "distill",
     `max_steps = 2
 [orchestrator]
-batch_size = 8
+batch_size = 12
 group_size = 2
 seq_len = 128
 max_tokens = 8
@@ -61,6 +62,10 @@ algo = { type = "opd", k = 4, divergence = "jsd", beta = 0.5, teacher = { name =
 id = ${JSON.stringify(ws.lettersEnv)}
 name = "opsd"
 algo = { type = "opsd", k = 3, demo_key = "solution" }
+[[orchestrator.train.env]]
+id = ${JSON.stringify(ws.lettersEnv)}
+name = "opsd-lagged"
+algo = { type = "opsd", k = 3, demo_key = "solution", teacher_refresh = 2 }
 `,
   );
   const { code, err } = await rlx(["train", path, "--inference", "in-process"]).done;
@@ -78,6 +83,7 @@ algo = { type = "opsd", k = 3, demo_key = "solution" }
   for (const [env, k] of [
     ["opd", 4],
     ["opsd", 3],
+    ["opsd-lagged", 3],
   ] as const) {
     expect(byEnv(env).length).toBeGreaterThan(0);
     for (const r of byEnv(env)) {

@@ -100,6 +100,16 @@ describe("opd needs a frozen teacher that is not the policy; opsd's optional one
       "live policy server",
     );
   });
+
+  test("opsd's lagged self-teacher (teacher_refresh) excludes a frozen teacher, and lags by a whole step or more", () => {
+    expect(load('{ type = "opsd", teacher_refresh = 5 }').warnings).toEqual([]);
+    rejects(
+      `{ type = "opsd", teacher = ${FROZEN}, teacher_refresh = 5 }`,
+      "algo.teacher_refresh",
+      "exclude each other",
+    );
+    rejects('{ type = "opsd", teacher_refresh = 0 }', "teacher_refresh");
+  });
 });
 
 describe("group_size 1", () => {
