@@ -16,8 +16,10 @@
 #                                                         (the students of 2e and 6b); default all four;
 #                                                         topk (rows 4k, 6bk, 8bk: rows 4, 6b, 8b with
 #                                                         top-k distillation), 6bf (6bk with a frozen
-#                                                         teacher) and 8bv (8bk's variants: VARIANTS="8br 8bl
-#                                                         8bc", or 8bj) run only when named
+#                                                         teacher), 6bl (6bk with a lagged self-teacher, the
+#                                                         policy's weights every LAG = 10 steps) and 8bv (8bk's
+#                                                         variants: VARIANTS="8br 8bl 8bc", or 8bj) run only
+#                                                         when named
 #
 # The bands (experiments/configs/sft_*.toml, [eval.stop]): student greedy 0.40-0.65 (the documented
 # student read 0.53), teacher >= 0.85, the subtraction student (8d) sub greedy 0.05-0.30 (one that
@@ -43,6 +45,7 @@ ROWS=experiments/results/reproduce/$SET
 ADD='{"operations": ["+"], "word_problems": false}'
 SUB='{"operations": ["-"], "word_problems": false, "train_size": 3000}'
 BARE='{"operations": ["+"], "format": "bare"}'
+LAG=${LAG:-10} # part 6bl: the steps between the lagged self-teacher's refreshes
 K=16 # top-k distillation's teacher tokens per position (parts topk, 8bv and 6bf); TOPK sets it on both envs of row 8b
 # These rows were measured with the forward KL, top-k's default then (reverse_kl is now): they name it.
 FWD=(--set orchestrator.algo.divergence=forward_kl)
@@ -95,8 +98,13 @@ rl() {
   timed "$run.log" $RLX train experiments/configs/grpo_add.toml --set output_dir="$run" --set seed="$seed" \
     --set model.path="$model" --set orchestrator.algo.type="$algo" --set orchestrator.eval.interval=20 --set inference.port=$((PORT + 2)) "$@"
   evaluate "$(last_weights "$run")" "$ADD" "$run/eval.json"
+  local moved=() # with KL_DEMOS: how far the policy moved from $model, and the distill loss per step
+  if [ -n "${KL_DEMOS:-}" ]; then
+    $BUN experiments/scripts/policy_kl.ts "$(last_weights "$run")" "$model" "$KL_DEMOS" --json > "$run/kl.json"
+    moved=(--kl "$run/kl.json" --run "$run" --curves loss/distill,loss/ref_kl)
+  fi
   row "$name-s$seed" --row "$id" --seed "$seed" --algorithm "$algo" --experiment "$experiment" --steps 40 \
-    --before "math=$(dirname "$model")/eval.json" --after "math=$run/eval.json" \
+    --before "math=$(dirname "$model")/eval.json" --after "math=$run/eval.json" "${moved[@]}" \
     --command "rlx train experiments/configs/grpo_add.toml --set orchestrator.algo.type=$algo $*"
 }
 
@@ -124,7 +132,7 @@ part() { [[ $PARTS == *" $1 "* ]]; }
 
 echo "reproduce $SET: $(lscpu | sed -n 's/Model name: *//p'), $(nproc) cores, commit $(git rev-parse --short HEAD)"
 [ -f $OUT/tiny/config.json ] || $RLX init --preset tiny --seed 0 --out $OUT/tiny > /dev/null
-if part core || part 8d || part extra || part topk || part 6bf || part 8bv; then
+if part core || part 8d || part extra || part topk || part 6bf || part 6bl || part 8bv; then
 [ -s $OUT/add.jsonl ] || $RLX env demos math --n 6000 --seed 0 --out $OUT/add.jsonl \
   --args '{"operations": ["+"], "word_problems": false, "train_size": 6000}' > /dev/null
 [ -s $OUT/addsub.jsonl ] || $RLX env demos math --n 6000 --seed 0 --out $OUT/addsub.jsonl \
@@ -278,6 +286,18 @@ for seed in $SEEDS; do
   rl 6bf opsd-topk-frozen "$seed" opsd "row 6bk with a frozen teacher: OPSD whose hinted teacher is the starting hint-reading student under rlx serve, its top $K, forward KL, 40 steps" \
     $OUT/hint-student/model --set orchestrator.algo.demo_key=solution --set orchestrator.algo.k=$K "${FWD[@]}" \
     --set orchestrator.algo.teacher.name=hint-teacher --set orchestrator.algo.teacher.base_url=http://127.0.0.1:$((PORT + 3))/v1
+done
+fi
+
+if part 6bl; then
+echo "== row 6b with top-k distillation from a lagged self-teacher: the policy's own weights, taken over every $LAG steps"
+student
+hint_student
+[ -s $OUT/add-eval.jsonl ] || $RLX env demos math --n 200 --split eval --args "$ADD" --out $OUT/add-eval.jsonl > /dev/null
+for seed in $SEEDS; do
+  KL_DEMOS=$OUT/add-eval.jsonl rl 6bl opsd-topk-lagged "$seed" opsd "row 6bk with a lagged self-teacher: OPSD whose hinted teacher is the policy's weights taken over every $LAG steps, its top $K, forward KL, 40 steps" \
+    $OUT/hint-student/model --set orchestrator.algo.demo_key=solution --set orchestrator.algo.k=$K "${FWD[@]}" \
+    --set orchestrator.algo.teacher_refresh=$LAG
 done
 fi
 

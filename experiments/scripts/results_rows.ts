@@ -46,6 +46,8 @@ export interface ResultRow {
   curves?: Record<string, Array<number | null>>;
   /** The held-out nll of the env's tool outputs before and after (echo_calc.sh's rows). */
   obs?: { before?: ObsScore; after: ObsScore };
+  /** Per-token KL(after || start) over held-out gold replies (policy_kl.ts). */
+  kl_to_start?: number;
   wall_s: number;
   /** 1, 5 and 15-minute load averages at the start and the end. */
   load: { start: number[]; end: number[] };

@@ -9,10 +9,11 @@
 //   bun experiments/scripts/row.ts --out FILE --row 2 --seed 0 --algorithm grpo --experiment "..."
 //     [--before ENV=EVAL.json]... --after ENV=EVAL.json... --wall SECONDS --load-start "1 5 15"
 //     [--band BAND.json] [--steps N] [--commit C] [--delta KEY=VALUE]... [--run RUN_DIR]
-//     [--obs-before OBS.json] [--obs-after OBS.json] --command "..."
+//     [--obs-before OBS.json] [--obs-after OBS.json] [--kl KL.json] [--curves KEY,KEY] --command "..."
 //
 // --obs-before/--obs-after: experiments/scripts/obs_loss.ts --json files, the held-out nll of what
-// the env said back (echo_calc.sh's rows).
+// the env said back (echo_calc.sh's rows). --kl: a policy_kl.ts --json file, how far training moved
+// the policy from its start. --curves: the metrics.jsonl keys --run records (default run_metrics.ts's).
 //
 // --commit is the checkout the run started from (reproduce.sh takes it when the run starts);
 // without it, the checkout now.
@@ -42,6 +43,8 @@ const { values } = parseArgs({
     run: { type: "string" },
     "obs-before": { type: "string" },
     "obs-after": { type: "string" },
+    kl: { type: "string" },
+    curves: { type: "string" },
   },
   strict: true,
 });
@@ -97,13 +100,14 @@ const row: ResultRow = {
   steps: values.steps ? Number(values.steps) : undefined,
   config: values.delta,
   loss: values.run ? runLoss(values.run) : undefined,
-  curves: values.run ? runCurves(values.run) : undefined,
+  curves: values.run ? runCurves(values.run, values.curves?.split(",")) : undefined,
   obs: values["obs-after"]
     ? {
         before: values["obs-before"] ? observation(values["obs-before"]) : undefined,
         after: observation(values["obs-after"]),
       }
     : undefined,
+  kl_to_start: values.kl ? (JSON.parse(readFileSync(values.kl, "utf8")) as { kl: number }).kl : undefined,
   wall_s: Math.round(Number(values.wall)),
   load: {
     start: loads(values["load-start"]!),
