@@ -9,8 +9,9 @@
 //   assistant: +25=90         the answer: the number after the turn's last `=`
 //
 // Read as one text the episode is the scratchpad `47+18+25=47+18=65+25=90`. With `tool = false`
-// the env is single-turn and the model writes that scratchpad itself (`47+18=65+25=90`), so a
-// held-out eval without the tool asks for exactly the numbers the tool showed during training;
+// the env is single-turn, the prompt says so (`no tool: 47+18+25=`, so that a model taught both
+// forms knows which one is asked) and the model writes that scratchpad itself (`47+18=65+25=90`):
+// a held-out eval without the tool asks for exactly the numbers the tool showed during training.
 // GRPO alone trains the model's own turns (the last sum), ECHO also the tool's.
 //
 // The env answers turns itself (the step-driven shape, `open`), which keeps an episode at ~25 byte
@@ -32,6 +33,9 @@ const Args = z.strictObject({
 });
 
 type CalcArgs = z.infer<typeof Args>;
+
+/** What starts the prompt of the form without the calculator. */
+export const NO_TOOL = "no tool: ";
 
 /** The calculator: `=<sum>` for two numbers joined by `+`, `=?` for anything else. */
 export function calculate(call: string): string {
@@ -76,7 +80,7 @@ const calc: EnvDefinition<CalcArgs> = {
         return generateSplit("calc", split, seed, size, args.eval_fraction, (rng) => {
           const terms = [rng.int(lo, hi), rng.int(lo, hi), rng.int(lo, hi)];
           const expression = terms.join("+");
-          const prompt = promptMessages(args.system_prompt, `${expression}=`);
+          const prompt = promptMessages(args.system_prompt, `${args.tool ? "" : NO_TOOL}${expression}=`);
           return { id: expression, prompt, answer: String(terms[0]! + terms[1]! + terms[2]!), info: { terms } };
         });
       },

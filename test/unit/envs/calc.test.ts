@@ -6,7 +6,7 @@ import { describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { Echo } from "../../../src/algorithms/echo.ts";
-import calc, { answerOf, calculate, calcDemo } from "../../../src/envs/calc/index.ts";
+import calc, { answerOf, calculate, calcDemo, NO_TOOL } from "../../../src/envs/calc/index.ts";
 import { createEnv } from "../../../src/envs/index.ts";
 import type { Env, Task } from "../../../src/envs/types.ts";
 import { runRollout } from "../../../src/rollout/driver.ts";
@@ -99,6 +99,11 @@ describe("calc env", () => {
     const env = await createEnv(calc, { tool: false });
     expect(env.open).toBeUndefined();
     expect(env.maxTurns).toBe(1);
+    // the same tasks, the prompt saying which form is asked (a model taught both must know)
+    const [withTool, without] = [await (await createEnv(calc, {})).load("eval", 0), await env.load("eval", 0)];
+    expect(without.map((t) => t.id)).toEqual(withTool.map((t) => t.id));
+    for (const [i, t] of without.entries())
+      expect(t.prompt[0]!.content).toBe(`${NO_TOOL}${withTool[i]!.prompt[0]!.content as string}`);
     const right = await roll(env, ["47+18=65+25=90"]);
     expect(right.metrics).toMatchObject({ correct: 1, called: 0, partial_correct: 1 });
     const wrongPartial = await roll(env, ["47+18=64+25=89"]);
