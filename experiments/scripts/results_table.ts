@@ -135,16 +135,23 @@ export function replaceBetween(page: string, name: string, begin: string, end: s
   return page.slice(0, start) + text + page.slice(stop + end.length);
 }
 
-if (import.meta.main) {
-  const page = readFileSync(PAGE, "utf8");
-  const next = regeneratedPage(page);
+/** A table generator's command line: writes `page` regenerated, or with --check exits 1 when it is stale. */
+export function regenerateCommand(
+  page: string,
+  what: string,
+  script: string,
+  regenerate: (text: string) => string,
+): void {
+  const text = readFileSync(page, "utf8");
+  const next = regenerate(text);
   if (process.argv.includes("--check")) {
-    if (next !== page) {
-      console.error(`${PAGE}: the generated table is stale; run bun experiments/scripts/results_table.ts`);
-      process.exit(1);
-    }
-  } else {
-    writeFileSync(PAGE, next);
-    console.log(`${PAGE}: table regenerated from ${loadGroups().length} row groups`);
+    if (next === text) return;
+    console.error(`${page}: the ${what} is stale; run bun ${script}`);
+    process.exit(1);
   }
+  writeFileSync(page, next);
+  console.log(`${page}: ${what} regenerated`);
 }
+
+if (import.meta.main)
+  regenerateCommand(PAGE, "generated table", "experiments/scripts/results_table.ts", regeneratedPage);
