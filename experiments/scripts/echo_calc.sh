@@ -4,8 +4,8 @@
 # First the calc student: tiny from scratch with the bare template, SFT by stop band on 12,000
 # demonstrations, half with the calculator and half without (experiments/configs/sft_calc_student.toml).
 # Then, at each of SEEDS (default 0 1 2), the arms of experiments/configs/echo_calc.toml with the
-# same budget: GRPO, and ECHO at each of ALPHAS (the tool role's cross-entropy weight, default 0.1
-# and 1). Every model (the student, each run's last weights) is scored on all 200 held-out tasks
+# same budget: GRPO, and ECHO at each of ALPHAS (the tool role's cross-entropy weight, default 0.1,
+# 1 and 0.01). Every model (the student, each run's last weights) is scored on all 200 held-out tasks
 # with the calculator and without it by `rlx eval` (greedy pass@1, and pass@1 / pass@8 from 8
 # samples at T = 1), and by the held-out nll of the calculator's outputs (obs_loss.ts on 200
 # held-out demonstrations). Each result is one JSON row under experiments/results/echo_calc/SET/
@@ -13,7 +13,7 @@
 # echo_calc_table.ts then regenerates the page's table from the rows.
 #
 #   bash experiments/scripts/echo_calc.sh SET                 e.g. SET=epyc-1 (a name for this run of it)
-#   SEEDS="0 1 2" ALPHAS="0.1 1" PORT=8291 bash experiments/scripts/echo_calc.sh SET
+#   SEEDS="0 1 2" ALPHAS="0.1 1 0.01" PORT=8291 bash experiments/scripts/echo_calc.sh SET
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source experiments/scripts/run_tools.sh
@@ -21,7 +21,7 @@ RLX=${RLX:-dist/rlx}
 BUN=node_modules/.bin/bun
 SET=${1:?usage: echo_calc.sh SET   (a name for this run of the command, e.g. epyc-1)}
 SEEDS=${SEEDS:-0 1 2}
-ALPHAS=${ALPHAS:-0.1 1}
+ALPHAS=${ALPHAS:-0.1 1 0.01}
 PORT=${PORT:-8291}
 OUT=runs/echo-calc/$SET
 ROWS=experiments/results/echo_calc/$SET
@@ -79,6 +79,7 @@ for seed in $SEEDS; do
       --before tool=$OUT/student/eval/tool.json --before notool=$OUT/student/eval/notool.json \
       --after tool=$run/eval/tool.json --after notool=$run/eval/notool.json \
       --obs-before $OUT/student/eval/obs.json --obs-after $run/eval/obs.json \
+      --run $run --curves reward,loss/rl,loss/ce,entropy,eval/tool/pass@1,eval/notool/pass@1 \
       --command "rlx train experiments/configs/echo_calc.toml ${algo[*]}"
   done
 done
