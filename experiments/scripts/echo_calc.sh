@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # docs/results.md §7: GRPO against GRPO + ECHO on an env where predicting the tool's output is the
 # skill the reward needs (src/envs/calc: add three numbers, a calculator adds two of them once).
-# First the calc student: tiny from scratch with the bare template, SFT by stop band on 12,000
-# demonstrations, half with the calculator and half without (experiments/configs/sft_calc_student.toml).
+# First the calc student: tiny from scratch with TEMPLATE as its chat template, SFT by stop band on
+# 12,000 demonstrations, half with the calculator and half without
+# (experiments/configs/sft_calc_student.toml). TEMPLATE is configs/templates/bare_tool.jinja by
+# default: the bare template with a mark before the calculator's turn, which the model never writes.
+# Set epyc-1 ran with TEMPLATE=configs/templates/bare.jinja, where the calculator's `=65` follows
+# the model's own end token with nothing between, and ECHO taught the policy to write it itself
+# (docs/results.md §7).
 # Then, at each of SEEDS (default 0 1 2), the arms of experiments/configs/echo_calc.toml with the
 # same budget: GRPO, and ECHO at each of ALPHAS (the tool role's cross-entropy weight, default 0.1,
 # 1 and 0.01). Every model (the student, each run's last weights) is scored on all 200 held-out tasks
@@ -13,7 +18,7 @@
 # echo_calc_table.ts then regenerates the page's table from the rows.
 #
 #   bash experiments/scripts/echo_calc.sh SET                 e.g. SET=epyc-1 (a name for this run of it)
-#   SEEDS="0 1 2" ALPHAS="0.1 1 0.01" PORT=8291 bash experiments/scripts/echo_calc.sh SET
+#   SEEDS="0 1 2" ALPHAS="0.1 1 0.01" PORT=8291 TEMPLATE=configs/templates/bare.jinja bash experiments/scripts/echo_calc.sh SET
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source experiments/scripts/run_tools.sh
@@ -23,6 +28,7 @@ SET=${1:?usage: echo_calc.sh SET   (a name for this run of the command, e.g. epy
 SEEDS=${SEEDS:-0 1 2}
 ALPHAS=${ALPHAS:-0.1 1 0.01}
 PORT=${PORT:-8291}
+TEMPLATE=${TEMPLATE:-configs/templates/bare_tool.jinja}
 OUT=runs/echo-calc/$SET
 ROWS=experiments/results/echo_calc/$SET
 mkdir -p $OUT $ROWS
@@ -37,7 +43,7 @@ score() {
 row() { local file=$1; shift; $BUN experiments/scripts/row.ts --out "$ROWS/$file.json" --wall "$WALL" --load-start "$LOAD" --commit "$COMMIT" "$@"; }
 
 [ -f $OUT/tiny/config.json ] ||
-  $RLX init --preset tiny --seed 0 --out $OUT/tiny --chat-template configs/templates/bare.jinja > /dev/null
+  $RLX init --preset tiny --seed 0 --out $OUT/tiny --chat-template $TEMPLATE > /dev/null
 if [ ! -s $OUT/demos.jsonl ]; then
   $RLX env demos calc --n 6000 --seed 0 --args '{"train_size": 6000}' --out $OUT/demos-tool.jsonl > /dev/null
   $RLX env demos calc --n 6000 --seed 0 --args '{"tool": false, "train_size": 6000}' --out $OUT/demos-notool.jsonl > /dev/null
@@ -52,7 +58,7 @@ if [ ! -f $ROWS/student.json ] || [ ! -f $STUDENT/config.json ]; then
     --set model.path=$OUT/tiny --set data.path=$OUT/demos.jsonl
   score $STUDENT $OUT/student/eval
   [ -f $ROWS/student.json ] || row student --row E-s --seed 0 --algorithm sft \
-    --experiment "calc student: tiny from scratch, a bare template, SFT on 6,000 demos with the calculator and 6,000 without" \
+    --experiment "calc student: tiny from scratch, chat template $(basename $TEMPLATE), SFT on 6,000 demos with the calculator and 6,000 without" \
     --after tool=$OUT/student/eval/tool.json --after notool=$OUT/student/eval/notool.json \
     --obs-after $OUT/student/eval/obs.json --band $OUT/student/band.json \
     --command "rlx sft experiments/configs/sft_calc_student.toml"
@@ -79,7 +85,7 @@ for seed in $SEEDS; do
       --before tool=$OUT/student/eval/tool.json --before notool=$OUT/student/eval/notool.json \
       --after tool=$run/eval/tool.json --after notool=$run/eval/notool.json \
       --obs-before $OUT/student/eval/obs.json --obs-after $run/eval/obs.json \
-      --run $run --curves reward,loss/rl,loss/ce,entropy,eval/tool/pass@1,eval/notool/pass@1 \
+      --run $run --curves reward,loss/rl,loss/ce,entropy,metric/calc/called,eval/tool/pass@1,eval/notool/pass@1 \
       --command "rlx train experiments/configs/echo_calc.toml ${algo[*]}"
   done
 done

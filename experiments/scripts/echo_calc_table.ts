@@ -49,7 +49,7 @@ function setTable(set: string, groups: RowGroup[]): string[] {
     return `${Math.min(...ws).toFixed(1)}-${Math.max(...ws).toFixed(1)}`;
   };
   const lines = [
-    `Set \`${set}\`: ${student.cpu}, ${student.cores} cores; commits ${[...new Set([student, ...arms.flatMap((g) => g.results)].map((r) => r.commit))].join(", ")}.`,
+    `Set \`${set}\` (${student.experiment}): ${student.cpu}, ${student.cores} cores; commits ${[...new Set([student, ...arms.flatMap((g) => g.results)].map((r) => r.commit))].join(", ")}.`,
     "",
     "| model | seeds | with the tool: greedy | pass@8 | without the tool: greedy | pass@8 | tool-output nll, digits | wall, min |",
     "| --- | --- | --- | --- | --- | --- | --- | --- |",

@@ -15,7 +15,11 @@
 // GRPO alone trains the model's own turns (the last sum), ECHO also the tool's.
 //
 // The env answers turns itself (the step-driven shape, `open`), which keeps an episode at ~25 byte
-// tokens with a bare template (configs/templates/bare.jinja) instead of a tool-call JSON block.
+// tokens with a bare template instead of a tool-call JSON block. Use configs/templates/bare_tool.jinja,
+// which marks the calculator's turn with a token the model never writes: with bare.jinja the
+// calculator's `=65` follows the model's end token with nothing between, so it reads as the model's
+// own continuation, and ECHO's cross-entropy on it taught the policy to stop calling the tool
+// (docs/results.md §7).
 import { z } from "zod";
 import type { ChatMessage } from "../../data/chat.ts";
 import { parseInteger } from "../answer.ts";

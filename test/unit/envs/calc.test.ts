@@ -13,8 +13,8 @@ import { runRollout } from "../../../src/rollout/driver.ts";
 import { ScriptedClient } from "../../fixtures/scripted_client.ts";
 import { assistant, byteRenderer, finishedRollout, rewardNow } from "./helpers.ts";
 
-const BARE = readFileSync(join(import.meta.dir, "../../../configs/templates/bare.jinja"), "utf8");
-const renderer = byteRenderer(BARE);
+const template = (name: string) => readFileSync(join(import.meta.dir, `../../../configs/templates/${name}`), "utf8");
+const renderer = byteRenderer(template("bare.jinja"));
 const task: Task = {
   id: "47+18+25",
   prompt: [{ role: "user", content: "47+18+25=" }],
@@ -22,15 +22,15 @@ const task: Task = {
   info: { terms: [47, 18, 25] },
 };
 const sampling = { maxTokens: 16, temperature: 1, topP: 1, topK: 0, seed: 3 };
-const roll = (env: Env, replies: string[]) =>
+const roll = (env: Env, replies: string[], by = renderer) =>
   runRollout({
     id: "r1",
     groupId: "g1",
     envId: "calc",
     env,
     task,
-    client: new ScriptedClient(renderer, replies),
-    renderer,
+    client: new ScriptedClient(by, replies),
+    renderer: by,
     sampling,
   });
 
@@ -79,6 +79,16 @@ describe("calc env", () => {
     const weighted = tokenIds.filter((_, i) => weights_N[i]! > 0);
     expect(renderer.tokenizer.decode(weighted)).toBe("=65");
     expect(weights_N.filter((w) => w > 0).every((w) => w === 0.1)).toBe(true);
+  });
+
+  test("bare_tool.jinja marks the tool's turn with a token the model never writes, and ECHO leaves the mark out", async () => {
+    const marked = byteRenderer(template("bare_tool.jinja"));
+    const rollout = await roll(await createEnv(calc, {}), ["47+18", "+25=90"], marked);
+    expect(rollout.reward).toBe(1);
+    const tokenIds = rollout.segments.flatMap((s) => s.tokenIds);
+    expect(marked.tokenizer.decode(tokenIds)).toBe("47+18+25=47+18<|im_end|><|im_start|>=65+25=90<|im_end|>");
+    const weights_N = new Echo(Echo.schema.parse({ type: "echo" })).observationWeights(rollout);
+    expect(marked.tokenizer.decode(tokenIds.filter((_, i) => weights_N[i]! > 0))).toBe("=65");
   });
 
   test("one call per episode: a second call is a (wrong) answer; a call cut off is no answer", async () => {
