@@ -45,8 +45,10 @@ function setTable(set: string, groups: RowGroup[]): string[] {
   const arms = groups.filter((g) => g.row !== "E-s");
   const base = arms.find((g) => g.row === "E-grpo")?.results;
   const minutes = (rs: ResultRow[]) => {
-    const ws = rs.map((r) => r.wall_s / 60);
-    return `${Math.min(...ws).toFixed(1)}-${Math.max(...ws).toFixed(1)}`;
+    const [lo, hi] = [Math.min(...rs.map((r) => r.wall_s)), Math.max(...rs.map((r) => r.wall_s))].map((s) =>
+      (s / 60).toFixed(1),
+    );
+    return lo === hi ? lo : `${lo}-${hi}`;
   };
   const lines = [
     `Set \`${set}\` (${student.experiment}): ${student.cpu}, ${student.cores} cores; commits ${[...new Set([student, ...arms.flatMap((g) => g.results)].map((r) => r.commit))].join(", ")}.`,
