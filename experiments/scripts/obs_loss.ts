@@ -9,6 +9,7 @@
 // and only the number needs the program to be understood.
 //
 //   bun experiments/scripts/obs_loss.ts MODEL_DIR DEMOS.jsonl [--role tool] [--n ROWS] [--json]
+import { parseArgs } from "node:util";
 import { ConfigError } from "../../src/errors.ts";
 import { loadModel } from "../../src/model/hf.ts";
 import { ChatRenderer } from "../../src/model/render.ts";
@@ -92,15 +93,17 @@ export async function observationLoss(
 }
 
 if (import.meta.main) {
-  const argv = process.argv.slice(2);
-  const option = (name: string) => {
-    const i = argv.indexOf(`--${name}`);
-    return i >= 0 ? argv.splice(i, 2)[1] : undefined;
-  };
-  const json = argv.includes("--json") ? (argv.splice(argv.indexOf("--json"), 1), true) : false;
-  const role = option("role") ?? "tool";
-  const n = Number(option("n") ?? 0);
-  const [modelDir, demos] = argv;
+  const { values, positionals } = parseArgs({
+    options: {
+      role: { type: "string", default: "tool" },
+      n: { type: "string", default: "0" },
+      json: { type: "boolean" },
+    },
+    allowPositionals: true,
+  });
+  const { role, json } = values;
+  const n = Number(values.n);
+  const [modelDir, demos] = positionals;
   if (!modelDir || !demos)
     throw new ConfigError("usage: obs_loss.ts MODEL_DIR DEMOS.jsonl [--role tool] [--n ROWS] [--json]", {
       fix: "give a model directory and a demonstrations JSONL file",

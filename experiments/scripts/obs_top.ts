@@ -4,6 +4,7 @@
 // first steps are large.
 //
 //   bun experiments/scripts/obs_top.ts MODEL_DIR DEMOS.jsonl [--role tool] [--n ROWS]
+import { parseArgs } from "node:util";
 import { ConfigError } from "../../src/errors.ts";
 import { loadModel } from "../../src/model/hf.ts";
 import { ChatRenderer } from "../../src/model/render.ts";
@@ -13,14 +14,13 @@ import { scoreTop } from "../../src/native/score_top.ts";
 import { readSftRows } from "../../src/sft/data.ts";
 import { observationTokens } from "./obs_loss.ts";
 
-const argv = process.argv.slice(2);
-const option = (name: string) => {
-  const i = argv.indexOf(`--${name}`);
-  return i >= 0 ? argv.splice(i, 2)[1] : undefined;
-};
-const role = option("role") ?? "tool";
-const n = Number(option("n") ?? 4);
-const [modelDir, demos] = argv;
+const { values, positionals } = parseArgs({
+  options: { role: { type: "string", default: "tool" }, n: { type: "string", default: "4" } },
+  allowPositionals: true,
+});
+const { role } = values;
+const n = Number(values.n);
+const [modelDir, demos] = positionals;
 if (!modelDir || !demos)
   throw new ConfigError("usage: obs_top.ts MODEL_DIR DEMOS.jsonl [--role tool] [--n ROWS]", {
     fix: "give a model directory and a demonstrations JSONL file",

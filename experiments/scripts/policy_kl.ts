@@ -6,6 +6,7 @@
 // docs/results.md. docs/results.md §6 holds seed-faithful OPSD to a KL of at least 0.01 here.
 //
 //   bun experiments/scripts/policy_kl.ts MODEL_DIR START_DIR DEMOS.jsonl [--role assistant] [--n ROWS] [--json]
+import { parseArgs } from "node:util";
 import { ConfigError } from "../../src/errors.ts";
 import { loadModel } from "../../src/model/hf.ts";
 import { ChatRenderer } from "../../src/model/render.ts";
@@ -70,15 +71,17 @@ export async function policyKl(modelDir: string, startDir: string, demosPath: st
 }
 
 if (import.meta.main) {
-  const argv = process.argv.slice(2);
-  const option = (name: string) => {
-    const i = argv.indexOf(`--${name}`);
-    return i >= 0 ? argv.splice(i, 2)[1] : undefined;
-  };
-  const json = argv.includes("--json") ? (argv.splice(argv.indexOf("--json"), 1), true) : false;
-  const role = option("role") ?? "assistant";
-  const n = Number(option("n") ?? 0);
-  const [modelDir, startDir, demos] = argv;
+  const { values, positionals } = parseArgs({
+    options: {
+      role: { type: "string", default: "assistant" },
+      n: { type: "string", default: "0" },
+      json: { type: "boolean" },
+    },
+    allowPositionals: true,
+  });
+  const { role, json } = values;
+  const n = Number(values.n);
+  const [modelDir, startDir, demos] = positionals;
   if (!modelDir || !startDir || !demos)
     throw new ConfigError(
       "usage: policy_kl.ts MODEL_DIR START_DIR DEMOS.jsonl [--role assistant] [--n ROWS] [--json]",
