@@ -5,7 +5,9 @@
 //
 // A copy starts from the weights the policy starts from (the base model, or a resumed
 // checkpoint's) and loads a published step once that step is at least `every` steps newer than
-// its own: the policy wrapper `following` refreshes the copies after each load of the policy.
+// its own: the policy wrapper `following` refreshes the copies after each load of the policy. A
+// resumed run's copy starts from the checkpoint's weights, so it can be up to N - 1 steps fresher
+// than the killed run's copy was (the copy is not in the checkpoint).
 // The weights come from the run's weights/ directory, so a copy needs weight_transfer = "disk"
 // (over the weight channels no directory is written). It holds one more model in this process, on
 // the policy's device.
