@@ -95,5 +95,8 @@ export function standardError(xs: number[]): number {
   return Math.sqrt(variance / xs.length);
 }
 
+/** "mean ±se" over seeds, with `digits` decimals. */
+export const meanSe = (xs: number[], digits = 3) => `${mean(xs).toFixed(digits)} ±${standardError(xs).toFixed(digits)}`;
+
 /** The envs a row scores, in the order of its first result. */
 export const envsOf = (group: RowGroup) => Object.keys(group.results[0]!.after);

@@ -19,8 +19,9 @@
 // teacher the policy itself but lagged: a copy of its weights taken over every N steps
 // (src/processes/lagged_policy.ts); at N = 10 the same student rose to 0.847 (row 6bl). It is not
 // the default because the copy is one more model in the orchestrator and needs weights on disk;
-// the live policy works with every engine and transfer. `teacher` (a frozen endpoint, e.g. the starting weights under
-// `rlx serve`) scores with another model, which is no longer self-distillation. Another deviation,
+// the live policy works with every engine and transfer. `teacher` (a frozen endpoint, e.g. the
+// starting weights under `rlx serve`) scores with another model, which is no longer
+// self-distillation. Another deviation,
 // kept from prime-rl: with k = 0 the reverse KL with a single-sample estimator instead of the
 // analytic forward KL. Tiny models have little in-context learning, so expect little from OPSD at
 // that scale.

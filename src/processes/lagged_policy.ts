@@ -18,13 +18,9 @@ import { loadNative } from "../native/ffi.ts";
 import { InProcessPolicy, type LivePolicy } from "./live_policy.ts";
 import { policyDevice, policyLimits } from "./policy_start.ts";
 
-interface Copy {
-  every: number;
-  policy: InProcessPolicy;
-}
-
 export class LaggedCopies {
-  private readonly copies = new Map<number, Promise<Copy>>();
+  /** By period: the copy that takes the policy's weights every that many steps. */
+  private readonly copies = new Map<number, Promise<InProcessPolicy>>();
 
   constructor(
     private readonly config: ResolvedConfig,
@@ -41,28 +37,27 @@ export class LaggedCopies {
       );
     let copy = this.copies.get(every);
     if (!copy) {
-      copy = this.create(every);
+      copy = this.create();
       this.copies.set(every, copy);
     }
-    return (await copy).policy.client;
+    return (await copy).client;
   }
 
-  private async create(every: number): Promise<Copy> {
+  private async create(): Promise<InProcessPolicy> {
     await loadNative(this.config.deterministic ? 1 : Number(process.env.RLX_THREADS ?? 1));
-    const policy = await InProcessPolicy.create(this.start.modelDir, this.start.version, {
+    return InProcessPolicy.create(this.start.modelDir, this.start.version, {
       maxBatch: this.config.inference.max_batch,
       ...policyLimits(this.config, this.start.modelDir),
       prefixCaching: false,
       dtype: this.config.model.dtype,
       device: policyDevice(this.config),
     });
-    return { every, policy };
   }
 
   /** After the policy loaded `version` from `dir`: the copies it is `every` steps ahead of take it. */
   async refresh(dir: string, version: number): Promise<void> {
-    for (const pending of this.copies.values()) {
-      const { every, policy } = await pending;
+    for (const [every, pending] of this.copies) {
+      const policy = await pending;
       if (version - policy.version >= every) await policy.load(dir, version);
     }
   }
@@ -82,7 +77,7 @@ export class LaggedCopies {
       receive: (version) => live.receive(version),
       close: async () => {
         await live.close();
-        for (const pending of this.copies.values()) await (await pending).policy.close();
+        for (const pending of this.copies.values()) await (await pending).close();
       },
     };
   }
