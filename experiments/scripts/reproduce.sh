@@ -19,7 +19,8 @@
 #                                                         teacher), 6bl (6bk with a lagged self-teacher, the
 #                                                         policy's weights every LAG = 10 steps) and 8bv (8bk's
 #                                                         variants: VARIANTS="8br 8bl 8bc", or 8bj) run only
-#                                                         when named
+#                                                         when named; ctl (rows 4, 4k, 8b and 8bk from one
+#                                                         student build: sampled-token against top-k)
 #
 # The bands (experiments/configs/sft_*.toml, [eval.stop]): student greedy 0.40-0.65 (the documented
 # student read 0.53), teacher >= 0.85, the subtraction student (8d) sub greedy 0.05-0.30 (one that
@@ -128,11 +129,28 @@ two_teachers() {
     --command "rlx train experiments/configs/opd_two_teachers.toml $*"
 }
 
+# Rows 4, 4k, 8b and 8bk at SEED: OPD against the served teacher(s), sampled-token (k = 0) or top-k.
+row4() {
+  rl 4 opd "$1" opd "OPD: the teacher served by rlx serve prefills the student's samples, 40 steps" $OUT/student/model \
+    --set orchestrator.algo.teacher.name=add-teacher --set orchestrator.algo.teacher.base_url=http://127.0.0.1:$PORT/v1
+}
+row4k() {
+  rl 4k opd-topk "$1" opd "row 4 with top-k distillation: OPD against the served teacher's top $K, forward KL, 40 steps" $OUT/student/model \
+    --set orchestrator.algo.teacher.name=add-teacher --set orchestrator.algo.teacher.base_url=http://127.0.0.1:$PORT/v1 --set orchestrator.algo.k=$K "${FWD[@]}"
+}
+row8b() {
+  two_teachers 8b two-teachers "$1" "row 8b: add against the addition teacher, sub against the subtraction teacher, sampled-token OPD (k = 0), from the addition student, 40 steps"
+}
+row8bk() {
+  two_teachers 8bk two-teachers-topk "$1" "row 8b with top-k distillation: add against the addition teacher, sub against the subtraction teacher, each its top $K, from the addition student, 40 steps" \
+    "${TOPK[@]}"
+}
+
 part() { [[ $PARTS == *" $1 "* ]]; }
 
 echo "reproduce $SET: $(lscpu | sed -n 's/Model name: *//p'), $(nproc) cores, commit $(git rev-parse --short HEAD)"
 [ -f $OUT/tiny/config.json ] || $RLX init --preset tiny --seed 0 --out $OUT/tiny > /dev/null
-if part core || part 8d || part extra || part topk || part 6bf || part 6bl || part 8bv; then
+if part core || part 8d || part extra || part topk || part 6bf || part 6bl || part 8bv || part ctl; then
 [ -s $OUT/add.jsonl ] || $RLX env demos math --n 6000 --seed 0 --out $OUT/add.jsonl \
   --args '{"operations": ["+"], "word_problems": false, "train_size": 6000}' > /dev/null
 [ -s $OUT/addsub.jsonl ] || $RLX env demos math --n 6000 --seed 0 --out $OUT/addsub.jsonl \
@@ -174,8 +192,7 @@ for seed in $SEEDS; do
   echo "== seed $seed: GRPO, MaxRL, OPD, SFT distillation"
   rl 2 grpo "$seed" grpo "GRPO from the student, 40 steps" $OUT/student/model
   rl 3 max_rl "$seed" max_rl "MaxRL from the student, 40 steps" $OUT/student/model
-  rl 4 opd "$seed" opd "OPD: the teacher served by rlx serve prefills the student's samples, 40 steps" $OUT/student/model \
-    --set orchestrator.algo.teacher.name=add-teacher --set orchestrator.algo.teacher.base_url=http://127.0.0.1:$PORT/v1
+  row4 "$seed"
   rl 5 sft "$seed" sft "SFT distillation: rollouts sampled by the served teacher, cross-entropy on them, 40 steps" $OUT/student/model \
     --set orchestrator.algo.sampling.source.name=add-teacher --set orchestrator.algo.sampling.source.base_url=http://127.0.0.1:$PORT/v1
 done
@@ -236,8 +253,7 @@ student
 teacher
 serve add-teacher $OUT/teacher/model $PORT
 for seed in $SEEDS; do
-  rl 4k opd-topk "$seed" opd "row 4 with top-k distillation: OPD against the served teacher's top $K, forward KL, 40 steps" $OUT/student/model \
-    --set orchestrator.algo.teacher.name=add-teacher --set orchestrator.algo.teacher.base_url=http://127.0.0.1:$PORT/v1 --set orchestrator.algo.k=$K "${FWD[@]}"
+  row4k "$seed"
 done
 hint_student
 for seed in $SEEDS; do
@@ -248,8 +264,7 @@ sub_teacher
 serve sub-teacher $OUT/sub-teacher/model $((PORT + 1))
 evaluate $OUT/student/model "$SUB" $OUT/student/eval-sub.json
 for seed in $SEEDS; do
-  two_teachers 8bk two-teachers-topk "$seed" "row 8b with top-k distillation: add against the addition teacher, sub against the subtraction teacher, each its top $K, from the addition student, 40 steps" \
-    "${TOPK[@]}"
+  row8bk "$seed"
 done
 fi
 
@@ -274,6 +289,22 @@ for variant in ${VARIANTS:-8br 8bl 8bc}; do
       "${TOPK[@]}" --set trainer.optim.lr=3e-5 ;;
     esac
   done
+done
+fi
+
+if part ctl; then
+echo "== controlled distillation baselines: rows 4 and 8b sampled-token (k = 0) and top-k (k = $K, forward KL), one student build"
+student
+teacher
+sub_teacher
+serve add-teacher $OUT/teacher/model $PORT
+serve sub-teacher $OUT/sub-teacher/model $((PORT + 1))
+evaluate $OUT/student/model "$SUB" $OUT/student/eval-sub.json
+for seed in $SEEDS; do
+  row4 "$seed"
+  row4k "$seed"
+  row8b "$seed"
+  row8bk "$seed"
 done
 fi
 
