@@ -42,7 +42,10 @@ beforeAll(async () => {
   demos = join(dirname(dir), "demos.jsonl");
   writeFileSync(demos, rows.map((messages) => JSON.stringify({ messages, tools, env: "forth" })).join("\n") + "\n");
 });
-afterAll(() => rmSync(dirname(dir), { recursive: true, force: true }));
+// only once set: dirname("") is the working directory (a failed beforeAll leaves dir empty)
+afterAll(() => {
+  if (dir) rmSync(dirname(dir), { recursive: true, force: true });
+});
 
 function indexOfRun(haystack: number[], needle: number[]): number {
   outer: for (let i = 0; i + needle.length <= haystack.length; i++) {

@@ -37,7 +37,8 @@ beforeAll(async () => {
   writeFileSync(demos, rows.map((messages) => JSON.stringify({ messages })).join("\n") + "\n");
 });
 afterAll(() => {
-  for (const dir of [dirA, dirB]) rmSync(dirname(dir), { recursive: true, force: true });
+  // only once set: dirname("") is the working directory (a failed beforeAll leaves them empty)
+  for (const dir of [dirA, dirB]) if (dir) rmSync(dirname(dir), { recursive: true, force: true });
 });
 
 /** log p(v | ids[0..t)) for every v, each scored as the last token of its own sequence. */
