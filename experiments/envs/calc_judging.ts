@@ -2,9 +2,9 @@
 // is trained and scored with rlx's own commands: `rlx sft` stops its training by a band on held-out
 // judging, and `rlx eval` scores a judge. A task is one judge question written by
 // experiments/scripts/judge_calc_demos.ts (a calc rollout as one line, labelled by the calc env's
-// exact reward); the episode is the judge's conversation: a turn that is not `yes` or `no` is a call
-// to the judge's calculator, answered here as the judge class answers it. The reward is 1 when the
-// verdict is the label. On a set with as many right rollouts as wrong ones (judge_calc_demos.ts
+// exact reward); the episode is the judge's conversation: a turn that is not a verdict is a call to
+// the judge's calculator, answered here as the judge class answers it. The reward is 1 when the
+// verdict's yes or no is the exact reward's (`turn_named`: a `no K` naming the demonstration's K). On a set with as many right rollouts as wrong ones (judge_calc_demos.ts
 // --balanced), the mean reward is the judge's balanced accuracy against the exact reward.
 //
 //   [eval]
@@ -16,7 +16,7 @@ import type { EnvKit } from "../../src/envs/index.ts";
 import type { EnvDefinition } from "../../src/envs/types.ts";
 import { addAll, verdictOf } from "../judges/calc_check.ts";
 
-/** The judge tasks of a demonstrations file: its first message, its label as the answer. */
+/** The judge tasks of a demonstrations file: its first message, the verdict it shows as the answer. */
 function judgeTasks(path: string): Task[] {
   return readFileSync(path, "utf8")
     .split("\n")
@@ -24,7 +24,8 @@ function judgeTasks(path: string): Task[] {
     .map((line, i) => {
       const demo = JSON.parse(line) as { messages: ChatMessage[]; label: number; task_id: string };
       const prompt = demo.messages.slice(0, 1);
-      return { id: `${i}:${demo.task_id}`, prompt, answer: String(demo.label), info: { demo: demo.messages } };
+      const answer = demo.messages.at(-1)!.content as string;
+      return { id: `${i}:${demo.task_id}`, prompt, answer, info: { demo: demo.messages } };
     });
 }
 
@@ -50,9 +51,15 @@ export default ({ z }: EnvKit): EnvDefinition<{ train: string; eval: string }> =
     reward(task, rollout) {
       const last = rollout.messages.findLast((m) => m.role === "assistant");
       const verdict = last ? verdictOf(last.content) : undefined;
-      const correct = verdict !== undefined && verdict === Number(task.answer) ? 1 : 0;
-      const calls = rollout.messages.filter((m) => m.role === "tool").length;
-      return { reward: correct, metrics: { correct, verdict: verdict === undefined ? 0 : 1, calls } };
+      const correct = verdict?.score === verdictOf(task.answer)!.score ? 1 : 0;
+      const metrics = {
+        correct,
+        verdict: verdict ? 1 : 0,
+        calls: rollout.messages.filter((m) => m.role === "tool").length,
+      };
+      // a wrong rollout's verdict also names its decisive turn (what agentic credit reads)
+      if (task.answer !== "yes") Object.assign(metrics, { turn_named: last?.content.trim() === task.answer ? 1 : 0 });
+      return { reward: correct, metrics };
     },
     async demonstrate(task) {
       return task.info!.demo as ChatMessage[];

@@ -4,7 +4,8 @@
 // scratchpad written without the calculator, a second call instead of an answer), labelled by the
 // env's own exact reward; then the conversation the judge should have about it: the rollout as one
 // line, a call adding the task's numbers, the calculator's sum, and `yes` exactly when the exact
-// reward is 1. About half the rollouts are right (exactly half with --balanced), so a judge that
+// reward is 1, else `no K` with K the policy's turn that decided it (the call when it added the wrong
+// numbers, else the answer). About half the rollouts are right (exactly half with --balanced), so a judge that
 // always says the same thing scores a balanced accuracy of 0.5. Chat-messages JSONL for `rlx sft`,
 // each line with its label and kind.
 //
@@ -62,6 +63,14 @@ export function calcRollout(task: Task, turns: ChatMessage[]): Rollout {
   };
 }
 
+/** The policy's turn that decided a wrong rollout: its call when that was not the task's first two
+ * numbers, else its last turn (the answer, or a one-turn rollout's scratchpad). */
+export function decisiveTurn(task: Task, rollout: Pick<Rollout, "messages">): number {
+  const [a, b] = task.info!.terms as number[];
+  const turns = rollout.messages.filter((m) => m.role === "assistant");
+  return turns.length > 1 && turns[0]!.content.trim() !== `${a}+${b}` ? 1 : turns.length;
+}
+
 /** The judge's conversation about a rollout whose exact reward is `label`. */
 export function judgeDemo(task: Task, rollout: Rollout, label: number): ChatMessage[] {
   const call = (task.info!.terms as number[]).join("+");
@@ -69,7 +78,7 @@ export function judgeDemo(task: Task, rollout: Rollout, label: number): ChatMess
     { role: "user", content: judgeQuestion(rollout) },
     { role: "assistant", content: call },
     { role: "tool", content: addAll(call) },
-    { role: "assistant", content: label === 1 ? "yes" : "no" },
+    { role: "assistant", content: label === 1 ? "yes" : `no ${decisiveTurn(task, rollout)}` },
   ];
 }
 

@@ -3,8 +3,12 @@
 // on calc rollouts made by the real rollout driver, a scripted judge endpoint that does what the
 // demonstrations show reproduces the exact reward, and its conversation is the demonstration the
 // writer produces for that rollout, turn for turn, so a model taught the demonstrations is taught the
-// conversation it will have; the judging env replays a demonstration to reward 1.
+// conversation it will have; the judging env replays a demonstration to reward 1; and the credit
+// algorithm built on the same conversation (experiments/algorithms/calc_credit.ts) moves a failed
+// rollout's blame onto the turn the judge names.
 import { afterEach, describe, expect, test } from "bun:test";
+import { finishGroup, finishRollout } from "../../../src/algorithms/base.ts";
+import { createAlgorithm, parseAlgoConfig } from "../../../src/algorithms/registry.ts";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -20,6 +24,7 @@ import { runRollout } from "../../../src/rollout/driver.ts";
 import { addAll, verdictOf } from "../../../experiments/judges/calc_check.ts";
 import { judgeDemo, judgeDemos, KINDS } from "../../../experiments/scripts/judge_calc_demos.ts";
 import { type ChatBody, type JudgeReply, type JudgeServer, startJudgeServer } from "../../fixtures/judge_server.ts";
+import { byteContext } from "../../fixtures/algo_context.ts";
 import { ScriptedClient } from "../../fixtures/scripted_client.ts";
 import { byteRenderer } from "../envs/helpers.ts";
 
@@ -28,13 +33,17 @@ const renderer = byteRenderer(readFileSync(join(ROOT, "configs/templates/bare_to
 let server: JudgeServer | undefined;
 afterEach(() => server?.stop());
 
-/** What the demonstrations teach: call the task's numbers, then `yes` when the sums agree. */
+/** What the demonstrations teach: call the task's numbers; `yes` when the sums agree, else `no K`
+ * with K the call (turn 1) when it was not the task's first two numbers, else the last turn. */
 function taughtRule(body: ChatBody): JudgeReply {
-  const question = body.messages[0]!.content;
+  const [task, ...turns] = body.messages[0]!.content.replace(/ \?$/, "").split(" | ");
   const tool = body.messages.findLast((m) => m.role === "tool");
-  if (!tool) return { content: question.slice(0, question.indexOf("=")) };
-  const written = /=(\d+) \?$/.exec(question)?.[1];
-  return { content: written !== undefined && `=${written}` === tool.content ? "yes" : "no" };
+  if (!tool) return { content: task!.slice(0, -1) };
+  const written = /=(\d+)$/.exec(turns.at(-1)!)?.[1];
+  if (written !== undefined && `=${written}` === tool.content) return { content: "yes" };
+  const policyTurns = turns.filter((_, i) => i % 2 === 0); // the policy's, the calculator's between
+  const firstTwo = task!.split("+").slice(0, 2).join("+");
+  return { content: `no ${policyTurns.length > 1 && policyTurns[0] !== firstTwo ? 1 : policyTurns.length}` };
 }
 
 async function judged(rule: (body: ChatBody) => JudgeReply, maxTurns = 4): Promise<Env> {
@@ -72,7 +81,12 @@ describe("the calc judge", () => {
     expect(addAll("47+18+25")).toBe("=90");
     expect(addAll(" 47 ")).toBe("=47");
     for (const call of ["47-18", "47+", "yes", ""]) expect(addAll(call)).toBe("=?");
-    expect([verdictOf(" yes\n"), verdictOf("No"), verdictOf("47+18")]).toEqual([1, 0, undefined]);
+    expect([verdictOf(" yes\n"), verdictOf("No"), verdictOf("no 2")]).toEqual([
+      { score: 1 },
+      { score: 0 },
+      { score: 0, turn: 2 },
+    ]);
+    for (const reply of ["47+18", "yes 1", "no 0", "nope"]) expect(verdictOf(reply)).toBeUndefined();
   });
 
   test("judging driver-made rollouts as taught gives the exact reward, in the demonstrations' own words", async () => {
@@ -86,9 +100,12 @@ describe("the calc judge", () => {
       [`${a}+${b! + 2}`, `+${c}=${sum + 2}`],
       [`${a}+${b}=${a! + b!}+${c}=${sum}`],
       [`${a}+${b}`, `${a! + b!}+${c}`], // a second call: an answer without a number
+      [`${a}+${b}=${a! + b!}+${c}=${sum + 3}`],
     ];
     const rollouts = await Promise.all(attempts.map((replies) => roll(env, task!, replies)));
-    expect(rollouts.map((r) => r.metrics.exact_reward)).toEqual([1, 0, 0, 1, 0]);
+    expect(rollouts.map((r) => r.metrics.exact_reward)).toEqual([1, 0, 0, 1, 0, 0]);
+    const verdicts = rollouts.map((r) => r.judge!.messages.at(-1)!.content);
+    expect(verdicts).toEqual(["yes", "no 2", "no 1", "yes", "no 2", "no 1"]);
     for (const rollout of rollouts) {
       expect(rollout.error).toBeUndefined();
       expect(rollout.reward).toBe(rollout.metrics.exact_reward!);
@@ -101,9 +118,47 @@ describe("the calc judge", () => {
     const env = await judged(() => ({ content: "maybe" }), 3);
     const [task] = await env.load("eval", 0);
     const rollout = await roll(env, task!, ["1+2", "+3=6"]);
-    expect(rollout.error).toContain("the calc judge gave no yes/no in 3 replies (judge.max_turns)");
+    expect(rollout.error).toContain("the calc judge gave no verdict in 3 replies (judge.max_turns)");
     expect(server!.requests).toHaveLength(3);
   });
+});
+
+test("calc_credit puts a failed rollout's blame on the turn the judge names, as agentic_credit's rule says", async () => {
+  server = startJudgeServer(taughtRule);
+  const block = {
+    type: "custom",
+    path: join(ROOT, "experiments/algorithms/calc_credit.ts"),
+    judge: { name: "judge", base_url: server.url },
+    mix: 1,
+  };
+  const site = { source: "run.toml", path: ["orchestrator", "algo"] };
+  const { algorithm } = await createAlgorithm(parseAlgoConfig(block, site), site, { isPolicyUrl: () => false });
+  const connectJudge = async (j: { name: string; base_url: string }) =>
+    new OpenAIChatClient(j.name, j.base_url, { retries: 0 });
+  await algorithm.setup(byteContext({ env: "calc", connectJudge, tokenizer: renderer.tokenizer, renderer }));
+  const env = await createEnv(calc, {});
+  const [task] = await env.load("eval", 0);
+  const [a, b, c] = task!.info!.terms as number[];
+  const rollouts = await Promise.all([
+    roll(env, task!, [`${a}+${b}`, `+${c}=${a! + b! + c!}`]),
+    roll(env, task!, [`${a}+${b! + 1}`, `+${c}=${a! + b! + c! + 1}`]), // the call was wrong
+    roll(env, task!, [`${a}+${b}`, `+${c}=${a! + b! + c! + 5}`]), // the answer was wrong
+  ]);
+  for (const r of rollouts) await finishRollout(algorithm, r);
+  await finishGroup(algorithm, rollouts);
+  expect(rollouts.map((r) => r.credit!.judge.messages.at(-1)!.content)).toEqual(["yes", "no 1", "no 2"]);
+  const [good, badCall, badAnswer] = rollouts;
+  [2 / 3, -1 / 3, -1 / 3].forEach((A, i) => expect(rollouts[i]!.advantage!).toBeCloseTo(A, 12));
+  const factors = (r: typeof good) => r!.credit!.parts.map((p) => p.factor);
+  expect(factors(good)).toEqual([1, 1]);
+  expect(factors(badCall)).toEqual([2, 0]); // K (1 - w_k) / sum (1 - w): all of it on turn 1
+  expect(factors(badAnswer)).toEqual([0, 2]);
+  for (const r of rollouts) {
+    const actions = r!.advantages!.filter((_, t) => r!.advantages![t] !== 0);
+    const weighted = r!.credit!.parts.flatMap((p) => new Array(p.end - p.start).fill(r!.advantage! * p.factor!));
+    expect(actions).toEqual(weighted.filter((x) => x !== 0));
+    expect(actions.length).toBeGreaterThan(0);
+  }
 });
 
 describe("the calc judge's demonstrations", () => {
@@ -117,7 +172,9 @@ describe("the calc judge's demonstrations", () => {
       const labels = new Set(demos.filter((d) => d.kind === kind).map((d) => d.label));
       expect(labels).toEqual(new Set([kind === "gold" || kind === "direct_right" ? 1 : 0]));
     }
-    for (const d of demos.slice(0, 50)) expect(d.messages.at(-1)!.content).toBe(d.label === 1 ? "yes" : "no");
+    const verdicts = (kind: string) =>
+      new Set(demos.filter((d) => d.kind === kind).map((d) => d.messages.at(-1)!.content));
+    expect([...KINDS].map(verdicts)).toEqual(["yes", "yes", "no 2", "no 1", "no 1", "no 2"].map((v) => new Set([v])));
     const again = await judgeDemos(env, 50, "train", 0);
     expect(again.map((d) => d.messages)).toEqual(demos.slice(0, 50).map((d) => d.messages));
     const balanced = await judgeDemos(env, 200, "eval", 1, true);
@@ -133,7 +190,7 @@ describe("the calc judge's demonstrations", () => {
       const definition = await loadEnv(join(ROOT, "experiments/envs/calc_judging.ts"));
       const env = await createEnv(definition, { train: file, eval: file });
       const tasks = await env.load("eval", 0);
-      expect(tasks.map((t) => t.answer)).toEqual(["1", "0", "1", "0"]);
+      expect(tasks.map((t) => t.answer.split(" ")[0])).toEqual(["yes", "no", "yes", "no"]);
       for (const [i, task] of tasks.entries()) {
         const [, call, , verdict] = demos[i]!.messages.map((m) => m.content as string);
         const right = await roll(env, task, [call!, verdict!], "calc_judging");
