@@ -3,7 +3,8 @@
 // (`metric/<env>/<key>`); per role of a multi-agent env (`role/<env>/<role>/*`: traces, errors, and
 // over the scored ones reward, completion tokens, the share that trains, the episode's own
 // metrics); and a judged env's judgement (`judge/<env>/score`, `exact_reward`, `agree`: the share
-// where judge and exact reward fall on the same side of 0.5, `turns` and `tool_calls` of agentic
+// where judge and exact reward fall on the same side of 0.5, and `agree_right` / `agree_wrong`: that
+// share among the rollouts the exact reward calls right / wrong, `turns` and `tool_calls` of agentic
 // judges; agentic credit's `credit/<env>/weight`). Every mean is over scored rollouts: a failed
 // one has no reward, no judgement and no metrics.
 import type { Rollout } from "../../data/types.ts";
@@ -103,6 +104,14 @@ export function judgeMetrics(rollouts: readonly Rollout[], envs: readonly string
     for (const [metric, key] of Object.entries(JUDGE_KEYS)) {
       const values = scored.flatMap((r) => (metric in r.metrics ? [r.metrics[metric]!] : []));
       if (values.length) out[`judge/${env}/${key}`] = mean(values);
+    }
+    // agreement within each class of the exact reward (right: >= 0.5): balanced accuracy is their mean
+    for (const [key, right] of [
+      ["agree_right", true],
+      ["agree_wrong", false],
+    ] as const) {
+      const inClass = scored.filter((r) => "exact_reward" in r.metrics && r.metrics.exact_reward! >= 0.5 === right);
+      if (inClass.length) out[`judge/${env}/${key}`] = mean(inClass.map((r) => r.metrics.judge_agrees!));
     }
     const weights = scored.flatMap((r) => r.credit?.parts.map((p) => p.weight) ?? []);
     if (weights.length) out[`credit/${env}/weight`] = mean(weights);

@@ -75,6 +75,8 @@ test("the agentic judge's calls and verdict are in the audit record; its calls s
   // stricter judge scores 0: it agrees on half the rollouts
   const metrics = judgeMetrics(rollouts, ["letters"]);
   expect(metrics["judge/letters/agree"]).toBe(0.5);
+  expect(metrics["judge/letters/agree_right"]).toBe(0.5); // every exact reward here is >= 0.5
+  expect(metrics["judge/letters/agree_wrong"]).toBeUndefined();
   expect(metrics["judge/letters/score"]).toBe(0.5);
   expect(metrics["judge/letters/turns"]).toBe(2);
   expect(metrics["judge/letters/exact_reward"]).toBeCloseTo((1 + 2 / 3 + 1 + 2 / 3) / 4, 12);
