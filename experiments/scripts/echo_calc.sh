@@ -2,7 +2,7 @@
 # docs/results.md §7: GRPO against GRPO + ECHO on an env where predicting the tool's output is the
 # skill the reward needs (src/envs/calc: add three numbers, a calculator adds two of them once).
 # First the calc student: tiny from scratch with TEMPLATE as its chat template, SFT by stop band on
-# 12,000 demonstrations, half with the calculator and half without
+# DEMOS (default 6,000) tasks' demonstrations in both forms, with the calculator and without
 # (experiments/configs/sft_calc_student.toml). TEMPLATE is configs/templates/bare_tool.jinja by
 # default: the bare template with a mark before the calculator's turn, which the model never writes.
 # Set epyc-1 ran with TEMPLATE=configs/templates/bare.jinja, where the calculator's `=65` follows
@@ -18,17 +18,19 @@
 # echo_calc_table.ts then regenerates the page's table from the rows.
 #
 #   bash experiments/scripts/echo_calc.sh SET                 e.g. SET=epyc-1 (a name for this run of it)
-#   SEEDS="0 1 2" ALPHAS="0.1 1 0.01" PORT=8291 TEMPLATE=configs/templates/bare.jinja bash experiments/scripts/echo_calc.sh SET
+#   SEEDS="0 1 2" ALPHAS="0.1 1 0.01" PORT=8291 TEMPLATE=configs/templates/bare.jinja DEMOS=6000 bash experiments/scripts/echo_calc.sh SET
+#   SEEDS= bash experiments/scripts/echo_calc.sh SET          the calc student alone (judge_calc.sh's arms start from it)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source experiments/scripts/run_tools.sh
 RLX=${RLX:-dist/rlx}
 BUN=node_modules/.bin/bun
 SET=${1:?usage: echo_calc.sh SET   (a name for this run of the command, e.g. epyc-1)}
-SEEDS=${SEEDS:-0 1 2}
+SEEDS=${SEEDS-0 1 2} # empty: the calc student alone
 ALPHAS=${ALPHAS:-0.1 1 0.01}
 PORT=${PORT:-8291}
 TEMPLATE=${TEMPLATE:-configs/templates/bare_tool.jinja}
+DEMOS=${DEMOS:-6000} # distinct training tasks, each demonstrated in both forms
 OUT=runs/echo-calc/$SET
 ROWS=experiments/results/echo_calc/$SET
 mkdir -p $OUT $ROWS
@@ -45,8 +47,8 @@ row() { local file=$1; shift; $BUN experiments/scripts/row.ts --out "$ROWS/$file
 [ -f $OUT/tiny/config.json ] ||
   $RLX init --preset tiny --seed 0 --out $OUT/tiny --chat-template $TEMPLATE > /dev/null
 if [ ! -s $OUT/demos.jsonl ]; then
-  $RLX env demos calc --n 6000 --seed 0 --args '{"train_size": 6000}' --out $OUT/demos-tool.jsonl > /dev/null
-  $RLX env demos calc --n 6000 --seed 0 --args '{"tool": false, "train_size": 6000}' --out $OUT/demos-notool.jsonl > /dev/null
+  $RLX env demos calc --n $DEMOS --seed 0 --args "{\"train_size\": $DEMOS}" --out $OUT/demos-tool.jsonl > /dev/null
+  $RLX env demos calc --n $DEMOS --seed 0 --args "{\"tool\": false, \"train_size\": $DEMOS}" --out $OUT/demos-notool.jsonl > /dev/null
   paste -d'\n' $OUT/demos-tool.jsonl $OUT/demos-notool.jsonl > $OUT/demos.jsonl
 fi
 [ -s $OUT/eval-demos.jsonl ] || $RLX env demos calc --n 200 --seed 0 --split eval --out $OUT/eval-demos.jsonl > /dev/null
@@ -58,7 +60,7 @@ if [ ! -f $ROWS/student.json ] || [ ! -f $STUDENT/config.json ]; then
     --set model.path=$OUT/tiny --set data.path=$OUT/demos.jsonl
   score $STUDENT $OUT/student/eval
   [ -f $ROWS/student.json ] || row student --row E-s --seed 0 --algorithm sft \
-    --experiment "calc student: tiny from scratch, chat template $(basename $TEMPLATE), SFT on 6,000 demos with the calculator and 6,000 without" \
+    --experiment "calc student: tiny from scratch, chat template $(basename $TEMPLATE), SFT on the demos of $DEMOS tasks with the calculator and without" \
     --after tool=$OUT/student/eval/tool.json --after notool=$OUT/student/eval/notool.json \
     --obs-after $OUT/student/eval/obs.json --band $OUT/student/band.json \
     --command "rlx sft experiments/configs/sft_calc_student.toml"

@@ -26,7 +26,7 @@ source experiments/scripts/run_tools.sh
 RLX=${RLX:-dist/rlx}
 BUN=node_modules/.bin/bun
 SET=${1:?usage: judge_calc.sh SET   (a name for this run of the command, e.g. epyc-1)}
-SEEDS=${SEEDS:-0 1}
+SEEDS=${SEEDS-0 1} # empty: the judge alone
 PORT=${PORT:-8281} # each arm's policy server; PORT+1 the judge
 STUDENT=runs/echo-calc/${STUDENT_SET:-$SET}/student
 OUT=runs/judge-calc/$SET
