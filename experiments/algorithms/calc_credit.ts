@@ -1,5 +1,6 @@
 // Agentic credit on the calc env with the lean calc judge (experiments/judges/calc_check.ts): the
-// built-in agentic_credit's rule, with the judge's `no K` as its per-turn weights. The judge's
+// built-in agentic_credit's rule (the kit's credit.spreadCredit), with the judge's `no K` as its
+// per-turn weights. The judge's
 // conversation is the one it has as a reward judge; its verdict sets the weights of the policy's
 // turns (the parts, as agentic_credit labels them):
 //
@@ -23,7 +24,7 @@ import type { ChatClient } from "../../src/clients/chat_client.ts";
 import type { CreditPart, Rollout } from "../../src/data/types.ts";
 import { converse } from "../judges/calc_check.ts";
 
-export default ({ Algorithm, z, group, assignAdvantage, credit, judges }: AlgorithmKit) =>
+export default ({ Algorithm, z, group, credit, judges }: AlgorithmKit) =>
   class CalcCredit extends Algorithm<any> {
     static override type = "calc_credit";
     static override actionLossType = "rl" as const;
@@ -62,21 +63,9 @@ export default ({ Algorithm, z, group, assignAdvantage, credit, judges }: Algori
 
     override async scoreGroup(rollouts: Rollout[]) {
       const advantages = group.centered(rollouts.map((r) => r.reward));
-      const { mix } = this.config;
       rollouts.forEach((rollout, i) => {
-        const A = advantages[i]!;
-        const parts = rollout.credit!.parts;
-        const factors = credit.creditFactors(
-          parts.map((p) => p.weight),
-          A,
-        );
-        const perAction: number[] = [];
-        parts.forEach((p, k) => {
-          p.factor = 1 - mix + mix * factors[k]!;
-          for (let t = p.start; t < p.end; t++) perAction.push(A * p.factor);
-        });
-        assignAdvantage(rollout, perAction);
-        rollout.advantage = A;
+        rollout.advantage = advantages[i]!;
+        credit.spreadCredit(rollout, this.config.mix);
       });
     }
   };

@@ -68,6 +68,25 @@ export function creditFactors(weights: readonly number[], advantage: number): nu
   return sum > 0 ? share.map((s) => (weights.length * s) / sum) : weights.map(() => 1);
 }
 
+/** A scored rollout's advantage A (kept as `advantage`) spread over its parts by the header's
+ * rule: each part's factor (1 - mix) + mix c_k, and A times it on every action token of the part. */
+export function spreadCredit(rollout: Rollout, mix: number): void {
+  const outcome = rollout.advantage ?? 0;
+  const parts = rollout.credit?.parts;
+  if (!parts) throw new Error(`agentic credit: rollout ${rollout.id} reached scoreGroup without its weights`);
+  const factors = creditFactors(
+    parts.map((p) => p.weight),
+    outcome,
+  );
+  const perAction: number[] = [];
+  parts.forEach((p, k) => {
+    p.factor = 1 - mix + mix * factors[k]!;
+    for (let t = p.start; t < p.end; t++) perAction.push(outcome * p.factor);
+  });
+  assignAdvantage(rollout, perAction);
+  rollout.advantage = outcome;
+}
+
 export class AgenticCredit extends Algorithm<CreditConfig> {
   static override type = "agentic_credit";
   static override actionLossType: LossComponent = "rl";
@@ -131,22 +150,6 @@ export class AgenticCredit extends Algorithm<CreditConfig> {
 
   override async scoreGroup(group: Rollout[]): Promise<void> {
     assignGrpoAdvantages(this.config, group);
-    const { mix } = this.config;
-    for (const rollout of group) {
-      const outcome = rollout.advantage ?? 0;
-      const parts = rollout.credit?.parts;
-      if (!parts) throw new Error(`agentic_credit: rollout ${rollout.id} reached scoreGroup without its weights`);
-      const factors = creditFactors(
-        parts.map((p) => p.weight),
-        outcome,
-      );
-      const perAction: number[] = [];
-      parts.forEach((p, k) => {
-        p.factor = 1 - mix + mix * factors[k]!;
-        for (let t = p.start; t < p.end; t++) perAction.push(outcome * p.factor);
-      });
-      assignAdvantage(rollout, perAction);
-      rollout.advantage = outcome;
-    }
+    for (const rollout of group) spreadCredit(rollout, this.config.mix);
   }
 }

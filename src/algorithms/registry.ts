@@ -21,7 +21,7 @@ import { perToken, rolloutLength, sampleRanges } from "../data/types.ts";
 import { ConfigError, configError, keyPath } from "../errors.ts";
 import { type FactoryKind, keySite, loadPlugin, type PluginSite, siteText } from "../plugin.ts";
 import { judgeKit } from "../judges/index.ts";
-import { AgenticCredit, creditFactors, parseStepWeights } from "./agentic_credit.ts";
+import { AgenticCredit, creditFactors, parseStepWeights, spreadCredit } from "./agentic_credit.ts";
 import { Algorithm, type AlgorithmClass, LOSS_COMPONENTS, type RunView } from "./base.ts";
 import { byBatch, byKey, byTask } from "./barriers.ts";
 import { Echo } from "./echo.ts";
@@ -95,8 +95,9 @@ export const algorithmKit = {
   rolloutLength,
   /** Barrier specs beyond rollout and group (docs/algorithms.md, "Barriers"). */
   barriers: { byTask, byKey, byBatch },
-  /** Credit assignment by a judge (ctx.connectJudge): the parts of a rollout, the STEP-line parser, the factors. */
-  credit: { creditParts, parseStepWeights, creditFactors },
+  /** Credit assignment by a judge (ctx.connectJudge): the parts of a rollout, the STEP-line parser,
+   * the factors, and agentic_credit's spreading of an advantage over the parts by their weights. */
+  credit: { creditParts, parseStepWeights, creditFactors, spreadCredit },
   /** A judge's view of a rollout and its errors (src/judges/): messageText, taskText, JudgeError, ... */
   judges: judgeKit,
 };
