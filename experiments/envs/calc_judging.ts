@@ -3,7 +3,7 @@
 // judging, and `rlx eval` scores a judge. A task is one judge question written by
 // experiments/scripts/judge_calc_demos.ts (a calc rollout as one line, labelled by the calc env's
 // exact reward); the episode is the judge's conversation: a turn that is not a verdict is a call to
-// the judge's calculator, answered here as the judge class answers it. The reward is 1 when the
+// the judge's checker, answered here as the judge class answers it. The reward is 1 when the
 // verdict's yes or no is the exact reward's (`turn_named`: a `no K` naming the demonstration's K). On a set with as many right rollouts as wrong ones (judge_calc_demos.ts
 // --balanced), the mean reward is the judge's balanced accuracy against the exact reward.
 //
@@ -14,7 +14,7 @@ import type { ChatMessage } from "../../src/data/chat.ts";
 import type { Task } from "../../src/data/types.ts";
 import type { EnvKit } from "../../src/envs/index.ts";
 import type { EnvDefinition } from "../../src/envs/types.ts";
-import { addAll, verdictOf } from "../judges/calc_check.ts";
+import { check, verdictOf } from "../judges/calc_check.ts";
 
 /** The judge tasks of a demonstrations file: its first message, the verdict it shows as the answer. */
 function judgeTasks(path: string): Task[] {
@@ -35,7 +35,7 @@ export default ({ z }: EnvKit): EnvDefinition<{ train: string; eval: string }> =
   args: z.strictObject({ train: z.string().min(1), eval: z.string().min(1) }),
   create: (args) => ({
     tools: [],
-    maxTurns: 3,
+    maxTurns: 4,
     async load(split) {
       return judgeTasks(split === "train" ? args.train : args.eval);
     },
@@ -43,7 +43,7 @@ export default ({ z }: EnvKit): EnvDefinition<{ train: string; eval: string }> =
       return {
         async step(reply) {
           if (verdictOf(reply.content) !== undefined) return { messages: [], reward: 0, done: true };
-          return { messages: [{ role: "tool", content: addAll(reply.content) }], reward: 0, done: false };
+          return { messages: [{ role: "tool", content: check(reply.content) }], reward: 0, done: false };
         },
         async close() {},
       };

@@ -1,18 +1,25 @@
-// A lean agentic judge for the calc env (src/envs/calc): it reads the rollout as one scratchpad line,
-// checks it with a calculator of its own, and gives a verdict that also names the decisive turn.
-// Short enough for the tiny byte-level models of these experiments to be taught it
+// A lean agentic judge for the calc env (src/envs/calc): it reads the rollout as one line, checks
+// the rollout's claims with a checking calculator, and gives a verdict that also names the decisive
+// turn. Short enough for the tiny byte-level models of these experiments to be taught it
 // (experiments/scripts/judge_calc_demos.ts writes the demonstrations from the env's exact checker),
-// where the built-in agentic judge's prompt is a paragraph of instructions and a JSON tool-call format:
+// where the built-in agentic judge's prompt is a paragraph of instructions and a JSON tool-call
+// format. Its model's work is reading: which numbers the task adds, which number the rollout
+// finally claims, what its calculator call added; the checker does the arithmetic, as a code judge
+// runs the tests:
 //
-//   user:    47+18+25= | 47+19 | =66 | +25=91 ?    the rollout's messages (the task's prompt first), one line
-//   judge:   47+18+25                      a call: numbers joined by `+`, which the judge's calculator adds
-//   tool:    =90
-//   judge:   no 1                          `yes` (score 1), or `no K` (score 0), K the policy's turn
-//                                          that decided it (here the call), or `no`
+//   user:    47+18+25= | 47+19 | =66 | +25=91 ?    the rollout's messages (the task's prompt first)
+//   judge:   47+18+25=91                           a check: the task's sum against the final claim
+//   tool:    wrong
+//   judge:   47+18=66                              the task's first two numbers against the call's sum
+//   tool:    wrong
+//   judge:   no 1                                  `yes` (score 1), or `no K` (score 0) with K the
+//                                                  policy's turn that decided it (here the call), or `no`
 //
-// A reply that is neither a call nor a verdict gets `=?` and the judge goes on; no verdict within
-// judge.max_turns replies fails the rollout with the conversation (never a score of 0). The same
-// conversation serves agentic credit (experiments/algorithms/calc_credit.ts), which reads K.
+// A check is `numbers joined by + = number` (the claim may be empty: an answer with no number),
+// answered `right` or `wrong`; anything else that is not a verdict is answered `?` and the judge
+// goes on. No verdict within judge.max_turns replies fails the rollout with the conversation (never
+// a score of 0). The same conversation serves agentic credit (experiments/algorithms/calc_credit.ts),
+// which reads K.
 //
 //   judge = { type = "custom", path = "experiments/judges/calc_check.ts", name = "judge", base_url = "...", max_tokens = 16 }
 import type { JudgeKit } from "../../src/judges/index.ts";
@@ -26,10 +33,13 @@ export function judgeQuestion(rollout: Pick<Rollout, "messages">): string {
   return `${rollout.messages.map((m) => m.content).join(" | ")} ?`;
 }
 
-/** The judge's calculator: `=<sum>` of numbers joined by `+`, `=?` for anything else. */
-export function addAll(call: string): string {
-  const terms = call.trim();
-  return /^\d{1,9}(\+\d{1,9})*$/.test(terms) ? `=${terms.split("+").reduce((sum, x) => sum + Number(x), 0)}` : "=?";
+/** The judge's checker: `right` when the numbers joined by `+` add up to the claim after `=`,
+ * `wrong` when they do not (or the claim is empty), `?` for anything else. */
+export function check(call: string): string {
+  const match = /^(\d{1,9}(?:\+\d{1,9})*)=(\d{0,10})$/.exec(call.trim());
+  if (!match) return "?";
+  const sum = match[1]!.split("+").reduce((total, x) => total + Number(x), 0);
+  return match[2] !== "" && Number(match[2]) === sum ? "right" : "wrong";
 }
 
 /** A verdict: its score, and the decisive turn a `no K` names; undefined for anything else (a call). */
@@ -54,7 +64,7 @@ export async function converse(
     const verdict = verdictOf(reply.message.content);
     if (verdict) return { messages, verdict, calls, turns: turn };
     calls++;
-    messages.push({ role: "tool", content: addAll(reply.message.content) });
+    messages.push({ role: "tool", content: check(reply.message.content) });
   }
   return { messages, calls, turns: options.maxTurns };
 }

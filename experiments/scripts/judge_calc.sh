@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # docs/results.md §14: a judge that can judge, made here since no capable model can be fetched. The
-# calc judge (experiments/judges/calc_check.ts) reads a calc rollout as one line, adds the task's
-# numbers with its calculator, and says yes or no. It is tiny from scratch with the marked bare
+# calc judge (experiments/judges/calc_check.ts) reads a calc rollout as one line, checks its final
+# claim (and, when that is wrong, its calculator call) with a checker, and says yes or no K, K the
+# turn that decided it. It is tiny from scratch with the marked bare
 # template, SFT on 20,000 judge demonstrations written from the calc env's exact reward
 # (judge_calc_demos.ts: right rollouts and the wrong ones a calc student writes, about half each),
 # stopped by band when its greedy verdicts on 200 held-out questions (calc eval tasks, exactly half
@@ -72,7 +73,7 @@ for seed in $SEEDS; do
     rm -rf $run
     case $arm in
     exact) id=J1 algo=grpo what="GRPO on the exact reward" delta=() ;;
-    judge) id=J2 algo=grpo what="GRPO on the calc judge's verdict" delta=(--set "orchestrator.train.env[0].judge={type = \"custom\", path = \"experiments/judges/calc_check.ts\", $ENDPOINT, max_tokens = 16, max_turns = 3}") ;;
+    judge) id=J2 algo=grpo what="GRPO on the calc judge's verdict" delta=(--set "orchestrator.train.env[0].judge={type = \"custom\", path = \"experiments/judges/calc_check.ts\", $ENDPOINT, max_tokens = 16, max_turns = 4}") ;;
     credit) id=J3 algo=calc_credit what="GRPO with agentic credit from the calc judge (mix 0.5)" delta=(--set "orchestrator.train.env[0].algo={type = \"custom\", path = \"experiments/algorithms/calc_credit.ts\", judge = {$ENDPOINT}}") ;;
     esac
     timed $run.log $RLX train experiments/configs/judge_calc.toml --set output_dir=$run --set seed=$seed \

@@ -2,23 +2,25 @@
 // for each task of a split, a rollout the policy could have written, right or wrong in the ways a
 // calc student is (the gold episode, a final sum off by a little, a wrong call carried through, the
 // scratchpad written without the calculator, a second call instead of an answer), labelled by the
-// env's own exact reward; then the conversation the judge should have about it: the rollout as one
-// line, a call adding the task's numbers, the calculator's sum, and `yes` exactly when the exact
-// reward is 1, else `no K` with K the policy's turn that decided it (the call when it added the wrong
-// numbers, else the answer). About half the rollouts are right (exactly half with --balanced), so a judge that
-// always says the same thing scores a balanced accuracy of 0.5. Chat-messages JSONL for `rlx sft`,
-// each line with its label and kind.
+// env's own exact reward; then the conversation the judge should have about it (calc_check.ts): the
+// rollout as one line, a check of its final claim against the task's sum, for a wrong one with a
+// calculator call a check of the call's sum against the task's first two numbers, and `yes` exactly
+// when the exact reward is 1, else `no K` with K the policy's turn that decided it (the call when the
+// calculator's sum was not the task's first two numbers', else the answer). About half the
+// rollouts are right (exactly half with --balanced), so a judge that always says the same thing
+// scores a balanced accuracy of 0.5. Chat-messages JSONL for `rlx sft`, each line with its label
+// and kind.
 //
 //   bun experiments/scripts/judge_calc_demos.ts OUT.jsonl [--n 6000] [--split train] [--seed 0] [--balanced]
 import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import type { ChatMessage } from "../../src/data/chat.ts";
 import type { Rollout, Task } from "../../src/data/types.ts";
-import calc from "../../src/envs/calc/index.ts";
+import calc, { answerOf } from "../../src/envs/calc/index.ts";
 import { createEnv } from "../../src/envs/index.ts";
 import { Rng } from "../../src/envs/random.ts";
 import type { Env } from "../../src/envs/types.ts";
-import { addAll, judgeQuestion } from "../judges/calc_check.ts";
+import { check, judgeQuestion } from "../judges/calc_check.ts";
 
 /** The ways a rollout is written: `gold` and `direct_right` are right, the others wrong. */
 export const KINDS = ["gold", "direct_right", "final_off", "call_off", "direct_off", "second_call"] as const;
@@ -63,23 +65,41 @@ export function calcRollout(task: Task, turns: ChatMessage[]): Rollout {
   };
 }
 
-/** The policy's turn that decided a wrong rollout: its call when that was not the task's first two
- * numbers, else its last turn (the answer, or a one-turn rollout's scratchpad). */
+/** The policy's turn that decided a wrong rollout: its call when the calculator's sum was not the
+ * task's first two numbers' (a wrong or unreadable call), else its last turn (the answer, or a
+ * one-turn rollout's scratchpad). */
 export function decisiveTurn(task: Task, rollout: Pick<Rollout, "messages">): number {
   const [a, b] = task.info!.terms as number[];
-  const turns = rollout.messages.filter((m) => m.role === "assistant");
-  return turns.length > 1 && turns[0]!.content.trim() !== `${a}+${b}` ? 1 : turns.length;
+  const turns = rollout.messages.filter((m) => m.role === "assistant").length;
+  const sum = rollout.messages.find((m) => m.role === "tool")?.content;
+  return turns < 2 ? 1 : sum === `=${a! + b!}` ? 2 : 1;
 }
 
-/** The judge's conversation about a rollout whose exact reward is `label`. */
+/** The judge's conversation about a rollout whose exact reward is `label`: it checks the final
+ * claim against the task's sum; when that is wrong and the rollout called the calculator, it checks
+ * the call's sum against the task's first two numbers; then the verdict. */
 export function judgeDemo(task: Task, rollout: Rollout, label: number): ChatMessage[] {
-  const call = (task.info!.terms as number[]).join("+");
-  return [
-    { role: "user", content: judgeQuestion(rollout) },
-    { role: "assistant", content: call },
-    { role: "tool", content: addAll(call) },
-    { role: "assistant", content: label === 1 ? "yes" : `no ${decisiveTurn(task, rollout)}` },
-  ];
+  const [a, b] = task.info!.terms as number[];
+  const turns = rollout.messages.filter((m) => m.role === "assistant");
+  const claim = answerOf(turns.at(-1)?.content ?? "") ?? "";
+  const messages: ChatMessage[] = [{ role: "user", content: judgeQuestion(rollout) }];
+  const ask = (call: string) => {
+    messages.push({ role: "assistant", content: call }, { role: "tool", content: check(call) });
+    return messages.at(-1)!.content === "right";
+  };
+  const claimRight = ask(`${(task.info!.terms as number[]).join("+")}=${claim}`);
+  if (claimRight !== (label === 1))
+    throw new Error(`task ${task.id}: the check of ${claim} disagrees with the exact reward`);
+  let verdict = "yes";
+  if (!claimRight) {
+    const sum = rollout.messages.find((m) => m.role === "tool")?.content;
+    const decisive = decisiveTurn(task, rollout);
+    if (turns.length > 1 && ask(`${a}+${b}=${/^=(\d+)$/.exec(sum ?? "")?.[1] ?? ""}`) !== (decisive === 2))
+      throw new Error(`task ${task.id}: the check of the call disagrees with its decisive turn`);
+    verdict = `no ${decisive}`;
+  }
+  messages.push({ role: "assistant", content: verdict });
+  return messages;
 }
 
 export interface JudgeDemo {

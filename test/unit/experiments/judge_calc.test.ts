@@ -14,14 +14,14 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { OpenAIChatClient } from "../../../src/clients/chat_client.ts";
 import { CallGate } from "../../../src/clients/gate.ts";
-import calc from "../../../src/envs/calc/index.ts";
+import calc, { answerOf } from "../../../src/envs/calc/index.ts";
 import { createEnv, loadEnv } from "../../../src/envs/index.ts";
 import type { Env, Task } from "../../../src/envs/types.ts";
 import { createJudge } from "../../../src/judges/index.ts";
 import { judgedEnv } from "../../../src/judges/judge.ts";
 import { judgeSchema } from "../../../src/judges/schema.ts";
 import { runRollout } from "../../../src/rollout/driver.ts";
-import { addAll, verdictOf } from "../../../experiments/judges/calc_check.ts";
+import { check, verdictOf } from "../../../experiments/judges/calc_check.ts";
 import { judgeDemo, judgeDemos, KINDS } from "../../../experiments/scripts/judge_calc_demos.ts";
 import { type ChatBody, type JudgeReply, type JudgeServer, startJudgeServer } from "../../fixtures/judge_server.ts";
 import { byteContext } from "../../fixtures/algo_context.ts";
@@ -33,17 +33,18 @@ const renderer = byteRenderer(readFileSync(join(ROOT, "configs/templates/bare_to
 let server: JudgeServer | undefined;
 afterEach(() => server?.stop());
 
-/** What the demonstrations teach: call the task's numbers; `yes` when the sums agree, else `no K`
- * with K the call (turn 1) when it was not the task's first two numbers, else the last turn. */
+/** What the demonstrations teach: check the final claim against the task's sum; `yes` when right;
+ * else, for a rollout that called the calculator, check the call's sum against the task's first two
+ * numbers: `no 2` when right (the answer decided), `no 1` when wrong or without a call. */
 function taughtRule(body: ChatBody): JudgeReply {
   const [task, ...turns] = body.messages[0]!.content.replace(/ \?$/, "").split(" | ");
-  const tool = body.messages.findLast((m) => m.role === "tool");
-  if (!tool) return { content: task!.slice(0, -1) };
-  const written = /=(\d+)$/.exec(turns.at(-1)!)?.[1];
-  if (written !== undefined && `=${written}` === tool.content) return { content: "yes" };
-  const policyTurns = turns.filter((_, i) => i % 2 === 0); // the policy's, the calculator's between
-  const firstTwo = task!.split("+").slice(0, 2).join("+");
-  return { content: `no ${policyTurns.length > 1 && policyTurns[0] !== firstTwo ? 1 : policyTurns.length}` };
+  const checks = body.messages.filter((m) => m.role === "tool").map((m) => m.content);
+  if (checks.length === 0) return { content: `${task}${answerOf(turns.at(-1)!) ?? ""}` };
+  if (checks[0] === "right") return { content: "yes" };
+  const sum = turns.length > 1 ? turns[1]! : undefined; // the calculator's answer to the call
+  if (checks.length === 1 && sum !== undefined)
+    return { content: `${task!.split("+").slice(0, 2).join("+")}=${/^=(\d+)$/.exec(sum)?.[1] ?? ""}` };
+  return { content: `no ${checks[1] === "right" ? 2 : 1}` };
 }
 
 async function judged(rule: (body: ChatBody) => JudgeReply, maxTurns = 4): Promise<Env> {
@@ -77,10 +78,14 @@ const roll = (env: Env, task: Task, replies: string[], envId = "calc") =>
   });
 
 describe("the calc judge", () => {
-  test("its calculator adds any chain of numbers; its verdict is yes or no", () => {
-    expect(addAll("47+18+25")).toBe("=90");
-    expect(addAll(" 47 ")).toBe("=47");
-    for (const call of ["47-18", "47+", "yes", ""]) expect(addAll(call)).toBe("=?");
+  test("its checker adds any chain of numbers and compares the claim; its verdict is yes or no K", () => {
+    expect([check("47+18+25=90"), check(" 47=47 "), check("47+18+25=91"), check("47+18+25=")]).toEqual([
+      "right",
+      "right",
+      "wrong",
+      "wrong",
+    ]);
+    for (const call of ["47-18=29", "47+18", "=90", "yes", ""]) expect(check(call)).toBe("?");
     expect([verdictOf(" yes\n"), verdictOf("No"), verdictOf("no 2")]).toEqual([
       { score: 1 },
       { score: 0 },
@@ -109,7 +114,8 @@ describe("the calc judge", () => {
     for (const rollout of rollouts) {
       expect(rollout.error).toBeUndefined();
       expect(rollout.reward).toBe(rollout.metrics.exact_reward!);
-      expect(rollout.metrics).toMatchObject({ judge_agrees: 1, judge_turns: 2, judge_tool_calls: 1 });
+      expect(rollout.metrics.judge_agrees).toBe(1);
+      expect(rollout.metrics.judge_tool_calls).toBe(rollout.metrics.judge_turns! - 1);
       expect(rollout.judge!.messages).toEqual(judgeDemo(task!, rollout, rollout.metrics.exact_reward!));
     }
   });
@@ -192,12 +198,12 @@ describe("the calc judge's demonstrations", () => {
       const tasks = await env.load("eval", 0);
       expect(tasks.map((t) => t.answer.split(" ")[0])).toEqual(["yes", "no", "yes", "no"]);
       for (const [i, task] of tasks.entries()) {
-        const [, call, , verdict] = demos[i]!.messages.map((m) => m.content as string);
-        const right = await roll(env, task, [call!, verdict!], "calc_judging");
+        const replies = demos[i]!.messages.filter((m) => m.role === "assistant").map((m) => m.content as string);
+        const right = await roll(env, task, [...replies], "calc_judging"); // the client consumes its list
         expect(right.messages.slice(1)).toEqual(demos[i]!.messages.slice(1));
         expect(right.reward).toBe(1);
-        const wrong = await roll(env, task, [call!, verdict === "yes" ? "no" : "yes"], "calc_judging");
-        expect(wrong.reward).toBe(0);
+        const flipped = [...replies.slice(0, -1), replies.at(-1) === "yes" ? "no" : "yes"];
+        expect((await roll(env, task, flipped, "calc_judging")).reward).toBe(0);
       }
     } finally {
       rmSync(dir, { recursive: true, force: true });
