@@ -20,7 +20,8 @@
 #                                                         policy's weights every LAG = 10 steps) and 8bv (8bk's
 #                                                         variants: VARIANTS="8br 8bl 8bc", or 8bj) run only
 #                                                         when named; ctl (rows 4, 4k, 8b and 8bk from one
-#                                                         student build: sampled-token against top-k)
+#                                                         student build: sampled-token against top-k) and
+#                                                         8bs (8bk from 8d's student, which sometimes subtracts)
 #
 # The bands (experiments/configs/sft_*.toml, [eval.stop]): student greedy 0.40-0.65 (the documented
 # student read 0.53), teacher >= 0.85, the subtraction student (8d) sub greedy 0.05-0.30 (one that
@@ -111,21 +112,22 @@ rl() {
 
 # two_teachers ROW NAME SEED EXPERIMENT [--set ...]: 40 steps of experiments/configs/opd_two_teachers.toml from the
 # addition student (add against the teacher on PORT, sub against the subtraction teacher on PORT+1), eval-200 of both.
+# FROM=sub-student starts from 8d's student instead (its evals: eval-add.json and eval.json, of sub).
 two_teachers() {
-  local id=$1 name=$2 seed=$3 experiment=$4
+  local id=$1 name=$2 seed=$3 experiment=$4 from=$OUT/${FROM:-student}
   shift 4
   [ -f "$ROWS/$name-s$seed.json" ] && return
-  local run=$OUT/$name-s$seed
+  local run=$OUT/$name-s$seed before=(--before add=$from/eval.json --before sub=$from/eval-sub.json)
+  [ "${FROM:-student}" = sub-student ] && before=(--before add=$from/eval-add.json --before sub=$from/eval.json)
   rm -rf "$run"
-  timed "$run.log" $RLX train experiments/configs/opd_two_teachers.toml --set output_dir="$run" --set seed="$seed" --set model.path=$OUT/student/model \
+  timed "$run.log" $RLX train experiments/configs/opd_two_teachers.toml --set output_dir="$run" --set seed="$seed" --set model.path=$from/model \
     --set "orchestrator.train.env[0].algo.teacher.base_url=\"http://127.0.0.1:$PORT/v1\"" \
     --set "orchestrator.train.env[1].algo.teacher.base_url=\"http://127.0.0.1:$((PORT + 1))/v1\"" \
     --set orchestrator.eval.interval=20 --set inference.port=$((PORT + 2)) "$@"
   evaluate "$(last_weights "$run")" "$ADD" "$run/eval-add.json"
   evaluate "$(last_weights "$run")" "$SUB" "$run/eval-sub.json"
   row "$name-s$seed" --row "$id" --seed "$seed" --algorithm "opd x 2" --steps 40 --experiment "$experiment" \
-    --before add=$OUT/student/eval.json --before sub=$OUT/student/eval-sub.json \
-    --after add="$run/eval-add.json" --after sub="$run/eval-sub.json" \
+    "${before[@]}" --after add="$run/eval-add.json" --after sub="$run/eval-sub.json" \
     --command "rlx train experiments/configs/opd_two_teachers.toml $*"
 }
 
@@ -150,7 +152,7 @@ part() { [[ $PARTS == *" $1 "* ]]; }
 
 echo "reproduce $SET: $(lscpu | sed -n 's/Model name: *//p'), $(nproc) cores, commit $(git rev-parse --short HEAD)"
 [ -f $OUT/tiny/config.json ] || $RLX init --preset tiny --seed 0 --out $OUT/tiny > /dev/null
-if part core || part 8d || part extra || part topk || part 6bf || part 6bl || part 8bv || part ctl; then
+if part core || part 8d || part extra || part topk || part 6bf || part 6bl || part 8bv || part ctl || part 8bs; then
 [ -s $OUT/add.jsonl ] || $RLX env demos math --n 6000 --seed 0 --out $OUT/add.jsonl \
   --args '{"operations": ["+"], "word_problems": false, "train_size": 6000}' > /dev/null
 [ -s $OUT/addsub.jsonl ] || $RLX env demos math --n 6000 --seed 0 --out $OUT/addsub.jsonl \
@@ -166,6 +168,10 @@ teacher() {
   band_sft 1b teacher experiments/configs/sft_add_teacher.toml "teacher: the student, SFT further" "$ADD" 48 \
     --set model.path=$OUT/student/model --set data.path=$OUT/add.jsonl
 }
+sub_student() {
+  band_sft 8d-s sub-student experiments/configs/sft_sub_student.toml "8d's student: the student, SFT on +/- demos until it sometimes subtracts" "$SUB" 48 \
+    --set model.path=$OUT/student/model --set data.path=$OUT/addsub.jsonl
+}
 sub_teacher() {
   band_sft 8d-t sub-teacher experiments/configs/sft_sub_teacher.toml "8d's subtraction teacher: the teacher, SFT on +/- demos" "$SUB" 48 \
     --set model.path=$OUT/teacher/model --set data.path=$OUT/addsub.jsonl
@@ -180,8 +186,7 @@ if part core || part 8d || part extra; then
 echo "== bootstrap: student, teacher, subtraction student and teacher (stop bands)"
 student
 teacher
-band_sft 8d-s sub-student experiments/configs/sft_sub_student.toml "8d's student: the student, SFT on +/- demos until it sometimes subtracts" "$SUB" 48 \
-  --set model.path=$OUT/student/model --set data.path=$OUT/addsub.jsonl
+sub_student
 sub_teacher
 evaluate $OUT/sub-student/model "$ADD" $OUT/sub-student/eval-add.json
 fi
@@ -305,6 +310,21 @@ for seed in $SEEDS; do
   row4k "$seed"
   row8b "$seed"
   row8bk "$seed"
+done
+fi
+
+if part 8bs; then
+echo "== row 8bk from 8d's student, which sometimes writes a subtraction"
+student
+teacher
+sub_student
+sub_teacher
+serve add-teacher $OUT/teacher/model $PORT
+serve sub-teacher $OUT/sub-teacher/model $((PORT + 1))
+evaluate $OUT/sub-student/model "$ADD" $OUT/sub-student/eval-add.json
+for seed in $SEEDS; do
+  FROM=sub-student two_teachers 8bs two-teachers-topk-sub "$seed" "row 8bk from 8d's student (the student SFT'd on +/- demos until it sometimes subtracts): each env's teacher top $K, forward KL, 40 steps" \
+    "${TOPK[@]}"
 done
 fi
 
