@@ -176,6 +176,15 @@ sub_teacher() {
   band_sft 8d-t sub-teacher experiments/configs/sft_sub_teacher.toml "8d's subtraction teacher: the teacher, SFT on +/- demos" "$SUB" 48 \
     --set model.path=$OUT/teacher/model --set data.path=$OUT/addsub.jsonl
 }
+# Rows 8b*: the addition student and both teachers built, the teachers served, the student's sub scored.
+two_teachers_served() {
+  student
+  teacher
+  sub_teacher
+  serve add-teacher $OUT/teacher/model $PORT
+  serve sub-teacher $OUT/sub-teacher/model $((PORT + 1))
+  evaluate $OUT/student/model "$SUB" $OUT/student/eval-sub.json
+}
 hint_student() {
   [ -s $OUT/add-hinted.jsonl ] || $BUN experiments/scripts/hint_demos.ts $OUT/add.jsonl $OUT/add-hinted.jsonl
   band_sft 6b-s hint-student experiments/configs/sft_add_hints.toml "6b's hint-reading student: the student, SFT on its demos plain and hinted" "$ADD" 48 \
@@ -275,12 +284,7 @@ fi
 
 if part 8bv; then
 echo "== row 8bk's variants: the divergence, a lower lr, or each sample cut at its first token the teacher would not write"
-student
-teacher
-sub_teacher
-serve add-teacher $OUT/teacher/model $PORT
-serve sub-teacher $OUT/sub-teacher/model $((PORT + 1))
-evaluate $OUT/student/model "$SUB" $OUT/student/eval-sub.json
+two_teachers_served
 for variant in ${VARIANTS:-8br 8bl 8bc}; do
   for seed in $SEEDS; do
     case $variant in
@@ -299,12 +303,7 @@ fi
 
 if part ctl; then
 echo "== controlled distillation baselines: rows 4 and 8b sampled-token (k = 0) and top-k (k = $K, forward KL), one student build"
-student
-teacher
-sub_teacher
-serve add-teacher $OUT/teacher/model $PORT
-serve sub-teacher $OUT/sub-teacher/model $((PORT + 1))
-evaluate $OUT/student/model "$SUB" $OUT/student/eval-sub.json
+two_teachers_served
 for seed in $SEEDS; do
   row4 "$seed"
   row4k "$seed"
@@ -315,12 +314,8 @@ fi
 
 if part 8bs; then
 echo "== row 8bk from 8d's student, which sometimes writes a subtraction"
-student
-teacher
+two_teachers_served
 sub_student
-sub_teacher
-serve add-teacher $OUT/teacher/model $PORT
-serve sub-teacher $OUT/sub-teacher/model $((PORT + 1))
 evaluate $OUT/sub-student/model "$ADD" $OUT/sub-student/eval-add.json
 for seed in $SEEDS; do
   FROM=sub-student two_teachers 8bs two-teachers-topk-sub "$seed" "row 8bk from 8d's student (the student SFT'd on +/- demos until it sometimes subtracts): each env's teacher top $K, forward KL, 40 steps" \
