@@ -42,8 +42,14 @@ export function check(call: string): string {
   return match[2] !== "" && Number(match[2]) === sum ? "right" : "wrong";
 }
 
-/** A verdict: its score, and the decisive turn a `no K` names; undefined for anything else (a call). */
-export function verdictOf(reply: string): { score: number; turn?: number } | undefined {
+/** A verdict: its score, and the decisive turn a `no K` names. */
+export interface CalcVerdict {
+  score: number;
+  turn?: number;
+}
+
+/** The verdict a reply gives; undefined for anything else (a call). */
+export function verdictOf(reply: string): CalcVerdict | undefined {
   const words = /^(yes|no)(?: ([1-9]))?$/.exec(reply.trim().toLowerCase());
   if (!words || (words[1] === "yes" && words[2])) return undefined;
   return words[1] === "yes" ? { score: 1 } : { score: 0, ...(words[2] && { turn: Number(words[2]) }) };
@@ -54,7 +60,7 @@ export async function converse(
   client: ChatClient,
   rollout: Pick<Rollout, "messages">,
   options: { maxTokens: number; temperature: number; maxTurns: number; signal?: AbortSignal },
-): Promise<{ messages: ChatMessage[]; verdict?: { score: number; turn?: number }; calls: number; turns: number }> {
+): Promise<{ messages: ChatMessage[]; verdict?: CalcVerdict; calls: number; turns: number }> {
   const messages: ChatMessage[] = [{ role: "user", content: judgeQuestion(rollout) }];
   let calls = 0;
   for (let turn = 1; turn <= options.maxTurns; turn++) {
