@@ -1,15 +1,13 @@
 #!/usr/bin/env bash
 # docs/results.md §14: a judge that can judge, made here since no capable model can be fetched. The
 # calc judge (experiments/judges/calc_check.ts) reads a calc rollout as one line, checks its final
-# claim (and, when that is wrong, its calculator call) with a checker, and says yes or no K, K the
-# turn that decided it. It is tiny from scratch with the marked bare
-# template, SFT on 20,000 judge demonstrations written from the calc env's exact reward
-# (judge_calc_demos.ts: right rollouts and the wrong ones a calc student writes, about half each),
-# stopped by band when its greedy verdicts on 200 held-out questions (calc eval tasks, exactly half
-# right) reach a balanced accuracy of 0.90 against the exact reward
-# (experiments/configs/sft_calc_judge.toml; experiments/envs/calc_judging.ts scores it). Then it is
-# scored on 400 other held-out questions (other rollouts of the eval tasks, exactly half right),
-# where the target (>= 0.85) is read.
+# claim (and, when that is wrong, its calculator call) with a checker, and says `yes` or `no K`, K
+# the turn that decided it. Its model is tiny from scratch with the marked bare template, SFT on
+# 20,000 demonstrations written from the calc env's exact reward (judge_calc_demos.ts: right
+# rollouts and the wrong ones a calc student writes, about half each), stopped by band when its
+# greedy verdicts on 200 held-out questions (calc eval tasks, exactly half right) reach a balanced
+# accuracy of 0.90 (experiments/configs/sft_calc_judge.toml; experiments/envs/calc_judging.ts
+# scores it); then it is scored on 400 other held-out questions, where the target (>= 0.85) is read.
 # Then, with the judge under `rlx serve` as a user serves theirs, three arms from the calc student of
 # echo_calc.sh's set STUDENT_SET (default SET; `SEEDS= bash experiments/scripts/echo_calc.sh SET`
 # makes it alone) at each of SEEDS (default 0 1), same budget (experiments/configs/judge_calc.toml):
