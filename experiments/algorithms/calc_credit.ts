@@ -1,8 +1,7 @@
 // Agentic credit on the calc env with the lean calc judge (experiments/judges/calc_check.ts): the
 // built-in agentic_credit's rule (the kit's credit.spreadCredit), with the judge's `no K` as its
-// per-turn weights. The judge's
-// conversation is the one it has as a reward judge; its verdict sets the weights of the policy's
-// turns (the parts, as agentic_credit labels them):
+// per-turn weights. The judge's conversation is the one it has as a reward judge; its verdict sets
+// the weights of the policy's turns (the parts, as agentic_credit labels them):
 //
 //   yes       w_k = 1 for every turn
 //   no K      w_K = 0, w_k = 1 for the other turns (turn K decided the failure)

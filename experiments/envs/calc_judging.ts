@@ -4,8 +4,9 @@
 // experiments/scripts/judge_calc_demos.ts (a calc rollout as one line, labelled by the calc env's
 // exact reward); the episode is the judge's conversation: a turn that is not a verdict is a call to
 // the judge's checker, answered here as the judge class answers it. The reward is 1 when the
-// verdict's yes or no is the exact reward's (`turn_named`: a `no K` naming the demonstration's K). On a set with as many right rollouts as wrong ones (judge_calc_demos.ts
-// --balanced), the mean reward is the judge's balanced accuracy against the exact reward.
+// verdict's yes or no is the exact reward's (`turn_named`: a `no K` naming the demonstration's K).
+// On a set with as many right rollouts as wrong ones (judge_calc_demos.ts --balanced), the mean
+// reward is the judge's balanced accuracy against the exact reward.
 //
 //   [eval]
 //   env = [{ id = "experiments/envs/calc_judging.ts", args = { train = "judge-train.jsonl", eval = "judge-eval.jsonl" } }]
