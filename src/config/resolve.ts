@@ -296,6 +296,10 @@ export function resolveConfig(config: RawConfig, source: string): Resolution {
       ...withLoss(envLoss(algo, config)),
     };
   });
+  if (envs.every((env) => env.ratio === 0 && !env.ratio_end))
+    throw new ConfigError(`${source}: orchestrator.train.env: every env has ratio 0, so none is ever drawn`, {
+      fix: "give the env whose groups start a step a positive ratio (ratio 0 is for an env drawn only when another env spawns its groups)",
+    });
   const evalBlock = orch.eval && {
     ...orch.eval,
     env: orch.eval.env.map((env, i) => ({

@@ -51,8 +51,9 @@ const envEntry = z.strictObject({
   remote: remoteBlock,
   /** Name in metrics and logs; defaults to id. Must be unique across train envs. */
   name: z.string().min(1).optional(),
-  /** Relative share of rollouts drawn from this env. */
-  ratio: z.number().positive().default(1),
+  /** Relative share of rollouts drawn from this env; 0: drawn only when another env's trace spawns a
+   * group of it (a proposer's solvers, src/envs/proposer/spawned.ts). */
+  ratio: z.number().min(0).default(1),
   /** A schedule over steps: the share moves linearly from `ratio` at step 1 to this at ratio_steps (flat after). */
   ratio_end: z.number().positive().optional(),
   /** Steps over which ratio moves to ratio_end; absent = max_steps. */

@@ -79,6 +79,32 @@ export interface EpisodeResult {
   metrics?: Record<string, number>;
   /** Per trace: barrier sets it belongs to (rollout.info.barriers; src/algorithms/barriers.ts byKey). */
   barriers?: Record<string, Record<string, { key: string; size?: number }>>;
+  /** Per trace: a group the orchestrator runs of another train env (its task, `size` rollouts)
+   * before this trace's reward is known; a trace that spawns needs no entry in `rewards` (the env's
+   * `settle` gives its reward once every spawned rollout has finished). */
+  spawn?: Record<string, SpawnRequest>;
+}
+
+/** A group of train env `env` on `task`, spawned by an episode's trace (rollout.info.spawn). */
+export interface SpawnRequest {
+  env: string;
+  task: Task;
+  size: number;
+}
+
+/** What a spawned rollout gives back to the trace that spawned it. */
+export interface SpawnedOutcome {
+  rolloutId: string;
+  reward: number;
+  metrics: Record<string, number>;
+  /** It failed: no reward (counted, never trained). */
+  failed: boolean;
+}
+
+/** What `settle` gives a trace: its reward and named numbers (metrics merged over the episode's). */
+export interface SettledReward {
+  reward: number;
+  metrics?: Record<string, number>;
 }
 
 /** One turn's answer from an env that answers the model itself (a step-driven env: `open`). */
@@ -141,6 +167,11 @@ export interface Env {
   /** Multi-agent: runs one episode, the env choosing turn order; the orchestrator makes one trace
    * (a rollout tagged with its role) per trace that took a turn. `reward` still scores eval. */
   episode?(ctx: EpisodeContext): Promise<EpisodeResult>;
+  /** Multi-agent with `spawn`: the rewards of one group's spawning traces, once every group they
+   * spawned has finished (the group barrier, src/orchestrator/barriers.ts). `group` is every
+   * trainable trace of the group's algorithm, each with what it spawned ([] if nothing); one entry
+   * per trace, undefined where the reward stands. */
+  settle?(group: ReadonlyArray<{ rollout: Rollout; spawned: SpawnedOutcome[] }>): Array<SettledReward | undefined>;
   /** Step-driven: the env answers each model turn itself (instead of `tools` running in rlx). */
   open?(task: Task): Promise<EnvSession>;
   /** Env-driven: the env runs the whole episode, calling the policy through `ctx.policy`. */

@@ -1,7 +1,10 @@
 // The groups of one batch (step 2 of the step loop, src/orchestrator/loop.ts; docs/task_samplers.md).
 // Groups are drawn (env by ratio, then the env's sampler: a fresh task, or a stored group to
 // replay) until they hold batch_size rollouts and run all at once, each env with its own algorithm
-// and sampling source: scoreRollout as each rollout finishes, scoreGroup once its group has. Then,
+// and sampling source: scoreRollout as each rollout finishes; scoreGroup once its group has, in the
+// env's barrier book (barriers.ts). A trace that spawns a group of another env (a proposer's solver
+// panel) has it run at once, as an ordinary group of that env that rides along with its parent
+// (batch_size counts drawn groups only); what it scored goes back to the parent's book. Then,
 // in draw order, a group older than max_off_policy_steps is dropped (counted) and replaced, and
 // each finished fresh group updates its task's statistics and passes its env sampler's admission
 // gate or is replaced. A failing hook fails its rollouts, as data, never the run.
@@ -13,7 +16,7 @@
 // list (checkpointed with it) and is the first group of the next step; one the gate admitted only
 // because its bound was reached is discarded (counted as rejected). Without rejections nothing is
 // drawn ahead, so a run without a gate draws exactly as before.
-import { type Algorithm, finishGroup, finishRollout } from "../algorithms/base.ts";
+import { finishRollout, isTrainable } from "../algorithms/base.ts";
 import type { ResolvedConfig } from "../config/resolve.ts";
 import type { Rollout } from "../data/types.ts";
 import { hashString } from "../envs/random.ts";
@@ -21,6 +24,7 @@ import { RlxError } from "../errors.ts";
 import type { ChatRenderer } from "../model/render.ts";
 import { runRollout } from "../rollout/driver.ts";
 import { runEpisode } from "../rollout/episode.ts";
+import { type SpawnedBy, spawnedBy, spawnGroupId, spawnOf } from "../envs/spawn.ts";
 import { failAsData } from "./hooks.ts";
 import type { Progress } from "./metrics/log.ts";
 import type { Draw, TaskSampler } from "./task_sampler.ts";
@@ -107,13 +111,31 @@ export async function sampleGroups(
       planned += draw.groupSize;
     }
     progress.grow(draws.reduce((n, { draw }) => n + (draw.kind === "fresh" ? draw.groupSize : 0), 0));
-    const finished = await Promise.all(
-      draws.map(({ draw }) => (draw.kind === "fresh" ? runGroup(draw, o, progress) : draw.group)),
+    const families = await Promise.all(
+      draws.map(async ({ draw, ahead }) =>
+        (draw.kind === "fresh" ? await runFamily(draw, o, progress) : [{ draw, group: draw.group }]).map((f) => ({
+          ...f,
+          ahead,
+        })),
+      ),
     );
-    for (const [i, group] of finished.entries()) {
-      const { draw, ahead } = draws[i]!;
+    const keptGroups = new Set<string>();
+    for (const { draw, ahead, group } of families.flat()) {
       const env = o.envs.find((e) => e.resolved.name === draw.env)!;
       const count = out.admission.get(draw.env)!;
+      const parent = spawnedBy(group);
+      if (parent && keptGroups.has(parent.group)) {
+        sampler.keep({ group, replay: false }); // its spawning group waits for the next step: so does it
+        continue;
+      }
+      if (parent && draw.kind !== "replay") {
+        // what the spawned rollouts scored goes back to the trace that spawned them, trained or not
+        const book = o.envs.find((e) => e.resolved.name === parent.env)!.barriers;
+        for (const ready of await book.contribute(group, parent.rollout)) {
+          for (const rollout of ready) inBatch.add(rollout);
+          out.groups.push(ready);
+        }
+      }
       const versions = group.filter((r) => r.numTurns > 0 && r.trains !== false).map((r) => r.policyVersion);
       if (!env.frozen && versions.length > 0 && Math.min(...versions) < minVersion) {
         out.dropped += group.length;
@@ -127,7 +149,14 @@ export async function sampleGroups(
         }
         continue;
       }
-      if (draw.kind === "fresh") {
+      // a group that spawned, or was spawned, is admitted ungated: the spawning traces' rewards
+      // wait on what they spawned, and what they spawned is their reward's evidence
+      const spawning = group.some((r) => spawnOf(r));
+      if (draw.kind === "fresh" && (parent || spawning)) {
+        if (!spawning) env.stats.record(group, step);
+        env.sampler.observe(group, true, step);
+        count.admitted++;
+      } else if (draw.kind === "fresh") {
         env.stats.record(group, step);
         const verdict = env.sampler.admit(group, count.rejectedRollouts);
         // past the bound a group is admitted only to fill this batch, never kept for the next
@@ -143,6 +172,7 @@ export async function sampleGroups(
       }
       if (ahead && need <= 0) {
         sampler.keep({ group, replay: draw.kind === "replay" }); // drawn ahead, not needed: the next step's
+        keptGroups.add(group[0]!.groupId);
         continue;
       }
       let trains = group;
@@ -156,7 +186,7 @@ export async function sampleGroups(
         count.replayed++;
         for (const rollout of trains) out.replayed.add(rollout);
       }
-      need -= trains.length;
+      if (!parent) need -= trains.length; // batch_size counts drawn groups: the spawned ride along
       // a fresh group's rollouts wait here on their algorithm's own barriers; what is released trains
       for (const ready of draw.kind === "replay" ? [trains] : await env.barriers.arrive(group, step)) {
         for (const rollout of ready) inBatch.add(rollout);
@@ -168,9 +198,50 @@ export async function sampleGroups(
   return out;
 }
 
+/** A fresh group, then the groups its traces spawned (and theirs), each run as soon as its trace ended. */
+async function runFamily(
+  draw: Draw & { kind: "fresh" },
+  o: CollectContext,
+  progress: Progress,
+  by?: SpawnedBy,
+): Promise<Array<{ draw: Draw; group: Rollout[] }>> {
+  const group = await runGroup(draw, o, progress, by);
+  const spawned = await Promise.all(
+    group
+      .filter((r) => spawnOf(r) && isTrainable(r))
+      .map((rollout) => {
+        const spawn = spawnOf(rollout)!;
+        if (!o.envs.some((e) => e.resolved.name === spawn.env))
+          throw new RlxError(
+            `env ${rollout.env} spawned a group of "${spawn.env}", which is not a train env of this run`,
+            {
+              fix: `add [[orchestrator.train.env]] name = "${spawn.env}" (ratio = 0: drawn only when spawned), or set the spawning env's args to name one of ${o.envs.map((e) => `"${e.resolved.name}"`).join(", ")}`,
+            },
+          );
+        progress.grow(spawn.size);
+        const child: Draw & { kind: "fresh" } = {
+          kind: "fresh",
+          env: spawn.env,
+          groupSize: spawn.size,
+          task: spawn.task,
+          groupId: spawnGroupId(rollout.id),
+        };
+        const by: SpawnedBy = { env: rollout.env, group: rollout.groupId, rollout: rollout.id };
+        return runFamily(child, o, progress, by);
+      }),
+  );
+  return [{ draw, group }, ...spawned.flat()];
+}
+
 /** One group: group_size rollouts of one task (a multi-agent env: group_size episodes, each giving a
- * rollout per trace), scored as each finishes and then as a group, each by its role's algorithm. */
-async function runGroup(draw: Draw & { kind: "fresh" }, o: CollectContext, progress: Progress): Promise<Rollout[]> {
+ * rollout per trace), each scored by its role's algorithm as it finishes (a trace that spawned a
+ * group: once its reward is settled, barriers.ts). The group barrier is the env's barrier book's. */
+async function runGroup(
+  draw: Draw & { kind: "fresh" },
+  o: CollectContext,
+  progress: Progress,
+  by?: SpawnedBy,
+): Promise<Rollout[]> {
   const train = o.envs.find((e) => e.resolved.name === draw.env)!;
   const env = train.resolved;
   const episodes = await Promise.all(
@@ -199,19 +270,14 @@ async function runGroup(draw: Draw & { kind: "fresh" }, o: CollectContext, progr
       const rollouts = episode
         ? await runEpisode({ ...request, env: { ...train.env, episode }, players: train.players ?? new Map() })
         : [await runRollout({ ...request, env: train.env })];
-      for (const rollout of rollouts)
+      for (const rollout of rollouts) {
+        if (by) rollout.info.spawnedBy = by;
+        if (spawnOf(rollout)) continue; // scored once its reward is settled
         await failAsData([rollout], "scoreRollout", () => finishRollout(algorithmOf(train, rollout), rollout));
+      }
       progress.tick();
       return rollouts;
     }),
   );
-  const group = episodes.flat();
-  const byAlgorithm = new Map<Algorithm<any>, Rollout[]>();
-  for (const rollout of group) {
-    const algorithm = algorithmOf(train, rollout);
-    byAlgorithm.set(algorithm, [...(byAlgorithm.get(algorithm) ?? []), rollout]);
-  }
-  for (const [algorithm, members] of byAlgorithm)
-    await failAsData(members, "scoreGroup", () => finishGroup(algorithm, members));
-  return group;
+  return episodes.flat();
 }

@@ -80,12 +80,14 @@ export function barrierBook(
   algorithm: Algorithm<any>,
   roles: ReadonlyMap<string, RoleAlgorithm>,
   maxOffPolicySteps: number,
+  settle?: Env["settle"],
 ): BarrierBook {
   const algorithms = new Map([["", algorithm], ...[...roles].map(([role, r]) => [role, r.algorithm] as const)]);
   return new BarrierBook(
     algorithms,
     (r) => (r.role !== undefined && roles.has(r.role) ? r.role : ""),
     maxOffPolicySteps,
+    settle,
   );
 }
 
@@ -256,7 +258,12 @@ export async function setupTrainEnvs(o: SetupOptions): Promise<TrainEnv[]> {
       sampler,
       stats,
       rewardGate: rewardGate(resolved),
-      barriers: barrierBook(algorithm, roleAlgorithms, o.config.orchestrator.max_off_policy_steps),
+      barriers: barrierBook(
+        algorithm,
+        roleAlgorithms,
+        o.config.orchestrator.max_off_policy_steps,
+        env.settle?.bind(env),
+      ),
       roleAlgorithms,
       players,
     });

@@ -129,7 +129,8 @@ export class TaskSampler {
     this.state.rng = r.state;
     let index = 0;
     let cumulative = this.weights[0]!;
-    while (r.value >= cumulative && index < this.envs.length - 1) cumulative += this.weights[++index]!;
+    const last = this.weights.findLastIndex((w) => w > 0); // an env at ratio 0 is never drawn
+    while (index < last && (r.value >= cumulative || this.weights[index] === 0)) cumulative += this.weights[++index]!;
     const env = this.envs[index]!;
     const pick = env.sampler.next(step);
     if ("replay" in pick) return { env: env.name, groupSize: pick.replay.length, kind: "replay", group: pick.replay };

@@ -7,7 +7,8 @@
 //
 // A role played by a frozen endpoint, or configured with `train = false`, gives traces with
 // `trains: false`: they are recorded (metrics, the episode's outcome) but never reach an
-// algorithm or a step file. Failure is data, as in the driver: a turn that fails, an episode that
+// algorithm or a step file. A trace may spawn a group of another train env (`spawn`): the
+// orchestrator runs it, and the trace's reward waits for it in the barrier book. Failure is data, as in the driver: a turn that fails, an episode that
 // throws, or a trace without a finite reward fails every trace of the episode.
 import type { Rollout } from "../data/types.ts";
 import type { Env, EpisodeResult, Task } from "../envs/types.ts";
@@ -95,6 +96,7 @@ export async function runEpisode(req: EpisodeRequest): Promise<Rollout[]> {
   try {
     result = await req.env.episode({ task: req.task, turn });
     for (const name of traces.keys()) {
+      if (result.spawn?.[name]) continue; // its reward is settled once its spawned group finishes
       const reward = result.rewards[name];
       if (typeof reward !== "number" || !Number.isFinite(reward))
         throw new Error(`env ${req.envId} gave trace "${name}" no finite reward (${reward})`);
@@ -113,10 +115,12 @@ export async function runEpisode(req: EpisodeRequest): Promise<Rollout[]> {
       trace.metrics = { num_turns: trace.numTurns, error: 1 };
       return trace;
     }
-    trace.reward = result!.rewards[name]!;
+    trace.reward = result!.rewards[name] ?? 0;
     trace.metrics = { ...result!.metrics, num_turns: trace.numTurns };
     const barriers = result!.barriers?.[name];
     if (barriers) trace.info.barriers = barriers;
+    const spawn = result!.spawn?.[name];
+    if (spawn) trace.info.spawn = spawn;
     return trace;
   });
 }

@@ -10,6 +10,7 @@
 // this sample's token_ids).
 import { z } from "zod";
 import { type JudgeRecord, type Rollout, sampleRanges, type TrainingSample } from "../data/types.ts";
+import { spawnedBy, spawnGroupId, spawnOf } from "../envs/spawn.ts";
 import { auditPath, writeFileAtomic } from "./paths.ts";
 
 const numbers = z.array(z.number());
@@ -64,6 +65,11 @@ export const auditRecordSchema = z.looseObject({
   /** A multi-agent env: the role whose tokens the sample holds, and the episode it played in. */
   role: z.string().optional(),
   episode: z.string().optional(),
+  /** A trace whose reward waited in the barrier book on the group it spawned (src/envs/types.ts
+   * spawn): that group's env, id and size. */
+  spawned: z.strictObject({ env: z.string(), group_id: z.string(), size: z.number().int() }).optional(),
+  /** A rollout of a spawned group: the trace that spawned it (its rollout_id). */
+  spawned_by: z.string().optional(),
   /** The judge whose score is `reward` (a judged env), with its whole conversation. */
   judge: judgeRecordSchema.optional(),
   /** Agentic credit assignment: its judge, and per part (assistant turn) of this sample the weight,
@@ -140,6 +146,10 @@ export function auditRecord({
     record.role = rollout.role;
     if (typeof rollout.info.episode === "string") record.episode = rollout.info.episode;
   }
+  const spawn = spawnOf(rollout);
+  if (spawn) record.spawned = { env: spawn.env, group_id: spawnGroupId(rollout.id), size: spawn.size };
+  const by = spawnedBy([rollout]);
+  if (by) record.spawned_by = by.rollout;
   if (rollout.judge) record.judge = judgeRecord(rollout.judge);
   if (rollout.credit) {
     const [start, end] = sampleRanges(rollout)[sampleIndex]!;

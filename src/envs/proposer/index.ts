@@ -14,6 +14,9 @@
 // `pass_rate` (of a valid proposal's panel), `frontier` (1 - |2p - 1|, 1 at p = 0.5).
 // `reward` (eval, one agent) solves the seed problem itself, as the math env scores it.
 //
+// With `solver_env`, the solvers are groups of another train env that the orchestrator spawns, and
+// the proposer's reward waits on them in the barrier book (spawned.ts).
+//
 // `format = "bare"` is the lean variant (as the math env's, for a model whose chat template adds
 // nothing, configs/templates/bare.jinja): the solver sees `(12+5)*3=` and answers `51`, the
 // proposer sees `Propose a problem like 38*17:` and answers an expression; ~4x fewer tokens.
@@ -24,6 +27,8 @@ import type { EnvDefinition, EpisodeContext, EpisodeResult, Task } from "../type
 import { generateProblem } from "../math/generate.ts";
 import { bareQuestion } from "../math/index.ts";
 import { checkExpression } from "./expression.ts";
+import { propose, settleProposals } from "./spawned.ts";
+import { EnvError } from "../../errors.ts";
 
 const Args = z.strictObject({
   /** Solver attempts per proposal (the panel). */
@@ -35,6 +40,11 @@ const Args = z.strictObject({
   eval_size: z.number().int().positive().default(100),
   /** chat: "Compute (12 + 5) * 3.\nPut your final answer in \\boxed{}." / bare: "(12+5)*3=" answered by "51". */
   format: z.enum(["chat", "bare"]).default("chat"),
+  /** The train env whose groups solve the proposals (spawned.ts; it grades `task.answer`: math with
+   * the same format); absent: the panel is solver traces inside the episode. */
+  solver_env: z.string().min(1).optional(),
+  /** With solver_env: the repetition penalty's weight within a group of proposals (spawned.ts). */
+  diversity: z.number().min(0).default(0),
 });
 export type ProposerArgs = z.infer<typeof Args>;
 
@@ -55,7 +65,10 @@ export const proposePrompt = (seed: string, a: Pick<ProposerArgs, "digits" | "ma
   );
 
 /** One episode: a proposal, its check, its solver panel. */
-export async function proposeAndSolve(ctx: EpisodeContext, a: ProposerArgs): Promise<EpisodeResult> {
+export async function proposeAndSolve(
+  ctx: EpisodeContext,
+  a: Pick<ProposerArgs, "solvers" | "digits" | "max_ops" | "format">,
+): Promise<EpisodeResult> {
   const reply = await ctx.turn("proposer", proposePrompt(ctx.task.info!.expression as string, a));
   const expression = reply.trim().split("\n")[0]!.replace(/=\s*$/, "").trim();
   const checked = checkExpression(expression, a.digits, a.max_ops);
@@ -90,12 +103,18 @@ const proposer: EnvDefinition<ProposerArgs> = {
   description: "proposer-solver self-play on arithmetic: roles proposer (rewarded near a 0.5 pass rate) and solver",
   args: Args,
   create(a) {
+    const { solver_env } = a;
+    if (a.diversity > 0 && solver_env === undefined)
+      throw new EnvError("proposer: diversity compares a group's proposals, which only solver_env's groups settle", {
+        fix: "set solver_env (the train env that solves the proposals), or remove diversity",
+      });
     return {
       tools: [],
       maxTurns: 1,
-      roles: ["proposer", "solver"],
+      roles: solver_env === undefined ? ["proposer", "solver"] : ["proposer"],
       load: async (split, seed) => tasks(split, seed, a),
-      episode: (ctx) => proposeAndSolve(ctx, a),
+      episode: (ctx) => (solver_env === undefined ? proposeAndSolve(ctx, a) : propose(ctx, { ...a, solver_env })),
+      settle: (group) => settleProposals(group, a.diversity),
       reward(task, rollout) {
         const grade = gradeReply(finalReply(rollout.messages), task.answer, true);
         return { reward: grade.correct, metrics: grade };

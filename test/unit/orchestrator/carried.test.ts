@@ -7,6 +7,7 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Grpo } from "../../../src/algorithms/grpo.ts";
+import { BarrierBook } from "../../../src/orchestrator/barriers.ts";
 import { sampleGroups } from "../../../src/orchestrator/groups.ts";
 import { Progress } from "../../../src/orchestrator/metrics/log.ts";
 import { taskSamplerState } from "../../../src/orchestrator/task_sampler.ts";
@@ -41,6 +42,7 @@ test("a run's carried state holds draws, statistics, sampler and algorithm state
   const counting = new CountingGrpo(plain.train.algorithm.config as any);
   const run = await harness({ envFile, client, orchestrator });
   run.train.algorithm = counting;
+  run.train.barriers = new BarrierBook(new Map([["", counting]]), () => "", 8); // its book scores its groups
   const { sampler, carried } = taskSamplerState([run.train], 0, 10);
   const o = { ...run.o, envs: [run.train] };
   for (let step = 1; step <= 3; step++) await sampleGroups(step, o, sampler, new Progress());
