@@ -9,6 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export PATH=$PWD/node_modules/.bin:$PATH # bun, for the .ts helpers
+source experiments/scripts/run_tools.sh
 RLX=${RLX:-dist/rlx}
 OUT=runs/multi_agent
 SEED=${1:-0}
@@ -16,15 +17,9 @@ WHICH=${2:-both}
 shift $(($# < 2 ? $# : 2))
 mkdir -p $OUT
 
-[ -f $OUT/tiny-bare/config.json ] ||
-  $RLX init --preset tiny --out $OUT/tiny-bare --chat-template configs/templates/bare.jinja
-warm() { # env: demonstrations, then SFT until the config's band
-  [ -s $OUT/$1-demos.jsonl ] || bun experiments/scripts/role_demos.ts $1 $OUT/$1-demos.jsonl $2
-  [ -f $OUT/sft-$1/model/config.json ] || $RLX sft experiments/configs/sft_$1_warmup.toml --force 2>&1 | tee $OUT/sft-$1.log
-}
 
 if [ "$WHICH" != proposer ]; then
-  warm nim 4000
+  role_warm_start nim 4000
   RLX_THREADS=1 $RLX serve --model $OUT/sft-nim/model --served-model-name start --port 8331 --max-batch 256 > $OUT/start.log 2>&1 &
   trap 'kill $(jobs -p) 2>/dev/null' EXIT
   until curl -sf http://127.0.0.1:8331/health > /dev/null; do sleep 0.5; done
@@ -35,7 +30,7 @@ if [ "$WHICH" != proposer ]; then
   bun experiments/scripts/role_curves.ts $RUN role/vs_start/first/reward role/selfplay/first/first_wins role/selfplay/first/illegal
 fi
 if [ "$WHICH" != nim ]; then
-  warm proposer 12000
+  role_warm_start proposer 12000
   RUN=$OUT/proposer-solver-s$SEED
   rm -rf $RUN
   /usr/bin/time -f "wall %e s" $RLX train experiments/configs/proposer_solver.toml --set output_dir=$RUN --set seed=$SEED "$@" 2>&1 | tee $RUN.log
