@@ -95,9 +95,9 @@ export class BarrierBook implements Carried {
     private readonly settle?: Env["settle"],
   ) {}
 
-  /** Whether any of the env's algorithms declares a barrier of its own. */
+  /** Whether rollouts may wait here: an algorithm declares a barrier of its own, or the env settles spawns. */
   get active(): boolean {
-    return [...this.algorithms.values()].some((a) => a.barriers().length > 0);
+    return this.settle !== undefined || [...this.algorithms.values()].some((a) => a.barriers().length > 0);
   }
 
   /** Rollouts waiting in open sets. */
@@ -175,8 +175,8 @@ export class BarrierBook implements Carried {
     const released = await this.release();
     // those in no set but their group's, in the group's order; then the members of sets that completed
     const now = new Set([...passing, ...released]);
-    const first = group.filter((r) => now.has(r) && !joined.has(r));
-    return byGroup([...first, ...released.filter((r) => joined.has(r) || !group.includes(r))]);
+    const first = new Set(group.filter((r) => now.has(r) && !joined.has(r)));
+    return byGroup([...first, ...released.filter((r) => !first.has(r))]);
   }
 
   /** A group spawned by a trace of this env finished: each rollout comes back to the group set of

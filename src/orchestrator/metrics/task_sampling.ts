@@ -3,7 +3,7 @@
 // sampler's own numbers (buffer size and age, the curriculum's target), and the pool: how many
 // tasks have statistics and how their last pass rates spread over PASS_RATE_BINS bins. Plus the
 // share of the batch's groups whose rewards differed (the groups that carry a learning signal).
-// An env whose algorithm declares barriers adds `barrier/<env>/*`: sets scored, sets timed out,
+// An env whose algorithm declares barriers, or that settles spawned groups, adds `barrier/<env>/*`: sets scored, sets timed out,
 // members dropped by a timeout, rollouts still waiting.
 import type { Rollout } from "../../data/types.ts";
 import { hasSpread } from "../../task_samplers/base.ts";

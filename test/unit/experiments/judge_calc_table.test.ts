@@ -3,13 +3,20 @@
 import { expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { generatedTable, regeneratedPage, ROWS_DIR } from "../../../experiments/scripts/judge_calc_table.ts";
+import {
+  generatedArms,
+  generatedTable,
+  regeneratedPage,
+  ROWS_DIR,
+} from "../../../experiments/scripts/judge_calc_table.ts";
 
 const ROOT = join(import.meta.dir, "../../..");
 
-test("docs/results.md's calc-judge table is what the committed rows generate", () => {
+test("docs/results.md's calc-judge tables are what the committed rows generate", () => {
   const page = readFileSync(join(ROOT, "docs/results.md"), "utf8");
   const table = generatedTable(join(ROOT, ROWS_DIR));
+  const arms = generatedArms(join(ROOT, ROWS_DIR));
   expect(table.split("\n").filter((l) => l.startsWith("| epyc-")).length).toBeGreaterThan(0);
-  expect(regeneratedPage(page, table)).toBe(page);
+  expect(arms.split("\n").filter((l) => /^\| J[123], /.test(l)).length).toBe(3);
+  expect(regeneratedPage(page, table, arms)).toBe(page);
 });
