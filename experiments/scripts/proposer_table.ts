@@ -1,5 +1,5 @@
 // Regenerates docs/results.md §13's tables of proposer-solver through spawned groups
-// (experiments/scripts/proposer_spawn.sh's rows P1, P0 under experiments/results/proposer_spawn/<set>/):
+// (experiments/scripts/proposer_spawn.sh's rows P1, P0, P1f, P0f under experiments/results/proposer_spawn/<set>/):
 // per 10 steps of each arm and seed, the frontier share (valid proposals whose solvers' pass rate is
 // strictly between 0 and 1) and the pass rate; the solvers' greedy held-out accuracy on the two
 // fixed sets every 10 steps; and per arm the frontier share over the last 30 steps (the mean, and
@@ -16,7 +16,12 @@ export const END = "<!-- end of proposer-spawn tables -->";
 export const ROWS_DIR = "experiments/results/proposer_spawn";
 const PAGE = "docs/results.md";
 const ROLE = "role/proposer/proposer";
-const ARMS: Record<string, string> = { P1: "repetition penalty 0.5", P0: "learnability alone" };
+const ARMS: Record<string, string> = {
+  P1: "repetition penalty 0.5",
+  P0: "learnability alone",
+  P1f: "repetition penalty 0.5, lr 5e-4",
+  P0f: "learnability alone, lr 5e-4",
+};
 
 const f3 = (x: number) => x.toFixed(3);
 
