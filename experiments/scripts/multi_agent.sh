@@ -46,6 +46,12 @@ if [ "$WHICH" != proposer ] && { [ ! -f $ROWS/M-n-s0.json ] || [ ! -f $ROWS/M-n-
     rm -rf $run
     timed $run.log $RLX train experiments/configs/selfplay_nim.toml --set output_dir=$run --set seed=$seed
     nim_eval "$(last_weights $run)" $run/eval.json
+    # the per-pile probe of its last weights, kept beside the row (nim_probe.py)
+    RLX_THREADS=1 $RLX serve --model "$(last_weights $run)" --served-model-name m --port 8450 > $run/probe-serve.log 2>&1 &
+    PROBE=$!
+    until curl -sf http://127.0.0.1:8450/health > /dev/null; do sleep 0.5; done
+    python3 experiments/scripts/nim_probe.py 8450 bare > $ROWS/M-n-s$seed-probe.txt
+    kill $PROBE
     row M-n $seed $run move=$OUT/warm-nim.json move=$run/eval.json \
       role/vs_start/first/reward,role/selfplay/first/first_wins,role/selfplay/first/illegal,entropy,eval/move/pass@1,time/step \
       "nim self-play, 60 steps from the habit warm start: rae, both roles the live policy" rae \
