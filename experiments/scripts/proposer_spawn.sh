@@ -4,7 +4,8 @@
 # proposer_spawn.toml at each of SEEDS (default 0 1), four arms: P1 the proposer's reward with
 # R-Zero's repetition penalty (diversity 0.5), P0 learnability alone (diversity 0), both at the
 # config's lr 2e-4; P1f and P0f the same at lr 5e-4 (faster: where §13's in-episode runs collapsed
-# onto a few trivial proposals). Each proposal's
+# onto a few trivial proposals); P2 and P2f Absolute Zero's reward instead of learnability
+# (frontier = "hardness": 1 - p inside (0, 1), a moving target), at 2e-4 and 5e-4. Each proposal's
 # solvers are a spawned group of the `solve` env, and its reward waits on them in the barrier book.
 # Each run keeps per-step curves of the frontier share (valid proposals whose solvers' pass rate is
 # strictly between 0 and 1), the pass rate, the repetition and validity, and the solvers' greedy
@@ -37,19 +38,23 @@ score() { # MODEL OUT_PREFIX: greedy and k=8 on both fixed sets
 [ -s $OUT/warm-solve2.json ] || score $WARM $OUT/warm
 
 for seed in $SEEDS; do
-  for arm in diverse plain diverse-fast plain-fast; do
+  for arm in diverse plain diverse-fast plain-fast hard hard-fast; do
     name=$arm-s$seed
     [ -f $ROWS/$name.json ] && continue
+    frontier=learnability
     case $arm in
     diverse) id=P1 diversity=0.5 lr=2e-4 what="R-Zero's repetition penalty (diversity 0.5)" ;;
     plain) id=P0 diversity=0 lr=2e-4 what="learnability alone (diversity 0)" ;;
     diverse-fast) id=P1f diversity=0.5 lr=5e-4 what="R-Zero's repetition penalty (diversity 0.5), lr 5e-4" ;;
     plain-fast) id=P0f diversity=0 lr=5e-4 what="learnability alone (diversity 0), lr 5e-4" ;;
+    hard) id=P2 diversity=0 lr=2e-4 frontier=hardness what="Absolute Zero's reward (frontier hardness)" ;;
+    hard-fast) id=P2f diversity=0 lr=5e-4 frontier=hardness what="Absolute Zero's reward (frontier hardness), lr 5e-4" ;;
     esac
     run=$OUT/$name
     rm -rf $run
     timed $run.log $RLX train experiments/configs/proposer_spawn.toml --set output_dir=$run --set seed=$seed \
-      --set "orchestrator.train.env[0].args.diversity=$diversity" --set trainer.optim.lr=$lr
+      --set "orchestrator.train.env[0].args.diversity=$diversity" --set trainer.optim.lr=$lr \
+      --set "orchestrator.train.env[0].args.frontier=\"$frontier\""
     score "$(last_weights $run)" $run/eval
     $BUN experiments/scripts/row.ts --out $ROWS/$name.json --wall "$WALL" --load-start "$LOAD" --commit "$COMMIT" \
       --row $id --seed $seed --algorithm grpo --steps 100 \
@@ -58,6 +63,7 @@ for seed in $SEEDS; do
       --after solve1=$run/eval-solve1.json --after solve2=$run/eval-solve2.json --run $run \
       --curves role/proposer/proposer/at_frontier,role/proposer/proposer/frontier,role/proposer/proposer/pass_rate,role/proposer/proposer/valid,role/proposer/proposer/repetition,role/proposer/proposer/reward,reward/solve,eval/solve1/pass@1,eval/solve2/pass@1,time/step \
       --delta "orchestrator.train.env[0].args.diversity=$diversity" --delta trainer.optim.lr=$lr \
-      --command "rlx train experiments/configs/proposer_spawn.toml --set orchestrator.train.env[0].args.diversity=$diversity --set trainer.optim.lr=$lr"
+      --delta "orchestrator.train.env[0].args.frontier=$frontier" \
+      --command "rlx train experiments/configs/proposer_spawn.toml --set orchestrator.train.env[0].args.diversity=$diversity --set trainer.optim.lr=$lr --set orchestrator.train.env[0].args.frontier=\"$frontier\""
   done
 done

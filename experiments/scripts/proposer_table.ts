@@ -1,5 +1,5 @@
 // Regenerates docs/results.md §13's tables of proposer-solver through spawned groups
-// (experiments/scripts/proposer_spawn.sh's rows P1, P0, P1f, P0f under experiments/results/proposer_spawn/<set>/):
+// (experiments/scripts/proposer_spawn.sh's rows P0-P2 and P0f-P2f under experiments/results/proposer_spawn/<set>/):
 // per 10 steps of each arm and seed, the frontier share (valid proposals whose solvers' pass rate is
 // strictly between 0 and 1) and the pass rate; the solvers' greedy held-out accuracy on the two
 // fixed sets every 10 steps; and per arm the frontier share over the last 30 steps (the mean, and
@@ -22,6 +22,8 @@ const ARMS: Record<string, string> = {
   P0: "learnability alone",
   P1f: "repetition penalty 0.5, lr 5e-4",
   P0f: "learnability alone, lr 5e-4",
+  P2: "Absolute Zero's reward (hardness)",
+  P2f: "Absolute Zero's reward (hardness), lr 5e-4",
 };
 
 function curveTable(groups: RowGroup[]): string[] {

@@ -6,7 +6,11 @@
 //
 //   solver j    1 when its answer equals the expression's value, else 0
 //   proposer    4 p (1 - p), p = the panel's pass rate: 1 at p = 0.5, 0 for a task every solver
-//               or no solver gets (trivial or impossible); -1 for an invalid proposal (no panel)
+//               or no solver gets (trivial or impossible); -1 for an invalid proposal (no panel).
+//               With `frontier = "hardness"`: 1 - p for 0 < p < 1, else 0 (Absolute Zero's
+//               learnability reward, Zhao et al. 2025): a moving target, the harder of the
+//               tasks some solver still gets is worth more, so as the solver improves the same
+//               task is worth less)
 //
 // With hierarchical_grpo (the default pairing) solver credit is centered within the panel and
 // proposer credit across the group's proposals of the same seed, so a proposer's credit waits on
@@ -45,7 +49,13 @@ const Args = z.strictObject({
   solver_env: z.string().min(1).optional(),
   /** With solver_env: the repetition penalty's weight within a group of proposals (spawned.ts). */
   diversity: z.number().min(0).default(0),
+  /** The proposer's reward of its solvers' pass rate p: 4 p (1 - p), or 1 - p for 0 < p < 1. */
+  frontier: z.enum(["learnability", "hardness"]).default("learnability"),
 });
+
+/** The proposer's reward for a valid proposal whose solvers' pass rate is `p` (above). */
+export const frontierReward = (p: number, kind: ProposerArgs["frontier"]) =>
+  kind === "hardness" ? (p > 0 && p < 1 ? 1 - p : 0) : 4 * p * (1 - p);
 export type ProposerArgs = z.infer<typeof Args>;
 
 /** The solver's prompt for an expression. */
@@ -67,7 +77,7 @@ export const proposePrompt = (seed: string, a: Pick<ProposerArgs, "digits" | "ma
 /** One episode: a proposal, its check, its solver panel. */
 export async function proposeAndSolve(
   ctx: EpisodeContext,
-  a: Pick<ProposerArgs, "solvers" | "digits" | "max_ops" | "format">,
+  a: Pick<ProposerArgs, "solvers" | "digits" | "max_ops" | "format" | "frontier">,
 ): Promise<EpisodeResult> {
   const reply = await ctx.turn("proposer", proposePrompt(ctx.task.info!.expression as string, a));
   const expression = reply.trim().split("\n")[0]!.replace(/=\s*$/, "").trim();
@@ -79,7 +89,7 @@ export async function proposeAndSolve(
   );
   const correct = answers.map((answer) => gradeReply(answer, String(checked.value), true).correct);
   const p = correct.reduce((s, c) => s + c, 0) / correct.length;
-  const rewards: Record<string, number> = { proposer: 4 * p * (1 - p) };
+  const rewards: Record<string, number> = { proposer: frontierReward(p, a.frontier) };
   names.forEach((trace, j) => (rewards[trace] = correct[j]!));
   return { rewards, metrics: { valid: 1, pass_rate: p, frontier: 1 - Math.abs(2 * p - 1) } };
 }
@@ -114,7 +124,7 @@ const proposer: EnvDefinition<ProposerArgs> = {
       roles: solver_env === undefined ? ["proposer", "solver"] : ["proposer"],
       load: async (split, seed) => tasks(split, seed, a),
       episode: (ctx) => (solver_env === undefined ? proposeAndSolve(ctx, a) : propose(ctx, { ...a, solver_env })),
-      settle: (group) => settleProposals(group, a.diversity),
+      settle: (group) => settleProposals(group, a),
       reward(task, rollout) {
         const grade = gradeReply(finalReply(rollout.messages), task.answer, true);
         return { reward: grade.correct, metrics: grade };

@@ -4,8 +4,9 @@
 // algorithm, its credit, its tokens trained as its own), and the proposer's reward waits in the
 // barrier book until they have finished (src/orchestrator/barriers.ts), when `settle` gives it:
 //
-//   proposer   4 p (1 - p) - diversity (m - 1) / (G - 1)
-//              p: the share of its spawned solvers whose reward counts as correct
+//   proposer   F(p) - diversity (m - 1) / (G - 1)
+//              p: the share of its spawned solvers whose reward counts as correct; F the
+//                 env's `frontier` reward of it (index.ts: 4 p (1 - p), or 1 - p inside (0, 1))
 //              m: how many of its group's G proposals (the proposals of one seed problem) are the
 //                 same expression as its own; -1 for an invalid proposal (nothing spawned)
 //
@@ -16,7 +17,7 @@
 import type { EpisodeContext, EpisodeResult, SettledReward, SpawnedOutcome, Task } from "../types.ts";
 import type { Rollout } from "../../data/types.ts";
 import { checkExpression } from "./expression.ts";
-import { type ProposerArgs, proposePrompt, solvePrompt } from "./index.ts";
+import { frontierReward, type ProposerArgs, proposePrompt, solvePrompt } from "./index.ts";
 
 /** One episode: the proposal and its check; a valid one spawns its solver group. */
 export async function propose(ctx: EpisodeContext, a: ProposerArgs & { solver_env: string }): Promise<EpisodeResult> {
@@ -40,7 +41,7 @@ const solved = (outcome: SpawnedOutcome) => (outcome.metrics.correct ?? outcome.
 /** The proposers' rewards once their solver groups have finished (Env.settle). */
 export function settleProposals(
   group: ReadonlyArray<{ rollout: Rollout; spawned: SpawnedOutcome[] }>,
-  diversity: number,
+  a: Pick<ProposerArgs, "diversity" | "frontier">,
 ): Array<SettledReward | undefined> {
   const expressionOf = (rollout: Rollout) => (rollout.info.spawn as { task: Task } | undefined)?.task.info?.expression;
   const proposals = group.map(({ rollout }) => expressionOf(rollout)).filter((e) => e !== undefined);
@@ -53,7 +54,7 @@ export function settleProposals(
     const repeats = proposals.filter((e) => e === expression).length - 1;
     const repetition = group.length > 1 ? repeats / (group.length - 1) : 0;
     return {
-      reward: 4 * p * (1 - p) - diversity * repetition,
+      reward: frontierReward(p, a.frontier) - a.diversity * repetition,
       metrics: {
         panel: finished.length,
         pass_rate: p,

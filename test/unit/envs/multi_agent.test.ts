@@ -85,7 +85,15 @@ test("the expression grammar: the math env's integers, + - * and parentheses, ex
 });
 
 const seed: Task = { id: "3 + 4", prompt: [], answer: "7", info: { expression: "3 + 4" } };
-const args = { solvers: 4, digits: 2, max_ops: 3, train_size: 10, eval_size: 10, format: "chat" as const };
+const args = {
+  solvers: 4,
+  digits: 2,
+  max_ops: 3,
+  train_size: 10,
+  eval_size: 10,
+  format: "chat" as const,
+  frontier: "learnability" as const,
+};
 
 test("proposer: a valid proposal is solved by its panel; 2 of 4 right gives the proposer 4 p (1 - p) = 1", async () => {
   const { ctx, log } = scripted(seed, (role, trace, prompt) => {

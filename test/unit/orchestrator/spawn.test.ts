@@ -156,7 +156,7 @@ describe("the proposer env's settle", () => {
         { ...proposal("c", "12*3"), spawned: outcomes([1, 1, 1, 1]) },
         { ...proposal("d"), spawned: [] },
       ],
-      0.5,
+      { diversity: 0.5, frontier: "learnability" },
     );
     // a: p 1/2, repeated once among 4 (1/3); b: p 1/3 over its 3 finished; c: trivial; d: invalid
     expect(settled[0]!.reward).toBeCloseTo(1 - 0.5 / 3, 12);
@@ -167,5 +167,17 @@ describe("the proposer env's settle", () => {
       metrics: { panel: 4, pass_rate: 1, frontier: 0, at_frontier: 0, repetition: 0 },
     });
     expect(settled[3]).toBeUndefined();
+  });
+
+  test("the hardness frontier: 1 - p strictly inside (0, 1), 0 at the ends", () => {
+    const settled = settleProposals(
+      [
+        { ...proposal("a", "7+1"), spawned: outcomes([1, 0, 0, 0]) },
+        { ...proposal("b", "8+1"), spawned: outcomes([1, 1, 1, 0]) },
+        { ...proposal("c", "9+1"), spawned: outcomes([0, 0, 0, 0]) },
+      ],
+      { diversity: 0, frontier: "hardness" },
+    );
+    expect(settled.map((s) => s!.reward)).toEqual([0.75, 0.25, 0]);
   });
 });
