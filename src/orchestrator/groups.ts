@@ -3,8 +3,9 @@
 // replay) until they hold batch_size rollouts and run all at once, each env with its own algorithm
 // and sampling source: scoreRollout as each rollout finishes; scoreGroup once its group has, in the
 // env's barrier book (barriers.ts). A trace that spawns a group of another env (a proposer's solver
-// panel) has it run at once, as an ordinary group of that env that rides along with its parent
-// (batch_size counts drawn groups only); what it scored goes back to the parent's book. Then,
+// panel) has it run once the parent group has finished, as an ordinary group of that env that
+// rides along with its parent (batch_size counts drawn groups only); what it scored goes back to
+// the parent's book. Then,
 // in draw order, a group older than max_off_policy_steps is dropped (counted) and replaced, and
 // each finished fresh group updates its task's statistics and passes its env sampler's admission
 // gate or is replaced. A failing hook fails its rollouts, as data, never the run.
@@ -198,7 +199,8 @@ export async function sampleGroups(
   return out;
 }
 
-/** A fresh group, then the groups its traces spawned (and theirs), each run as soon as its trace ended. */
+/** A fresh group, then the groups its traces spawned (and theirs), run once it has finished, while
+ * the round's other groups still run. */
 async function runFamily(
   draw: Draw & { kind: "fresh" },
   o: CollectContext,

@@ -8,8 +8,9 @@
 // A role played by a frozen endpoint, or configured with `train = false`, gives traces with
 // `trains: false`: they are recorded (metrics, the episode's outcome) but never reach an
 // algorithm or a step file. A trace may spawn a group of another train env (`spawn`): the
-// orchestrator runs it, and the trace's reward waits for it in the barrier book. Failure is data, as in the driver: a turn that fails, an episode that
-// throws, or a trace without a finite reward fails every trace of the episode.
+// orchestrator runs it, and the trace's reward waits for it in the barrier book. Failure is data,
+// as in the driver: a turn that fails, an episode that throws, or a trace without a finite reward
+// (one that spawned nothing) fails every trace of the episode.
 import type { Rollout } from "../data/types.ts";
 import type { Env, EpisodeResult, Task } from "../envs/types.ts";
 import { hashString } from "../envs/random.ts";
