@@ -38,7 +38,7 @@ if [ "$WHICH" != proposer ] && { [ ! -f $ROWS/M-n-s0.json ] || [ ! -f $ROWS/M-n-
   [ -s $OUT/warm-nim.json ] || nim_eval $WARM $OUT/warm-nim.json
   RLX_THREADS=1 $RLX serve --model $WARM --served-model-name start --port 8331 --max-batch 256 > $OUT/start.log 2>&1 &
   SERVER=$!
-  trap 'kill $SERVER 2>/dev/null' EXIT
+  trap 'kill $SERVER 2>/dev/null || true' EXIT
   until curl -sf http://127.0.0.1:8331/health > /dev/null; do sleep 0.5; done
   for seed in $SEEDS; do
     [ -f $ROWS/M-n-s$seed.json ] && continue
