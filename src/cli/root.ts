@@ -22,6 +22,7 @@ export const root = defineCommand({
     check: () => import("./check.ts").then((m) => m.default),
     plan: () => import("./plan.ts").then((m) => m.default),
     push: () => import("./push.ts").then((m) => m.default),
+    replay: () => import("./replay.ts").then((m) => m.default),
     launch: () => import("./launch.ts").then((m) => m.default),
   },
 });

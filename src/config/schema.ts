@@ -321,6 +321,13 @@ export const configSchema = z.strictObject({
       max_restarts: z.number().int().min(0).default(0),
       /** Seconds before the first restart; each further one waits twice as long, at most 300 s. */
       restart_backoff_s: z.number().min(0).default(5),
+      /**
+       * Keep every step file (batches/step_N.bin) and every published weights/step_N, which the
+       * trainer otherwise deletes once used: what `rlx replay --gradient` recomputes a step from and
+       * compares it with (docs/run-directory.md, "Replaying a step"). Costs a step file and a copy of
+       * the weights a step.
+       */
+      keep_steps: z.boolean().default(false),
     })
     .prefault({}),
 

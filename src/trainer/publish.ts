@@ -1,10 +1,10 @@
 // What rank 0 of the trainer writes after a step (docs/run-directory.md, "A step"): the weights as
 // `weights/step_N/` (with weight_transfer = "c10d" only on some steps: writesWeights), the
 // checkpoint when the step is due one, then the marker `published.json` (the step's metrics),
-// then it deletes the step file and prunes old weights. Each write is whole
-// or not at all, and a write the disk refuses is a DiskError naming it (src/rundir/paths.ts): the
-// run stops with that, no partial directory is left to be taken as whole, and --resume continues
-// from the newest whole checkpoint once there is space.
+// then it deletes the step file and prunes old weights (both kept with ckpt.keep_steps, for rlx
+// replay). Each write is whole or not at all, and a write the disk refuses is a DiskError naming
+// it (src/rundir/paths.ts): the run stops with that, no partial directory is left to be taken as
+// whole, and --resume continues from the newest whole checkpoint once there is space.
 //
 // Also the checkpoint a SIGTERM asks for (`ckpt.on_sigterm`): written between steps, of the last
 // finished one, so a pre-empted run loses at most the step in flight.
@@ -74,8 +74,10 @@ export function publishStep(
   // The checkpoint comes before the marker: once the orchestrator sees step N published, a
   // checkpoint due at N is already on disk, so a kill after that point never loses it.
   writeFileAtomic(join(dir, PUBLISHED_MARKER), JSON.stringify(published));
-  rmSync(batchPath(runDir, step), { force: true });
-  pruneWeights(runDir, config.orchestrator.max_async_level + 3, step);
+  if (!config.ckpt.keep_steps) {
+    rmSync(batchPath(runDir, step), { force: true });
+    pruneWeights(runDir, config.orchestrator.max_async_level + 3, step);
+  }
   return published;
 }
 

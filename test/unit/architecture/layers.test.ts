@@ -19,7 +19,7 @@ const LAYERS: string[][] = [
   ["algorithms", "hub", "plan", "rollout", "rundir", "serve", "task_samplers"],
   ["config"],
   ["processes"],
-  ["orchestrator", "trainer", "sft", "eval", "report"],
+  ["orchestrator", "trainer", "sft", "eval", "report", "replay"],
   ["cli"],
   ["main.ts"],
 ];
