@@ -140,6 +140,8 @@ export async function replayGradient(
     });
   for (const k of compared)
     steps.push({ step: k, what: "trained", comparison: compareWeights(weightsDir(runDir, k), weightsDir(scratch, k)) });
+  // the trainers' logs stay; the weights and the checkpoint they wrote are compared and done with
+  for (const sub of ["weights", "checkpoints", "batches"]) rmSync(join(scratch, sub), { recursive: true, force: true });
   const firstDiffering = steps.find((s) => s.comparison.differing.length > 0)?.step;
   return {
     run: runDir,
