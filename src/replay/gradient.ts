@@ -65,11 +65,16 @@ function checkpointBefore(runDir: string, step: number, log: (line: string) => v
 
 const KEEP_FIX = "run with ckpt.keep_steps = true (the trainer deletes step files and prunes weights otherwise)";
 
-/** The scratch run's config: the run's, its trainer writing every step's weights to disk and no checkpoint before the last. */
+/** The scratch run's config: the run's, every rank started on this machine, each step's weights
+ * written to disk and no checkpoint before the last. */
 function replayConfig(config: ResolvedConfig, step: number): ResolvedConfig {
   return {
     ...config,
     max_steps: step,
+    trainer: {
+      ...config.trainer,
+      dist: { ...config.trainer.dist, launcher: "rlx", local_ranks: [], master_addr: "127.0.0.1", master_port: 0 },
+    },
     inference: { ...config.inference, weight_transfer: "disk" },
     ckpt: { ...config.ckpt, interval: 0, keep: 1, keep_steps: true, max_restarts: 0 },
     hub: { ...config.hub, repo: undefined },

@@ -1,10 +1,11 @@
 // `rlx replay --gradient` on a run of two sharded trainer ranks (shard "full") that kept its step
 // files (ckpt.keep_steps): every step's update comes back bit for bit, from the newest checkpoint
-// before it and from the start; one element perturbed in the recorded weights of step 2 is
+// before it and from the start (the latter with the run's config saying a launcher started its
+// ranks on other nodes: replay starts them all here); one element perturbed in the recorded weights of step 2 is
 // reported at step 2, in that tensor, with exit code 1; a step file that is gone is an error
 // naming it and the setting.
 import { expect, test } from "bun:test";
-import { closeSync, openSync, rmSync, writeSync } from "node:fs";
+import { closeSync, openSync, readFileSync, rmSync, writeFileSync, writeSync } from "node:fs";
 import { join } from "node:path";
 import type { GradientReplay } from "../../src/replay/gradient.ts";
 import { readSafetensors } from "../../src/model/safetensors.ts";
@@ -61,6 +62,13 @@ id = ${JSON.stringify(ws.lettersEnv)}
   expect(fromCheckpoint.result!.ranks).toBe(2);
   expect(fromCheckpoint.result!.steps.map((s) => [s.step, s.comparison.differing.length])).toEqual([[3, 0]]);
 
+  // a run whose ranks a launcher spread over nodes replays with every rank here
+  const configPath = join(runDir, "config.resolved.toml");
+  const spread = readFileSync(configPath, "utf8")
+    .replace('launcher = "rlx"', 'launcher = "external"')
+    .replace('master_addr = "127.0.0.1"', 'master_addr = "10.9.9.9"');
+  expect(spread).toContain('launcher = "external"');
+  writeFileSync(configPath, spread);
   rmSync(join(runDir, "checkpoints"), { recursive: true });
   const fromStart = await replay(runDir, 3);
   expect(fromStart.code).toBe(0);
