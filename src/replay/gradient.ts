@@ -13,15 +13,15 @@
 // files K+1..N and the published weights of the steps compared (with inference.weight_transfer =
 // "c10d", weights are written only every inference.publish_every steps: those are the ones
 // compared). A missing one is an error naming the file and the setting.
-import { existsSync, mkdirSync, readdirSync, rmSync, symlinkSync } from "node:fs";
+import { existsSync, mkdirSync, rmSync, symlinkSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { loadConfig, resolvedToml } from "../config/load.ts";
 import type { ResolvedConfig } from "../config/resolve.ts";
 import { RlxError } from "../errors.ts";
 import { Children } from "../processes/children.ts";
 import { planLaunch } from "../processes/trainer_ranks.ts";
-import { checkCheckpoint, openCheckpoint } from "../rundir/checkpoint.ts";
-import { batchPath, checkpointDir, checkpointsDir, weightsDir, writeFileAtomic } from "../rundir/paths.ts";
+import { latestCheckpoint, openCheckpoint } from "../rundir/checkpoint.ts";
+import { batchPath, checkpointDir, weightsDir, writeFileAtomic } from "../rundir/paths.ts";
 import { compareWeights, type WeightsComparison } from "./compare.ts";
 
 export interface StepReplay {
@@ -43,24 +43,6 @@ export interface GradientReplay {
   /** The first step whose weights differ, if any. */
   firstDiffering?: number;
   seconds: number;
-}
-
-/** The newest whole checkpoint of `runDir` before `step` (0 when none is); damaged ones are reported and passed over. */
-function checkpointBefore(runDir: string, step: number, log: (line: string) => void): number {
-  const dir = checkpointsDir(runDir);
-  if (!existsSync(dir)) return 0;
-  const steps = readdirSync(dir)
-    .map((name) => /^step_(\d+)$/.exec(name))
-    .filter((m): m is RegExpExecArray => m !== null)
-    .map((m) => Number(m[1]))
-    .filter((k) => k < step)
-    .sort((a, b) => b - a);
-  for (const k of steps) {
-    const problems = checkCheckpoint(checkpointDir(runDir, k));
-    if (problems.length === 0) return k;
-    log(`replay: checkpoint ${k} is damaged (${problems.join("; ")}): trying the one before it`);
-  }
-  return 0;
 }
 
 const KEEP_FIX = "run with ckpt.keep_steps = true (the trainer deletes step files and prunes weights otherwise)";
@@ -97,7 +79,7 @@ export async function replayGradient(
     throw new RlxError(`--step ${step}: the run trains steps 1..${config.max_steps}`, {
       fix: "pass a step the run trained",
     });
-  const from = checkpointBefore(runDir, step, log);
+  const from = latestCheckpoint(runDir, (line) => log(`replay: ${line}`), step)?.step ?? 0;
   for (let k = from + 1; k <= step; k++)
     if (!existsSync(batchPath(runDir, k)))
       throw new RlxError(

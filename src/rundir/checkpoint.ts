@@ -200,12 +200,14 @@ function checkSizes(dir: string, sizes: Record<string, number>): string[] {
 }
 
 /**
- * The newest whole checkpoint of a run, or undefined. Partial ones (tmp directories left by a
- * kill, or damaged ones) are reported through `warn` and skipped; tmp directories are deleted.
+ * The newest whole checkpoint of a run (of a step before `before`, when given), or undefined.
+ * Partial ones (tmp directories left by a kill, or damaged ones) are reported through `warn` and
+ * skipped; tmp directories are deleted.
  */
 export function latestCheckpoint(
   runDir: string,
   warn: (message: string) => void,
+  before = Number.POSITIVE_INFINITY,
 ): { step: number; dir: string } | undefined {
   const dir = checkpointsDir(runDir);
   if (!existsSync(dir)) return undefined;
@@ -215,7 +217,9 @@ export function latestCheckpoint(
       rmSync(join(dir, name), { recursive: true, force: true });
     }
   }
-  for (const step of completeSteps(runDir).reverse()) {
+  for (const step of completeSteps(runDir)
+    .filter((k) => k < before)
+    .reverse()) {
     const problems = checkCheckpoint(checkpointDir(runDir, step));
     if (problems.length === 0) return { step, dir: checkpointDir(runDir, step) };
     warn(
