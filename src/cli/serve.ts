@@ -92,6 +92,11 @@ export default defineCommand({
       description:
         "A prompt continues the K/V a slot kept from an earlier request (a conversation's next turn); --no-prefix-caching makes every prefill a full one",
     },
+    schedule: {
+      type: "string",
+      description:
+        "Record every generator call to this file, for replay (rlx train's policy servers: RUN/schedule/; docs/run-directory.md)",
+    },
     "reload-mode": {
       type: "string",
       default: "drain",
@@ -146,6 +151,7 @@ export default defineCommand({
       ...(maxModelLen === undefined ? {} : { maxModelLen }),
       ...(kvTokens === undefined ? {} : { kvTokens }),
       ...(maxQueue === undefined ? {} : { maxQueue }),
+      ...(args.schedule === undefined ? {} : { schedule: { path: args.schedule, model: resolve(args.model) } }),
     });
     const modelName = args["served-model-name"] ?? args.model;
     const server = startServer({

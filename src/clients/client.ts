@@ -114,6 +114,7 @@ export class OpenAIClient implements SamplingClient {
       top_k: request.topK > 0 ? request.topK : -1,
       stop_token_ids: request.stop,
       seed: request.seed,
+      ...(request.session === undefined ? {} : { user: request.session }),
       logprobs: request.topLogprobs ?? 0,
       return_tokens_as_token_ids: true,
       skip_special_tokens: false,

@@ -277,6 +277,12 @@ export const configSchema = z.strictObject({
        */
       prefix_caching: z.boolean().default(true),
       /**
+       * Record every call the policy's engine makes on its generator in RUN/schedule/ (what timing
+       * decided: batches, decode steps, weight swaps, threads), for `rlx replay --rollouts`.
+       * Spawned servers and the in-process policy.
+       */
+      record_schedule: z.boolean().default(true),
+      /**
        * How each step's weights reach the policy (docs/engines.md, "Weights in memory"): "disk"
        * publishes weights/step_N/ and every server loads it; "c10d" sends them from the trainer's
        * rank 0 over one c10d channel per server (Gloo on CPU, NCCL on GPU), and weights/step_N/

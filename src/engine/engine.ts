@@ -4,33 +4,30 @@
 //
 // Why built this way:
 //   - Continuous batching. The loop alternates "admit" (prefill queued requests that fit as one
-//     batch) and "step" (one decode token for every running sequence), and yields to the event
-//     loop between the two, so requests that arrive mid-generation join at the next step and a
+//     batch) and "step" (one decode token for every running sequence), yielding to the event loop
+//     between the two: a request that arrives mid-generation joins at the next step, and a
 //     finished sequence frees its slot in the step that reports it.
-//   - Bounded memory. The K/V cache is a budget of `kvTokens` in blocks that each sequence takes as
-//     its positions need them (native/src/kv_cache.h). A request is admitted when a slot is free
-//     and its prompt + max tokens fit the blocks left, else it waits, in order: a batch of long
-//     episodes queues, nothing running is stopped. Past `maxQueue` waiting, submit throws
-//     QueueFullError (HTTP 429) instead of growing without bound.
-//   - Weight reloads, two modes, the new weights (a directory, or a transfer received over a
-//     weight channel while decoding goes on: reloads.ts) whole and validated before the swap.
-//     "drain" (rlx serve's default): admission stops, the running sequences finish on the old
-//     weights, then the model and a fresh generator are swapped in; every token of a result comes
-//     from one version. "in-flight" (rlx train's default; PipelineRL, Piché et al. 2025): the new
-//     model is bound to the generator between two decode steps (NativeGenerator.setModel) and
-//     admission never pauses; running sequences keep their K/V, computed by the old weights, and
-//     each later token's logprob is the one its sampling weights gave, so the trainer's importance
-//     ratios stay exact per token. A result's `version` is the version at admission (the oldest
-//     that produced any of its tokens: what max_off_policy_steps needs), `versionEnd` the one of
-//     its last token. A LoRA adapter for the served model's own base is copied into the served
-//     model's adapters at the same point of either mode (docs/lora.md): megabytes, not the model.
+//   - Bounded memory. The K/V cache is a budget of `kvTokens` in blocks taken as positions need
+//     them (native/src/kv_cache.h). A request is admitted when a slot is free and its prompt + max
+//     tokens fit, else it waits in order; past `maxQueue` waiting, submit throws QueueFullError.
+//   - Weight reloads (a directory, or a transfer received over a weight channel while decoding
+//     goes on: reloads.ts), whole and validated before the swap. "drain" (rlx serve's default):
+//     admission stops, running sequences finish on the old weights, then a fresh generator.
+//     "in-flight" (rlx train's default; PipelineRL, Piché et al. 2025): the new model is bound
+//     between two decode steps (NativeGenerator.setModel); running sequences keep their K/V and
+//     each later token's logprob is the one its sampling weights gave, so importance ratios stay
+//     exact per token. A result's `version` is the version at admission (what
+//     max_off_policy_steps needs), `versionEnd` that of its last token. A LoRA adapter for the
+//     served base is copied into the served model at the same point (docs/lora.md).
+//   - Replayable. With `schedule`, every generator call is recorded (schedule.ts): what timing
+//     decided, so that `rlx replay --rollouts` regenerates each token exactly.
 //   - Cancellation (an AbortSignal, or onToken returning true for a stop string) frees the slot
 //     at once; native calls are synchronous, so a cancel can never land inside a step.
 import { type CacheStats, type GenToken, NativeGenerator, score, type TopLogprobs } from "../native/generate.ts";
 import type { CoreShare } from "../native/core_share.ts";
 import { type ScoredTop, scoreTop } from "../native/score_top.ts";
 import type { NativeModel } from "../native/model.ts";
-import { EngineClosedError, QueueFullError } from "./errors.ts";
+import { EngineClosedError } from "./errors.ts";
 import {
   type EngineFinish,
   type EngineOptions,
@@ -39,8 +36,9 @@ import {
   type ReloadMode,
 } from "./engine_api.ts";
 import { Job } from "./job.ts";
-import { checkEngineOptions, checkRequest, checkSequences, checkTopCount, type Limits } from "./limits.ts";
+import { checkEngineOptions, checkRequest, checkSequences, checkSubmit, checkTopCount, type Limits } from "./limits.ts";
 import { channelSource, directorySource, type Fetched, type WeightSource } from "./reloads.ts";
+import { ScheduleRecorder } from "./schedule.ts";
 import type { WeightReceiver } from "../native/weights.ts";
 
 interface Reload {
@@ -76,6 +74,8 @@ export class Engine {
   readonly #loadWeights: (dir: string) => Promise<NativeModel>;
   readonly #adapterSwap: (model: NativeModel, dir: string) => Promise<(() => void) | null>;
   readonly #coreShare: CoreShare | undefined;
+  /** Every generator call, for replay (schedule.ts); undefined when not recorded. */
+  readonly schedule: ScheduleRecorder | undefined;
   /** Counters for /metrics-style reporting and tests (adapterReloads: reloads that moved only a LoRA adapter). */
   readonly stats = { admitted: 0, steps: 0, generatedTokens: 0, maxRunning: 0, adapterReloads: 0 };
 
@@ -96,6 +96,7 @@ export class Engine {
       (async (dir) => (await import("../model/hf.ts")).loadModel(dir, { dtype: model.dtype, device: model.device }));
     this.#adapterSwap = async (served, dir) => (await import("../model/hf.ts")).adapterSwap(served, dir);
     this.#coreShare = options.coreShare;
+    this.schedule = options.schedule && ScheduleRecorder.forEngine(this, options.schedule);
   }
 
   #newGenerator(model: NativeModel, kvTokens = this.kvTokens): NativeGenerator {
@@ -146,22 +147,12 @@ export class Engine {
 
   /** Queues a sequence; resolves when it finishes (or is cancelled). */
   submit(request: EngineRequest): Promise<EngineResult> {
-    if (this.#closed)
-      return Promise.reject(
-        new EngineClosedError("the inference engine is shutting down", { fix: "retry against a running server" }),
-      );
     try {
-      this.validate(request.prompt, request.sampling.maxNewTokens);
-      checkTopCount(request.topLogprobs ?? 0, this.maxLogprobs, "logprobs");
+      const { maxQueue, maxLogprobs } = this;
+      const state = { closed: this.#closed, queued: this.#queue.length, running: this.#running.size };
+      checkSubmit(request, { ...state, maxQueue, maxLogprobs }, this.#limits());
     } catch (err) {
       return Promise.reject(err);
-    }
-    if (this.#queue.length >= this.maxQueue) {
-      return Promise.reject(
-        new QueueFullError(`the request queue is full (${this.maxQueue} waiting, ${this.#running.size} running)`, {
-          fix: "retry with backoff, or start the server with a larger --max-queue",
-        }),
-      );
     }
     // Unseeded requests must not all share seed 0 (they would sample identical tokens).
     const sampling = { ...request.sampling, seed: request.sampling.seed ?? Math.floor(Math.random() * 2 ** 52) };
@@ -247,6 +238,7 @@ export class Engine {
     this.#generator.free();
     if (this.#ownsModel) this.#model.free();
     this.#retired?.free();
+    this.schedule?.close();
   }
 
   #busy(): boolean {
@@ -264,7 +256,8 @@ export class Engine {
     this.#coreShare?.busy(true);
     try {
       while (this.#busy()) {
-        this.#coreShare?.apply();
+        const threads = this.#coreShare?.apply();
+        if (threads !== undefined) this.schedule?.threads(threads);
         const next = this.#reloads[0];
         const due = next !== undefined && next.source.ready(); // a transfer: once it arrived
         const canReload = this.reloadMode === "in-flight" || this.#running.size === 0;
@@ -299,6 +292,7 @@ export class Engine {
       for (const job of batch) job.fail(err as Error);
       return;
     }
+    this.schedule?.add(batch, first.length);
     this.#queue.unshift(...batch.slice(first.length)); // what the K/V left cannot hold waits, in order
     this.stats.admitted += first.length;
     first.forEach((t, j) => {
@@ -320,8 +314,10 @@ export class Engine {
       this.#running.clear();
       this.#generator.free();
       this.#generator = this.#newGenerator(this.#model);
+      this.schedule?.reset();
       return;
     }
+    this.schedule?.step();
     this.stats.steps += 1;
     this.#deliverAll(produced);
   }
@@ -349,8 +345,12 @@ export class Engine {
   }
 
   #finish(job: Job, removeSlot: boolean, finish: EngineFinish): void {
-    if (removeSlot) this.#generator.remove(job.slot);
+    if (removeSlot) {
+      this.#generator.remove(job.slot);
+      this.schedule?.remove(job);
+    }
     this.#running.delete(job.slot);
+    this.schedule?.finish(job, job.tokens.length);
     job.finish(finish);
   }
 
@@ -393,6 +393,7 @@ export class Engine {
       this.#ownsModel = true;
     }
     this.#version = reload.version;
+    this.schedule?.reload(reload.version, "swap" in fetched ? "adapter" : this.reloadMode, reload.source.dir);
     reload.done(undefined, "swap" in fetched);
   }
 }

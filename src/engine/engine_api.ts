@@ -37,6 +37,8 @@ export interface EngineOptions {
   prefixCaching?: boolean;
   /** Hands the cores between this engine and a trainer on the same machine (rlx train's policy). */
   coreShare?: CoreShare;
+  /** Records every generator call to `path` (schedule.ts), `model` naming the starting weights. */
+  schedule?: { path: string; model: string };
   /** Loads a weights directory for reloadWeights (default: src/model/hf.ts loadModel, lazily). */
   loadWeights?: (dir: string) => Promise<NativeModel>;
 }
@@ -45,6 +47,8 @@ export interface EngineOptions {
 export interface EngineRequest {
   prompt: number[];
   sampling: SamplingParams;
+  /** The caller's name for the request (a rollout id), kept in the schedule record. */
+  tag?: string;
   /** Aborting cancels the request: it resolves with what it has, finish "abort". */
   signal?: AbortSignal;
   /** N > 0: each token comes with the N most likely tokens of the distribution it was sampled from. */

@@ -3,8 +3,8 @@
 // per token up to max_logprobs, and reloaded weights of the served architecture. Every refusal is an InvalidRequestError naming the request
 // field, so `rlx serve` answers it with a 400 in OpenAI's error shape.
 import type { NativeModel } from "../native/model.ts";
-import { InvalidRequestError } from "./errors.ts";
-import { type EngineOptions, RELOAD_MODES, type ReloadMode } from "./engine_api.ts";
+import { EngineClosedError, InvalidRequestError, QueueFullError } from "./errors.ts";
+import { type EngineOptions, type EngineRequest, RELOAD_MODES, type ReloadMode } from "./engine_api.ts";
 
 export interface Limits {
   vocabSize: number;
@@ -34,6 +34,22 @@ export function checkRequest(prompt: readonly number[], maxNewTokens: number, li
 }
 
 /** How many alternatives per token a request asks for (logprobs, top_logprobs, prompt_logprobs). */
+/** Throws why the engine cannot queue `request` now: shutting down, invalid, or its queue full. */
+export function checkSubmit(
+  request: EngineRequest,
+  engine: { closed: boolean; queued: number; running: number; maxQueue: number; maxLogprobs: number },
+  limits: Limits,
+): void {
+  if (engine.closed)
+    throw new EngineClosedError("the inference engine is shutting down", { fix: "retry against a running server" });
+  checkRequest(request.prompt, request.sampling.maxNewTokens, limits);
+  checkTopCount(request.topLogprobs ?? 0, engine.maxLogprobs, "logprobs");
+  if (engine.queued >= engine.maxQueue)
+    throw new QueueFullError(`the request queue is full (${engine.maxQueue} waiting, ${engine.running} running)`, {
+      fix: "retry with backoff, or start the server with a larger --max-queue",
+    });
+}
+
 export function checkTopCount(n: number, maxLogprobs: number, field: string): void {
   if (!Number.isInteger(n) || n < 0 || n > maxLogprobs)
     throw new InvalidRequestError(`${field} = ${n} must be an integer in 0..${maxLogprobs} (max_logprobs)`, field, {

@@ -53,6 +53,7 @@ export class LocalClient implements SamplingClient {
         ...(request.seed === undefined ? {} : { seed: request.seed }),
       },
       ...(request.signal ? { signal: request.signal } : {}),
+      ...(request.session === undefined ? {} : { tag: request.session }),
       ...(request.topLogprobs ? { topLogprobs: request.topLogprobs } : {}),
     });
     if (result.finish === "abort") throw new EngineClosedError("the completion was cancelled");

@@ -15,6 +15,8 @@ export interface WeightSource {
   ready(): boolean;
   /** The new weights for the served model `served`; throws what made them unusable. */
   fetch(served: NativeModel): Promise<Fetched>;
+  /** The directory the weights come from (absent: a transfer). */
+  dir?: string;
 }
 
 /** A published directory: an adapter copied in place when it fits the served model, else loaded whole. */
@@ -24,6 +26,7 @@ export function directorySource(
   adapterSwap: (served: NativeModel, dir: string) => Promise<(() => void) | null>,
 ): WeightSource {
   return {
+    dir,
     ready: () => true,
     async fetch(served) {
       const swap = await adapterSwap(served, dir);

@@ -73,16 +73,18 @@ export class CoreShare {
     this.#flags[BYTE[this.role]] = on ? 1 : 0;
   }
 
-  /** Sets this process's threads for the next unit of work: all cores while the other is idle. */
-  apply(): void {
+  /** Sets this process's threads for the next unit of work: all cores while the other is idle;
+   * returns them. */
+  apply(): number {
     const other: CoreRole = this.role === "trainer" ? "generator" : "trainer";
     const shared = this.#flags[BYTE[other]] === 1;
     const threads = shared ? sharedThreads(this.cores)[this.role] : this.cores;
     if (shared) this.rounds.shared++;
     else this.rounds.whole++;
-    if (threads === this.#threads) return;
+    if (threads === this.#threads) return threads;
     const lib = native();
     check(lib, lib.rlx_set_threads(threads));
     this.#threads = threads;
+    return threads;
   }
 }

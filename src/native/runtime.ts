@@ -1,5 +1,5 @@
 // Typed wrappers over the runtime calls of the shim: what libtorch and BLAS this process runs on.
-import { check, loadedShimPath, loadNative } from "./ffi.ts";
+import { check, loadedShimPath, loadNative, native } from "./ffi.ts";
 import { cstr } from "./model.ts";
 
 export interface RuntimeInfo {
@@ -30,6 +30,12 @@ export interface RuntimeInfo {
 export async function runtimeInfo(): Promise<RuntimeInfo & { shim: string }> {
   const lib = await loadNative();
   return { ...(JSON.parse(String(check(lib, lib.rlx_runtime_info()))) as RuntimeInfo), shim: loadedShimPath() };
+}
+
+/** This process's intra-op threads now (the shim loaded). */
+export function currentThreads(): number {
+  const lib = native();
+  return (JSON.parse(String(check(lib, lib.rlx_runtime_info()))) as RuntimeInfo).threads;
 }
 
 /** Measured float32 matmul rate in GFLOP/s (n x n, iters products). */

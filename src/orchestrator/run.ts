@@ -216,7 +216,7 @@ export async function runTraining(o: TrainOptions): Promise<TrainResult> {
     const modelDir = checkpoint?.modelDir ?? config.model.path;
     const version = checkpoint?.step ?? 0;
     // the policy, whose loads also refresh any lagged copy of it an algorithm asks for (OPSD's teacher)
-    const lagged = new LaggedCopies(config, { modelDir, version });
+    const lagged = new LaggedCopies(config, { runDir, modelDir, version });
     policy = lagged.following(
       await startPolicy(config, {
         runDir,

@@ -11,10 +11,12 @@
 // The weights come from the run's weights/ directory, so a copy needs weight_transfer = "disk"
 // (over the weight channels no directory is written). It holds one more model in this process, on
 // the policy's device.
+import { resolve } from "node:path";
 import type { ResolvedConfig } from "../config/resolve.ts";
 import { ConfigError } from "../errors.ts";
 import type { SamplingClient } from "../clients/types.ts";
 import { loadNative } from "../native/ffi.ts";
+import { schedulePath } from "../rundir/paths.ts";
 import { InProcessPolicy, type LivePolicy } from "./live_policy.ts";
 import { policyDevice, policyLimits } from "./policy_start.ts";
 
@@ -24,8 +26,8 @@ export class LaggedCopies {
 
   constructor(
     private readonly config: ResolvedConfig,
-    /** The weights the live policy starts from and their version. */
-    private readonly start: { modelDir: string; version: number },
+    /** The run directory, and the weights the live policy starts from and their version. */
+    private readonly start: { runDir: string; modelDir: string; version: number },
   ) {}
 
   /** The client of the copy that takes the policy's weights every `every` steps (one per period). */
@@ -37,13 +39,13 @@ export class LaggedCopies {
       );
     let copy = this.copies.get(every);
     if (!copy) {
-      copy = this.create();
+      copy = this.create(every);
       this.copies.set(every, copy);
     }
     return (await copy).client;
   }
 
-  private async create(): Promise<InProcessPolicy> {
+  private async create(every: number): Promise<InProcessPolicy> {
     await loadNative(this.config.deterministic ? 1 : Number(process.env.RLX_THREADS ?? 1));
     return InProcessPolicy.create(this.start.modelDir, this.start.version, {
       maxBatch: this.config.inference.max_batch,
@@ -51,6 +53,11 @@ export class LaggedCopies {
       prefixCaching: false,
       dtype: this.config.model.dtype,
       device: policyDevice(this.config),
+      ...(this.config.inference.record_schedule
+        ? {
+            schedule: { path: schedulePath(this.start.runDir, `lagged-${every}`), model: resolve(this.start.modelDir) },
+          }
+        : {}),
     });
   }
 

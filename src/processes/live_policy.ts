@@ -85,6 +85,7 @@ export class InProcessPolicy implements LivePolicy {
       coreShare?: CoreShare;
       dtype?: "f32" | "bf16";
       device?: string;
+      schedule?: { path: string; model: string };
     },
   ): Promise<InProcessPolicy> {
     return new InProcessPolicy(await LocalClient.fromModelDir(modelDir, { ...options, version }));

@@ -19,6 +19,7 @@ import { readModelConfig } from "../model/config.ts";
 import { baseModelDir } from "../model/hf.ts";
 import { CORE_SHARE_ENV, CoreShare } from "../native/core_share.ts";
 import { loadNative } from "../native/ffi.ts";
+import { schedulePath } from "../rundir/paths.ts";
 import type { Children } from "./children.ts";
 import { InProcessPolicy, type LivePolicy, RemotePolicy } from "./live_policy.ts";
 
@@ -112,6 +113,9 @@ export async function startPolicy(config: ResolvedConfig, start: PolicyStart): P
       ...(start.coreShare ? { coreShare: CoreShare.open(start.coreShare, "generator") } : {}),
       dtype: config.model.dtype,
       device: policyDevice(config),
+      ...(inf.record_schedule
+        ? { schedule: { path: schedulePath(start.runDir, "local"), model: resolve(start.modelDir) } }
+        : {}),
     });
   }
   const apiKey = process.env[API_KEY_ENV] || randomBytes(24).toString("hex");
@@ -151,6 +155,7 @@ export async function startPolicy(config: ResolvedConfig, start: PolicyStart): P
         "--reload-mode",
         inf.reload,
         ...(prefixCaching ? [] : ["--no-prefix-caching"]),
+        ...(inf.record_schedule ? ["--schedule", schedulePath(start.runDir, `policy-${i}`)] : []),
         "--dtype",
         config.model.dtype,
         "--device",

@@ -32,6 +32,9 @@ export const checkpointsDir = (runDir: string) => join(runDir, "checkpoints");
 export const checkpointDir = (runDir: string, step: number) => join(checkpointsDir(runDir), `step_${step}`);
 export const auditPath = (runDir: string, step: number) => join(runDir, "rollouts", `step_${step}.jsonl`);
 export const failedPath = (runDir: string, step: number) => join(runDir, "rollouts", `failed_step_${step}.jsonl`);
+export const scheduleDir = (runDir: string) => join(runDir, "schedule");
+/** One policy engine's schedule record (src/engine/schedule.ts), a new file at every start. */
+export const schedulePath = (runDir: string, name: string) => join(scheduleDir(runDir), `${name}-${Date.now()}.jsonl`);
 export const metricsPath = (runDir: string) => join(runDir, "metrics.jsonl");
 /** {"checkpoint": DIR or null}: what this start of `rlx train` continues from, for ranks a launcher starts. */
 export const resumePath = (runDir: string) => join(runDir, "resume.json");

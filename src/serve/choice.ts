@@ -82,6 +82,7 @@ export function runChoice(ctx: ServeContext, job: ChoiceJob): Promise<ChoiceOut>
       ...(job.seed === undefined ? {} : { seed: job.seed }),
     },
     signal: job.signal,
+    ...(spec.user === undefined ? {} : { tag: spec.user }),
     topLogprobs: spec.topLogprobs,
     onToken: (token, logprob, finish, top) => {
       tokens.push(token);

@@ -20,6 +20,8 @@ export interface SamplingSpec {
   /** 0 = off. */
   topK: number;
   seed: number | undefined;
+  /** OpenAI's end-user id; rlx train sends the rollout id, which the schedule record keeps. */
+  user: string | undefined;
   stopStrings: string[];
   stopTokenIds: number[];
   ignoreEos: boolean;
@@ -95,6 +97,7 @@ function samplingSpec(f: Fields, vocab: number, chat: boolean, maxLogprobs: numb
     topP,
     topK: topK > 0 ? topK : 0,
     seed: seed === undefined ? undefined : seed < 0 ? seed + 2 ** 53 : seed,
+    user: f.string("user"),
     stopStrings: f.strings("stop"),
     stopTokenIds: f.tokenIds("stop_token_ids", vocab),
     ignoreEos: f.bool("ignore_eos", false),

@@ -46,7 +46,11 @@ afterAll(async () => {
 });
 
 test("a copy every 2 steps: the start's weights, then each step 2 newer than its own, exactly", async () => {
-  const copies = new LaggedCopies(config("disk"), { modelDir: dirs[0]!, version: 0 });
+  const copies = new LaggedCopies(config("disk"), {
+    runDir: mkdtempSync(join(tmpdir(), "rlx-lagged-run-")),
+    modelDir: dirs[0]!,
+    version: 0,
+  });
   const live = copies.following(
     await InProcessPolicy.create(dirs[0]!, 0, { maxBatch: 4, maxModelLen: 64, prefixCaching: false }),
   );
@@ -67,7 +71,11 @@ test("a copy every 2 steps: the start's weights, then each step 2 newer than its
 });
 
 test("weights over the weight channels: no copy can be made, and the error says why", async () => {
-  const copies = new LaggedCopies(config("c10d"), { modelDir: dirs[0]!, version: 0 });
+  const copies = new LaggedCopies(config("c10d"), {
+    runDir: mkdtempSync(join(tmpdir(), "rlx-lagged-run-")),
+    modelDir: dirs[0]!,
+    version: 0,
+  });
   const error = await copies.client(2).catch((err: Error) => err);
   expect(error).toBeInstanceOf(ConfigError);
   expect((error as Error).message).toContain('inference.weight_transfer is "c10d"');

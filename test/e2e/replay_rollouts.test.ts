@@ -1,0 +1,122 @@
+// `rlx replay --rollouts` on an asynchronous run (max_async_level = 2, two spawned policy servers,
+// in-flight weight swaps, prefix caching on, cores shared with the trainer): every step's rollouts
+// regenerate bit for bit from the servers' schedule records, tokens sampled by several weights
+// versions among them; one element perturbed in a published weight is found at the first step,
+// rollout and token that version sampled, with exit code 1 (lm_head: only the tokens that version
+// sampled can change, not the K/V a later version reads). The same run killed with SIGKILL mid-way
+// and resumed replays bit for bit, each step from the record of the server that sampled it.
+import { expect, test } from "bun:test";
+import { closeSync, existsSync, openSync, readdirSync, readFileSync, writeFileSync, writeSync } from "node:fs";
+import { join } from "node:path";
+import type { RolloutReplay } from "../../src/replay/rollouts.ts";
+import { readSafetensors } from "../../src/model/safetensors.ts";
+import { type Checksums, checksumFile, CHECKSUMS_FILE, checksumsFileText } from "../../src/model/checksums.ts";
+import { processesMentioning, rlx, sharedWorkspace, until, untilWhileRunning, writeConfig } from "./train_helpers.ts";
+
+const ws = sharedWorkspace();
+const STEPS = 8;
+
+const config = (port: number, extra = "") => `max_steps = ${STEPS}
+[trainer.optim]
+lr = 3e-3
+[orchestrator]
+batch_size = 8
+group_size = 4
+seq_len = 256
+max_tokens = 12
+max_async_level = 2
+[inference]
+servers = 2
+max_batch = 6
+port = ${port}
+[ckpt]
+keep_steps = true
+${extra}
+[log]
+rollouts_interval = 1
+[[orchestrator.train.env]]
+id = ${JSON.stringify(ws.lettersEnv)}
+`;
+
+async function replay(runDir: string, step: number): Promise<{ code: number; result?: RolloutReplay; err: string }> {
+  const done = await rlx(["replay", runDir, "--step", String(step), "--rollouts", "--json"]).done;
+  return { code: done.code, err: done.err, ...(done.out.trim() ? { result: JSON.parse(done.out) } : {}) };
+}
+
+/** Adds 1e-2 to the first element of a float32 tensor of a model directory's safetensors file, in
+ * place, and writes its checksum anew: weights that differ from those the policy sampled with, yet
+ * load (as a faulty transfer would have given the policy other bytes than the trainer kept). */
+function perturb(dir: string, name: string): void {
+  const file = join(dir, "model.safetensors");
+  const view = readSafetensors(file).tensors.get(name)!;
+  const value = new Float32Array(view.data.slice(0, 4).buffer);
+  value[0]! += 1e-2;
+  const fd = openSync(file, "r+");
+  writeSync(fd, new Uint8Array(value.buffer), 0, 4, view.offset);
+  closeSync(fd);
+  const checksums = JSON.parse(readFileSync(join(dir, CHECKSUMS_FILE), "utf8")) as { files: Checksums };
+  checksums.files["model.safetensors"] = checksumFile(file);
+  writeFileSync(join(dir, CHECKSUMS_FILE), checksumsFileText(checksums.files));
+}
+
+test("an asynchronous run's rollouts replay bit for bit; a perturbed weight is found where it sampled", async () => {
+  const { path, runDir } = writeConfig(ws, "replay_rollouts", config(18731));
+  expect((await rlx(["train", path, "--inference", "spawn"]).done).code).toBe(0);
+  expect(readdirSync(join(runDir, "schedule")).sort()).toEqual([
+    expect.stringMatching(/^policy-0-\d+\.jsonl$/),
+    expect.stringMatching(/^policy-1-\d+\.jsonl$/),
+  ]);
+
+  const clean: RolloutReplay[] = [];
+  for (let step = 1; step <= STEPS; step++) {
+    const { code, result, err } = await replay(runDir, step);
+    expect(err).not.toContain("error");
+    expect(code).toBe(0);
+    expect(result!.first).toBeUndefined();
+    expect(result!.unmatched).toEqual([]);
+    expect(result!.samples).toBe(8);
+    expect(result!.requests).toBe(8);
+    expect(result!.tokens).toBeGreaterThan(8);
+    clean.push(result!);
+  }
+  // the run sampled with stale weights, and some rollouts with more than one version
+  const versions = new Set(clean.flatMap((r) => r.versions));
+  expect(versions.size).toBeGreaterThan(3);
+  expect(clean.some((r) => r.versions.length > 1)).toBe(true);
+
+  const damaged = 3;
+  const firstUse = clean.findIndex((r) => r.versions.includes(damaged)) + 1;
+  expect(firstUse).toBeGreaterThan(0);
+  perturb(join(runDir, `weights/step_${damaged}`), "lm_head.weight");
+  for (let step = 1; step < firstUse; step++) expect((await replay(runDir, step)).code).toBe(0);
+  const found = await replay(runDir, firstUse);
+  expect(found.code).toBe(1);
+  const { rollout_id, sample_index, position, version } = found.result!.first!;
+  expect(version).toBe(damaged);
+  // at a token where the damaged version began sampling in the clean replay
+  expect(clean[firstUse - 1]!.versionStarts).toContainEqual({ rollout_id, sample_index, position, version });
+});
+
+test("a run killed with SIGKILL and resumed replays every step bit for bit", async () => {
+  const { path, runDir } = writeConfig(ws, "replay_resumed", config(18751, "interval = 3"));
+  const args = ["train", path, "--inference", "spawn"];
+  const run = rlx(args);
+  await untilWhileRunning(run, () => existsSync(join(runDir, "rollouts/step_5.jsonl")), 120_000, "step 5");
+  run.proc.kill("SIGKILL");
+  await run.done;
+  await until(() => processesMentioning(runDir).length === 0, 30_000, "no process of the run left", 50);
+  expect((await rlx([...args, "--resume"]).done).code).toBe(0);
+  expect(readdirSync(join(runDir, "schedule")).length).toBe(4); // two servers, started twice
+
+  const records = new Set<string>();
+  for (let step = 1; step <= STEPS; step++) {
+    const { code, result, err } = await replay(runDir, step);
+    expect(err).not.toContain("error");
+    expect(code).toBe(0);
+    expect(result!.first).toBeUndefined();
+    expect(result!.unmatched).toEqual([]);
+    expect(result!.requests).toBe(8);
+    for (const r of result!.records) records.add(r.path);
+  }
+  expect(records.size).toBe(4); // steps from both starts' records
+});
