@@ -25,16 +25,8 @@ RLX=dist/rlx
 mkdir -p $W
 echo "quickstart_step: $(lscpu | sed -n 's/Model name: *//p'), $(nproc) cores, this checkout $(git describe --always --dirty=+changes), BASE $BASE, load $(cut -d' ' -f1-3 /proc/loadavg)"
 
-if [ ! -f $W/warm/model/config.json ]; then
-  echo "== the warm model (rlx init tiny, the three envs' demos, 200 SFT steps)"
-  $RLX init --preset tiny --seed 0 --out $W/tiny > /dev/null
-  $RLX env demos math --n 64 --out $W/math.jsonl \
-    --args '{"operations":["+"],"word_problems":false,"digits":1,"train_size":64,"eval_size":16}' > /dev/null
-  $RLX env demos search --n 100 --out $W/search.jsonl > /dev/null
-  $RLX env demos forth --n 100 --out $W/forth.jsonl > /dev/null
-  $RLX sft configs/examples/sft_warmup_three_envs.toml --set output_dir=$W/warm --set model.path=$W/tiny \
-    --set "data.path=[\"$W/math.jsonl\", \"$W/search.jsonl\", \"$W/forth.jsonl\"]" > $W/warm.log 2>&1
-fi
+source bench/_warm_three_envs.sh
+warm_three_envs $W
 
 if [ ! -x $W/base/dist/rlx ]; then
   echo "== building BASE $BASE"

@@ -6,7 +6,8 @@
 # there because a random model's rewards are all zero, and group-relative RL learns nothing from
 # a group of zeros. Steps already done (model, demos, SFT) are skipped on a second run; delete
 # models/tiny-bare or outputs/ to redo them. Extra arguments go to `rlx train`. It prints the
-# time the quickstart itself took (setup excluded).
+# time the quickstart itself took (setup excluded). WARM_ONLY=1 stops before the RL run (benches
+# that time it from the warm model).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -22,5 +23,6 @@ mkdir -p outputs/demos
 
 [ -f outputs/sft-quickstart/model/config.json ] || $rlx sft configs/sft_quickstart.toml --force # --force: over a warm-up that was stopped
 
+[ "${WARM_ONLY:-}" = 1 ] && exit 0
 $rlx train configs/quickstart.toml "$@"
 echo "quickstart: $(($(date +%s) - started)) s (setup excluded)"
