@@ -4,10 +4,11 @@
 # (configs/quickstart.toml from its SFT warm-up) and the three-environment mix
 # (configs/examples/three_envs.toml from its warm model, bench/_warm_three_envs.sh), each run
 # STEPS steps with inference.record_schedule on and off, the order alternating by round. Prints
-# each pair's mean step time over steps 3..STEPS-1 (bench/step_times.ts), the ratio on/off, and
-# the record's bytes per step.
+# each pair's mean step time over steps 3..STEPS-1 (bench/step_times.ts), the ratio on/off, the
+# means of the rollouts and of the trainer's compute (the record can only lengthen the first), and
+# the record's bytes per step. bench/schedule_engine.ts times the recorder alone.
 #
-#   bash bench/schedule_record.sh           STEPS=12 ROUNDS=2 by default
+#   bash bench/schedule_record.sh           STEPS=12 ROUNDS=2 ONLY= (quickstart or three_envs) by default
 #
 # Runs go to runs/bench/schedule_record/ (ignored); the warm models are made once.
 set -euo pipefail
@@ -34,7 +35,7 @@ run() {
   local bytes=0
   [ -d "$out/schedule" ] && bytes=$(cat "$out"/schedule/*.jsonl | wc -c)
   $BUN bench/step_times.ts "$out" --from 3 --to $((STEPS - 1)) |
-    $BUN -e 'const t = JSON.parse(await Bun.stdin.text()); console.log(JSON.stringify({ step_mean_s: t.step_mean_s, bytes_per_step: Math.round(Number(process.argv[1]) / Number(process.argv[2])) }))' "$bytes" "$STEPS" |
+    $BUN -e 'const t = JSON.parse(await Bun.stdin.text()); console.log(JSON.stringify({ step_mean_s: t.step_mean_s, rollouts_mean_s: t.rollouts_mean_s, train_mean_s: t.train_mean_s, bytes_per_step: Math.round(Number(process.argv[1]) / Number(process.argv[2])) }))' "$bytes" "$STEPS" |
     tee "$out.json"
 }
 
@@ -45,12 +46,13 @@ pair() { # pair NAME CONFIG MODEL: on and off, in the round's order, and the rat
   run "$1" "$2" "$3" $first
   run "$1" "$2" "$3" $second
   $BUN -e 'const [on, off] = process.argv.slice(1, 3).map((p) => require(p));
-    console.log(`round ${process.argv[4]}, ${process.argv[3]}: recording on ${on.step_mean_s} s, off ${off.step_mean_s} s: ${(on.step_mean_s / off.step_mean_s).toFixed(3)}x; ${(on.bytes_per_step / 1024).toFixed(1)} KiB a step`);' \
+    console.log(`round ${process.argv[4]}, ${process.argv[3]}: recording on ${on.step_mean_s} s, off ${off.step_mean_s} s: ${(on.step_mean_s / off.step_mean_s).toFixed(3)}x (rollouts ${on.rollouts_mean_s} / ${off.rollouts_mean_s} s, trainer ${on.train_mean_s} / ${off.train_mean_s} s); ${(on.bytes_per_step / 1024).toFixed(1)} KiB a step`);' \
     "$PWD/$W/$1-on-r$round.json" "$PWD/$W/$1-off-r$round.json" "$1" "$round"
 }
 
 for round in $(seq 1 "$ROUNDS"); do
   echo "== round $round (load $(cut -d' ' -f1-3 /proc/loadavg))"
-  pair quickstart configs/quickstart.toml outputs/sft-quickstart/model
-  pair three_envs configs/examples/three_envs.toml runs/bench/quickstart_step/warm/model
+  [ "${ONLY:-quickstart}" = quickstart ] && pair quickstart configs/quickstart.toml outputs/sft-quickstart/model
+  [ "${ONLY:-three_envs}" = three_envs ] && pair three_envs configs/examples/three_envs.toml runs/bench/quickstart_step/warm/model
+  true
 done

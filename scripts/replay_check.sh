@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# replay_check.sh DEVICE OUT [RLX...]: is a trainer's step reproducible after the fact on DEVICE?
+# replay_check.sh DEVICE OUT [RLX...]: is a run's step reproducible after the fact on DEVICE?
 # A 3-step run of the tiny preset on the letters env (the e2e tests' dense-reward env) with its
-# trainer on DEVICE (cpu, cuda), step files kept (ckpt.keep_steps) and a checkpoint every step;
-# then `rlx replay --step 3 --gradient` from checkpoint 2 and from the start (checkpoints moved
-# aside), printing per step whether the weights came back bit for bit or by how much they differ
-# (docs/run-directory.md, "Replaying a step"). scripts/gpu_check.sh runs it with cuda. RLX is the
+# trainer and policy on DEVICE (cpu, cuda), step files and weights kept (ckpt.keep_steps), audit
+# records every step and a checkpoint every step; then `rlx replay --rollouts` of each step (its
+# rollouts regenerated from the policy's schedule record: bit for bit, or the first token that
+# differs) and `rlx replay --step 3 --gradient` from checkpoint 2 and from the start (checkpoints
+# moved aside), printing per step whether the weights came back bit for bit or by how much they
+# differ (docs/run-directory.md, "Replaying a step"). scripts/gpu_check.sh runs it with cuda. RLX is the
 # command (default: bun src/main.ts); OUT gets run/, the replay lines and replay.json.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -20,6 +22,8 @@ max_steps = 3
 path = "$OUT/model"
 [trainer]
 device = "$DEVICE"
+[inference]
+device = "$DEVICE"
 [trainer.optim]
 lr = 3e-3
 [orchestrator]
@@ -31,11 +35,14 @@ max_tokens = 8
 interval = 1
 keep = 5
 keep_steps = true
+[log]
+rollouts_interval = 1
 [[orchestrator.train.env]]
 id = "$OUT/letters.ts"
 TOML
 "${RLX[@]}" train run.toml --inference in-process > train.log 2>&1 || { tail -20 train.log; exit 1; }
-"${RLX[@]}" replay run --step 3 --gradient | tee replay.txt || true
+for step in 1 2 3; do "${RLX[@]}" replay run --step $step --rollouts | tee -a replay.txt || true; done
+"${RLX[@]}" replay run --step 3 --gradient | tee -a replay.txt || true
 mv run/checkpoints run/checkpoints.aside
 "${RLX[@]}" replay run --step 3 --gradient --json > replay.json || true
 "${RLX[@]}" replay run --step 3 --gradient | tee -a replay.txt || true

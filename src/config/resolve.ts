@@ -129,7 +129,9 @@ function checkShard(config: RawConfig, source: string): void {
     );
 }
 
-/** What `deterministic = true` needs: no step overlaps another, and one CPU process computes each side. */
+/** What `deterministic = true` needs: no step overlaps another, the trainer on the CPU and the
+ * policy in rlx train's process. Any world size (Gloo sums two ranks' gradients in a fixed order)
+ * and any fixed trainer.threads (0: one). */
 function checkDeterministic(config: RawConfig, source: string): void {
   if (!config.deterministic) return;
   const fix = "set deterministic = false, or change the key as the error says";
@@ -139,11 +141,9 @@ function checkDeterministic(config: RawConfig, source: string): void {
   need(
     config.orchestrator.max_async_level === 0,
     "orchestrator.max_async_level",
-    "0 (with overlap, which weights sample a rollout depends on timing)",
+    "0 (with overlap, which weights sample a rollout depends on timing; such a run is replayable instead: rlx replay --rollouts)",
   );
   need(config.trainer.device === "cpu", "trainer.device", '"cpu"');
-  need(config.trainer.world_size === 1, "trainer.world_size", "1 (one trainer process on one thread)");
-  need(config.trainer.threads <= 1, "trainer.threads", "0 or 1 (the trainer runs on one thread)");
   need(
     config.inference.base_urls.length === 0,
     "inference.base_urls",

@@ -110,8 +110,9 @@ export const configSchema = z.strictObject({
   seed: z.number().int().min(0).default(0),
   /**
    * Bit-identical reruns: the same config gives the same weights and the same non-timing metrics.
-   * Needs orchestrator.max_async_level = 0 and one CPU trainer; runs the trainer on one thread and
-   * the policy in this process on one thread (docs/run-directory.md, "Deterministic runs").
+   * Needs orchestrator.max_async_level = 0 and a CPU trainer (any world size); runs each trainer
+   * rank on trainer.threads threads (0: one) and the policy in this process on one thread
+   * (docs/run-directory.md, "Deterministic runs"). Any run is replayable instead (`rlx replay`).
    */
   deterministic: z.boolean().default(false),
 

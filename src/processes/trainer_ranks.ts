@@ -61,7 +61,7 @@ export function localRanks(config: ResolvedConfig): number[] {
 
 /** Intra-op threads per child (see the file header); undefined = leave the child's default. */
 export function threadShare(config: ResolvedConfig, ranksHere: number, policyProcesses: number, cores = cpus().length) {
-  if (config.deterministic) return { trainer: 1, server: 1 };
+  if (config.deterministic) return { trainer: Math.max(1, config.trainer.threads), server: 1 };
   const own = config.trainer.threads > 0 ? config.trainer.threads : undefined;
   if (config.trainer.world_size === 1 && policyProcesses <= 1) return { trainer: own, server: undefined };
   const share = Math.max(1, Math.floor(cores / Math.max(1, ranksHere + policyProcesses)));

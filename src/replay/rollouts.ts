@@ -128,11 +128,10 @@ export async function replayRollouts(
     throw new RlxError(`${dir} holds no schedule record: the run's policy engines recorded nothing`, {
       fix: "run with inference.record_schedule = true (the default) and the policy spawned or in-process",
     });
-  // the newest record holding a rollout wins: after a resume, a rollout regenerated anew
+  // the newest record holding a rollout wins (after a resume, a rollout regenerated anew)
   const files = names
-    .sort()
-    .reverse()
-    .map((name) => readSchedule(join(dir, name)));
+    .map((name) => readSchedule(join(dir, name)))
+    .sort((a, b) => b.header.started.localeCompare(a.header.started));
   const claimed = new Set<string>();
   const chosen: { file: ScheduleFile; until: number; rollouts: Set<string> }[] = [];
   for (const file of files) {

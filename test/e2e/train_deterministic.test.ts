@@ -2,7 +2,8 @@
 // reward (the letters env), give bit-identical weights at every published step and identical
 // metrics on every key but timings. The runs must also have trained (weights move, rewards vary),
 // or equality would prove nothing. And a run killed with -9 after a checkpoint and resumed ends
-// with the same weights at every step as the run that was never stopped (docs/run-directory.md, "Deterministic runs").
+// with the same weights at every step as the run that was never stopped, and two trainer ranks of
+// two threads each are as repeatable (docs/run-directory.md, "Deterministic runs").
 import { expect, test } from "bun:test";
 import { createHash } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
@@ -27,12 +28,15 @@ const timing = (key: string) => key === "time" || key.startsWith("time/") || key
 async function run(
   name: string,
   killAfterCheckpoint?: number,
+  trainer = "",
 ): Promise<{ weights: string[]; metrics: Record<string, number>[] }> {
   const { path, runDir } = writeConfig(
     ws,
     name,
     `max_steps = ${STEPS}
 deterministic = true
+[trainer]
+${trainer}
 [trainer.optim]
 lr = 3e-3
 [orchestrator]
@@ -92,4 +96,13 @@ test("deterministic = true: a run killed with -9 after checkpoint 1 and resumed 
   expect(resumed.weights).toEqual(whole.weights);
   // the resumed run evaluates no step 0 again; every step's line is the uninterrupted run's
   expect(resumed.metrics.filter((row) => row.step! > 0)).toEqual(whole.metrics.filter((row) => row.step! > 0));
+}, 180_000);
+
+test("deterministic = true on two trainer ranks of two threads each: two runs give bit-identical weights", async () => {
+  const trainer = "world_size = 2\nthreads = 2";
+  const first = await run("ranks-first", undefined, trainer);
+  const second = await run("ranks-second", undefined, trainer);
+  expect(new Set(first.weights).size).toBe(STEPS);
+  expect(second.weights).toEqual(first.weights);
+  expect(second.metrics).toEqual(first.metrics);
 }, 180_000);

@@ -229,10 +229,10 @@ const BAD: [string, string | null, string[], string[]][] = [
     ["orchestrator.max_async_level", "deterministic = true needs 0"],
   ],
   [
-    "deterministic on two ranks",
-    `deterministic = true\n${BASE}max_async_level = 0\n[trainer]\nworld_size = 2\n${env()}`,
+    "deterministic with external policy servers",
+    `deterministic = true\n${BASE}max_async_level = 0\n[inference]\nbase_urls = ["http://127.0.0.1:9/v1"]\n${env()}`,
     [],
-    ["trainer.world_size", "deterministic = true needs 1"],
+    ["inference.base_urls", "deterministic = true needs no external servers"],
   ],
   [
     "optimizer sharding of LoRA adapters",
