@@ -43,6 +43,22 @@ async function replay(runDir: string, step: number): Promise<{ code: number; res
   return { code: done.code, err: done.err, ...(done.out.trim() ? { result: JSON.parse(done.out) } : {}) };
 }
 
+/** Replays every step's rollouts, each bit for bit: its 8 samples' requests all found and equal. */
+async function replayEveryStep(runDir: string): Promise<RolloutReplay[]> {
+  const results: RolloutReplay[] = [];
+  for (let step = 1; step <= STEPS; step++) {
+    const { code, result, err } = await replay(runDir, step);
+    expect(err).not.toContain("error");
+    expect(code).toBe(0);
+    expect(result!.first).toBeUndefined();
+    expect(result!.unmatched).toEqual([]);
+    expect([result!.samples, result!.requests]).toEqual([8, 8]);
+    expect(result!.tokens).toBeGreaterThan(8);
+    results.push(result!);
+  }
+  return results;
+}
+
 /** Adds 1e-2 to the first element of a float32 tensor of a model directory's safetensors file, in
  * place, and writes its checksum anew: weights that differ from those the policy sampled with, yet
  * load (as a faulty transfer would have given the policy other bytes than the trainer kept). */
@@ -67,18 +83,7 @@ test("an asynchronous run's rollouts replay bit for bit; a perturbed weight is f
     expect.stringMatching(/^policy-1-\d+\.jsonl$/),
   ]);
 
-  const clean: RolloutReplay[] = [];
-  for (let step = 1; step <= STEPS; step++) {
-    const { code, result, err } = await replay(runDir, step);
-    expect(err).not.toContain("error");
-    expect(code).toBe(0);
-    expect(result!.first).toBeUndefined();
-    expect(result!.unmatched).toEqual([]);
-    expect(result!.samples).toBe(8);
-    expect(result!.requests).toBe(8);
-    expect(result!.tokens).toBeGreaterThan(8);
-    clean.push(result!);
-  }
+  const clean = await replayEveryStep(runDir);
   // the run sampled with stale weights, and some rollouts with more than one version
   const versions = new Set(clean.flatMap((r) => r.versions));
   expect(versions.size).toBeGreaterThan(3);
@@ -108,15 +113,6 @@ test("a run killed with SIGKILL and resumed replays every step bit for bit", asy
   expect((await rlx([...args, "--resume"]).done).code).toBe(0);
   expect(readdirSync(join(runDir, "schedule")).length).toBe(4); // two servers, started twice
 
-  const records = new Set<string>();
-  for (let step = 1; step <= STEPS; step++) {
-    const { code, result, err } = await replay(runDir, step);
-    expect(err).not.toContain("error");
-    expect(code).toBe(0);
-    expect(result!.first).toBeUndefined();
-    expect(result!.unmatched).toEqual([]);
-    expect(result!.requests).toBe(8);
-    for (const r of result!.records) records.add(r.path);
-  }
-  expect(records.size).toBe(4); // steps from both starts' records
+  const replayed = await replayEveryStep(runDir);
+  expect(new Set(replayed.flatMap((r) => r.records.map((record) => record.path))).size).toBe(4); // both starts'
 });
