@@ -2,8 +2,10 @@
 // in-flight weight swaps, prefix caching on, cores shared with the trainer): every step's rollouts
 // regenerate bit for bit from the servers' schedule records, tokens sampled by several weights
 // versions among them; one element perturbed in a published weight is found at the first step,
-// rollout and token that version sampled, with exit code 1 (lm_head: only the tokens that version
-// sampled can change, not the K/V a later version reads). The same run killed with SIGKILL mid-way
+// rollout and token that version sampled, with exit code 1. The element is the final norm's first
+// weight: it moves every logit of every token that version samples (one element of lm_head would
+// move only one vocabulary entry's logit, which may not change a sampled token's float32 logprob),
+// and no K/V a later version reads. The same run killed with SIGKILL mid-way
 // and resumed replays bit for bit, each step from the record of the server that sampled it.
 import { expect, test } from "bun:test";
 import { closeSync, existsSync, openSync, readdirSync, readFileSync, writeFileSync, writeSync } from "node:fs";
@@ -59,14 +61,14 @@ async function replayEveryStep(runDir: string): Promise<RolloutReplay[]> {
   return results;
 }
 
-/** Adds 1e-2 to the first element of a float32 tensor of a model directory's safetensors file, in
+/** Adds 5e-2 to the first element of a float32 tensor of a model directory's safetensors file, in
  * place, and writes its checksum anew: weights that differ from those the policy sampled with, yet
  * load (as a faulty transfer would have given the policy other bytes than the trainer kept). */
 function perturb(dir: string, name: string): void {
   const file = join(dir, "model.safetensors");
   const view = readSafetensors(file).tensors.get(name)!;
   const value = new Float32Array(view.data.slice(0, 4).buffer);
-  value[0]! += 1e-2;
+  value[0]! += 5e-2;
   const fd = openSync(file, "r+");
   writeSync(fd, new Uint8Array(value.buffer), 0, 4, view.offset);
   closeSync(fd);
@@ -92,7 +94,7 @@ test("an asynchronous run's rollouts replay bit for bit; a perturbed weight is f
   const damaged = 3;
   const firstUse = clean.findIndex((r) => r.versions.includes(damaged)) + 1;
   expect(firstUse).toBeGreaterThan(0);
-  perturb(join(runDir, `weights/step_${damaged}`), "lm_head.weight");
+  perturb(join(runDir, `weights/step_${damaged}`), "model.norm.weight");
   for (let step = 1; step < firstUse; step++) expect((await replay(runDir, step)).code).toBe(0);
   const found = await replay(runDir, firstUse);
   expect(found.code).toBe(1);
