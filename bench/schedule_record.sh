@@ -6,9 +6,13 @@
 # STEPS steps with inference.record_schedule on and off, the order alternating by round. Prints
 # each pair's mean step time over steps 3..STEPS-1 (bench/step_times.ts), the ratio on/off, the
 # means of the rollouts and of the trainer's compute (the record can only lengthen the first), and
-# the record's bytes per step. bench/schedule_engine.ts times the recorder alone.
+# the record's bytes per step. bench/schedule_engine.ts times the recorder alone. With
+# DETERMINISTIC=1 the runs are `deterministic = true` (max_async_level 0, policy in-process, prefix
+# caching off), so both of a pair sample the same rollouts and train the same tokens: what differs
+# is the record (asynchronous runs sample different rollouts each time, and their work moves by
+# more than the record could).
 #
-#   bash bench/schedule_record.sh           STEPS=12 ROUNDS=2 ONLY= (quickstart or three_envs) by default
+#   bash bench/schedule_record.sh     STEPS=12 ROUNDS=2 ONLY= (quickstart or three_envs) DETERMINISTIC= by default
 #
 # Runs go to runs/bench/schedule_record/ (ignored); the warm models are made once.
 set -euo pipefail
@@ -30,7 +34,8 @@ run() {
   local out=$W/$1-$4-r$round
   rm -rf "$out"
   $RLX train "$2" --set output_dir="$out" --set model.path="$3" --set max_steps="$STEPS" \
-    --set inference.record_schedule=$([ "$4" = on ] && echo true || echo false) > "$out.log" 2>&1 ||
+    --set inference.record_schedule=$([ "$4" = on ] && echo true || echo false) \
+    ${DETERMINISTIC:+--set deterministic=true --set orchestrator.max_async_level=0} > "$out.log" 2>&1 ||
     { tail -20 "$out.log"; exit 1; }
   local bytes=0
   [ -d "$out/schedule" ] && bytes=$(cat "$out"/schedule/*.jsonl | wc -c)
