@@ -52,8 +52,6 @@ export class ScheduleRecorder {
   #threads: number;
   #nextId = 0;
   #ids = new WeakMap<object, number>();
-  /** Bytes written so far (the recording's cost, reported by benches). */
-  bytes = 0;
 
   /** The record of an engine just made (its limits and starting version in the header). */
   static forEngine(
@@ -146,11 +144,11 @@ export class ScheduleRecorder {
     if (this.#steps === 0) return;
     const line = `{"s":${this.#steps}}\n`;
     this.#steps = 0;
-    this.bytes += writeSync(this.#fd, line);
+    writeSync(this.#fd, line);
   }
 
   #write(event: object): void {
     this.#flushSteps();
-    this.bytes += writeSync(this.#fd, JSON.stringify(event) + "\n");
+    writeSync(this.#fd, JSON.stringify(event) + "\n");
   }
 }
