@@ -33,7 +33,6 @@ export function checkRequest(prompt: readonly number[], maxNewTokens: number, li
   }
 }
 
-/** How many alternatives per token a request asks for (logprobs, top_logprobs, prompt_logprobs). */
 /** Throws why the engine cannot queue `request` now: shutting down, invalid, or its queue full. */
 export function checkSubmit(
   request: EngineRequest,
@@ -43,6 +42,9 @@ export function checkSubmit(
   if (engine.closed)
     throw new EngineClosedError("the inference engine is shutting down", { fix: "retry against a running server" });
   checkRequest(request.prompt, request.sampling.maxNewTokens, limits);
+  const seed = request.sampling.seed;
+  if (seed !== undefined && !(Number.isInteger(seed) && seed >= 0 && seed < 2 ** 53))
+    throw new InvalidRequestError(`seed must be an integer in [0, 2^53), got ${seed}`, "seed");
   checkTopCount(request.topLogprobs ?? 0, engine.maxLogprobs, "logprobs");
   if (engine.queued >= engine.maxQueue)
     throw new QueueFullError(`the request queue is full (${engine.maxQueue} waiting, ${engine.running} running)`, {
@@ -50,6 +52,7 @@ export function checkSubmit(
     });
 }
 
+/** How many alternatives per token a request asks for (logprobs, top_logprobs, prompt_logprobs). */
 export function checkTopCount(n: number, maxLogprobs: number, field: string): void {
   if (!Number.isInteger(n) || n < 0 || n > maxLogprobs)
     throw new InvalidRequestError(`${field} = ${n} must be an integer in 0..${maxLogprobs} (max_logprobs)`, field, {

@@ -150,8 +150,8 @@ describe("continuous batching", () => {
 
   test("invalid requests are refused naming the field", async () => {
     const engine = new Engine(modelA, { maxBatch: 1, maxModelLen: 32, ownsModel: false });
-    const refused = async (p: number[], n: number) => {
-      const err = await engine.submit({ prompt: p, sampling: sampling(n, 1) }).catch((e) => e);
+    const refused = async (p: number[], n: number, seed = 1) => {
+      const err = await engine.submit({ prompt: p, sampling: sampling(n, seed) }).catch((e) => e);
       expect(err).toBeInstanceOf(InvalidRequestError);
       return (err as InvalidRequestError).param;
     };
@@ -161,6 +161,8 @@ describe("continuous batching", () => {
     expect(await refused(Array(32).fill(1), 1)).toBe("prompt");
     expect(await refused([1, 2], 31)).toBe("max_tokens");
     expect(await refused([1, 2], 0)).toBe("max_tokens");
+    // refused here, not by the shim in the middle of an admit (which would fail the whole batch)
+    for (const seed of [-1, 0.5, 2 ** 53]) expect(await refused([1, 2], 4, seed)).toBe("seed");
     expect((await engine.submit({ prompt: [1, 2], sampling: sampling(30, 1) })).tokens.length).toBe(30);
     await engine.close();
   });
