@@ -183,10 +183,12 @@ export async function replaySchedule(
         if (slot !== undefined) generator.remove(slot);
         release(event.f);
       } else if ("v" in event) {
-        const dir = event.dir ?? weightsDir(runDir, event.v);
-        if (!hasWeights(dir))
+        // the directory the engine loaded, or (a transfer, a run directory moved since) the run's own
+        const published = weightsDir(runDir, event.v);
+        const dir = [event.dir, published].find((d) => d !== undefined && hasWeights(d));
+        if (dir === undefined)
           throw new RlxError(
-            `${dir} holds no weights: ${file.path} swapped in weights version ${event.v}, which the replay needs`,
+            `${published} holds no weights: ${file.path} swapped in weights version ${event.v}, which the replay needs`,
             { fix: KEEP_FIX },
           );
         const fetched = await directorySource(dir, load, async (m, d) => adapterSwap(m, d)).fetch(model);
