@@ -7,7 +7,10 @@
 # default: the bare template with a mark before the calculator's turn, which the model never writes.
 # Set epyc-1 ran with TEMPLATE=configs/templates/bare.jinja, where the calculator's `=65` follows
 # the model's own end token with nothing between, and ECHO taught the policy to write it itself
-# (docs/results.md §7).
+# (docs/results.md §7). FROM=SET2 starts the student from set SET2's student instead of the tiny
+# init, its chat template swapped for TEMPLATE: set epyc-4 starts from epyc-3's bare-template student
+# (tool greedy 0.305; 0.060 once the mark is in), which the marked template alone did not reach in
+# 1,277 steps from scratch.
 # Then, at each of SEEDS (default 0 1 2), the arms of experiments/configs/echo_calc.toml with the
 # same budget: GRPO, and ECHO at each of ALPHAS (the tool role's cross-entropy weight, default 0.1,
 # 1 and 0.01). Every model (the student, each run's last weights) is scored on all 200 held-out tasks
@@ -20,6 +23,7 @@
 #   bash experiments/scripts/echo_calc.sh SET                 e.g. SET=epyc-1 (a name for this run of it)
 #   SEEDS="0 1 2" ALPHAS="0.1 1 0.01" PORT=8291 TEMPLATE=configs/templates/bare.jinja DEMOS=6000 bash experiments/scripts/echo_calc.sh SET
 #   SEEDS= bash experiments/scripts/echo_calc.sh SET          the calc student alone (judge_calc.sh's arms start from it)
+#   FROM=epyc-3 ALPHAS="0.1 0.01" bash experiments/scripts/echo_calc.sh epyc-4
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source experiments/scripts/run_tools.sh
@@ -31,6 +35,7 @@ ALPHAS=${ALPHAS:-0.1 1 0.01}
 PORT=${PORT:-8291}
 TEMPLATE=${TEMPLATE:-configs/templates/bare_tool.jinja}
 DEMOS=${DEMOS:-6000} # distinct training tasks, each demonstrated in both forms
+FROM=${FROM:-}       # another set whose student this one's starts from
 OUT=runs/echo-calc/$SET
 ROWS=experiments/results/echo_calc/$SET
 mkdir -p $OUT $ROWS
@@ -44,8 +49,17 @@ score() {
 }
 row() { local file=$1; shift; $BUN experiments/scripts/row.ts --out "$ROWS/$file.json" --wall "$WALL" --load-start "$LOAD" --commit "$COMMIT" "$@"; }
 
-[ -f $OUT/tiny/config.json ] ||
+START="tiny from scratch"
+if [ -n "$FROM" ]; then
+  from=runs/echo-calc/$FROM/student/model
+  [ -f $from/config.json ] || { echo "echo_calc.sh: FROM=$FROM: no student at $from (build it: SEEDS= bash experiments/scripts/echo_calc.sh $FROM, with that set's TEMPLATE)" >&2; exit 2; }
+  START="set $FROM's student ($(sed -n 's/.*chat template \([^,]*\),.*/\1/p' experiments/results/echo_calc/$FROM/student.json))"
+  if [ ! -f $OUT/tiny/config.json ]; then
+    rm -rf $OUT/tiny && cp -r $from $OUT/tiny && cp $TEMPLATE $OUT/tiny/chat_template.jinja
+  fi
+elif [ ! -f $OUT/tiny/config.json ]; then
   $RLX init --preset tiny --seed 0 --out $OUT/tiny --chat-template $TEMPLATE > /dev/null
+fi
 if [ ! -s $OUT/demos.jsonl ]; then
   $RLX env demos calc --n $DEMOS --seed 0 --args "{\"train_size\": $DEMOS}" --out $OUT/demos-tool.jsonl > /dev/null
   $RLX env demos calc --n $DEMOS --seed 0 --args "{\"tool\": false, \"train_size\": $DEMOS}" --out $OUT/demos-notool.jsonl > /dev/null
@@ -60,7 +74,7 @@ if [ ! -f $ROWS/student.json ] || [ ! -f $STUDENT/config.json ]; then
     --set model.path=$OUT/tiny --set data.path=$OUT/demos.jsonl
   score $STUDENT $OUT/student/eval
   [ -f $ROWS/student.json ] || row student --row E-s --seed 0 --algorithm sft \
-    --experiment "calc student: tiny from scratch, chat template $(basename $TEMPLATE), SFT on the demos of $DEMOS tasks with the calculator and without" \
+    --experiment "calc student: $START, chat template $(basename $TEMPLATE), SFT on the demos of $DEMOS tasks with the calculator and without" \
     --after tool=$OUT/student/eval/tool.json --after notool=$OUT/student/eval/notool.json \
     --obs-after $OUT/student/eval/obs.json --band $OUT/student/band.json \
     --command "rlx sft experiments/configs/sft_calc_student.toml"
