@@ -1,9 +1,7 @@
 // Per-step curves of result rows (row.ts --run --curves) read in windows, for the generated tables
 // of runs whose story is a curve (docs/results.md §13): the mean of a curve over steps a..b, its
 // value at one step, and a table of windows by columns, each cell one value per seed.
-import { mean, type ResultRow, type RowGroup } from "./results_rows.ts";
-
-export const f3 = (x: number) => x.toFixed(3);
+import { f3, mean, type ResultRow, type RowGroup } from "./results_rows.ts";
 
 /** The mean of a row's curve `key` over steps first..last (nulls skipped). */
 export function windowMean(row: ResultRow, key: string, first: number, last: number): number {

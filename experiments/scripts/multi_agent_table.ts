@@ -7,8 +7,8 @@
 // by hand (test/unit/experiments/multi_agent_table.test.ts checks the committed page).
 //
 //   bun experiments/scripts/multi_agent_table.ts [--check]    (--check: exit 1 if docs/results.md is stale)
-import { f3, windowTable } from "./curve_windows.ts";
-import { loadGroups, type RowGroup } from "./results_rows.ts";
+import { windowTable } from "./curve_windows.ts";
+import { f3, loadGroups, type RowGroup } from "./results_rows.ts";
 import { regenerateCommand, replaceBetween } from "./results_table.ts";
 
 export const PROPOSER = [

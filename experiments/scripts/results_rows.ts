@@ -96,6 +96,8 @@ export function standardError(xs: number[]): number {
 }
 
 /** "mean ±se" over seeds, with `digits` decimals. */
+/** A figure to three decimals, as the results tables print them. */
+export const f3 = (x: number) => x.toFixed(3);
 export const meanSe = (xs: number[], digits = 3) => `${mean(xs).toFixed(digits)} ±${standardError(xs).toFixed(digits)}`;
 
 /** The envs a row scores, in the order of its first result. */
