@@ -5,11 +5,10 @@
 // reported at step 2, in that tensor, with exit code 1; a step file that is gone is an error
 // naming it and the setting.
 import { expect, test } from "bun:test";
-import { closeSync, openSync, readFileSync, rmSync, writeFileSync, writeSync } from "node:fs";
+import { readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { GradientReplay } from "../../src/replay/gradient.ts";
-import { readSafetensors } from "../../src/model/safetensors.ts";
-import { rlx, sharedWorkspace, writeConfig } from "./train_helpers.ts";
+import { perturbFirstElement, rlx, sharedWorkspace, writeConfig } from "./train_helpers.ts";
 
 const ws = sharedWorkspace();
 const TENSOR = "model.layers.0.mlp.down_proj.weight";
@@ -17,16 +16,6 @@ const TENSOR = "model.layers.0.mlp.down_proj.weight";
 async function replay(runDir: string, step: number): Promise<{ code: number; result?: GradientReplay; err: string }> {
   const done = await rlx(["replay", runDir, "--step", String(step), "--gradient", "--json"]).done;
   return { code: done.code, err: done.err, ...(done.out.trim() ? { result: JSON.parse(done.out) } : {}) };
-}
-
-/** Adds 1e-3 to the first element of a float32 tensor of a safetensors file, in place. */
-function perturb(file: string, name: string): void {
-  const view = readSafetensors(file).tensors.get(name)!;
-  const value = new Float32Array(view.data.slice(0, 4).buffer);
-  value[0]! += 1e-3;
-  const fd = openSync(file, "r+");
-  writeSync(fd, new Uint8Array(value.buffer), 0, 4, view.offset);
-  closeSync(fd);
 }
 
 test("two sharded ranks' steps replay bit for bit; a perturbed weight is found at its step and tensor", async () => {
@@ -76,7 +65,7 @@ id = ${JSON.stringify(ws.lettersEnv)}
   for (const s of fromStart.result!.steps) expect(s.comparison.identical).toBe(s.comparison.tensors);
   expect(fromStart.result!.steps.map((s) => s.step)).toEqual([1, 2, 3]);
 
-  perturb(join(runDir, "weights/step_2/model.safetensors"), TENSOR);
+  perturbFirstElement(join(runDir, "weights/step_2/model.safetensors"), TENSOR, 1e-3);
   const perturbed = await replay(runDir, 3);
   expect(perturbed.code).toBe(1);
   expect(perturbed.result!.firstDiffering).toBe(2);

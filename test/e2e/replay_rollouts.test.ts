@@ -8,12 +8,19 @@
 // and no K/V a later version reads. The same run killed with SIGKILL mid-way
 // and resumed replays bit for bit, each step from the record of the server that sampled it.
 import { expect, test } from "bun:test";
-import { closeSync, existsSync, openSync, readdirSync, readFileSync, writeFileSync, writeSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { RolloutReplay } from "../../src/replay/rollouts.ts";
-import { readSafetensors } from "../../src/model/safetensors.ts";
 import { type Checksums, checksumFile, CHECKSUMS_FILE, checksumsFileText } from "../../src/model/checksums.ts";
-import { processesMentioning, rlx, sharedWorkspace, until, untilWhileRunning, writeConfig } from "./train_helpers.ts";
+import {
+  perturbFirstElement,
+  processesMentioning,
+  rlx,
+  sharedWorkspace,
+  until,
+  untilWhileRunning,
+  writeConfig,
+} from "./train_helpers.ts";
 
 const ws = sharedWorkspace();
 const STEPS = 8;
@@ -66,12 +73,7 @@ async function replayEveryStep(runDir: string): Promise<RolloutReplay[]> {
  * load (as a faulty transfer would have given the policy other bytes than the trainer kept). */
 function perturb(dir: string, name: string): void {
   const file = join(dir, "model.safetensors");
-  const view = readSafetensors(file).tensors.get(name)!;
-  const value = new Float32Array(view.data.slice(0, 4).buffer);
-  value[0]! += 5e-2;
-  const fd = openSync(file, "r+");
-  writeSync(fd, new Uint8Array(value.buffer), 0, 4, view.offset);
-  closeSync(fd);
+  perturbFirstElement(file, name, 5e-2);
   const checksums = JSON.parse(readFileSync(join(dir, CHECKSUMS_FILE), "utf8")) as { files: Checksums };
   checksums.files["model.safetensors"] = checksumFile(file);
   writeFileSync(join(dir, CHECKSUMS_FILE), checksumsFileText(checksums.files));

@@ -3,11 +3,12 @@
 // something to train on), config files written into a temp dir, the CLI run as a real process
 // (`bun src/main.ts`), and readers for what a run leaves behind.
 import { afterAll, beforeAll } from "bun:test";
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { closeSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync, writeSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Subprocess } from "bun";
 import { initModel } from "../../src/model/presets.ts";
+import { readSafetensors } from "../../src/model/safetensors.ts";
 import { type AuditRecord, parseAudit } from "../../src/rundir/audit.ts";
 
 export const ROOT = join(import.meta.dir, "../..");
@@ -172,4 +173,14 @@ export function freePort(count = 1): number {
     }
   }
   throw new Error(`no ${count} consecutive free ports found`);
+}
+
+/** Adds delta to the first element of a float32 tensor of a safetensors file, in place. */
+export function perturbFirstElement(file: string, name: string, delta: number): void {
+  const view = readSafetensors(file).tensors.get(name)!;
+  const value = new Float32Array(view.data.slice(0, 4).buffer);
+  value[0]! += delta;
+  const fd = openSync(file, "r+");
+  writeSync(fd, new Uint8Array(value.buffer), 0, 4, view.offset);
+  closeSync(fd);
 }
