@@ -101,7 +101,7 @@ for seed in $SEEDS; do
       --before tool=$OUT/student/eval/tool.json --before notool=$OUT/student/eval/notool.json \
       --after tool=$run/eval/tool.json --after notool=$run/eval/notool.json \
       --obs-before $OUT/student/eval/obs.json --obs-after $run/eval/obs.json \
-      --run $run --curves reward,loss/rl,loss/ce,entropy,metric/calc/called,eval/tool/pass@1,eval/notool/pass@1 \
+      --run $run --curves reward,loss/rl,loss/ce,entropy,metric/calc/called,optim/grad_norm,eval/tool/pass@1,eval/notool/pass@1 \
       --command "rlx train experiments/configs/echo_calc.toml ${algo[*]}"
   done
 done

@@ -5,6 +5,7 @@
 // (test/unit/experiments/echo_calc_table.test.ts checks the committed page).
 //
 //   bun experiments/scripts/echo_calc_table.ts [--check]    (--check: exit 1 if docs/results.md is stale)
+import { windowMean } from "./curve_windows.ts";
 import { loadGroups, mean, meanSe, type ResultRow, type RowGroup, standardError } from "./results_rows.ts";
 import { regenerateCommand, replaceBetween } from "./results_table.ts";
 
@@ -40,6 +41,31 @@ function pairedDifference(arm: ResultRow[], base: ResultRow[], pick: Pick): stri
   return diffs.length < 2 ? sign(diffs[0]!) : `${sign(mean(diffs))} ±${standardError(diffs).toFixed(3)}`;
 }
 
+const armName = (g: RowGroup) => (g.row === "E-grpo" ? "GRPO" : `GRPO + ECHO, alpha ${g.row.slice("E-echo".length)}`);
+
+/** The training curves behind the scores, for sets whose rows record the gradient norm: per arm,
+ * the mean over seeds (±se) of each curve over steps 1-10 and 51-60. */
+function curvesTable(arms: RowGroup[]): string[] {
+  if (!arms.every((g) => g.results.every((r) => r.curves?.["optim/grad_norm"]))) return [];
+  const cell = (g: RowGroup, key: string, first: number, last: number) =>
+    meanSe(g.results.map((r) => windowMean(r, key, first, last)));
+  const curves = [
+    ["train reward", "reward"],
+    ["entropy", "entropy"],
+    ["gradient norm", "optim/grad_norm"],
+    ["ce loss", "loss/ce"],
+  ];
+  return [
+    "",
+    `| steps 1-10 -> 51-60, mean over seeds | ${curves.map(([name]) => name).join(" | ")} | rollouts calling the tool, 51-60 |`,
+    `| --- | ${curves.map(() => "---").join(" | ")} | --- |`,
+    ...arms.map(
+      (g) =>
+        `| ${armName(g)} | ${curves.map(([, key]) => `${cell(g, key!, 1, 10)} -> ${cell(g, key!, 51, 60)}`).join(" | ")} | ${cell(g, "metric/calc/called", 51, 60)} |`,
+    ),
+  ];
+}
+
 function setTable(set: string, groups: RowGroup[]): string[] {
   const student = groups.find((g) => g.row === "E-s")!.results[0]!;
   const arms = groups.filter((g) => g.row !== "E-s");
@@ -58,14 +84,14 @@ function setTable(set: string, groups: RowGroup[]): string[] {
     `| the calc student (SFT stopped at step ${student.band!.step}) | - | ${spread([student], greedy("tool"))} | ${spread([student], pass8("tool"))} | ${spread([student], greedy("notool"))} | ${spread([student], pass8("notool"))} | ${spread([student], digitNll)} | ${minutes([student])} |`,
     ...arms.map((g) => {
       const rs = g.results;
-      const name = g.row === "E-grpo" ? "GRPO" : `GRPO + ECHO, alpha ${g.row.slice("E-echo".length)}`;
-      return `| ${name} | ${rs.map((r) => r.seed).join(", ")} | ${spread(rs, greedy("tool"))} | ${spread(rs, pass8("tool"))} | ${spread(rs, greedy("notool"))} | ${spread(rs, pass8("notool"))} | ${spread(rs, digitNll)} | ${minutes(rs)} |`;
+      return `| ${armName(g)} | ${rs.map((r) => r.seed).join(", ")} | ${spread(rs, greedy("tool"))} | ${spread(rs, pass8("tool"))} | ${spread(rs, greedy("notool"))} | ${spread(rs, pass8("notool"))} | ${spread(rs, digitNll)} | ${minutes(rs)} |`;
     }),
   ];
   if (!base) return lines;
   const echoArms = arms.filter((g) => g.row !== "E-grpo");
   return [
     ...lines,
+    ...curvesTable(arms),
     "",
     "| ECHO minus GRPO, paired by seed | with the tool: greedy | without the tool: greedy | tool-output nll, digits |",
     "| --- | --- | --- | --- |",

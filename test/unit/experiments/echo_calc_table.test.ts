@@ -17,6 +17,7 @@ test("docs/results.md's ECHO table is what the committed rows generate", () => {
     "| GRPO + ECHO, alpha 0.1 |",
     "| GRPO + ECHO, alpha 1 |",
     "| alpha 0.1 |",
+    "| steps 1-10 -> 51-60, mean over seeds | train reward | entropy | gradient norm |",
   ])
     expect(table).toContain(arm);
   expect(regeneratedPage(page, table)).toBe(page);
