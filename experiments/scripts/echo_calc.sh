@@ -8,9 +8,9 @@
 # Set epyc-1 ran with TEMPLATE=configs/templates/bare.jinja, where the calculator's `=65` follows
 # the model's own end token with nothing between, and ECHO taught the policy to write it itself
 # (docs/results.md §7). FROM=SET2 starts the student from set SET2's student instead of the tiny
-# init, its chat template swapped for TEMPLATE: set epyc-4 starts from epyc-3's bare-template student
-# (tool greedy 0.305; 0.060 once the mark is in), which the marked template alone did not reach in
-# 1,277 steps from scratch.
+# init, its chat template swapped for TEMPLATE. Set epyc-4 starts from epyc-3's bare-template
+# student (tool greedy 0.305; 0.060 once the mark is in), because a student on the marked template
+# from scratch was still below the band (0.07-0.12) at step 1,277.
 # Then, at each of SEEDS (default 0 1 2), the arms of experiments/configs/echo_calc.toml with the
 # same budget: GRPO, and ECHO at each of ALPHAS (the tool role's cross-entropy weight, default 0.1,
 # 1 and 0.01). Every model (the student, each run's last weights) is scored on all 200 held-out tasks
