@@ -49,7 +49,7 @@ function curvesTable(arms: RowGroup[]): string[] {
   if (!arms.every((g) => g.results.every((r) => r.curves?.["optim/grad_norm"]))) return [];
   const cell = (g: RowGroup, key: string, first: number, last: number) =>
     meanSe(g.results.map((r) => windowMean(r, key, first, last)));
-  const curves = [
+  const curves: [name: string, key: string][] = [
     ["train reward", "reward"],
     ["entropy", "entropy"],
     ["gradient norm", "optim/grad_norm"],
@@ -61,7 +61,7 @@ function curvesTable(arms: RowGroup[]): string[] {
     `| --- | ${curves.map(() => "---").join(" | ")} | --- |`,
     ...arms.map(
       (g) =>
-        `| ${armName(g)} | ${curves.map(([, key]) => `${cell(g, key!, 1, 10)} -> ${cell(g, key!, 51, 60)}`).join(" | ")} | ${cell(g, "metric/calc/called", 51, 60)} |`,
+        `| ${armName(g)} | ${curves.map(([, key]) => `${cell(g, key, 1, 10)} -> ${cell(g, key, 51, 60)}`).join(" | ")} | ${cell(g, "metric/calc/called", 51, 60)} |`,
     ),
   ];
 }
