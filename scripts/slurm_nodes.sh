@@ -66,7 +66,12 @@ say "$(slurmctld -V), $(munged -V 2>&1 | awk '{print $1; exit}')"
 source scripts/netns.sh
 work=$(mktemp -d /tmp/rlx-slurm-XXXXXX)
 chmod 711 "$work" # munged wants its socket reachable by all (only root uses it here)
-run=$PWD/runs/slurm-nodes-$$ # rlx mode's run directory: on the "shared filesystem", not /tmp
+# rlx mode's run directory, on the "shared filesystem": the checkout's runs/, or the user's cache when
+# the checkout is itself under a node-local root (rlx launch slurm refuses /tmp, /var/tmp, /dev/shm, /run)
+case "$PWD/" in
+/tmp/* | /var/tmp/* | /dev/shm/* | /run/*) run=${XDG_CACHE_HOME:-$HOME/.cache}/rlx/slurm-nodes-$$ ;;
+*) run=$PWD/runs/slurm-nodes-$$ ;;
+esac
 pids=()
 cleanup() {
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
