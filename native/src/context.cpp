@@ -5,7 +5,9 @@
 //   backward:                  P = exp(S - lse), dV += P^T dout, dP = dout V^T,
 //                              dS = P (dP - rowsum(dout * out)), dq = dS K / sqrt(D),
 //                              dK += dS^T q / sqrt(D)
-// (Dao, "FlashAttention-2", 2023, Algorithm 2). Scores live one block at a time.
+// (Dao, "FlashAttention-2", 2023, Algorithm 2). Scores live one block at a time, in one buffer
+// the blocks share, and the gathered K/V are kept heads first, so a block's products read its keys
+// in place: a block allocates only its [queries, head_dim] pieces.
 #include <torch/csrc/autograd/custom_function.h>
 
 #include "context.h"
@@ -38,7 +40,8 @@ at::Tensor long_tensor(const std::vector<int64_t>& v, const Model& m) { return a
 
 #if defined(RLX_C10D)
 
-// The whole row's K and V side by side, [T, G, 2D], from every rank's [n, G, 2D].
+// The whole row's K and V side by side and heads first, [G, T, 2D], from every rank's [n, G, 2D]:
+// each kv head's keys are then row-major matrices that a block's products read in place.
 at::Tensor gather_kv(const ContextRow& row, const at::Tensor& kv_local) {
   auto& g = get_group(row.group);
   const int64_t n = kv_local.size(0);
@@ -49,35 +52,71 @@ at::Tensor gather_kv(const ContextRow& row, const at::Tensor& kv_local) {
   std::vector<std::vector<at::Tensor>> outputs(1);
   for (int r = 0; r < row.world; ++r) outputs[0].push_back(buffer.narrow(0, r * row.most, row.most));
   run_collective(g, "context-parallel all-gather of K/V", [&] { return g.pg->allgather(outputs, inputs); });
-  return buffer.index_select(0, row.order);
+  return buffer.permute({1, 0, 2}).index_select(1, row.order);
 }
 
 #endif
 
-// The keys block b sees, [G, S, D] of x_T_G_D: its parent's, then its own sample's up to its last query.
-at::Tensor keys_of(const at::Tensor& x_T_G_D, const ContextRow::Block& b) {
-  auto own = x_T_G_D.narrow(0, b.own_start, b.own_len);
-  auto keys = b.parent_len ? at::cat({x_T_G_D.narrow(0, b.parent_start, b.parent_len), own}) : own;
-  return keys.permute({1, 0, 2});
+// The key ranges a block sees in x_G_T_D: its parent's (possibly empty), then its own sample's up
+// to its last query. Views, never copies.
+std::pair<at::Tensor, at::Tensor> keys_of(const at::Tensor& x_G_T_D, const ContextRow::Block& b) {
+  return {x_G_T_D.narrow(1, b.parent_start, b.parent_len), x_G_T_D.narrow(1, b.own_start, b.own_len)};
 }
 
-// Adds a block's key gradient [G, S, D] back into the rows it came from in grad_T_G_D.
-void add_keys(at::Tensor& grad_T_G_D, const at::Tensor& g_G_S_D, const ContextRow::Block& b) {
-  auto g = g_G_S_D.permute({1, 0, 2});
-  if (b.parent_len) grad_T_G_D.narrow(0, b.parent_start, b.parent_len).add_(g.narrow(0, 0, b.parent_len));
-  grad_T_G_D.narrow(0, b.own_start, b.own_len).add_(g.narrow(0, b.parent_len, b.own_len));
+// out [G, M, P + O] = a [G, M, D] times the parent's and own keys [G, P|O, D] transposed.
+void scores_into(at::Tensor& out, const at::Tensor& a, const std::pair<at::Tensor, at::Tensor>& keys) {
+  const int64_t P = keys.first.size(1);
+  if (P) {
+    auto parent = out.narrow(2, 0, P);
+    at::bmm_out(parent, a, keys.first.transpose(1, 2));
+  }
+  auto own = out.narrow(2, P, keys.second.size(1));
+  at::bmm_out(own, a, keys.second.transpose(1, 2));
 }
 
-// [n, S] bool, the keys query i of a block may not see (broadcast over its scores [G, R, n, S]).
-at::Tensor hidden_keys(const ContextRow::Block& b, const at::TensorOptions& opts) {
-  const int64_t S = b.parent_len + b.own_len;
-  return at::arange(S, opts).unsqueeze(0) > at::arange(S - b.n, S, opts).unsqueeze(1);
+// a [G, M, P + O] times the parent's and own keys [G, P|O, D] -> [G, M, D].
+at::Tensor times_keys(const at::Tensor& a, const std::pair<at::Tensor, at::Tensor>& keys) {
+  const int64_t P = keys.first.size(1);
+  auto out = at::bmm(a.narrow(2, P, keys.second.size(1)), keys.second);
+  if (P) out.baddbmm_(a.narrow(2, 0, P), keys.first);
+  return out;
+}
+
+// grad keys [G, P|O, D] += a [G, M, P + O] transposed times b [G, M, D], in place in x_G_T_D.
+void add_to_keys(const std::pair<at::Tensor, at::Tensor>& grads, const at::Tensor& a, const at::Tensor& b) {
+  const int64_t P = grads.first.size(1);
+  auto own = grads.second;
+  own.baddbmm_(a.narrow(2, P, own.size(1)).transpose(1, 2), b);
+  if (P) {
+    auto parent = grads.first;
+    parent.baddbmm_(a.narrow(2, 0, P).transpose(1, 2), b);
+  }
+}
+
+// Hides the keys a block's queries may not see in its scores [G, R, n, S]: the last n keys are the
+// block's own queries' positions, and query i may not see the j-th of them when j > i.
+void hide_future(at::Tensor& scores_G_R_n_S, int64_t n) {
+  auto opts = at::TensorOptions().dtype(at::kLong).device(scores_G_R_n_S.device());
+  auto future = at::arange(n, opts).unsqueeze(0) > at::arange(n, opts).unsqueeze(1);
+  scores_G_R_n_S.narrow(3, scores_G_R_n_S.size(3) - n, n).masked_fill_(future, -INFINITY);
 }
 
 // Rows at..at+n of x [N, H, D] with each kv head's R query heads as rows of one matrix: [G, R * n, D].
 at::Tensor heads_first(const at::Tensor& x, int64_t at, int64_t n, int64_t G) {
   const int64_t R = x.size(1) / G, D = x.size(2);
   return x.narrow(0, at, n).reshape({n, G, R, D}).permute({1, 2, 0, 3}).reshape({G, R * n, D});
+}
+
+// The largest [G, R * n, S] score matrix of the row's blocks, in elements: one buffer of it is
+// reused by every block, so the step does not allocate a block's scores anew each time.
+int64_t most_scores(const ContextRow& row, int64_t H) {
+  int64_t most = 0;
+  for (const auto& b : row.blocks) most = std::max(most, H * b.n * (b.parent_len + b.own_len));
+  return most;
+}
+
+at::Tensor scores_view(at::Tensor& buffer, int64_t G, int64_t M, const ContextRow::Block& b) {
+  return buffer.narrow(0, 0, G * M * (b.parent_len + b.own_len)).view({G, M, b.parent_len + b.own_len});
 }
 
 struct ContextAttention : torch::autograd::Function<ContextAttention> {
@@ -87,21 +126,26 @@ struct ContextAttention : torch::autograd::Function<ContextAttention> {
 #if defined(RLX_C10D)
     const int64_t n = q.size(0), H = q.size(1), D = q.size(2), G = kv.size(1), R = H / G;
     const double scale = 1.0 / std::sqrt(double(D));
-    auto full = gather_kv(*row, kv);  // [T, G, 2D]
-    auto K = full.narrow(2, 0, D), V = full.narrow(2, D, D);
+    auto kv_G_T_2D = gather_kv(*row, kv);
+    auto K = kv_G_T_2D.narrow(2, 0, D), V = kv_G_T_2D.narrow(2, D, D);
     auto out = at::empty_like(q);
     auto lse = at::empty({n, H}, q.options());
-    auto opts = at::TensorOptions().dtype(at::kLong).device(q.device());
+    auto buffer = at::empty({most_scores(*row, H)}, q.options());
     for (const auto& b : row->blocks) {
-      auto scores = at::bmm(heads_first(q, b.at, b.n, G), keys_of(K, b).transpose(1, 2)).mul_(scale).view({G, R, b.n, -1});
-      scores.masked_fill_(hidden_keys(b, opts), -INFINITY);
-      auto lse_G_R_n = at::logsumexp(scores, -1);
-      auto probs = scores.sub_(lse_G_R_n.unsqueeze(-1)).exp_().view({G, R * b.n, -1});
-      auto o = at::bmm(probs, keys_of(V, b)).view({G, R, b.n, D});
+      auto scores = scores_view(buffer, G, R * b.n, b);
+      scores_into(scores, heads_first(q, b.at, b.n, G), keys_of(K, b));
+      auto scores_G_R_n_S = scores.mul_(scale).view({G, R, b.n, -1});
+      hide_future(scores_G_R_n_S, b.n);
+      // lse = max + log(sum(exp(S - max))), in place: at::logsumexp would allocate S's size anew.
+      auto max_G_R_n = at::amax(scores_G_R_n_S, -1, true);
+      auto sum_G_R_n = scores_G_R_n_S.sub_(max_G_R_n).exp_().sum(-1, true);
+      auto probs = scores_G_R_n_S.div_(sum_G_R_n).view({G, R * b.n, -1});
+      auto lse_G_R_n = max_G_R_n.add_(sum_G_R_n.log_()).squeeze(-1);
+      auto o = times_keys(probs, keys_of(V, b)).view({G, R, b.n, D});
       out.narrow(0, b.at, b.n).copy_(o.permute({2, 0, 1, 3}).reshape({b.n, H, D}));
       lse.narrow(0, b.at, b.n).copy_(lse_G_R_n.permute({2, 0, 1}).reshape({b.n, H}));
     }
-    ctx->save_for_backward({q, full, out, lse});
+    ctx->save_for_backward({q, kv_G_T_2D, out, lse});
     ctx->saved_data["row"] = at::IValue::make_capsule(c10::intrusive_ptr<torch::CustomClassHolder>(row));
     return out;
 #else
@@ -115,32 +159,36 @@ struct ContextAttention : torch::autograd::Function<ContextAttention> {
                                                  torch::autograd::variable_list grads) {
 #if defined(RLX_C10D)
     auto saved = ctx->get_saved_variables();
-    const auto &q = saved[0], &full = saved[1], &out = saved[2], &lse = saved[3];
+    const auto &q = saved[0], &kv_G_T_2D = saved[1], &out = saved[2], &lse = saved[3];
     auto row = c10::static_intrusive_pointer_cast<ContextRow>(ctx->saved_data["row"].toCapsule());
-    const int64_t H = q.size(1), D = q.size(2), G = full.size(1), R = H / G;
+    const int64_t H = q.size(1), D = q.size(2), G = kv_G_T_2D.size(0), R = H / G;
     const double scale = 1.0 / std::sqrt(double(D));
     auto dout = grads[0].contiguous();
-    auto K = full.narrow(2, 0, D), V = full.narrow(2, D, D);
-    auto dq = at::zeros_like(q);
-    auto dfull = at::zeros_like(full);
-    auto dK = dfull.narrow(2, 0, D), dV = dfull.narrow(2, D, D);
-    auto opts = at::TensorOptions().dtype(at::kLong).device(q.device());
+    auto K = kv_G_T_2D.narrow(2, 0, D), V = kv_G_T_2D.narrow(2, D, D);
+    auto dq = at::empty_like(q);
+    auto dkv_G_T_2D = at::zeros_like(kv_G_T_2D);
+    auto dK = dkv_G_T_2D.narrow(2, 0, D), dV = dkv_G_T_2D.narrow(2, D, D);
+    const int64_t most = most_scores(*row, H);
+    auto probs_buffer = at::empty({most}, q.options()), dprobs_buffer = at::empty({most}, q.options());
     for (const auto& b : row->blocks) {
       auto q_b = heads_first(q, b.at, b.n, G), dout_b = heads_first(dout, b.at, b.n, G);
       auto delta = (dout_b * heads_first(out, b.at, b.n, G)).sum(-1, true);  // [G, R * n, 1]
       auto lse_b = lse.narrow(0, b.at, b.n).view({b.n, G, R}).permute({1, 2, 0}).reshape({G, R * b.n, 1});
-      auto Kb = keys_of(K, b), Vb = keys_of(V, b);
-      auto scores = at::bmm(q_b, Kb.transpose(1, 2)).mul_(scale);
-      scores.view({G, R, b.n, -1}).masked_fill_(hidden_keys(b, opts), -INFINITY);
-      auto probs = scores.sub_(lse_b).exp_();  // [G, R * n, S]
-      add_keys(dV, at::bmm(probs.transpose(1, 2), dout_b), b);
-      auto dS = probs.mul_(at::bmm(dout_b, Vb.transpose(1, 2)).sub_(delta)).mul_(scale);
-      auto dq_b = at::bmm(dS, Kb).view({G, R, b.n, D}).permute({2, 0, 1, 3}).reshape({b.n, H, D});
+      auto probs = scores_view(probs_buffer, G, R * b.n, b);
+      scores_into(probs, q_b, keys_of(K, b));
+      auto scores_G_R_n_S = probs.mul_(scale).view({G, R, b.n, -1});
+      hide_future(scores_G_R_n_S, b.n);
+      probs.sub_(lse_b).exp_();  // [G, R * n, S]
+      add_to_keys(keys_of(dV, b), probs, dout_b);
+      auto dprobs = scores_view(dprobs_buffer, G, R * b.n, b);
+      scores_into(dprobs, dout_b, keys_of(V, b));
+      auto dS = probs.mul_(dprobs.sub_(delta)).mul_(scale);
+      auto dq_b = times_keys(dS, keys_of(K, b)).view({G, R, b.n, D}).permute({2, 0, 1, 3}).reshape({b.n, H, D});
       dq.narrow(0, b.at, b.n).copy_(dq_b);
-      add_keys(dK, at::bmm(dS.transpose(1, 2), q_b), b);
+      add_to_keys(keys_of(dK, b), dS, q_b);
     }
-    context_sum(*row, dfull, "context-parallel all-reduce of the K/V gradient");
-    return {dq, dfull.index_select(0, row->local), torch::autograd::Variable()};
+    context_sum(*row, dkv_G_T_2D, "context-parallel all-reduce of the K/V gradient");
+    return {dq, dkv_G_T_2D.index_select(1, row->local).permute({1, 0, 2}), torch::autograd::Variable()};
 #else
     (void)ctx, (void)grads;
     return {};
