@@ -21,6 +21,7 @@
 //
 // The loss itself, over the logprobs of pass 1, is step_loss.cpp.
 #include "abi.h"
+#include "heap.h"
 #include "model.h"
 #include "step_loss.h"
 #include "trunk.h"
@@ -199,6 +200,7 @@ RLX_API int rlx_train_step(rlx_model* model, const rlx_batch* batch, const rlx_l
     // the logprobs are summed over the group, so every rank computes the whole row's loss.
     ContextRowPtr context;
     if (b.context_group) context = split_row(m, b.context_group, lengths, parents);
+    SplitRowHeap heap(m.device.is_cpu(), context ? context->world : 1);
     auto positions = packed_positions(m, lengths, parents);
     // Hidden row src[i] predicts token dst[i], the next of its sample (first tokens are not valid).
     at::Tensor src, dst, own_ids = ids, own_positions = positions;

@@ -9,11 +9,8 @@
 // batch-64 decode step 40% faster alone, but the three-env RL step with trainer.share_cores off
 // took 11.4 s against 4.6 s, and GOMP_SPINCOUNT=10000 with share_cores on doubled the trainer's
 // compute: experiments/bench_history.md, "Page faults" and "Decode on the CPU".) Bun's process.env does not
-// reach libc's environ, hence the second, tiny dlopen. Through it, mallopt also keeps freed memory (unless
-// GLIBC_TUNABLES sets malloc's own): blocks below 32 MiB come from the heap and up to 512 MiB of
-// free heap stays mapped. With glibc's defaults the heap top went back to the OS after nearly every
-// op and the next op's tensors page-faulted fresh pages in: a prefill of 16 prompts of 32 tokens
-// spent 3/4 of its time in page faults and zeroing (experiments/bench_history.md, "Page faults").
+// reach libc's environ, hence the second, tiny dlopen. The heap's settings are the shim's own
+// (native/src/heap.h), made when it loads.
 //
 // Which shim: src/native/shim_path.ts ($RLX_SHIM, the shipped one, or one compiled for this node's
 // libtorch). A compiled binary's embedded copy is written by Bun to /tmp and dlopened there.
@@ -28,21 +25,12 @@ export type Rlx = ConvertFns<typeof symbols>;
 let loaded: Rlx | null = null;
 let loadedPath = "";
 
-// glibc's mallopt parameters (malloc.h).
-const M_TRIM_THRESHOLD = -1;
-const M_MMAP_THRESHOLD = -3;
-
-/** libc settings the shim's tensors need, made before it loads (see the file header). */
+/** The environment the shim's OpenMP reads, set before it loads (see the file header). */
 function prepareLibc(): void {
   const libc = dlopen("libc.so.6", {
     setenv: { args: [FFIType.cstring, FFIType.cstring, FFIType.i32], returns: FFIType.i32 },
-    mallopt: { args: [FFIType.i32, FFIType.i32], returns: FFIType.i32 },
   });
   if (!process.env.OMP_WAIT_POLICY) libc.symbols.setenv(Buffer.from("OMP_WAIT_POLICY\0"), Buffer.from("PASSIVE\0"), 0);
-  if (!process.env.GLIBC_TUNABLES?.includes("glibc.malloc.")) {
-    libc.symbols.mallopt(M_MMAP_THRESHOLD, 32 << 20);
-    libc.symbols.mallopt(M_TRIM_THRESHOLD, 512 << 20);
-  }
   libc.close();
 }
 
