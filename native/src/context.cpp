@@ -6,8 +6,8 @@
 //                              dS = P (dP - rowsum(dout * out)), dq = dS K / sqrt(D),
 //                              dK += dS^T q / sqrt(D)
 // (Dao, "FlashAttention-2", 2023, Algorithm 2). Scores live one block at a time, in one buffer
-// the blocks share, and the gathered K/V are kept heads first, so a block's products read its keys
-// in place: a block allocates only its [queries, head_dim] pieces.
+// the blocks share, and a block's products read the gathered K/V in place (a strided matrix per kv
+// head), so a block allocates only its [queries, head_dim] pieces.
 #include <torch/csrc/autograd/custom_function.h>
 
 #include "context.h"
@@ -40,19 +40,32 @@ at::Tensor long_tensor(const std::vector<int64_t>& v, const Model& m) { return a
 
 #if defined(RLX_C10D)
 
-// The whole row's K and V side by side and heads first, [G, T, 2D], from every rank's [n, G, 2D]:
-// each kv head's keys are then row-major matrices that a block's products read in place.
+// The whole row's K and V side by side, [T, G, 2D] in row order, from every rank's [n, G, 2D].
 at::Tensor gather_kv(const ContextRow& row, const at::Tensor& kv_local) {
   auto& g = get_group(row.group);
+  const int64_t chunks = 2 * int64_t{row.world}, G = kv_local.size(1), D2 = kv_local.size(2);
+  if (row.T % chunks == 0) {
+    // Equal chunks: every rank's first chunk lands in chunks 0..C-1 of the row, its second in
+    // chunks 2C-1..C, so two all-gathers fill the row in place.
+    const int64_t c = row.T / chunks;
+    auto full = at::empty({row.T, G, D2}, kv_local.options());
+    for (int half = 0; half < 2; ++half) {
+      std::vector<at::Tensor> inputs{kv_local.narrow(0, half * c, c).contiguous()};
+      std::vector<std::vector<at::Tensor>> outputs(1);
+      for (int r = 0; r < row.world; ++r) outputs[0].push_back(full.narrow(0, (half ? chunks - 1 - r : r) * c, c));
+      run_collective(g, "context-parallel all-gather of K/V", [&] { return g.pg->allgather(outputs, inputs); });
+    }
+    return full;
+  }
   const int64_t n = kv_local.size(0);
-  auto input = at::zeros({row.most, kv_local.size(1), kv_local.size(2)}, kv_local.options());
+  auto input = at::zeros({row.most, G, D2}, kv_local.options());
   input.narrow(0, 0, n).copy_(kv_local);
-  auto buffer = at::empty({row.world * row.most, kv_local.size(1), kv_local.size(2)}, kv_local.options());
+  auto buffer = at::empty({row.world * row.most, G, D2}, kv_local.options());
   std::vector<at::Tensor> inputs{input};
   std::vector<std::vector<at::Tensor>> outputs(1);
   for (int r = 0; r < row.world; ++r) outputs[0].push_back(buffer.narrow(0, r * row.most, row.most));
   run_collective(g, "context-parallel all-gather of K/V", [&] { return g.pg->allgather(outputs, inputs); });
-  return buffer.permute({1, 0, 2}).index_select(1, row.order);
+  return buffer.index_select(0, row.order);
 }
 
 #endif
@@ -101,6 +114,12 @@ void hide_future(at::Tensor& scores_G_R_n_S, int64_t n) {
   scores_G_R_n_S.narrow(3, scores_G_R_n_S.size(3) - n, n).masked_fill_(future, -INFINITY);
 }
 
+// K (at 0) or V (at D) of x [T, G, 2D] as a view [G, T, D]: each kv head's keys a row-major
+// matrix (rows G * 2D apart) that a block's products read in place.
+at::Tensor heads_view(const at::Tensor& x_T_G_2D, int64_t at, int64_t D) {
+  return x_T_G_2D.narrow(2, at, D).permute({1, 0, 2});
+}
+
 // Rows at..at+n of x [N, H, D] with each kv head's R query heads as rows of one matrix: [G, R * n, D].
 at::Tensor heads_first(const at::Tensor& x, int64_t at, int64_t n, int64_t G) {
   const int64_t R = x.size(1) / G, D = x.size(2);
@@ -126,8 +145,8 @@ struct ContextAttention : torch::autograd::Function<ContextAttention> {
 #if defined(RLX_C10D)
     const int64_t n = q.size(0), H = q.size(1), D = q.size(2), G = kv.size(1), R = H / G;
     const double scale = 1.0 / std::sqrt(double(D));
-    auto kv_G_T_2D = gather_kv(*row, kv);
-    auto K = kv_G_T_2D.narrow(2, 0, D), V = kv_G_T_2D.narrow(2, D, D);
+    auto kv_T_G_2D = gather_kv(*row, kv);
+    auto K = heads_view(kv_T_G_2D, 0, D), V = heads_view(kv_T_G_2D, D, D);
     auto out = at::empty_like(q);
     auto lse = at::empty({n, H}, q.options());
     auto buffer = at::empty({most_scores(*row, H)}, q.options());
@@ -145,7 +164,7 @@ struct ContextAttention : torch::autograd::Function<ContextAttention> {
       out.narrow(0, b.at, b.n).copy_(o.permute({2, 0, 1, 3}).reshape({b.n, H, D}));
       lse.narrow(0, b.at, b.n).copy_(lse_G_R_n.permute({2, 0, 1}).reshape({b.n, H}));
     }
-    ctx->save_for_backward({q, kv_G_T_2D, out, lse});
+    ctx->save_for_backward({q, kv_T_G_2D, out, lse});
     ctx->saved_data["row"] = at::IValue::make_capsule(c10::intrusive_ptr<torch::CustomClassHolder>(row));
     return out;
 #else
@@ -159,15 +178,15 @@ struct ContextAttention : torch::autograd::Function<ContextAttention> {
                                                  torch::autograd::variable_list grads) {
 #if defined(RLX_C10D)
     auto saved = ctx->get_saved_variables();
-    const auto &q = saved[0], &kv_G_T_2D = saved[1], &out = saved[2], &lse = saved[3];
+    const auto &q = saved[0], &kv_T_G_2D = saved[1], &out = saved[2], &lse = saved[3];
     auto row = c10::static_intrusive_pointer_cast<ContextRow>(ctx->saved_data["row"].toCapsule());
-    const int64_t H = q.size(1), D = q.size(2), G = kv_G_T_2D.size(0), R = H / G;
+    const int64_t H = q.size(1), D = q.size(2), G = kv_T_G_2D.size(1), R = H / G;
     const double scale = 1.0 / std::sqrt(double(D));
     auto dout = grads[0].contiguous();
-    auto K = kv_G_T_2D.narrow(2, 0, D), V = kv_G_T_2D.narrow(2, D, D);
+    auto K = heads_view(kv_T_G_2D, 0, D), V = heads_view(kv_T_G_2D, D, D);
     auto dq = at::empty_like(q);
-    auto dkv_G_T_2D = at::zeros_like(kv_G_T_2D);
-    auto dK = dkv_G_T_2D.narrow(2, 0, D), dV = dkv_G_T_2D.narrow(2, D, D);
+    auto dkv_T_G_2D = at::zeros_like(kv_T_G_2D);
+    auto dK = heads_view(dkv_T_G_2D, 0, D), dV = heads_view(dkv_T_G_2D, D, D);
     const int64_t most = most_scores(*row, H);
     auto probs_buffer = at::empty({most}, q.options()), dprobs_buffer = at::empty({most}, q.options());
     for (const auto& b : row->blocks) {
@@ -187,8 +206,8 @@ struct ContextAttention : torch::autograd::Function<ContextAttention> {
       dq.narrow(0, b.at, b.n).copy_(dq_b);
       add_to_keys(keys_of(dK, b), dS, q_b);
     }
-    context_sum(*row, dkv_G_T_2D, "context-parallel all-reduce of the K/V gradient");
-    return {dq, dkv_G_T_2D.index_select(1, row->local).permute({1, 0, 2}), torch::autograd::Variable()};
+    context_sum(*row, dkv_T_G_2D, "context-parallel all-reduce of the K/V gradient");
+    return {dq, dkv_T_G_2D.index_select(0, row->local), torch::autograd::Variable()};
 #else
     (void)ctx, (void)grads;
     return {};
