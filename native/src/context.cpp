@@ -20,10 +20,10 @@ namespace rlx {
 namespace {
 
 // Queries per block: at most 256, fewer when they see many keys, so one block's scores stay
-// near 2^22 elements (16 MB in float32) however long the row: the forward holds one such
+// near 2^21 elements (8 MiB in float32) however long the row: the forward holds one such
 // matrix, the backward two, beside activations that a split row has halved.
 int64_t block_queries(int64_t heads, int64_t keys) {
-  return std::clamp<int64_t>((int64_t{1} << 22) / std::max<int64_t>(1, heads * keys), 16, 256);
+  return std::clamp<int64_t>((int64_t{1} << 21) / std::max<int64_t>(1, heads * keys), 16, 256);
 }
 
 // Rank r's chunks of the row: r and 2C - 1 - r of 2C near-equal ones.
