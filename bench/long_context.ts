@@ -18,9 +18,9 @@
 //
 // `--heap exact` runs the ranks with glibc's mmap threshold at 1 MiB (GLIBC_TUNABLES), so every
 // tensor above that is mapped and unmapped on its own and the resident peak is about what is
-// live at once. The default is the trainer's allocator settings (src/native/ffi.ts: blocks under
-// 32 MiB from the heap, up to 512 MiB of free heap kept): faster, but its peak also counts the
-// heap's fragmentation, which grows with the number and sizes of the [tokens, hidden] tensors.
+// live at once. The default is the trainer's allocator settings (native/src/heap.h: blocks under
+// 32 MiB, or 32 MiB / C on a split row, from the heap, up to 512 MiB of free heap kept): faster,
+// but its peak also counts the heap's fragmentation.
 //
 // On libtorch 1.13 (the default shim) C = 1 keeps every attention block's probabilities, so its
 // rows grow with the square of the length; torch 2.x runs C = 1 through SDPA's fused kernel. The

@@ -97,17 +97,20 @@ export function unitsOf(shape: ShimModelConfig) {
 /** A unit padded to a multiple of the world size (its flat, gathered whole). */
 const padded = (numel: number, ranks: number) => Math.ceil(numel / ranks) * ranks;
 
-/** Bytes in blocks under glibc's mmap threshold (32 MiB, src/native/ffi.ts), which the CPU
- * allocator's heap serves and keeps, and in larger ones, mapped and unmapped whole. */
+/** Bytes in blocks under glibc's mmap threshold (native/src/heap.h), which the CPU allocator's
+ * heap serves and keeps, and in larger ones, mapped and unmapped whole. */
 interface Bytes {
   small: number;
   large: number;
 }
-const MMAP_THRESHOLD = 32 * 2 ** 20;
+/** The shim's threshold: 32 MiB, and 32 MiB / C while a row split over C ranks trains. */
+const mmapThreshold = (split: number) => (32 * 2 ** 20) / split;
 const NONE: Bytes = { small: 0, large: 0 };
-/** `bytes` held in tensors of `tensorBytes` each. */
-const part = (bytes: number, tensorBytes: number): Bytes =>
-  tensorBytes < MMAP_THRESHOLD ? { small: bytes, large: 0 } : { small: 0, large: bytes };
+/** `bytes` held in tensors of `tensorBytes` each, under a given mmap threshold. */
+const partUnder =
+  (threshold: number) =>
+  (bytes: number, tensorBytes: number): Bytes =>
+    tensorBytes < threshold ? { small: bytes, large: 0 } : { small: 0, large: bytes };
 const sum = (...parts: Bytes[]): Bytes => ({
   small: parts.reduce((a, p) => a + p.small, 0),
   large: parts.reduce((a, p) => a + p.large, 0),
@@ -131,6 +134,7 @@ export function planRow(input: PlanInput, shard: PlanShard, checkpointing: boole
   const recompute = checkpointing || shard === "full";
   // context parallelism: this rank's tokens of a row, but attention keeps the whole row's K/V
   const split = input.contextParallel ?? 1;
+  const part = partUnder(mmapThreshold(split));
   const own = Math.ceil(T / split);
   const kvRow = F32 * 2 * shape.num_key_value_heads * shape.head_dim * T;
   const attention = split > 1 ? contextAttentionBytes(shape, T, own) : attentionBytes(shape, T, input.attention);
@@ -258,9 +262,9 @@ export function planRow(input: PlanInput, shard: PlanShard, checkpointing: boole
     };
   }
 
-  // On a CPU, blocks under 32 MiB come from the heap, which keeps what it once held (src/native/
-  // ffi.ts sets glibc's mallopt so): the resident peak is the heap's largest moment plus the
-  // largest moment of the big (mmapped) tensors, not the largest moment of their sum. A "full"
+  // On a CPU, blocks under the mmap threshold come from the heap, which keeps what it once held
+  // (native/src/heap.h sets glibc's mallopt so): the resident peak is the heap's largest moment
+  // plus the largest moment of the big (mmapped) tensors, not the largest moment of their sum. A "full"
   // rank's whole layers, loaded and then freed by sharding, stay in its heap besides: measured
   // (bench/shard_memory.ts), its resident set before the first step is 5.6 GiB against 3.8 live.
   const entries = Object.entries(m.moments) as [Moment, Bytes][];
