@@ -26,13 +26,16 @@ int64_t block_queries(int64_t heads, int64_t keys) {
   return std::clamp<int64_t>((int64_t{1} << 21) / std::max<int64_t>(1, heads * keys), 16, 256);
 }
 
-// Rank r's chunks of the row: r and 2C - 1 - r of 2C near-equal ones.
-std::vector<int64_t> zigzag_tokens(int64_t T, int rank, int world) {
-  const int64_t chunks = 2 * int64_t{world};
-  auto edge = [&](int64_t j) { return j * T / chunks; };
+// Row position where chunk j of a row's 2C chunks starts: chunks of ceil(T / 2C) tokens, so only
+// the last are short and the chunks in order, each padded to full size, are the row padded at its end.
+int64_t chunk_start(const ContextRow& row, int64_t j) { return std::min(j * row.chunk, row.T); }
+
+// Rank r's chunks of the row: r and 2C - 1 - r.
+std::vector<int64_t> zigzag_tokens(const ContextRow& row) {
+  const int64_t chunks = 2 * int64_t{row.world};
   std::vector<int64_t> out;
-  for (int64_t j : {int64_t{rank}, chunks - 1 - rank})
-    for (int64_t t = edge(j); t < edge(j + 1); ++t) out.push_back(t);
+  for (int64_t j : {int64_t{row.rank}, chunks - 1 - row.rank})
+    for (int64_t t = chunk_start(row, j); t < chunk_start(row, j + 1); ++t) out.push_back(t);
   return out;
 }
 
@@ -40,32 +43,24 @@ at::Tensor long_tensor(const std::vector<int64_t>& v, const Model& m) { return a
 
 #if defined(RLX_C10D)
 
-// The whole row's K and V side by side, [T, G, 2D] in row order, from every rank's [n, G, 2D].
+// The whole row's K and V side by side, [T, G, 2D] in row order, from every rank's [n, G, 2D]:
+// every rank's first chunk lands in chunks 0..C-1 of the row, its second in chunks 2C-1..C, so two
+// all-gathers of chunk-sized pieces fill the row in place (padded at its end).
 at::Tensor gather_kv(const ContextRow& row, const at::Tensor& kv_local) {
   auto& g = get_group(row.group);
-  const int64_t chunks = 2 * int64_t{row.world}, G = kv_local.size(1), D2 = kv_local.size(2);
-  if (row.T % chunks == 0) {
-    // Equal chunks: every rank's first chunk lands in chunks 0..C-1 of the row, its second in
-    // chunks 2C-1..C, so two all-gathers fill the row in place.
-    const int64_t c = row.T / chunks;
-    auto full = at::empty({row.T, G, D2}, kv_local.options());
-    for (int half = 0; half < 2; ++half) {
-      std::vector<at::Tensor> inputs{kv_local.narrow(0, half * c, c).contiguous()};
-      std::vector<std::vector<at::Tensor>> outputs(1);
-      for (int r = 0; r < row.world; ++r) outputs[0].push_back(full.narrow(0, (half ? chunks - 1 - r : r) * c, c));
-      run_collective(g, "context-parallel all-gather of K/V", [&] { return g.pg->allgather(outputs, inputs); });
-    }
-    return full;
+  const int64_t chunks = 2 * int64_t{row.world}, c = row.chunk;
+  auto full = at::empty({chunks * c, kv_local.size(1), kv_local.size(2)}, kv_local.options());
+  const int64_t first = chunk_start(row, row.rank + 1) - chunk_start(row, row.rank);
+  for (int half = 0; half < 2; ++half) {
+    auto mine = half ? kv_local.narrow(0, first, kv_local.size(0) - first) : kv_local.narrow(0, 0, first);
+    auto input = mine.size(0) == c ? mine.contiguous() : at::zeros({c, mine.size(1), mine.size(2)}, mine.options());
+    if (mine.size(0) < c) input.narrow(0, 0, mine.size(0)).copy_(mine);
+    std::vector<at::Tensor> inputs{input};
+    std::vector<std::vector<at::Tensor>> outputs(1);
+    for (int r = 0; r < row.world; ++r) outputs[0].push_back(full.narrow(0, (half ? chunks - 1 - r : r) * c, c));
+    run_collective(g, "context-parallel all-gather of K/V", [&] { return g.pg->allgather(outputs, inputs); });
   }
-  const int64_t n = kv_local.size(0);
-  auto input = at::zeros({row.most, G, D2}, kv_local.options());
-  input.narrow(0, 0, n).copy_(kv_local);
-  auto buffer = at::empty({row.world * row.most, G, D2}, kv_local.options());
-  std::vector<at::Tensor> inputs{input};
-  std::vector<std::vector<at::Tensor>> outputs(1);
-  for (int r = 0; r < row.world; ++r) outputs[0].push_back(buffer.narrow(0, r * row.most, row.most));
-  run_collective(g, "context-parallel all-gather of K/V", [&] { return g.pg->allgather(outputs, inputs); });
-  return buffer.index_select(0, row.order);
+  return full.narrow(0, 0, row.T);
 }
 
 #endif
@@ -223,15 +218,9 @@ ContextRowPtr split_row(const Model& m, void* group, const std::vector<int64_t>&
   row->group = group;
   std::tie(row->rank, row->world) = group_rank_world(group);
   for (auto n : lengths) row->T += n;
-  for (int r = 0; r < row->world; ++r)
-    row->most = std::max<int64_t>(row->most, zigzag_tokens(row->T, r, row->world).size());
-  std::vector<int64_t> order(row->T);
-  for (int r = 0; r < row->world; ++r) {
-    auto tokens = zigzag_tokens(row->T, r, row->world);
-    for (size_t i = 0; i < tokens.size(); ++i) order[tokens[i]] = r * row->most + static_cast<int64_t>(i);
-  }
-  const auto local = zigzag_tokens(row->T, row->rank, row->world);
-  row->local = long_tensor(local, m), row->order = long_tensor(order, m);
+  row->chunk = std::max<int64_t>(1, (row->T + 2 * row->world - 1) / (2 * row->world));
+  const auto local = zigzag_tokens(*row);
+  row->local = long_tensor(local, m);
 
   std::vector<int64_t> starts, sample_of(row->T);
   for (size_t s = 0, at = 0; s < lengths.size(); at += lengths[s++]) {

@@ -1,9 +1,9 @@
 // Context parallelism (docs/scaling.md, "Long context"): one packed row split along the sequence
 // over the C ranks of a c10d group, so each rank holds the activations of T / C tokens.
 //
-// The split is "zigzag": the row is cut into 2C chunks and rank r holds chunks r and 2C - 1 - r,
-// so under causal attention every rank has about the same work (an early chunk sees few keys, a
-// late one many). Every layer but attention is per token and runs on the rank's own tokens.
+// The split is "zigzag": the row is cut into 2C chunks of ceil(T / 2C) tokens (the last ones
+// short) and rank r holds chunks r and 2C - 1 - r, so under causal attention every rank has about
+// the same work (an early chunk sees few keys, a late one many). Every layer but attention is per token and runs on the rank's own tokens.
 //
 // Attention all-gathers the keys and values of the whole row (Llama 3's context parallelism) and
 // runs each local query against the keys it may see: its own sample's up to itself and its
@@ -32,9 +32,8 @@ struct Model;
 struct ContextRow : torch::CustomClassHolder {
   void* group = nullptr;  // the rlx_group handle the row is split over
   int rank = 0, world = 1;
-  int64_t T = 0, most = 0;  // the row's tokens; the most any rank holds (the all-gather's size)
-  at::Tensor local;         // [n] int64: the row positions of this rank's tokens, ascending
-  at::Tensor order;         // [T] int64: token t's row in the gathered [world * most] buffer
+  int64_t T = 0, chunk = 1;  // the row's tokens; tokens in each of its 2C chunks (the last short)
+  at::Tensor local;          // [n] int64: the row positions of this rank's tokens, ascending
   // A block of consecutive local queries of one sample, and the keys they see: the parent's
   // [parent_start, +parent_len) whole, and the sample's own [own_start, +own_len), query i of the
   // block seeing own keys 0..own_len - n + i.

@@ -49,7 +49,7 @@ export function attentionBytes(shape: ShimModelConfig, n: number, kind: Attentio
 }
 
 /** Elements of one block's scores in the split attention (native/src/context.cpp, block_queries). */
-const CONTEXT_BLOCK_SCORES = 2 ** 22;
+const CONTEXT_BLOCK_SCORES = 2 ** 21;
 
 /** What the split attention (trainer.context_parallel > 1, native/src/context.cpp) keeps for one
  * layer besides layerFloatsPerToken's q and output: the whole row's gathered K and V, and the
