@@ -3,7 +3,8 @@
 //
 // The split is "zigzag": the row is cut into 2C chunks of ceil(T / 2C) tokens (the last ones
 // short) and rank r holds chunks r and 2C - 1 - r, so under causal attention every rank has about
-// the same work (an early chunk sees few keys, a late one many). Every layer but attention is per token and runs on the rank's own tokens.
+// the same work (an early chunk sees few keys, a late one many). Every layer but attention is per
+// token and runs on the rank's own tokens.
 //
 // Attention all-gathers the keys and values of the whole row (Llama 3's context parallelism) and
 // runs each local query against the keys it may see: its own sample's up to itself and its

@@ -26,7 +26,7 @@ let loaded: Rlx | null = null;
 let loadedPath = "";
 
 /** The environment the shim's OpenMP reads, set before it loads (see the file header). */
-function prepareLibc(): void {
+function setOpenMpWaitPolicy(): void {
   const libc = dlopen("libc.so.6", {
     setenv: { args: [FFIType.cstring, FFIType.cstring, FFIType.i32], returns: FFIType.i32 },
   });
@@ -38,7 +38,7 @@ function prepareLibc(): void {
 export async function loadNative(threads = Number(process.env.RLX_THREADS ?? 0)): Promise<Rlx> {
   if (loaded) return loaded;
   const path = await shimPath();
-  prepareLibc();
+  setOpenMpWaitPolicy();
   let lib: Rlx;
   try {
     lib = dlopen(path, symbols).symbols as Rlx;

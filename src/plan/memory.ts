@@ -264,8 +264,8 @@ export function planRow(input: PlanInput, shard: PlanShard, checkpointing: boole
 
   // On a CPU, blocks under the mmap threshold come from the heap, which keeps what it once held
   // (native/src/heap.h sets glibc's mallopt so): the resident peak is the heap's largest moment
-  // plus the largest moment of the big (mmapped) tensors, not the largest moment of their sum. A "full"
-  // rank's whole layers, loaded and then freed by sharding, stay in its heap besides: measured
+  // plus the largest moment of the big (mmapped) tensors, not the largest moment of their sum. A
+  // "full" rank's whole layers, loaded and then freed by sharding, stay in its heap besides: measured
   // (bench/shard_memory.ts), its resident set before the first step is 5.6 GiB against 3.8 live.
   const entries = Object.entries(m.moments) as [Moment, Bytes][];
   const freedAtShard = device === "cpu" && shard === "full" ? m.moments.load.small : 0;
