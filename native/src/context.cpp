@@ -159,7 +159,10 @@ struct ContextAttention : torch::autograd::Function<ContextAttention> {
       out.narrow(0, b.at, b.n).copy_(o.permute({2, 0, 1, 3}).reshape({b.n, H, D}));
       lse.narrow(0, b.at, b.n).copy_(lse_G_R_n.permute({2, 0, 1}).reshape({b.n, H}));
     }
-    ctx->save_for_backward({q, kv_T_G_2D, out, lse});
+    // The gathered K/V are not kept: the backward gathers them again from this rank's kv, so a
+    // layer's whole-row K/V live only while its own attention runs, not beside the MLP's
+    // activations (recomputed or kept) and not once per layer without checkpointing.
+    ctx->save_for_backward({q, kv, out, lse});
     ctx->saved_data["row"] = at::IValue::make_capsule(c10::intrusive_ptr<torch::CustomClassHolder>(row));
     return out;
 #else
@@ -173,8 +176,9 @@ struct ContextAttention : torch::autograd::Function<ContextAttention> {
                                                  torch::autograd::variable_list grads) {
 #if defined(RLX_C10D)
     auto saved = ctx->get_saved_variables();
-    const auto &q = saved[0], &kv_T_G_2D = saved[1], &out = saved[2], &lse = saved[3];
+    const auto &q = saved[0], &out = saved[2], &lse = saved[3];
     auto row = c10::static_intrusive_pointer_cast<ContextRow>(ctx->saved_data["row"].toCapsule());
+    const auto kv_T_G_2D = gather_kv(*row, saved[1]);
     const int64_t H = q.size(1), D = q.size(2), G = kv_T_G_2D.size(1), R = H / G;
     const double scale = 1.0 / std::sqrt(double(D));
     auto dout = grads[0].contiguous();

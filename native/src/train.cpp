@@ -216,6 +216,10 @@ RLX_API int rlx_train_step(rlx_model* model, const rlx_batch* batch, const rlx_l
     Trunk trunk(m, b.activation_checkpointing == 1, context);
     auto hidden = trunk.forward(own_ids, own_positions, lengths, parents);
     auto hidden_leaf = (context ? hidden.detach().index_select(0, src) : hidden.detach().narrow(0, 0, T - 1)).requires_grad_(true);
+    // The trunk's backward takes a gradient of its output's shape; the output itself is not read
+    // again, and a split row's leaf is a copy of it, so it goes now rather than live through the backward.
+    const auto grad_of_hidden = [shape = hidden.sizes().vec(), options = hidden.options()] { return at::zeros(shape, options); };
+    hidden = at::Tensor();
     auto labels = ids.index_select(0, dst), temps = s.temps.index_select(0, dst);
     at::Tensor lp_all, entropy, sb;
     {
@@ -246,7 +250,7 @@ RLX_API int rlx_train_step(rlx_model* model, const rlx_batch* batch, const rlx_l
     write_metrics(out, s, n_envs, metrics, n_metrics);
     if (!std::isfinite(out.loss.item<double>())) {
       *m.nonfinite_loss = true;  // the optimizer skips this step; no backward through NaN
-      if (trunk.collective()) trunk.backward(at::zeros_like(hidden));  // the other ranks' collectives need this one's
+      if (trunk.collective()) trunk.backward(grad_of_hidden());  // the other ranks' collectives need this one's
       return 0;
     }
     if (d.present()) {
@@ -256,10 +260,12 @@ RLX_API int rlx_train_step(rlx_model* model, const rlx_batch* batch, const rlx_l
       auto grad_lp = torch::autograd::grad({out.loss}, {lp})[0].index_select(0, dst);
       lm_head_backward(m, hidden_leaf, labels, temps, grad_lp, dst);
     }
-    if (hidden_leaf.grad().defined())
-      trunk.backward(at::zeros_like(hidden).index_copy_(0, src, hidden_leaf.grad()));
+    auto grad_hidden = hidden_leaf.grad().defined() ? grad_of_hidden().index_copy_(0, src, hidden_leaf.grad()) : at::Tensor();
+    hidden_leaf = at::Tensor();  // and its gradient: neither lives through the trunk's backward
+    if (grad_hidden.defined())
+      trunk.backward(std::move(grad_hidden));
     else if (trunk.collective())
-      trunk.backward(at::zeros_like(hidden));
+      trunk.backward(grad_of_hidden());
     return 0;
   })
 }

@@ -90,7 +90,7 @@ at::Tensor Trunk::forward(const at::Tensor& ids, const at::Tensor& positions, co
   return rms_norm(m_, x, m_.final_norm);
 }
 
-void Trunk::backward(const at::Tensor& grad_hidden) {
+void Trunk::backward(at::Tensor grad_hidden) {
   if (!recompute_) return hidden_.backward(grad_hidden);
   const size_t n_layers = m_.layers.size();
   // the recomputation replays the forward's draws; the generator then goes on from where the
@@ -110,7 +110,7 @@ void Trunk::backward(const at::Tensor& grad_hidden) {
     return leaf.grad();
   };
   auto g = through(last_, [&](const at::Tensor& x) { return rms_norm(m_, x, m_.final_norm); }, grad_hidden);
-  last_ = at::Tensor();
+  last_ = grad_hidden = at::Tensor();
   if (!sliced_) {
     for (size_t l = n_layers; l-- > 0;) {
       restore_rng(l);

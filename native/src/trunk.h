@@ -28,8 +28,9 @@ class Trunk {
   at::Tensor forward(const at::Tensor& ids, const at::Tensor& positions, const std::vector<int64_t>& lengths,
                      const std::vector<int64_t>& parents);
   // Back-propagates dL/dhidden [T, hidden] into the parameters' gradients (a sliced model's: its
-  // slices'). Call once, after forward.
-  void backward(const at::Tensor& grad_hidden);
+  // slices'). Call once, after forward. Takes the gradient by value and drops it once the final
+  // norm has used it.
+  void backward(at::Tensor grad_hidden);
   // Whether every rank must run backward even without a gradient (its collectives are the others').
   bool collective() const { return sliced_ || context_; }
 
