@@ -217,7 +217,8 @@ RLX_API int rlx_train_step(rlx_model* model, const rlx_batch* batch, const rlx_l
     auto hidden = trunk.forward(own_ids, own_positions, lengths, parents);
     auto hidden_leaf = (context ? hidden.detach().index_select(0, src) : hidden.detach().narrow(0, 0, T - 1)).requires_grad_(true);
     // The trunk's backward takes a gradient of its output's shape; the output itself is not read
-    // again, and a split row's leaf is a copy of it, so it goes now rather than live through the backward.
+    // again (a split row's leaf is a copy of it), so it goes now instead of living through the
+    // backward.
     const auto grad_of_hidden = [shape = hidden.sizes().vec(), options = hidden.options()] { return at::zeros(shape, options); };
     hidden = at::Tensor();
     auto labels = ids.index_select(0, dst), temps = s.temps.index_select(0, dst);

@@ -6,8 +6,8 @@
 //
 // A row is planned as one sample of seq_len tokens: attention's memory grows with the square of a
 // sample's length, so that is the worst packed row of seq_len tokens. Split over C
-// context-parallel ranks, a rank keeps seq_len / C tokens' worth of all of it but attention's,
-// which keeps the whole row's K and V.
+// context-parallel ranks, a rank keeps seq_len / C tokens' worth of all of it; its attention
+// gathers the whole row's K and V while it runs, in the forward and again in the backward.
 import type { ShimModelConfig } from "../model/config.ts";
 
 const F32 = 4;
@@ -52,17 +52,17 @@ export function attentionBytes(shape: ShimModelConfig, n: number, kind: Attentio
 const CONTEXT_BLOCK_SCORES = 2 ** 21;
 
 /** What the split attention (trainer.context_parallel > 1, native/src/context.cpp) keeps for one
- * layer besides layerFloatsPerToken's q and output: the whole row's gathered K and V, and the
- * log-sum-exp of this rank's queries. */
-export function contextAttentionBytes(shape: ShimModelConfig, rowTokens: number, ownTokens: number): number {
+ * layer besides layerFloatsPerToken's q and output: this rank's K and V side by side (the
+ * backward gathers the row's from them again), and the log-sum-exp of its queries. */
+export function contextAttentionBytes(shape: ShimModelConfig, ownTokens: number): number {
   const kv = shape.num_key_value_heads * shape.head_dim;
-  return F32 * (2 * kv * rowTokens + shape.num_attention_heads * ownTokens);
+  return F32 * ownTokens * (2 * kv + shape.num_attention_heads);
 }
 
-/** Its backward's working set: the gradient of the whole row's K and V, and a block's scores
- * and their gradient. */
+/** Its backward's working set: the whole row's K and V gathered again and their gradient, and
+ * a block's scores and their gradient. */
 export function contextBackwardBytes(shape: ShimModelConfig, rowTokens: number): number {
-  return F32 * (2 * shape.num_key_value_heads * shape.head_dim * rowTokens + 2 * CONTEXT_BLOCK_SCORES);
+  return F32 * (4 * shape.num_key_value_heads * shape.head_dim * rowTokens + 2 * CONTEXT_BLOCK_SCORES);
 }
 
 /** One layer's activations under autograd for a row of `tokens` tokens. */

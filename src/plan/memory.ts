@@ -132,12 +132,13 @@ export function planRow(input: PlanInput, shard: PlanShard, checkpointing: boole
   const H = shape.hidden_size;
   const I = shape.intermediate_size;
   const recompute = checkpointing || shard === "full";
-  // context parallelism: this rank's tokens of a row, but attention keeps the whole row's K/V
+  // context parallelism: this rank's tokens of a row (attention gathers the whole row's K/V only
+  // while it runs: contextBackwardBytes)
   const split = input.contextParallel ?? 1;
   const part = partUnder(mmapThreshold(split));
   const own = Math.ceil(T / split);
-  const kvRow = F32 * 2 * shape.num_key_value_heads * shape.head_dim * T;
-  const attention = split > 1 ? contextAttentionBytes(shape, T, own) : attentionBytes(shape, T, input.attention);
+  const kvOwn = F32 * 2 * shape.num_key_value_heads * shape.head_dim * own;
+  const attention = split > 1 ? contextAttentionBytes(shape, own) : attentionBytes(shape, T, input.attention);
   const layerInput = F32 * own * H;
   const head = headActivationBytes(shape, own);
   const chunk = lmChunkBytes(shape, device);
@@ -148,7 +149,7 @@ export function planRow(input: PlanInput, shard: PlanShard, checkpointing: boole
   // one layer's autograd activations: [T, intermediate]-sized tensors and attention's blocks
   const layerAct = [
     part(F32 * own * layerFloatsPerToken(shape), F32 * own * I),
-    part(attention, split > 1 ? kvRow : F32 * shape.num_attention_heads * Math.min(T, 256) * T),
+    part(attention, split > 1 ? kvOwn : F32 * shape.num_attention_heads * Math.min(T, 256) * T),
   ];
   const back =
     split > 1
