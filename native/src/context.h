@@ -15,8 +15,9 @@
 // the kv-head count. The attention itself is blockwise with a saved log-sum-exp (a custom
 // autograd function, as flash attention's backward): only q, this rank's K/V, the output and the
 // log-sum-exp are kept, never a [queries, keys] matrix, so its memory is O(T) on libtorch 1.13 as
-// on 2.x; the backward gathers the row's K/V again. A ring would replace the all-gather with K/V blocks passed around the group and merge
-// each block's partial result by its log-sum-exp, which this kernel already computes.
+// on 2.x; the backward gathers the row's K/V again. A ring would replace the all-gather with K/V
+// blocks passed around the group and merge each block's partial result by its log-sum-exp, which
+// this kernel already computes.
 //
 // The backward all-reduces the gradient of the gathered K/V over the group (each rank's queries
 // add to every rank's keys) and keeps its own tokens' rows.
