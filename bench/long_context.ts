@@ -6,13 +6,15 @@
 // one sample of `--lengths` tokens (half prompt, half rl action: the longest sample a row of that
 // length can hold, the worst case for attention). Each rank reports the kernel's high-water mark
 // of its resident set during the forward and backward (reset before each step) and its step times.
-// Ranks share the machine's cores: each of C ranks gets cores / C threads. `--device cuda` (the
+// `--shard full` shards the weights, gradients and AdamW state over the C ranks of a split row
+// (trainer.shard = "full", as FSDP shards over data x context ranks); C = 1 has no one to shard
+// with and stays whole. Ranks share the machine's cores: each of C ranks gets cores / C threads. `--device cuda` (the
 // GPU check) puts every rank on the one GPU, the split ranks meeting over Gloo (NCCL refuses two
 // ranks on one device), and reports the CUDA allocator's peak instead of the resident set.
 //
 //   RLX_SHIM=native/build/torch-2.13.0-cpu/librlx.so bun bench/long_context.ts
 //       [--lengths 8192,16384,32768] [--splits 1,2] [--steps 2] [--device cpu] [--heap trainer|exact]
-//       [--out FILE.json] [--no-serve]
+//       [--shard none|full] [--out FILE.json] [--no-serve]
 //
 // Then, in the same command, the engine's side: bench/long_serve.ts (unless --no-serve).
 //
@@ -35,6 +37,7 @@ import { loadModel } from "../src/model/hf.ts";
 import { initModel } from "../src/model/presets.ts";
 import { ProcessGroup } from "../src/native/dist.ts";
 import { deviceMemory, runtimeInfo } from "../src/native/runtime.ts";
+import type { ShardMode } from "../src/native/model.ts";
 import { NativeOptimizer } from "../src/native/train.ts";
 import { costModelOf } from "../src/trainer/balance.ts";
 import { trainStepOnRank } from "../src/trainer/ranks.ts";
@@ -53,6 +56,7 @@ interface ChildArgs {
   store: string;
   tokens: number;
   steps: number;
+  shard: ShardMode;
 }
 
 interface RankResult {
@@ -70,6 +74,7 @@ async function child(a: ChildArgs): Promise<RankResult> {
     a.split > 1
       ? await ProcessGroup.create({ rank: a.rank, worldSize: a.split, store: { type: "file", path: a.store } })
       : null;
+  if (group && a.shard !== "none") group.shard(model, a.shard);
   group?.splitRows(model); // the whole group is one replica
   model.activationCheckpointing = true;
   using optimizer = NativeOptimizer.create(model);
@@ -89,7 +94,7 @@ async function child(a: ChildArgs): Promise<RankResult> {
     const start = performance.now();
     // the peak includes the optimizer step's temporaries, which are the same at every split
     if (group) {
-      const dp = { group, model, cost: costModelOf(model.config), contextParallel: a.split };
+      const dp = { group, model, cost: costModelOf(model.config), contextParallel: a.split, shard: a.shard };
       trainStepOnRank(dp, learner, step, opts);
     } else trainStep(learner, step, opts);
     stepS.push((performance.now() - start) / 1000);
@@ -107,7 +112,7 @@ async function measure(dir: string, root: string, tokens: number, split: number,
   const threads = String(Math.max(1, Math.floor(cpus().length / split)));
   const store = join(root, `store-${tokens}-${split}`);
   const procs = Array.from({ length: split }, (_, rank) => {
-    const args: ChildArgs = { dir, device, rank, split, store, tokens, steps };
+    const args: ChildArgs = { dir, device, rank, split, store, tokens, steps, shard };
     return Bun.spawn([process.execPath, import.meta.path], {
       env: { ...process.env, RLX_LONG_CONTEXT_CHILD: JSON.stringify(args), RLX_THREADS: threads, ...heapEnv },
       stdout: "pipe",
@@ -135,6 +140,8 @@ const steps = Number(flag("steps", "2"));
 const device = flag("device", "cpu");
 const heap = flag("heap", "trainer");
 if (heap !== "trainer" && heap !== "exact") throw new Error(`--heap ${heap}: expected trainer or exact`);
+const shard = flag("shard", "none");
+if (shard !== "none" && shard !== "full") throw new Error(`--shard ${shard}: expected none or full`);
 const heapEnv = heap === "exact" ? { GLIBC_TUNABLES: "glibc.malloc.mmap_threshold=1048576" } : {};
 const outFile = flag("out", "");
 const root = mkdtempSync(join(tmpdir(), "rlx-bench-long-"));
@@ -177,7 +184,7 @@ try {
   ]);
   const info = await runtimeInfo();
   console.log(
-    `tiny-long, float32, checkpointing on, ${device}, heap ${heap}, torch ${info.torch_version}, ${cpus()[0]?.model}`,
+    `tiny-long, float32, checkpointing on, ${device}, heap ${heap}, shard ${shard}, torch ${info.torch_version}, ${cpus()[0]?.model}`,
   );
   if (outFile) {
     const machine = { cpu: cpus()[0]?.model, cores: cpus().length, memTotalGib: totalmem() / GIB };
@@ -188,7 +195,7 @@ try {
     };
     writeFileSync(
       outFile,
-      JSON.stringify({ ...meta, machine, device, heap, preset: "tiny-long", steps, rows }, null, 2) + "\n",
+      JSON.stringify({ ...meta, machine, device, heap, shard, preset: "tiny-long", steps, rows }, null, 2) + "\n",
     );
   }
 } finally {

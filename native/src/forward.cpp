@@ -142,13 +142,9 @@ RowPlan plan_row(Model& m, const at::Tensor& positions, const std::vector<int64_
   RowPlan row;
   row.lengths = sample_lengths, row.parents = parents, row.kv = kv, row.context = std::move(context);
   auto past_of = [&](size_t i) { return kv ? kv->past_of(i) : 0; };
-  int64_t longest = 0;
-  for (size_t i = 0, at = 0; i < sample_lengths.size(); at += sample_lengths[i++]) {
+  for (size_t i = 0, at = 0; i < sample_lengths.size(); at += sample_lengths[i++])
     row.starts.push_back(static_cast<int64_t>(at));
-    const int64_t p = parent_of(parents, i);
-    longest = std::max(longest, sample_lengths[i] + (p >= 0 ? sample_lengths[p] : 0) + past_of(i));
-  }
-  std::tie(row.cos, row.sin) = rope_rows(m, positions, longest);
+  std::tie(row.cos, row.sin) = rope_rows(m, positions);
   // Runs of consecutive samples of equal length and the same parent, none continuing cached
   // tokens (each of those attends to its own slot's): [first sample, end sample).
   for (size_t i = 0, j; i < sample_lengths.size(); i = j) {
@@ -252,7 +248,7 @@ at::Tensor forward_decode(Model& m, KVCache& cache, const at::Tensor& token_ids,
   const int64_t longest = 1 + *std::max_element(positions_host.begin(), positions_host.end());
   TORCH_CHECK(longest <= cache.capacity, "decode position past the KV cache capacity");
   auto positions = at::tensor(positions_host, at::kLong).to(m.device);
-  auto [cos, sin] = rope_rows(m, positions, longest - 1);
+  auto [cos, sin] = rope_rows(m, positions);
   auto writes = kv_rows(cache, tables, positions_host, m.device);
   at::Tensor tables_B_n, visible_B_span;  // the ATen path's gather and mask, made when first needed
   auto aten_attention = [&](const at::Tensor& q, size_t l) {

@@ -14,23 +14,22 @@ at::Tensor rms_norm(const Model& m, const at::Tensor& x, const at::Tensor& weigh
   return weight * normed.to(x.scalar_type());
 }
 
-// cos/sin rows for the given positions, [N, D], in the model's dtype. The table is computed the
-// way HF computes it (inverse frequencies, with any RoPE scaling (rope.cpp), and angles in float32,
-// or float64 for float64 models; YaRN's attention factor multiplies cos and sin)
-// and grows in powers of two when a position runs past it.
-std::pair<at::Tensor, at::Tensor> rope_rows(Model& m, const at::Tensor& positions, int64_t max_position) {
-  if (!m.rope_cos.defined() || m.rope_cos.size(0) <= max_position) {
-    at::NoGradGuard no_grad;
-    int64_t rows = 256;
-    while (rows <= max_position) rows *= 2;
-    auto cd = m.compute_dtype();
-    auto [inv_freq, attention_factor] = rope_inv_freq(m.cfg, cd);                          // [D/2]
-    auto angles = at::arange(rows, at::TensorOptions().dtype(cd)).unsqueeze(1) * inv_freq;  // [rows, D/2]
-    auto emb = at::cat({angles, angles}, 1);
-    m.rope_cos = (emb.cos() * attention_factor).to(m.device);
-    m.rope_sin = (emb.sin() * attention_factor).to(m.device);
+// cos/sin rows for the given positions, [N, D], in the model's dtype, computed the way HF computes
+// them (inverse frequencies, with any RoPE scaling (rope.cpp), and angles in float32, or float64
+// for float64 models; YaRN's attention factor multiplies cos and sin). Only the inverse
+// frequencies are kept: a table of every position up to the longest would be a fixed cost of
+// 512 bytes a position on a 64-wide head, 16 MiB at 32k, on every context-parallel rank alike.
+std::pair<at::Tensor, at::Tensor> rope_rows(Model& m, const at::Tensor& positions) {
+  at::NoGradGuard no_grad;
+  auto cd = m.compute_dtype();
+  if (!m.rope_inv_freq.defined()) {
+    auto [inv_freq, attention_factor] = rope_inv_freq(m.cfg, cd);  // [D/2]
+    m.rope_inv_freq = inv_freq.to(m.device);
+    m.rope_factor = attention_factor;
   }
-  return {m.rope_cos.index_select(0, positions).to(m.dtype), m.rope_sin.index_select(0, positions).to(m.dtype)};
+  auto angles = positions.to(cd).unsqueeze(1) * m.rope_inv_freq;  // [N, D/2]
+  auto emb = at::cat({angles, angles}, 1);
+  return {(emb.cos() * m.rope_factor).to(m.dtype), (emb.sin() * m.rope_factor).to(m.dtype)};
 }
 
 static at::Tensor rotate_half(const at::Tensor& x) {

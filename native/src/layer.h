@@ -9,9 +9,8 @@ namespace rlx {
 // HF LlamaRMSNorm: normalize in float32 (float64 for float64 models), scale in the input dtype.
 at::Tensor rms_norm(const Model& m, const at::Tensor& x, const at::Tensor& weight);
 
-// cos/sin rows for the given positions, [N, D], in the model's dtype; the table grows to cover
-// max_position.
-std::pair<at::Tensor, at::Tensor> rope_rows(Model& m, const at::Tensor& positions, int64_t max_position);
+// cos/sin rows for the given positions, [N, D], in the model's dtype.
+std::pair<at::Tensor, at::Tensor> rope_rows(Model& m, const at::Tensor& positions);
 
 struct Qkv {
   at::Tensor q, k, v;  // q [N, H, D], k and v [N, G, D], positions applied

@@ -75,8 +75,9 @@ struct Model {
   std::unordered_map<std::string, size_t> param_index;
   at::Tensor embed, final_norm, lm_head;  // lm_head aliases embed when tied
   std::vector<Layer> layers;
-  // RoPE cos/sin [positions, head_dim], grown on demand (a position past the table extends it).
-  at::Tensor rope_cos, rope_sin;
+  // RoPE inverse frequencies [head_dim / 2] and attention factor, set by the first rope_rows.
+  at::Tensor rope_inv_freq;
+  double rope_factor = 1.0;
   // Options (rlx_model_set_option).
   bool autocast_bf16 = false;
   bool fused_attention = true;  // SDPA on torch >= 2; the CPU attention kernels (attention_cpu.cpp)
