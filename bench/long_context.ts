@@ -140,7 +140,7 @@ const steps = Number(flag("steps", "2"));
 const device = flag("device", "cpu");
 const heap = flag("heap", "trainer");
 if (heap !== "trainer" && heap !== "exact") throw new Error(`--heap ${heap}: expected trainer or exact`);
-const shard = flag("shard", "none");
+const shard = flag("shard", "none") as ShardMode;
 if (shard !== "none" && shard !== "full") throw new Error(`--shard ${shard}: expected none or full`);
 const heapEnv = heap === "exact" ? { GLIBC_TUNABLES: "glibc.malloc.mmap_threshold=1048576" } : {};
 const outFile = flag("out", "");
