@@ -1,7 +1,7 @@
 // Regenerates docs/scaling.md's two long-context tables from the benches' JSON rows under
 // experiments/results/long_context/: the trainer's memory (bench/long_context.ts: the run on the
-// trainer's allocator settings, torch-2.13-cpu.json, beside the one with `--heap exact`,
-// torch-2.13-cpu-exact-heap.json, one line per row length and split) and the engine's paged K/V
+// trainer's allocator settings beside the one with `--heap exact`, with whole weights and with
+// `--shard full`, one line per row length, split and shard) and the engine's paged K/V
 // (bench/long_serve.ts, torch-2.13-cpu-serve.json). The text between each pair of markers is
 // replaced; nothing in it is typed by hand (test/unit/experiments/long_context_table.test.ts checks
 // the committed page).
@@ -34,34 +34,48 @@ interface BenchRun {
 
 const read = (dir: string, file: string) => JSON.parse(readFileSync(join(dir, file), "utf8")) as BenchRun;
 
+/** The bench's runs the table shows, each on the trainer's heap beside the same with `--heap exact`:
+ * whole weights on every rank, then (C = 2) sharded "full" over the split's ranks. */
+const RUNS = [
+  { shard: "none", trainer: "torch-2.13-cpu.json", exact: "torch-2.13-cpu-exact-heap.json" },
+  { shard: "full", trainer: "torch-2.13-cpu-shard-full.json", exact: "torch-2.13-cpu-shard-full-exact-heap.json" },
+];
+
 export function generatedTable(dir = ROWS_DIR): string {
-  const trainer = read(dir, "torch-2.13-cpu.json");
-  const exact = read(dir, "torch-2.13-cpu-exact-heap.json");
   const whole = (run: BenchRun, tokens: number) => run.rows.find((r) => r.tokens === tokens && r.split === 1)!;
   const ratio = (x: number, base: number, split: number) => (split === 1 ? "" : (x / base).toFixed(2));
-  const lines = trainer.rows.map((r) => {
-    const e = exact.rows.find((x) => x.tokens === r.tokens && x.split === r.split)!;
-    const [b, be] = [whole(trainer, r.tokens), whole(exact, r.tokens)];
-    return [
-      r.tokens.toLocaleString("en-US"),
-      r.split,
-      r.peakGib.toFixed(2),
-      ratio(r.peakGib, b.peakGib, r.split),
-      r.stepS.toFixed(1),
-      ratio(r.stepS, b.stepS, r.split),
-      e.peakGib.toFixed(2),
-      ratio(e.peakGib, be.peakGib, r.split),
-      e.activationGib.toFixed(2),
-      ratio(e.activationGib, be.activationGib, r.split),
-    ].join(" | ");
-  });
+  const runs = RUNS.map((files) => ({ ...files, trainer: read(dir, files.trainer), exact: read(dir, files.exact) }));
+  const lines = runs.flatMap(({ shard, trainer, exact }) =>
+    trainer.rows.map((r) => {
+      const e = exact.rows.find((x) => x.tokens === r.tokens && x.split === r.split)!;
+      const [b, be] = [whole(trainer, r.tokens), whole(exact, r.tokens)];
+      return [
+        r.tokens.toLocaleString("en-US"),
+        r.split,
+        r.split === 1 ? "none" : shard,
+        r.peakGib.toFixed(2),
+        ratio(r.peakGib, b.peakGib, r.split),
+        r.stepS.toFixed(1),
+        ratio(r.stepS, b.stepS, r.split),
+        e.peakGib.toFixed(2),
+        ratio(e.peakGib, be.peakGib, r.split),
+        e.activationGib.toFixed(2),
+        ratio(e.activationGib, be.activationGib, r.split),
+      ].join(" | ");
+    }),
+  );
+  const machines = new Set(
+    runs.flatMap((r) =>
+      [r.trainer, r.exact].map((x) => `${x.machine.cpu}, ${x.machine.cores} cores; torch ${x.torch}`),
+    ),
+  );
   return [
     BEGIN,
-    "| tokens | C | peak GiB/rank, trainer heap | x C = 1 | s/step | x C = 1 | peak GiB/rank, exact heap | x C = 1 | activations, exact | x C = 1 |",
-    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    "| tokens | C | shard | peak GiB/rank, trainer heap | x C = 1 | s/step | x C = 1 | peak GiB/rank, exact heap | x C = 1 | activations, exact | x C = 1 |",
+    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ...lines.map((l) => `| ${l} |`),
     "",
-    `${trainer.machine.cpu}, ${trainer.machine.cores} cores; torch ${trainer.torch} (both runs).`,
+    `${[...machines].join("; ")} (all ${runs.length * 2} runs). Each run's ratios are against its own C = 1 rows.`,
     END,
   ].join("\n");
 }
