@@ -9,12 +9,16 @@
 //   assistant: 0937
 //
 // `depth` narrows where the asked record sits (0 the first record, 1 the last), as the
-// needle-in-a-haystack evaluations vary it.
+// needle-in-a-haystack evaluations vary it. `demo_queries` > 1 makes each demonstration ask more
+// of its records in further turns (`\nbtaz=` -> `0937`, the task's own question first): a warm
+// start's SFT then supervises that many answers a task instead of one, the dense form of
+// associative recall that small models learn to retrieve from.
 import { z } from "zod";
 import { EnvError } from "../../errors.ts";
 import { finalReply, gradeReply } from "../answer.ts";
-import { hashString, type Rng } from "../random.ts";
+import { hashString, Rng } from "../random.ts";
 import { generateSplit, promptMessages } from "../tasks.ts";
+import type { ChatMessage } from "../../data/chat.ts";
 import type { EnvDefinition } from "../types.ts";
 
 const LETTERS = "abcdefghijklmnopqrstuvwxyz";
@@ -28,6 +32,8 @@ const Args = z.strictObject({
   train_size: z.number().int().positive().default(1000),
   eval_size: z.number().int().positive().default(100),
   eval_fraction: z.number().gt(0).lt(1).default(0.2),
+  /** Records a demonstration asks, one a turn, the task's own first (default 1: the task alone). */
+  demo_queries: z.number().int().min(1).default(1),
   /** A system message before the records (none by default: the task is its own format). */
   system_prompt: z.string().optional(),
 });
@@ -87,7 +93,17 @@ const recall: EnvDefinition<RecallArgs> = {
         return { reward: grade.correct, metrics: grade };
       },
       async demonstrate(task) {
-        return [...task.prompt, { role: "assistant", content: task.answer }];
+        const turns: ChatMessage[] = [...task.prompt, { role: "assistant", content: task.answer }];
+        const text = task.prompt.at(-1)!.content as string;
+        const lines = text.split("\n");
+        const asked = lines.at(-1)!.slice(0, -1);
+        const others = lines
+          .slice(0, -1)
+          .map((record) => record.split("="))
+          .filter(([key]) => key !== asked);
+        for (const [key, value] of new Rng(hashString(text)).shuffle(others).slice(0, args.demo_queries - 1))
+          turns.push({ role: "user", content: `\n${key}=` }, { role: "assistant", content: value! });
+        return turns;
       },
     };
   },

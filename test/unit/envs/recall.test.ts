@@ -53,6 +53,31 @@ describe("recall env", () => {
     expect(demo.at(-1)).toEqual({ role: "assistant", content: task!.answer });
   });
 
+  test("demo_queries asks the task's question, then other records once each, in turns", async () => {
+    const env = await createEnv(recall, { records: 12, demo_queries: 5, train_size: 3 });
+    for (const task of await env.load("train", 2)) {
+      const demo = await env.demonstrate!(task);
+      expect(demo.slice(0, 2)).toEqual([...task.prompt, { role: "assistant", content: task.answer }]);
+      const records = (task.prompt[0]!.content as string).split("\n").slice(0, -1);
+      const asked = demo
+        .slice(2)
+        .filter((_, i) => i % 2 === 0)
+        .map((m) => m.content as string);
+      const answers = demo
+        .slice(2)
+        .filter((_, i) => i % 2 === 1)
+        .map((m) => m.content as string);
+      expect(asked).toHaveLength(4);
+      expect(
+        new Set([(task.prompt[0]!.content as string).split("\n").at(-1), ...asked.map((q) => q.slice(1))]).size,
+      ).toBe(5);
+      asked.forEach((q, i) => expect(records).toContain(`${q.slice(1, -1)}=${answers[i]}`));
+    }
+    const few = await createEnv(recall, { records: 3, demo_queries: 10, train_size: 1 });
+    const [one] = await few.load("train", 0);
+    expect(await few.demonstrate!(one!)).toHaveLength(2 * 3); // every record once, no more
+  });
+
   test("impossible settings are refused by name", async () => {
     await expect(createEnv(recall, { depth: [0.8, 0.2] })).rejects.toThrow(EnvError);
     await expect(createEnv(recall, { records: 30, key_length: 1 })).rejects.toThrow(/need more distinct keys/);
