@@ -53,29 +53,26 @@ describe("recall env", () => {
     expect(demo.at(-1)).toEqual({ role: "assistant", content: task!.answer });
   });
 
-  test("demo_queries asks the task's question, then other records once each, in turns", async () => {
-    const env = await createEnv(recall, { records: 12, demo_queries: 5, train_size: 3 });
-    for (const task of await env.load("train", 2)) {
+  test("demo_queries asks the task's question, then records drawn with replacement, in turns", async () => {
+    const env = await createEnv(recall, { records: 8, demo_queries: 9, train_size: 60 });
+    let again = 0; // further turns asking the task's own key again
+    const tasks = await env.load("train", 2);
+    for (const task of tasks) {
       const demo = await env.demonstrate!(task);
       expect(demo.slice(0, 2)).toEqual([...task.prompt, { role: "assistant", content: task.answer }]);
-      const records = (task.prompt[0]!.content as string).split("\n").slice(0, -1);
-      const asked = demo
-        .slice(2)
-        .filter((_, i) => i % 2 === 0)
-        .map((m) => m.content as string);
-      const answers = demo
-        .slice(2)
-        .filter((_, i) => i % 2 === 1)
-        .map((m) => m.content as string);
-      expect(asked).toHaveLength(4);
-      expect(
-        new Set([(task.prompt[0]!.content as string).split("\n").at(-1), ...asked.map((q) => q.slice(1))]).size,
-      ).toBe(5);
-      asked.forEach((q, i) => expect(records).toContain(`${q.slice(1, -1)}=${answers[i]}`));
+      expect(demo).toHaveLength(2 * 9);
+      const lines = (task.prompt[0]!.content as string).split("\n");
+      for (let i = 2; i < demo.length; i += 2) {
+        const key = (demo[i]!.content as string).slice(1, -1);
+        expect(demo[i]!.content).toBe(`\n${key}=`);
+        expect(lines.slice(0, -1)).toContain(`${key}=${demo[i + 1]!.content}`);
+        if (`${key}=` === lines.at(-1)) again++;
+      }
+      expect(await env.demonstrate!(task)).toEqual(demo); // the same task, the same turns
     }
-    const few = await createEnv(recall, { records: 3, demo_queries: 10, train_size: 1 });
-    const [one] = await few.load("train", 0);
-    expect(await few.demonstrate!(one!)).toHaveLength(2 * 3); // every record once, no more
+    // each draw is the asked record with probability 1/8 (asking each record once never repeats it)
+    expect(again / (8 * tasks.length)).toBeGreaterThan(0.05);
+    expect(again / (8 * tasks.length)).toBeLessThan(0.25);
   });
 
   test("impossible settings are refused by name", async () => {
