@@ -8,9 +8,10 @@
 // of its resident set during the forward and backward (reset before each step) and its step times.
 // `--shard full` shards the weights, gradients and AdamW state over the C ranks of a split row
 // (trainer.shard = "full", as FSDP shards over data x context ranks); C = 1 has no one to shard
-// with and stays whole. Ranks share the machine's cores: each of C ranks gets cores / C threads. `--device cuda` (the
-// GPU check) puts every rank on the one GPU, the split ranks meeting over Gloo (NCCL refuses two
-// ranks on one device), and reports the CUDA allocator's peak instead of the resident set.
+// with and stays whole. Ranks share the machine's cores: each of C ranks gets cores / C threads.
+// `--device cuda` (the GPU check) puts every rank on the one GPU, the split ranks meeting over
+// Gloo (NCCL refuses two ranks on one device), and reports the CUDA allocator's peak instead of
+// the resident set.
 //
 //   RLX_SHIM=native/build/torch-2.13.0-cpu/librlx.so bun bench/long_context.ts
 //       [--lengths 8192,16384,32768] [--splits 1,2] [--steps 2] [--device cpu] [--heap trainer|exact]
