@@ -7,6 +7,12 @@
 // move only one vocabulary entry's logit, which may not change a sampled token's float32 logprob),
 // and no K/V a later version reads. The same run killed with SIGKILL mid-way
 // and resumed replays bit for bit, each step from the record of the server that sampled it.
+//
+// Every other episode opens PAUSE_MS late, longer than a trainer step of this size takes: so the
+// trainer publishes a version between a step's two waves of episodes whichever side is faster on
+// the machine (without the pause tiny samples a step faster than it trains one, and every step's
+// rollouts come from the one version loaded when it began). A swap in the middle of a sequence is
+// replayed in test/unit/replay/schedule_replay.test.ts.
 import { expect, test } from "bun:test";
 import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -24,6 +30,39 @@ import {
 
 const ws = sharedWorkspace();
 const STEPS = 8;
+const PAUSE_MS = 1000;
+
+/** Letters, with every other episode's session opened after PAUSE_MS. */
+const TWO_WAVES_ENV = `
+export default {
+  id: "letters_waves",
+  description: "reward = share of lowercase letters in the reply; every other episode starts late",
+  create() {
+    let opened = 0;
+    return {
+      tools: [],
+      maxTurns: 1,
+      async load(split) {
+        return Array.from({ length: 30 }, (_, i) => ({ id: split + "-" + i, prompt: [{ role: "user", content: "Write some letters, " + i + "." }], answer: "" }));
+      },
+      async open() {
+        if (opened++ % 2 === 1) await Bun.sleep(${PAUSE_MS});
+        return {
+          async step(reply) {
+            const text = reply.content;
+            const letters = [...text].filter((c) => c >= "a" && c <= "z").length;
+            return { messages: [], reward: text.length ? letters / text.length : 0, done: true };
+          },
+          async close() {},
+        };
+      },
+      reward(_task, rollout) {
+        return rollout.info.envReward;
+      },
+    };
+  },
+};
+`;
 
 const config = (port: number, extra = "") => `max_steps = ${STEPS}
 [trainer.optim]
@@ -44,8 +83,14 @@ ${extra}
 [log]
 rollouts_interval = 1
 [[orchestrator.train.env]]
-id = ${JSON.stringify(ws.lettersEnv)}
+id = ${JSON.stringify(envFile())}
 `;
+
+function envFile(): string {
+  const file = join(ws.dir, "letters_waves.ts");
+  if (!existsSync(file)) writeFileSync(file, TWO_WAVES_ENV);
+  return file;
+}
 
 async function replay(runDir: string, step: number): Promise<{ code: number; result?: RolloutReplay; err: string }> {
   const done = await rlx(["replay", runDir, "--step", String(step), "--rollouts", "--json"]).done;
