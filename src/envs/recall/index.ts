@@ -15,6 +15,9 @@
 // associative recall that small models learn to retrieve from. The further records are drawn with
 // replacement: asking each once lets a model that cannot retrieve rule out the values already
 // answered (log 8! / 8 = 1.33 nats an answer on 8 records without reading a key).
+// `distractors = false` makes it a needle in a haystack: every other record becomes a line of
+// random letters as long, so the asked record is the prompt's only `=` line and the answer its only
+// digits: the needle-in-a-haystack test of long context, without the key-matching step.
 import { z } from "zod";
 import { EnvError } from "../../errors.ts";
 import { finalReply, gradeReply } from "../answer.ts";
@@ -37,6 +40,8 @@ const Args = z.strictObject({
   /** Records a demonstration asks, one a turn, the task's own first, the rest drawn with
    * replacement (default 1: the task alone). */
   demo_queries: z.number().int().min(1).default(1),
+  /** false: the other records are letter lines of the same length, the asked one the only record. */
+  distractors: z.boolean().default(true),
   /** A system message before the records (none by default: the task is its own format). */
   system_prompt: z.string().optional(),
 });
@@ -48,16 +53,25 @@ export function makeRecall(
   rng: Rng,
   args: RecallArgs,
 ): { records: string[]; asked: number; text: string; answer: string } {
-  const keys = new Set<string>();
-  while (keys.size < args.records)
-    keys.add(Array.from({ length: args.key_length }, () => rng.pick([...LETTERS])).join(""));
-  const values = [...keys].map(() => Array.from({ length: args.value_length }, () => String(rng.int(0, 9))).join(""));
-  const records = [...keys].map((key, i) => `${key}=${values[i]}`);
+  const word = (length: number) => Array.from({ length }, () => rng.pick([...LETTERS])).join("");
+  const digits = () => Array.from({ length: args.value_length }, () => String(rng.int(0, 9))).join("");
   const [from, to] = args.depth;
   const last = args.records - 1;
-  const asked = rng.int(Math.round(from * last), Math.round(to * last));
-  const key = [...keys][asked]!;
-  return { records, asked, text: `${records.join("\n")}\n${key}=`, answer: values[asked]! };
+  const depth = () => rng.int(Math.round(from * last), Math.round(to * last));
+  let records: string[];
+  let asked: number;
+  if (args.distractors) {
+    const keys = new Set<string>();
+    while (keys.size < args.records) keys.add(word(args.key_length));
+    records = [...keys].map((key) => `${key}=${digits()}`);
+    asked = depth();
+  } else {
+    asked = depth();
+    const needle = `${word(args.key_length)}=${digits()}`;
+    records = Array.from({ length: args.records }, (_, i) => (i === asked ? needle : word(needle.length)));
+  }
+  const [key, answer] = records[asked]!.split("=");
+  return { records, asked, text: `${records.join("\n")}\n${key}=`, answer: answer! };
 }
 
 const recall: EnvDefinition<RecallArgs> = {
@@ -71,7 +85,7 @@ const recall: EnvDefinition<RecallArgs> = {
       throw new EnvError(`recall: depth [${from}, ${to}] is empty`, {
         fix: "give depth as [from, to] with from <= to",
       });
-    if (args.records > LETTERS.length ** args.key_length)
+    if (args.distractors && args.records > LETTERS.length ** args.key_length)
       throw new EnvError(
         `recall: ${args.records} records need more distinct keys than ${args.key_length} letters have`,
         {
@@ -98,7 +112,10 @@ const recall: EnvDefinition<RecallArgs> = {
       async demonstrate(task) {
         const turns: ChatMessage[] = [...task.prompt, { role: "assistant", content: task.answer }];
         const text = task.prompt.at(-1)!.content as string;
-        const records = text.split("\n").slice(0, -1);
+        const records = text
+          .split("\n")
+          .slice(0, -1)
+          .filter((line) => line.includes("="));
         const rng = new Rng(hashString(text));
         for (let q = 1; q < args.demo_queries; q++) {
           const [key, value] = rng.pick(records).split("=");

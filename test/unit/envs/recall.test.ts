@@ -75,6 +75,27 @@ describe("recall env", () => {
     expect(again / (8 * tasks.length)).toBeLessThan(0.25);
   });
 
+  test("distractors = false: the asked record is the only record, the rest letter lines as long", async () => {
+    const env = await createEnv(recall, { records: 40, key_length: 2, value_length: 3, distractors: false });
+    const tasks = await env.load("train", 4);
+    const depths = new Set<number>();
+    for (const task of tasks.slice(0, 100)) {
+      const lines = (task.prompt[0]!.content as string).split("\n");
+      expect(lines).toHaveLength(41);
+      const key = lines.at(-1)!.slice(0, -1);
+      const asked = lines.findIndex((line) => line.includes("="));
+      expect(lines[asked]).toBe(`${key}=${task.answer}`);
+      expect(task.info!.depth).toBe(asked);
+      depths.add(asked);
+      const others = lines.slice(0, -1).filter((_, i) => i !== asked);
+      for (const line of others) expect(line).toMatch(/^[a-z]{6}$/);
+      expect((await env.demonstrate!(task)).at(-1)).toEqual({ role: "assistant", content: task.answer });
+    }
+    expect(depths.size).toBeGreaterThan(20); // the needle sits anywhere
+    // 1,600 records with one-letter keys need no distinct keys without distractors
+    await expect(createEnv(recall, { records: 1600, key_length: 1, distractors: false })).resolves.toBeDefined();
+  });
+
   test("impossible settings are refused by name", async () => {
     await expect(createEnv(recall, { depth: [0.8, 0.2] })).rejects.toThrow(EnvError);
     await expect(createEnv(recall, { records: 30, key_length: 1 })).rejects.toThrow(/need more distinct keys/);
