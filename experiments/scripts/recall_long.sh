@@ -1,20 +1,23 @@
 #!/usr/bin/env bash
 # Long rows through the whole pipeline (docs/scaling.md, "Long context"): rlx init tiny-long with
-# the bare template, 3 steps of experiments/configs/recall_long.toml (two context-parallel ranks,
-# 16k-token recall episodes), then one JSON row from the run's audit records: how many samples
-# each step trained and their token counts, the rewards, the CPU.
-#   bash experiments/scripts/recall_long.sh SET      -> experiments/results/long_context/SET/recall_long.json
+# the bare template, then a run of CONFIG (default experiments/configs/recall_long.toml: 3 steps,
+# two context-parallel ranks, 16k-token recall episodes), then one JSON row from the run's audit
+# records: how many samples each step trained and their token counts, the rewards, the CPU.
+#   bash experiments/scripts/recall_long.sh SET [CONFIG]
+#     -> experiments/results/long_context/SET/<CONFIG's name>.json
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-SET=${1:?usage: recall_long.sh SET}
+SET=${1:?usage: recall_long.sh SET [CONFIG]}
+config=${2:-experiments/configs/recall_long.toml}
 RLX=${RLX:-dist/rlx}
 out=experiments/results/long_context/$SET
+run=$(sed -n 's/^output_dir = "\(.*\)"/\1/p' "$config")
 mkdir -p "$out" runs/models
 [ -d runs/models/tiny-long-bare ] ||
   $RLX init --preset tiny-long --chat-template configs/templates/bare.jinja --out runs/models/tiny-long-bare
-rm -rf runs/recall-long
+rm -rf "$run"
 start=$(date +%s)
-$RLX train experiments/configs/recall_long.toml
+$RLX train "$config"
 seconds=$(($(date +%s) - start))
 node_modules/.bin/bun -e '
 const { readFileSync, readdirSync, writeFileSync } = require("node:fs");
@@ -27,8 +30,9 @@ const trained = steps.map((f) => {
 });
 const metrics = readFileSync(`${dir}/metrics.jsonl`, "utf8").trim().split("\n").map((l) => JSON.parse(l));
 const row = { date: new Date().toISOString(), cpu: cpus()[0].model, cores: cpus().length, seconds: Number(seconds), trained,
+  reward: metrics.map((m) => m.reward),
   context_parallel: metrics.map((m) => m.context_parallel), loss: metrics.map((m) => m.loss),
   mismatch_kl: metrics.map((m) => m.mismatch_kl) };
 writeFileSync(out, JSON.stringify(row, null, 2) + "\n");
 console.log(JSON.stringify(row));
-' runs/recall-long "$out/recall_long.json" "$seconds"
+' "$run" "$out/$(basename "$config" .toml).json" "$seconds"

@@ -74,6 +74,11 @@ export default defineCommand({
     seed: { type: "string", description: "Sampling seed (default 0)" },
     concurrency: { type: "string", description: "Rollouts in flight (default 64)" },
     "max-batch": { type: "string", description: "With --model: sequences decoded together (default 16)" },
+    "max-model-len": {
+      type: "string",
+      description:
+        "With --model: prompt + completion tokens per sequence (default: min(max_position_embeddings, 2048))",
+    },
     json: { type: "boolean", description: "Print results as JSON, per-task rewards included" },
     out: { type: "string", description: "Also write the JSON results to this file" },
     tensorboard: {
@@ -116,6 +121,9 @@ export default defineCommand({
     const seed = number(args.seed, "seed", 0, (x) => Number.isSafeInteger(x) && x >= 0, "a non-negative integer");
     const concurrency = number(args.concurrency, "concurrency", 64, isCount, "a positive integer");
     const maxBatch = number(args["max-batch"], "max-batch", 16, isCount, "a positive integer");
+    const maxModelLen = args["max-model-len"]
+      ? number(args["max-model-len"], "max-model-len", 0, isCount, "a positive integer")
+      : undefined;
     const step = number(args.step, "step", 0, (x) => Number.isSafeInteger(x) && x >= 0, "a non-negative integer");
     const tokenizerDir = args["base-url"] ? (args.tokenizer ?? args.model) : args.model;
     if (!tokenizerDir)
@@ -139,7 +147,7 @@ export default defineCommand({
       client = new OpenAIClient({ model, baseUrls: [args["base-url"]], retries: 2, ...(apiKey ? { apiKey } : {}) });
     } else {
       const { LocalClient } = await import("../engine/local.ts");
-      const local = await LocalClient.fromModelDir(args.model!, { maxBatch });
+      const local = await LocalClient.fromModelDir(args.model!, { maxBatch, ...(maxModelLen ? { maxModelLen } : {}) });
       client = local;
       close = () => local.close();
       maxContextTokens = local.engine.maxModelLen;
@@ -167,7 +175,7 @@ export default defineCommand({
           throw new EndpointError(`every ${name} rollout failed; the first: ${result.firstError}`, {
             fix: args["base-url"]
               ? "check the server (GET /health) and --served-model"
-              : "check the model directory and --max-tokens",
+              : "check the model directory, --max-tokens, and --max-model-len for long prompts",
           });
         }
         if (result.firstError)

@@ -125,7 +125,10 @@ async function evalAll(
   envs: Awaited<ReturnType<typeof loadEvalTasks>>[],
 ): Promise<EnvEval[]> {
   const settings = config.eval!;
-  const client = LocalClient.fromModel(model, { maxBatch: 32 });
+  const client = LocalClient.fromModel(model, {
+    maxBatch: 32,
+    ...(settings.max_model_len ? { maxModelLen: settings.max_model_len } : {}),
+  });
   try {
     const results: EnvEval[] = [];
     for (const [i, { name, env, tasks }] of envs.entries()) {
@@ -249,6 +252,10 @@ export async function runSft(config: SftConfig, options: SftOptions = {}): Promi
           )
           .join(" | ")}`,
       );
+      for (const r of results.filter((r) => r.firstError))
+        warn(
+          `eval ${r.env}: ${(r.metrics.error_rate! * 100).toFixed(1)}% of rollouts failed (scored 0); the first: ${r.firstError}`,
+        );
       return results;
     };
 

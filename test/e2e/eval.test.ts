@@ -148,4 +148,11 @@ test("clear errors: no model, an endpoint nobody answers, bad flags", async () =
   expect(noTokenizer.err).toContain("--base-url needs the served model's tokenizer");
   const badK = await rlx(["eval", "--model", model, "--k", "0"]);
   expect(badK.err).toContain("--k 0: expected a positive integer");
+  // a prompt longer than --max-model-len fails every rollout, and the fix names the flag
+  const short = await rlx(["eval", "--model", model, "--n", "2", "--k", "1", "--max-model-len", "8"]);
+  expect(short.code).toBe(1);
+  expect(short.err).toMatch(
+    /every math rollout failed; the first: context limit: the prompt has \d+ tokens, max_context_tokens is 8/,
+  );
+  expect(short.err).toContain("--max-model-len for long prompts");
 }, 120_000);

@@ -132,6 +132,26 @@ test("rlx sft: step lines, a summary with eval before/after, a run directory, an
   expect(report.envs[0]!.results.map((r) => r.greedyReward)).toEqual([1, 1]);
 }, 120_000);
 
+test("[eval] max_model_len bounds the eval's sequences; failed eval rollouts are a warning naming the first error", () => {
+  const out = join(dir, "run-short-eval");
+  const config = join(dir, "sft-short-eval.toml");
+  writeFileSync(
+    config,
+    [
+      `output_dir = "${out}"`,
+      `[model]\npath = "${model}"`,
+      `[data]\npath = "${demos}"`,
+      "[trainer]\nsteps = 1\nbatch_tokens = 1024\nseq_len = 512",
+      `[eval]\nenv = [{ id = "math", args = ${ARGS.replaceAll(":", " =").replaceAll('"operations"', "operations")} }]\nnum_examples = 2\nmax_tokens = 40\nmax_model_len = 8`,
+    ].join("\n"),
+  );
+  const run = rlx(["sft", config]);
+  expect(run.code).toBe(0);
+  expect(run.err).toMatch(
+    /\[warn\] eval math: 100\.0% of rollouts failed \(scored 0\); the first: context limit: the prompt has \d+ tokens, max_context_tokens is 8/,
+  );
+});
+
 test("the first step's loss is the mean -logprob of the target tokens, as prefill scoring computes it", async () => {
   const config = sftConfigSchema.parse({
     output_dir: join(dir, "nll"),
