@@ -1,5 +1,7 @@
 // One JSON row of the needle warm start (docs/scaling.md, "Long context"): each SFT phase's config
 // and its greedy pass@1 at every eval, read from the phases' run directories (scratch), with the CPU.
+// An eval whose rollouts all failed is null (the in-process engine's 2,048-token default refused
+// the longer prompts before [eval] max_model_len existed).
 //   bun experiments/scripts/needle_warm_start.ts OUT CONFIG...
 import { readFileSync, writeFileSync } from "node:fs";
 import { cpus } from "node:os";
@@ -20,7 +22,10 @@ const phases = configs.map((config) => {
       ...Object.fromEntries(
         Object.entries(m)
           .filter(([key]) => key.endsWith("/pass@1"))
-          .map(([key, value]) => [key.split("/")[1], value]),
+          .map(([key, value]) => {
+            const env = key.split("/")[1]!;
+            return [env, m[`eval/${env}/error_rate`] === 1 ? null : value];
+          }),
       ),
     }));
   return { config, evals };
