@@ -89,7 +89,8 @@ export const sftConfigSchema = z.strictObject({
       /** Also one temperature-0 sample per task (greedy/pass@1). */
       greedy: z.boolean().default(true),
       max_tokens: positiveInt.default(128),
-      /** Prompt + completion tokens an eval sequence may hold (default: the engine's, min(max_position_embeddings, 2048)). */
+      /** Prompt + completion tokens an eval sequence may hold (default: the engine's, min(max_position_embeddings,
+       * 2048)); the eval's K/V budget is 32 sequences of it. */
       max_model_len: positiveInt.optional(),
       /** Stop the run at the first eval whose `metric` is in [min, max] (band.ts); absent = train every step. */
       stop: z

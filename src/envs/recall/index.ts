@@ -15,9 +15,9 @@
 // associative recall that small models learn to retrieve from. The further records are drawn with
 // replacement: asking each once lets a model that cannot retrieve rule out the values already
 // answered (log 8! / 8 = 1.33 nats an answer on 8 records without reading a key).
-// `distractors = false` makes it a needle in a haystack: every other record becomes a line of
+// `distractors = false` leaves out the key-matching step: every other record becomes a line of
 // random letters as long, so the asked record is the prompt's only `=` line and the answer its only
-// digits: the needle-in-a-haystack test of long context, without the key-matching step.
+// digits (a needle in a haystack).
 import { z } from "zod";
 import { EnvError } from "../../errors.ts";
 import { finalReply, gradeReply } from "../answer.ts";
