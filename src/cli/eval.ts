@@ -131,7 +131,7 @@ export default defineCommand({
         fix: "pass --tokenizer DIR (a model directory with tokenizer.json and tokenizer_config.json)",
       });
 
-    const { evaluate, loadEvalTasks } = await import("../eval/evaluate.ts");
+    const { evaluate, failedRolloutsLine, loadEvalTasks } = await import("../eval/evaluate.ts");
     const { ChatRenderer } = await import("../model/render.ts");
     const { Tokenizer } = await import("../model/tokenizer.ts");
     const renderer = new ChatRenderer(Tokenizer.load(tokenizerDir));
@@ -178,10 +178,8 @@ export default defineCommand({
               : "check the model directory, --max-tokens, and --max-model-len for long prompts",
           });
         }
-        if (result.firstError)
-          console.error(
-            `warning: ${(result.metrics.error_rate! * 100).toFixed(1)}% of ${name} rollouts failed (scored 0); the first: ${result.firstError}`,
-          );
+        const failed = failedRolloutsLine(result);
+        if (failed) console.error(`warning: ${failed}`);
         results.push(result);
       }
     } finally {

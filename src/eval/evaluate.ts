@@ -211,6 +211,13 @@ export async function evaluate(
   };
 }
 
+/** "12.5% of math rollouts failed (scored 0); the first: ...", or undefined when none failed. */
+export function failedRolloutsLine(result: EnvEval): string | undefined {
+  if (!result.firstError) return undefined;
+  const percent = (result.metrics.error_rate! * 100).toFixed(1);
+  return `${percent}% of ${result.env} rollouts failed (scored 0); the first: ${result.firstError}`;
+}
+
 /** The env's metrics under `<prefix>/<env>/`, as metrics.jsonl holds them (e.g. eval/math/pass@1). */
 export function evalMetrics(result: EnvEval, prefix = "eval"): Record<string, number> {
   return Object.fromEntries(

@@ -37,7 +37,7 @@ import { NativeOptimizer } from "../native/train.ts";
 import { rewindRunDir, writeCheckpoint } from "../rundir/checkpoint.ts";
 import { metricsPath } from "../rundir/paths.ts";
 import { TensorBoardLog } from "../rundir/tensorboard.ts";
-import { type EnvEval, evalMetrics, evaluate, loadEvalTasks } from "../eval/evaluate.ts";
+import { type EnvEval, evalMetrics, evaluate, failedRolloutsLine, loadEvalTasks } from "../eval/evaluate.ts";
 import { remoteSettings } from "../envs/index.ts";
 import { learningRate } from "../trainer/schedule.ts";
 import { type SftExample, SftBatches } from "./batches.ts";
@@ -252,10 +252,7 @@ export async function runSft(config: SftConfig, options: SftOptions = {}): Promi
           )
           .join(" | ")}`,
       );
-      for (const r of results.filter((r) => r.firstError))
-        warn(
-          `eval ${r.env}: ${(r.metrics.error_rate! * 100).toFixed(1)}% of rollouts failed (scored 0); the first: ${r.firstError}`,
-        );
+      for (const failed of results.map(failedRolloutsLine)) if (failed) warn(`eval: ${failed}`);
       return results;
     };
 

@@ -39,20 +39,24 @@ beforeAll(async () => {
   expect(wrote.code).toBe(0);
 });
 
+/** The math eval on the demonstrations' two held-out tasks, as an [eval] block. */
+const EVAL_MATH = `[eval]\nenv = [{ id = "math", args = ${ARGS.replaceAll(":", " =").replaceAll('"operations"', "operations")} }]\nnum_examples = 2\nmax_tokens = 40`;
+
+/** Writes DIR/NAME.toml: the micro model, the demonstrations and `sections`; the run goes to DIR/NAME. */
+function writeSftToml(name: string, sections: string[]): { config: string; out: string } {
+  const out = join(dir, name);
+  const config = join(dir, `${name}.toml`);
+  const head = [`output_dir = "${out}"`, `[model]\npath = "${model}"`, `[data]\npath = "${demos}"`];
+  writeFileSync(config, [...head, ...sections].join("\n"));
+  return { config, out };
+}
+
 test("rlx sft: step lines, a summary with eval before/after, a run directory, and a model that solves what it was taught", () => {
-  const out = join(dir, "run");
-  const config = join(dir, "sft.toml");
-  writeFileSync(
-    config,
-    [
-      `output_dir = "${out}"`,
-      `[model]\npath = "${model}"`,
-      `[data]\npath = "${demos}"`,
-      "[trainer]\nsteps = 60\nbatch_tokens = 1024\nseq_len = 512",
-      "[trainer.optim]\nlr = 1e-2",
-      `[eval]\nenv = [{ id = "math", args = ${ARGS.replaceAll(":", " =").replaceAll('"operations"', "operations")} }]\nnum_examples = 2\nmax_tokens = 40\ninterval = 30`,
-    ].join("\n"),
-  );
+  const { config, out } = writeSftToml("run", [
+    "[trainer]\nsteps = 60\nbatch_tokens = 1024\nseq_len = 512",
+    "[trainer.optim]\nlr = 1e-2",
+    `${EVAL_MATH}\ninterval = 30`,
+  ]);
   const run = rlx(["sft", config, "--set", "save.interval=30"]);
   expect(run.err).toBe("");
   expect(run.code).toBe(0);
@@ -133,22 +137,14 @@ test("rlx sft: step lines, a summary with eval before/after, a run directory, an
 }, 120_000);
 
 test("[eval] max_model_len bounds the eval's sequences; failed eval rollouts are a warning naming the first error", () => {
-  const out = join(dir, "run-short-eval");
-  const config = join(dir, "sft-short-eval.toml");
-  writeFileSync(
-    config,
-    [
-      `output_dir = "${out}"`,
-      `[model]\npath = "${model}"`,
-      `[data]\npath = "${demos}"`,
-      "[trainer]\nsteps = 1\nbatch_tokens = 1024\nseq_len = 512",
-      `[eval]\nenv = [{ id = "math", args = ${ARGS.replaceAll(":", " =").replaceAll('"operations"', "operations")} }]\nnum_examples = 2\nmax_tokens = 40\nmax_model_len = 8`,
-    ].join("\n"),
-  );
+  const { config } = writeSftToml("run-short-eval", [
+    "[trainer]\nsteps = 1\nbatch_tokens = 1024\nseq_len = 512",
+    `${EVAL_MATH}\nmax_model_len = 8`,
+  ]);
   const run = rlx(["sft", config]);
   expect(run.code).toBe(0);
   expect(run.err).toMatch(
-    /\[warn\] eval math: 100\.0% of rollouts failed \(scored 0\); the first: context limit: the prompt has \d+ tokens, max_context_tokens is 8/,
+    /\[warn\] eval: 100\.0% of math rollouts failed \(scored 0\); the first: context limit: the prompt has \d+ tokens, max_context_tokens is 8/,
   );
 });
 
