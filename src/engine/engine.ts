@@ -27,6 +27,7 @@ import { type CacheStats, type GenToken, NativeGenerator, score, type TopLogprob
 import type { CoreShare } from "../native/core_share.ts";
 import { type ScoredTop, scoreTop } from "../native/score_top.ts";
 import type { NativeModel } from "../native/model.ts";
+import { prefillBatchSize } from "./admission.ts";
 import { EngineClosedError } from "./errors.ts";
 import {
   type EngineFinish,
@@ -275,16 +276,9 @@ export class Engine {
   }
 
   #admit(): void {
-    const free = this.maxBatch - this.#running.size;
-    const batch: Job[] = [];
-    let tokens = 0;
-    while (batch.length < free && this.#queue.length > 0) {
-      const next = this.#queue[0]!;
-      if (batch.length > 0 && tokens + next.request.prompt.length > this.maxPrefillTokens) break;
-      tokens += next.request.prompt.length;
-      batch.push(this.#queue.shift()!);
-    }
-    if (batch.length === 0) return;
+    const size = prefillBatchSize(this.#queue, this.maxBatch - this.#running.size, this.maxPrefillTokens);
+    if (size === 0) return;
+    const batch = this.#queue.splice(0, size);
     let first;
     try {
       first = this.#generator.add(batch.map((job) => ({ prompt: job.request.prompt, sampling: job.sampling })));
