@@ -2,9 +2,11 @@
 # Long rows through the whole pipeline (docs/scaling.md, "Long context"): rlx init tiny-long with
 # the bare template, then a run of CONFIG (default experiments/configs/recall_long.toml: 3 steps,
 # two context-parallel ranks, 16k-token recall episodes), then one JSON row from the run's audit
-# records: how many samples each step trained and their token counts, the rewards, the CPU.
-#   bash experiments/scripts/recall_long.sh SET [CONFIG]
-#     -> experiments/results/long_context/SET/<CONFIG's name>.json
+# records: how many samples each step trained and their token counts, the rewards, the CPU. With
+# SEED set, the run takes that seed and its own directory (output_dir-seedN), and the row's name
+# ends in -seedN.
+#   [SEED=N] bash experiments/scripts/recall_long.sh SET [CONFIG]
+#     -> experiments/results/long_context/SET/<CONFIG's name>[-seedN].json
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SET=${1:?usage: recall_long.sh SET [CONFIG]}
@@ -12,12 +14,18 @@ config=${2:-experiments/configs/recall_long.toml}
 RLX=${RLX:-dist/rlx}
 out=experiments/results/long_context/$SET
 run=$(sed -n 's/^output_dir = "\(.*\)"/\1/p' "$config")
+name=$(basename "$config" .toml)
+overrides=()
+if [ -n "${SEED:-}" ]; then
+  run=$run-seed$SEED name=$name-seed$SEED
+  overrides=(--set "seed=$SEED" --set "output_dir=$run")
+fi
 mkdir -p "$out" runs/models
 [ -d runs/models/tiny-long-bare ] ||
   $RLX init --preset tiny-long --chat-template configs/templates/bare.jinja --out runs/models/tiny-long-bare
 rm -rf "$run"
 start=$(date +%s)
-$RLX train "$config"
+$RLX train "$config" "${overrides[@]}"
 seconds=$(($(date +%s) - start))
 node_modules/.bin/bun -e '
 const { readFileSync, readdirSync, writeFileSync } = require("node:fs");
@@ -35,4 +43,4 @@ const row = { date: new Date().toISOString(), cpu: cpus()[0].model, cores: cpus(
   mismatch_kl: metrics.map((m) => m.mismatch_kl) };
 writeFileSync(out, JSON.stringify(row, null, 2) + "\n");
 console.log(JSON.stringify(row));
-' "$run" "$out/$(basename "$config" .toml).json" "$seconds"
+' "$run" "$out/$name.json" "$seconds"
