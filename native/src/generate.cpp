@@ -31,9 +31,12 @@
 // previous turn plus the tool's reply, so it continues in its own slot; a new group of an env
 // whose system prompt another slot holds prefills only its task. New prompts without a match take
 // the empty slots first, then the least recently used kept ones; when blocks run short, kept
-// prefixes give theirs up, least recently used first. Rebinding to new weights
-// (rlx_gen_set_model) drops every kept prefix: a new prompt is always computed by the weights of
-// its time.
+// prefixes give theirs up, least recently used first. A prompt no kept slot continues may begin
+// with what a running sequence has written (a group's rollout admitted after the others, once the
+// prefill budget or the order of arrival split the group): it shares those whole blocks and
+// prefills the rest. Rebinding to new weights (rlx_gen_set_model, also after an adapter changed
+// the bound model in place) drops every kept prefix, and a sequence running across it neither
+// shares nor keeps its K/V: a new prompt is always computed by the weights of its time.
 //
 // The calls are here; generator.h holds the state, sampling.cpp the choice of each token, slots.cpp
 // the choice of slots and blocks.
@@ -109,6 +112,7 @@ RLX_API int rlx_gen_set_model(rlx_gen* gen, rlx_model* model) {
                                          ", the generator's cache is " + c10::toString(now.dtype));
     require(next.device == now.device, "rlx_gen_set_model: the new model is on " + next.device.str() + ", the generator's cache is on " + now.device.str());
     g.model_handle = model;
+    g.weights += 1;  // running sequences' K/V stay theirs, never shared or kept (slots.cpp retire)
     for (auto& s : g.seqs)
       if (!s.active) kv_release(g.cache, s.blocks), s.tokens.clear();  // kept prefixes were computed by the old weights
     return 0;
@@ -159,6 +163,7 @@ RLX_API int rlx_gen_add(rlx_gen* gen, int n, const int32_t* prompt_ids, const in
       total_stops += stop_counts[i];
       s.length = lengths[i];
       s.final_length = std::min<int64_t>(lengths[i] + s.max_new_tokens, g.cache.capacity);
+      s.weights = g.weights;
       s.active = true;
     }
     // The rollouts of a group arrive together with one prompt: each distinct prompt is prefilled
@@ -205,6 +210,7 @@ RLX_API int rlx_gen_add(rlx_gen* gen, int n, const int32_t* prompt_ids, const in
     }
     std::vector<Prefill> prompts;
     for (auto j : distinct) {
+      if (past[j] == 0 && g.keep_prefixes) past[j] = share_running(g, ids_of[j], lengths[j], added[j].blocks);
       cover(g, added[j].blocks, lengths[j]);
       prompts.push_back({ids_of[j], lengths[j], past[j], &added[j].blocks});
       g.reused_tokens += past[j];

@@ -13,6 +13,7 @@ struct Sequence {
   int64_t final_length = 0;  // the most tokens it can reach: prompt + max_new_tokens, within capacity
   std::vector<int32_t> tokens;  // those tokens (kept after the sequence ends: the slot's prefix)
   uint64_t used = 0;            // the generator's clock when the slot last ran
+  uint64_t weights = 0;         // the generator's weights epoch when it was added
   int32_t next_token = 0;  // sampled, fed at the next step
   int64_t generated = 0;
   double temperature = 1, top_p = 1;
@@ -30,6 +31,7 @@ struct Generator {
   at::Tensor last_logp;
   std::vector<int64_t> last_tokens;
   uint64_t clock = 0;
+  uint64_t weights = 0;  // bumped by rlx_gen_set_model: K/V of an older epoch is never reused
   int64_t prompts = 0, prompt_tokens = 0, reused_tokens = 0;  // rlx_gen_cache_stats
   bool keep_prefixes = true;                                   // rlx_gen_set_option
   int64_t prefill_tokens = 8192;                               // rlx_gen_set_option: tokens per prefill pass
@@ -69,8 +71,13 @@ std::vector<int64_t> blocks_needed(const std::vector<Sequence>& added, const std
 void cover(Generator& g, BlockTable& table, int64_t length);
 // Copies every shared block holding position `from` or later, so the table can write there.
 void own_from(Generator& g, BlockTable& table, int64_t from);
-// A sequence that stopped: without keep_prefixes its blocks go back at once.
+// A sequence that stopped: its blocks go back at once without keep_prefixes, or when the weights
+// changed while it ran (its K/V were computed by the old ones).
 void retire(Generator& g, Sequence& s);
+// A new prompt that begins with what a running sequence of these weights has written (a group's
+// rollout admitted after the others) shares the blocks holding those tokens: whole blocks, at least
+// kMinReuse tokens, never the prompt's last token. Returns the tokens shared; table receives them.
+int64_t share_running(Generator& g, const int32_t* ids, int64_t length, BlockTable& table);
 // slots.cpp: slots for n new prompts, past[i] the cached tokens prompt i continues.
 std::vector<int64_t> choose_slots(Generator& g, int n, const std::vector<const int32_t*>& ids,
                                   const std::vector<int64_t>& lengths, const std::vector<bool>& may_reuse,

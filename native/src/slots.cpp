@@ -107,7 +107,23 @@ void own_from(Generator& g, BlockTable& table, int64_t from) {
 }
 
 void retire(Generator& g, Sequence& s) {
-  if (!g.keep_prefixes) kv_release(g.cache, s.blocks), s.tokens.clear();
+  if (!g.keep_prefixes || s.weights != g.weights) kv_release(g.cache, s.blocks), s.tokens.clear();
+}
+
+int64_t share_running(Generator& g, const int32_t* ids, int64_t length, BlockTable& table) {
+  const Sequence* best = nullptr;
+  int64_t best_len = kMinReuse - 1;
+  for (const auto& s : g.seqs) {
+    if (!s.active || s.weights != g.weights) continue;
+    const int64_t limit = std::min<int64_t>(s.length, length - 1);  // s.tokens[0..length) are in the cache
+    int64_t common = 0;
+    while (common < limit && s.tokens[common] == ids[common]) ++common;
+    common -= common % kKVBlock;  // its partial block is still being written
+    if (common > best_len) best = &s, best_len = common;
+  }
+  if (!best) return 0;
+  table = kv_share(g.cache, best->blocks, static_cast<size_t>(best_len / kKVBlock));
+  return best_len;
 }
 
 }  // namespace rlx

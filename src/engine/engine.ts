@@ -372,6 +372,7 @@ export class Engine {
     }
     if ("swap" in fetched) {
       fetched.swap(); // a LoRA adapter, copied into the served model in place (checked whole first)
+      this.#generator.setModel(this.#model); // so no K/V of the old adapter is reused
       this.stats.adapterReloads++;
     } else {
       if (this.reloadMode === "drain") {

@@ -192,8 +192,10 @@ export async function replaySchedule(
             { fix: KEEP_FIX },
           );
         const fetched = await directorySource(dir, load, async (m, d) => adapterSwap(m, d)).fetch(model);
-        if ("swap" in fetched) fetched.swap();
-        else {
+        if ("swap" in fetched) {
+          fetched.swap();
+          generator.setModel(model); // as the engine does: no K/V of the old adapter is reused
+        } else {
           if (event.how === "in-flight") generator.setModel(fetched.model);
           else {
             generator.free();
