@@ -1,8 +1,9 @@
 // `rlx serve` with a LoRA adapter (docs/lora.md): started on an adapter directory it serves base +
 // adapter unmerged with the adapter's logprobs; `/update_weights` of another adapter for the same
 // base copies only the adapter in (`adapter_only: true`, the new version's logprobs), with a
-// request streaming; full weights reload as a whole model; an adapter whose tensors do not fit is
-// a 400 naming path that leaves the old adapter serving.
+// request streaming, and no prompt after it reuses K/V the old adapter computed (the prompts share
+// 32 tokens); full weights reload as a whole model; an adapter whose tensors do not fit is a 400
+// naming path that leaves the old adapter serving.
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -72,8 +73,10 @@ afterAll(async () => {
 
 const client = () =>
   new OpenAIClient({ model: "policy", baseUrls: [`${serve.url}/v1`], apiKey: KEY, timeoutMs: 30_000 });
+/** Every prompt begins with these (a system prompt's worth): a later request continues a slot's kept K/V. */
+const SHARED = Array.from({ length: 32 }, (_, t) => 5 + ((t * 7) % 50));
 const request = (i: number) => ({
-  promptIds: [3, 1 + i, 4],
+  promptIds: [...SHARED, 3, 1 + i, 4],
   maxTokens: 10,
   temperature: 1,
   topP: 1,
