@@ -244,10 +244,8 @@ int rlx_optim_state_load(rlx_optim* optim, const void* data, int64_t nbytes);
 rlx_gen* rlx_gen_create(rlx_model* model, int slots, int capacity, int64_t kv_tokens);
 int rlx_gen_free(rlx_gen* gen);
 int rlx_gen_free_slots(rlx_gen* gen);
-/* Rebinds a generator to another model of the same architecture, keeping the KV cache and every
- * running sequence (in-flight weight updates); a difference is an error naming the first. Kept
- * prefixes are dropped, and K/V written before the call is never reused by a later prompt; rebind
- * to the same model after changing its weights in place. */
+/* Rebinds a generator to another model of the same architecture (or the same one changed in place),
+ * keeping running sequences; kept prefixes and older K/V are never reused. Errors name a difference. */
 int rlx_gen_set_model(rlx_gen* gen, rlx_model* model);
 #define RLX_SAMPLE_TEMPERATURE 0 /* per-sequence sampling: RLX_SAMPLING_FIELDS doubles each */
 #define RLX_SAMPLE_TOP_P 1       /* (0, 1]; 1 = off */
