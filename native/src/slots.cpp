@@ -8,6 +8,13 @@ namespace rlx {
 // The fewest cached tokens a prompt must continue to take a kept slot over.
 constexpr int64_t kMinReuse = 16;
 
+// How many of the first `limit` tokens of a cached sequence and a prompt agree.
+static int64_t common_prefix(const std::vector<int32_t>& cached, const int32_t* ids, int64_t limit) {
+  int64_t common = 0;
+  while (common < limit && cached[common] == ids[common]) ++common;
+  return common;
+}
+
 // Slots for n new prompts (prompt i: ids_i, lengths[i]; rlx_gen_add checked that n are free): a
 // kept slot whose tokens the prompt continues for at least kMinReuse tokens (the longest such
 // match; never the whole prompt, whose last token must run to give the next token's logits), else
@@ -30,8 +37,7 @@ std::vector<int64_t> choose_slots(Generator& g, int n, const std::vector<const i
       const auto& cached = g.seqs[s].tokens;
       const int64_t limit = std::min<int64_t>(static_cast<int64_t>(cached.size()), lengths[i] - 1);
       if (limit <= best_len) continue;
-      int64_t common = 0;
-      while (common < limit && cached[common] == ids[i][common]) ++common;
+      const int64_t common = common_prefix(cached, ids[i], limit);
       if (common > best_len) best = static_cast<int64_t>(s), best_len = common;
     }
     if (best >= 0) slots[i] = best, past[i] = best_len, taken[best] = true;
@@ -116,8 +122,7 @@ int64_t share_running(Generator& g, const int32_t* ids, int64_t length, BlockTab
   for (const auto& s : g.seqs) {
     if (!s.active || s.weights != g.weights) continue;
     const int64_t limit = std::min<int64_t>(s.length, length - 1);  // s.tokens[0..length) are in the cache
-    int64_t common = 0;
-    while (common < limit && s.tokens[common] == ids[common]) ++common;
+    int64_t common = common_prefix(s.tokens, ids, limit);
     common -= common % kKVBlock;  // its partial block is still being written
     if (common > best_len) best = &s, best_len = common;
   }
