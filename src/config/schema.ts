@@ -216,6 +216,9 @@ export const configSchema = z.strictObject({
     max_failure_rate: z.number().min(0).max(1).default(0.5),
     /** Remove rl membership of zero-advantage tokens before packing. */
     filter_zero_advantages: z.boolean().default(true),
+    /** Batches in a row with nothing to train (every advantage 0, or every rollout failed), or of
+     * rollouts dropped as stale, before the run stops; raise it for a model that solves most tasks. */
+    max_empty_batches: positiveInt.default(10),
     /** Extra chat-template variables for every rollout and eval, e.g. { enable_thinking = false } (Qwen3). */
     chat_template_kwargs: z.record(z.string(), z.unknown()).default({}),
     algo: algoBlock.default({ type: "grpo" }),

@@ -1,7 +1,7 @@
 // Steps 2-3 of the step loop (src/orchestrator/loop.ts): one batch, from its groups (drawn, run,
 // admitted or replaced: groups.ts) to the samples it trains. The trainable rollouts become samples
 // (routed by each env's loss component, zero advantages filtered); a batch with nothing to train
-// is sampled again, and MAX_EMPTY_BATCHES in a row abort the run with the reason. Each batch's failed
+// is sampled again, and orchestrator.max_empty_batches in a row abort the run with the reason. Each batch's failed
 // rollouts are recorded (rollouts/failed_step_N.jsonl) before the failure-rate check. Also the
 // orchestrator's half of the step's metrics and the per-env failure warnings.
 import { isTrainable, type LossComponent } from "../algorithms/base.ts";
@@ -13,7 +13,7 @@ import type { AuditInput } from "../rundir/audit.ts";
 import { appendFailed } from "../rundir/failed.ts";
 import type { TaskStats } from "../task_samplers/stats.ts";
 import type { FailureWindow } from "./failures.ts";
-import { type CollectContext, type EnvAdmission, MAX_EMPTY_BATCHES, sampleGroups } from "./groups.ts";
+import { type CollectContext, type EnvAdmission, sampleGroups } from "./groups.ts";
 import type { Progress } from "./metrics/log.ts";
 import { judgeMetrics, roleMetrics, rolloutMetrics } from "./metrics/rollouts.ts";
 import type { TaskSampler } from "./task_sampler.ts";
@@ -35,7 +35,7 @@ export interface Collected {
   replayed: Set<Rollout>;
 }
 
-/** Rollouts for step N until a batch has something to train (or MAX_EMPTY_BATCHES say it never will). */
+/** Rollouts for step N until a batch has something to train (or max_empty_batches say it never will). */
 export async function collectStep(
   step: number,
   o: CollectContext,
@@ -78,11 +78,12 @@ export async function collectStep(
         : failed.length === rollouts.length
           ? `every rollout failed (first error: ${failed[0]?.error})`
           : `every advantage was 0 (rewards never differed within a group: mean reward ${(rolloutMetrics(rollouts, []).reward ?? 0).toFixed(3)}, ${failed.length}/${rollouts.length} rollouts failed)`;
-    if (empty + 1 >= MAX_EMPTY_BATCHES) {
+    const limit = o.config.orchestrator.max_empty_batches;
+    if (empty + 1 >= limit) {
       throw new RlxError(
-        `step ${step}: ${MAX_EMPTY_BATCHES} batches in a row had nothing to train; the last one because ${why}`,
+        `step ${step}: ${limit} batches in a row had nothing to train (orchestrator.max_empty_batches); the last one because ${why}`,
         {
-          fix: `group-relative algorithms (${groupRelativeTypes().join(", ")}) need group_size >= 2 and rewards that differ within a group: warm the model up (rlx sft), make tasks easier (env args), or check the failing endpoint`,
+          fix: `group-relative algorithms (${groupRelativeTypes().join(", ")}) need group_size >= 2 and rewards that differ within a group: warm the model up (rlx sft), make tasks easier (env args), check the failing endpoint, or, for a model that solves most tasks, raise orchestrator.max_empty_batches or batch_size`,
         },
       );
     }

@@ -41,9 +41,6 @@ export interface CollectContext {
   runDir?: string;
 }
 
-/** Batches in a row with nothing to train before the run gives up. */
-export const MAX_EMPTY_BATCHES = 10;
-
 /** A replacement round draws at most this many times what is missing. */
 export const MAX_DRAW_AHEAD = 2;
 
@@ -140,7 +137,7 @@ export async function sampleGroups(
       const versions = group.filter((r) => r.numTurns > 0 && r.trains !== false).map((r) => r.policyVersion);
       if (!env.frozen && versions.length > 0 && Math.min(...versions) < minVersion) {
         out.dropped += group.length;
-        if (out.dropped >= MAX_EMPTY_BATCHES * o.config.orchestrator.batch_size) {
+        if (out.dropped >= o.config.orchestrator.max_empty_batches * o.config.orchestrator.batch_size) {
           throw new RlxError(
             `step ${step}: ${out.dropped} rollouts in a row were sampled by weights older than version ${minVersion} (max_off_policy_steps ${o.config.orchestrator.max_off_policy_steps}); the last by version ${Math.min(...versions)}`,
             {

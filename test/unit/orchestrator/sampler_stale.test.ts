@@ -3,7 +3,7 @@
 // source never go stale; a policy stuck on old weights aborts the run instead of looping forever.
 // The real rollout driver, env and algorithm run against a scripted client that reports versions.
 import { expect, test } from "bun:test";
-import { MAX_EMPTY_BATCHES, sampleGroups } from "../../../src/orchestrator/groups.ts";
+import { sampleGroups } from "../../../src/orchestrator/groups.ts";
 import { Progress } from "../../../src/orchestrator/metrics/log.ts";
 import { LETTERS_ENV } from "../../e2e/train_helpers.ts";
 import { harness, Scripted } from "./collect_harness.ts";
@@ -54,6 +54,7 @@ test("a policy stuck on old weights aborts the run with the reason", async () =>
   const client = versioned(() => 0);
   const { o, sampler } = await setup(client);
   await expect(sampleGroups(5, o, sampler, new Progress())).rejects.toThrow(
-    `step 5: ${MAX_EMPTY_BATCHES * 4} rollouts in a row were sampled by weights older than version 2 (max_off_policy_steps 2); the last by version 0`,
+    // max_empty_batches (10 by default) batches of 4
+    `step 5: 40 rollouts in a row were sampled by weights older than version 2 (max_off_policy_steps 2); the last by version 0`,
   );
 });
