@@ -9,11 +9,13 @@
 # weight channel (Gloo: NCCL needs two GPUs, one per end), and bench/long_context.ts a 16k-token
 # row trained whole and split over two context-parallel ranks (both on the one GPU, over Gloo), and
 # bench/long_serve.ts the engine serving 4 x 16k-token sequences beside 64 short ones in a paged
-# K/V budget (the decode's ATen path: blocks gathered, SDPA), and scripts/replay_check.sh whether
+# K/V budget (the decode's ATen path: blocks gathered, SDPA), and bench/group_prefill.ts an RL
+# group of one 16k-token prompt prefilled once (shared blocks), and scripts/replay_check.sh whether
 # `rlx replay --rollouts` and `--gradient` give a GPU policy's rollouts and a GPU trainer's steps
 # back bit for bit. Everything it prints and
 # writes lands in $OUT (default .gpu/out): doctor.json, native_tests.txt, gpu_check.json,
-# gpu_check.txt, shard_step.txt, weight_transfer.txt, long_context.txt, long_serve.txt, replay.txt.
+# gpu_check.txt, shard_step.txt, weight_transfer.txt, long_context.txt, long_serve.txt, group_prefill.txt,
+# replay.txt.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-.gpu/out}
@@ -52,6 +54,8 @@ step "long context: a 16k-token row on the GPU whole and split over 2 ranks (Glo
 "$BUN" bench/long_context.ts --device cuda --lengths 16384 --splits 1,2 --steps 2 --no-serve | tee "$OUT/long_context.txt"
 step "long rollouts: 4 x 16k beside 64 short sequences in a paged K/V budget, against slots x capacity"
 "$BUN" bench/long_serve.ts --device cuda | tee "$OUT/long_serve.txt"
+step "a group's rollouts: 4 of one 16k-token prompt (prefilled once) against 4 distinct prompts"
+"$BUN" bench/group_prefill.ts --device cuda | tee "$OUT/group_prefill.txt"
 step "replay: a 3-step run's rollouts and trainer steps on the GPU recomputed by rlx replay (bit for bit, or the difference)"
 bash scripts/replay_check.sh cuda "$OUT/replay" "$BUN" "$PWD/src/main.ts" | tee "$OUT/replay.txt"
 step "done"
