@@ -122,23 +122,25 @@ const NEEDLE_EVALS = [
   { model: "phase 3 after 6 RL steps at 16k", files: [null, "eval-rl-16k-step6-r2000.json"] },
 ];
 
-/** The 16k RL runs' models and their `rlx eval` files: greedy alone (n 40), or k 4 at temperature 1
- * with a greedy sample (null: not run). */
+/** The 16k RL runs' models (recall_needle_rl.toml, then recall_needle_rl32.toml) and their `rlx eval`
+ * files: greedy alone (n 40), or k 4 at temperature 1 with a greedy sample (null: not run). */
 const NEEDLE_RL_EVALS = [
   { model: "phase 3, the warm start", greedy: "eval-sft-long-n40-r2000.json", sampled: "eval-t1-sft-long-r2000.json" },
-  { model: "seed 0 after 10 steps", greedy: "eval-rl40-seed0-step10-r2000.json", sampled: null },
+  { model: "two groups a step: seed 0 after 10 steps", greedy: "eval-rl40-seed0-step10-r2000.json", sampled: null },
   {
-    model: "seed 0 after 29 steps",
+    model: "two groups a step: seed 0 after 29 steps",
     greedy: "eval-rl40-seed0-step29-r2000.json",
     sampled: "eval-t1-rl40-seed0-step29-r2000.json",
   },
-  { model: "seed 1 after 40 steps", greedy: null, sampled: "eval-t1-rl40-seed1-step40-r2000.json" },
+  { model: "two groups a step: seed 1 after 40 steps", greedy: null, sampled: "eval-t1-rl40-seed1-step40-r2000.json" },
+  { model: "four groups a step: seed 0 after 30 steps", greedy: null, sampled: "eval-t1-rl32-seed0-step30-r2000.json" },
+  { model: "four groups a step: seed 1 after 30 steps", greedy: null, sampled: "eval-t1-rl32-seed1-step30-r2000.json" },
 ];
 
 type Evals = (file: string) => { envs: [{ tasks: number; metrics: Record<string, number> }] };
 
 /** Greedy pass@1 at 16k (the greedy eval's, else the sampled eval's greedy sample: the same
- * measurement) and temperature-1 avg@4 and pass@4 of the RL runs' models (recall_needle_rl.toml). */
+ * measurement) and temperature-1 avg@4 and pass@4 of the RL runs' models. */
 function needleRlTable(evals: Evals): string[] {
   const metrics = (file: string | null) => (file ? evals(file).envs[0].metrics : {});
   const cell = (value: number | undefined) => (value === undefined ? "" : value.toFixed(3));
