@@ -1,9 +1,9 @@
 // Steps 2-3 of the step loop (src/orchestrator/loop.ts): one batch, from its groups (drawn, run,
 // admitted or replaced: groups.ts) to the samples it trains. The trainable rollouts become samples
 // (routed by each env's loss component, zero advantages filtered); a batch with nothing to train
-// is sampled again, and orchestrator.max_empty_batches in a row abort the run with the reason. Each batch's failed
-// rollouts are recorded (rollouts/failed_step_N.jsonl) before the failure-rate check. Also the
-// orchestrator's half of the step's metrics and the per-env failure warnings.
+// is sampled again, and orchestrator.max_empty_batches in a row abort the run with the reason.
+// Each batch's failed rollouts are recorded (rollouts/failed_step_N.jsonl) before the failure-rate
+// check. Also the orchestrator's half of the step's metrics and the per-env failure warnings.
 import { isTrainable, type LossComponent } from "../algorithms/base.ts";
 import { groupRelativeTypes } from "../algorithms/registry.ts";
 import { filterZeroAdvantage, rolloutToSamples } from "../algorithms/samples.ts";
