@@ -44,6 +44,7 @@ export async function collectStep(
   failures: FailureWindow,
 ): Promise<Collected> {
   const frozenEnvs = new Set(o.envs.filter((e) => e.frozen).map((e) => e.resolved.name));
+  const maxEmpty = o.config.orchestrator.max_empty_batches;
   let dropped = 0;
   const admission = new Map<string, EnvAdmission>();
   for (let empty = 0; ; empty++) {
@@ -78,10 +79,9 @@ export async function collectStep(
         : failed.length === rollouts.length
           ? `every rollout failed (first error: ${failed[0]?.error})`
           : `every advantage was 0 (rewards never differed within a group: mean reward ${(rolloutMetrics(rollouts, []).reward ?? 0).toFixed(3)}, ${failed.length}/${rollouts.length} rollouts failed)`;
-    const limit = o.config.orchestrator.max_empty_batches;
-    if (empty + 1 >= limit) {
+    if (empty + 1 >= maxEmpty) {
       throw new RlxError(
-        `step ${step}: ${limit} batches in a row had nothing to train (orchestrator.max_empty_batches); the last one because ${why}`,
+        `step ${step}: ${maxEmpty} batches in a row had nothing to train (orchestrator.max_empty_batches); the last one because ${why}`,
         {
           fix: `group-relative algorithms (${groupRelativeTypes().join(", ")}) need group_size >= 2 and rewards that differ within a group: warm the model up (rlx sft), make tasks easier (env args), check the failing endpoint, or, for a model that solves most tasks, raise orchestrator.max_empty_batches or batch_size`,
         },
